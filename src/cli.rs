@@ -1,0 +1,107 @@
+//! The command line, mirroring artisan's `queue:*` commands.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A Laravel queue worker for Redis queues: a drop-in for `php artisan queue:work`.
+#[derive(Debug, Parser)]
+#[command(name = "laravel-worker", version, about)]
+pub struct Cli {
+    /// TOML config file (see config/laravel-worker.toml).
+    #[arg(
+        long,
+        global = true,
+        env = "LARAVEL_WORKER_CONFIG",
+        value_name = "PATH"
+    )]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Process jobs on the queue (`queue:work`).
+    Work(WorkArgs),
+    /// Push a Laravel-format job onto a queue.
+    Push(PushArgs),
+    /// Tell running workers to stop after their current job (`queue:restart`).
+    Restart,
+}
+
+/// `queue:work`'s options, with artisan's defaults.
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// The queue connection name (written into failed_jobs); default from config.
+    pub connection: Option<String>,
+    /// Queues to work, comma-separated, highest priority first.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// The worker's name.
+    #[arg(long, default_value = "default")]
+    pub name: String,
+    /// Process one job (or wait --sleep if there is none) and stop.
+    #[arg(long)]
+    pub once: bool,
+    /// Stop when the queue is empty.
+    #[arg(long)]
+    pub stop_when_empty: bool,
+    /// Seconds before a job that threw is retried; a list like 1,5,10 gives one per attempt.
+    #[arg(long, default_value = "0")]
+    pub backoff: String,
+    /// Deprecated alias of --backoff (the larger of the two is used).
+    #[arg(long, default_value_t = 0)]
+    pub delay: u64,
+    /// Stop after this many jobs (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_jobs: u64,
+    /// Stop after this many seconds (0 = no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_time: u64,
+    /// Work even in maintenance mode.
+    #[arg(long)]
+    pub force: bool,
+    /// Resident memory limit in MB; exit 12 when reached (0 = no limit).
+    #[arg(long, default_value_t = 128, allow_negative_numbers = true)]
+    pub memory: i64,
+    /// Seconds to sleep when no job is available (fractions allowed).
+    #[arg(long, default_value_t = 3.0)]
+    pub sleep: f64,
+    /// Seconds to rest after each job (fractions allowed).
+    #[arg(long, default_value_t = 0.0)]
+    pub rest: f64,
+    /// Seconds a job may run when it sets no timeout (0 = no limit).
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Attempts allowed when the job sets no maxTries (0 = unlimited).
+    #[arg(long, default_value_t = 1)]
+    pub tries: u64,
+    /// Print Laravel's JSON event lines instead of artisan lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Jobs run at once by this worker.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub concurrency: u64,
+}
+
+/// `push`: enqueue a job the way Laravel's `Queue::push` does.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The queue to push to.
+    pub queue: String,
+    /// The job's displayName (and `job` for a string job).
+    #[arg(long)]
+    pub job: String,
+    /// JSON for the payload's `data`.
+    #[arg(long, default_value = "{}")]
+    pub data: String,
+    /// Seconds before the job is available.
+    #[arg(long, default_value_t = 0)]
+    pub delay: u64,
+    /// How many copies to push (for benchmarks and tests).
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
+}

@@ -1,0 +1,74 @@
+//! `push`: enqueue a job in Laravel's payload format.
+//!
+//! The payload has the fields of Laravel's string-job payload (protocol
+//! §5.2) in PHP's key order, with `attempts: 0` and a 32-character `id`, so
+//! both PHP workers and this one can run it.
+
+use anyhow::Context;
+use rand::distr::{Alphanumeric, SampleString};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::cli::PushArgs;
+use crate::config::Settings;
+use crate::queue::redis_queue::now;
+
+#[derive(Serialize)]
+struct StringJobPayload<'a> {
+    uuid: String,
+    #[serde(rename = "displayName")]
+    display_name: &'a str,
+    job: &'a str,
+    #[serde(rename = "maxTries")]
+    max_tries: Option<u64>,
+    #[serde(rename = "maxExceptions")]
+    max_exceptions: Option<u64>,
+    #[serde(rename = "failOnTimeout")]
+    fail_on_timeout: bool,
+    backoff: Option<String>,
+    timeout: Option<u64>,
+    data: &'a RawValue,
+    id: String,
+    attempts: u64,
+}
+
+/// Builds a payload for job `name` with `data` (JSON text).
+///
+/// # Errors
+/// `data` is not JSON.
+pub fn payload(name: &str, data: &str) -> anyhow::Result<String> {
+    let data: &RawValue = serde_json::from_str(data).context("--data is not valid JSON")?;
+    let payload = StringJobPayload {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        display_name: name.split('@').next().unwrap_or(name),
+        job: name,
+        max_tries: None,
+        max_exceptions: None,
+        fail_on_timeout: false,
+        backoff: None,
+        timeout: None,
+        data,
+        id: Alphanumeric.sample_string(&mut rand::rng(), 32),
+        attempts: 0,
+    };
+    Ok(serde_json::to_string(&payload)?)
+}
+
+/// Pushes `args.count` jobs (delayed by `args.delay` seconds when set).
+///
+/// # Errors
+/// Bad `--data`, or Redis errors.
+pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
+    let queue = super::work::open_queue(&settings).await?;
+    let keys = queue.keys(&args.queue);
+    for _ in 0..args.count {
+        let body = payload(&args.job, &args.data)?;
+        if args.delay > 0 {
+            queue.later(&keys, now() + args.delay as i64, &body).await?;
+        } else {
+            queue.push(&keys, &body).await?;
+        }
+    }
+    tracing::info!(queue = %args.queue, count = args.count, "pushed");
+    Ok(0)
+}

@@ -1,0 +1,201 @@
+//! `work`: `php artisan queue:work`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cache::{CacheStore, RedisCache};
+use crate::cli::WorkArgs;
+use crate::config::{CacheSettings, FailedSettings, Settings};
+use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
+use crate::handler::{Handler, Route, Router, SubprocessHandler};
+use crate::output::Reporter;
+use crate::queue::RedisQueue;
+use crate::queue::payload::parse_backoff;
+use crate::queue::redis_queue::QueueOptions;
+use crate::worker::{Daemon, Services, WorkerOptions};
+
+/// Connection attempts at start before the worker gives up (exit 1).
+const CONNECT_TRIES: u32 = 5;
+
+/// Runs the worker until it stops; returns its exit status.
+///
+/// # Errors
+/// Settings that cannot work, or a Redis that stays unreachable at start.
+pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
+    if let Some(connection) = &args.connection {
+        settings.connection = connection.clone();
+    }
+    let options = worker_options(&args, &settings)?;
+    let queue = open_queue(&settings).await?;
+    let cache = open_cache(&settings).await?;
+    let failed = open_failed_store(&settings).await?;
+    let router = build_router(&settings)?;
+    let control = crate::signals::listen().context("cannot install signal handlers")?;
+
+    tracing::info!(
+        connection = %settings.connection,
+        queues = %options.queues.join(","),
+        first_key = %queue.keys(&options.queues[0]).ready,
+        concurrency = options.concurrency,
+        failed = failed.describe(),
+        "worker started"
+    );
+    let services = Services {
+        queue,
+        connection: settings.connection.clone(),
+        cache,
+        failed,
+        router,
+        reporter: Reporter::new(options.json, settings.connection.clone()),
+        options,
+    };
+    let reason = Daemon::new(services, control).run().await;
+    tracing::info!(reason = reason.as_str(), "worker stopped");
+    Ok(reason.exit_code())
+}
+
+/// `queue:work`'s flags, with the queue list defaulting to the connection's
+/// `queue` setting.
+///
+/// # Errors
+/// Values out of range (a negative `--sleep`...).
+pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<WorkerOptions> {
+    let queue_list = args
+        .queue
+        .clone()
+        .unwrap_or_else(|| settings.default_queue.clone());
+    let seconds = |name: &str, v: f64| {
+        anyhow::ensure!(
+            v.is_finite() && v >= 0.0,
+            "--{name} must be a number of seconds >= 0"
+        );
+        Ok(Duration::from_secs_f64(v))
+    };
+    let mut backoff = parse_backoff(&args.backoff);
+    // `--delay` is the deprecated spelling: Laravel takes the larger one.
+    if args.delay > 0 && backoff.iter().all(|&b| b < args.delay) {
+        backoff = vec![args.delay];
+    }
+    Ok(WorkerOptions {
+        name: args.name.clone(),
+        queues: queue_list.split(',').map(str::to_string).collect(),
+        once: args.once,
+        stop_when_empty: args.stop_when_empty,
+        backoff,
+        max_jobs: args.max_jobs,
+        max_time: Duration::from_secs(args.max_time),
+        force: args.force,
+        memory_mb: args.memory.max(0) as u64,
+        sleep: seconds("sleep", args.sleep)?,
+        rest: seconds("rest", args.rest)?,
+        timeout: args.timeout,
+        tries: args.tries,
+        json: args.json,
+        concurrency: args.concurrency as usize,
+    })
+}
+
+/// Connects to the queue Redis, retrying a few times at start.
+///
+/// # Errors
+/// Redis unreachable after [`CONNECT_TRIES`] tries.
+pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
+    let options = QueueOptions {
+        prefix: settings.redis_prefix.clone(),
+        cluster: settings.cluster,
+        retry_after: settings.retry_after,
+        block_for: settings.block_for,
+        migration_batch_size: settings.migration_batch_size,
+    };
+    let mut pause = Duration::from_millis(500);
+    for attempt in 1..=CONNECT_TRIES {
+        match RedisQueue::connect(&settings.redis, options.clone()).await {
+            Ok(queue) => return Ok(queue),
+            Err(e) if attempt < CONNECT_TRIES => {
+                tracing::warn!(attempt, "cannot connect to the queue Redis: {e}");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("the queue Redis is unreachable after {CONNECT_TRIES} tries")
+                });
+            }
+        }
+    }
+    unreachable!("the loop returns on its last try")
+}
+
+/// Opens the cache store.
+///
+/// # Errors
+/// The cache Redis is unreachable.
+pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
+    Ok(match &settings.cache {
+        CacheSettings::Redis {
+            connection,
+            key_prefix,
+        } => {
+            let conn = crate::queue::connect::connect(
+                connection.clone(),
+                Some(crate::queue::connect::COMMAND_TIMEOUT),
+            )
+            .await
+            .context("cannot connect to the cache Redis")?;
+            CacheStore::Redis(RedisCache::new(conn, key_prefix.clone()))
+        }
+        CacheSettings::None => CacheStore::None,
+    })
+}
+
+/// Opens the failed-job store.
+///
+/// # Errors
+/// A database URL that cannot be used, or an unreachable Redis.
+pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobStore> {
+    Ok(match &settings.failed {
+        FailedSettings::Database { url, table } => {
+            FailedJobStore::Database(DatabaseStore::new(url, table)?)
+        }
+        FailedSettings::Redis => {
+            let conn = crate::queue::connect::connect(
+                settings.redis.clone(),
+                Some(crate::queue::connect::COMMAND_TIMEOUT),
+            )
+            .await
+            .context("cannot connect to Redis for the failed job store")?;
+            FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
+        }
+        FailedSettings::Null => FailedJobStore::Null,
+    })
+}
+
+/// Builds the router from `[[handlers]]`.
+///
+/// # Errors
+/// The temporary directory for handler results cannot be made.
+pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
+    let result_dir = Arc::new(
+        tempfile::Builder::new()
+            .prefix("laravel-worker-")
+            .tempdir()
+            .context("cannot create a directory for handler results")?,
+    );
+    let routes = settings
+        .handlers
+        .iter()
+        .map(|entry| {
+            let command = entry.command.clone().unwrap_or_default();
+            let handler = Handler::Subprocess(SubprocessHandler::new(
+                command,
+                settings.kill_grace,
+                settings.output_limit,
+                Arc::clone(&result_dir),
+            ));
+            Route::new(&entry.pattern, Arc::new(handler), entry.timeout)
+        })
+        .collect();
+    Ok(Router::new(routes, settings.unmatched))
+}

@@ -1,0 +1,220 @@
+//! Settings from the environment, under Laravel's own variable names.
+//!
+//! | variable                          | setting                                  |
+//! |-----------------------------------|------------------------------------------|
+//! | `REDIS_URL`                       | `[redis] url`                            |
+//! | `REDIS_HOST`, `REDIS_PORT`, `REDIS_USERNAME`, `REDIS_PASSWORD`, `REDIS_DB` | `[redis] url`, when `REDIS_URL` is unset |
+//! | `REDIS_PREFIX`                    | `[redis] prefix`                         |
+//! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
+//! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
+//! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
+//! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
+//! | `REDIS_QUEUE`                     | `[queue] queue`                          |
+//! | `REDIS_QUEUE_RETRY_AFTER`         | `[queue] retry_after` (`null` allowed)   |
+//! | `DB_CONNECTION`, `DB_HOST`, `DB_PORT`, `DB_DATABASE`, `DB_USERNAME`, `DB_PASSWORD` | `[failed] url` |
+//!
+//! Empty values count as unset.
+
+use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
+
+/// Builds the environment layer from `get` (a variable lookup).
+///
+/// # Errors
+/// A variable whose value cannot be used (a port that is not a number...).
+pub fn layer(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Layer> {
+    let get = |name: &str| get(name).filter(|v| !v.is_empty());
+    let app_slug = get("APP_NAME").map(|n| slug(&n));
+    let retry_after = match get("REDIS_QUEUE_RETRY_AFTER") {
+        Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
+            anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
+        })?),
+        None => None,
+    };
+    let cache_db = match get("REDIS_CACHE_DB") {
+        Some(v) => Some(
+            v.trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("REDIS_CACHE_DB={v:?} is not a number"))?,
+        ),
+        None => None,
+    };
+    Ok(Layer {
+        redis: RedisLayer {
+            url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
+            prefix: get("REDIS_PREFIX")
+                .or_else(|| app_slug.as_ref().map(|s| format!("{s}-database-"))),
+            cluster: None,
+        },
+        queue: QueueLayer {
+            connection: get("QUEUE_CONNECTION"),
+            queue: get("REDIS_QUEUE"),
+            retry_after,
+            ..QueueLayer::default()
+        },
+        cache: CacheLayer {
+            database: cache_db,
+            prefix: get("CACHE_PREFIX")
+                .or_else(|| app_slug.as_ref().map(|s| format!("{s}-cache-"))),
+            ..CacheLayer::default()
+        },
+        failed: FailedLayer {
+            url: database_url(&get),
+            ..FailedLayer::default()
+        },
+        ..Layer::default()
+    })
+}
+
+/// The whole process environment as a layer.
+///
+/// # Errors
+/// As [`layer`].
+pub fn from_process() -> anyhow::Result<Layer> {
+    layer(|name| std::env::var(name).ok())
+}
+
+/// `redis://` URL from `REDIS_HOST`/`PORT`/`USERNAME`/`PASSWORD`/`DB`, when
+/// any of them is set; unset parts take Laravel's defaults.
+fn redis_url_from_parts(get: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    let parts = [
+        "REDIS_HOST",
+        "REDIS_PORT",
+        "REDIS_USERNAME",
+        "REDIS_PASSWORD",
+        "REDIS_DB",
+    ];
+    if parts.iter().all(|p| get(p).is_none()) {
+        return None;
+    }
+    let host = get("REDIS_HOST").unwrap_or_else(|| "127.0.0.1".into());
+    let port = get("REDIS_PORT").unwrap_or_else(|| "6379".into());
+    let db = get("REDIS_DB").unwrap_or_else(|| "0".into());
+    let auth = match (get("REDIS_USERNAME"), get("REDIS_PASSWORD")) {
+        (None, None) => String::new(),
+        (user, pass) => format!(
+            "{}:{}@",
+            encode(&user.unwrap_or_default()),
+            encode(&pass.unwrap_or_default())
+        ),
+    };
+    Some(format!("redis://{auth}{host}:{port}/{db}"))
+}
+
+/// Database URL from Laravel's `DB_*` variables, when `DB_CONNECTION` is set.
+fn database_url(get: &impl Fn(&str) -> Option<String>) -> Option<String> {
+    let driver = get("DB_CONNECTION")?;
+    let database = get("DB_DATABASE").unwrap_or_else(|| "laravel".into());
+    if driver == "sqlite" {
+        return Some(format!("sqlite://{database}"));
+    }
+    let (scheme, default_port) = match driver.as_str() {
+        "mysql" | "mariadb" => ("mysql", "3306"),
+        "pgsql" => ("postgres", "5432"),
+        _ => return None,
+    };
+    let host = get("DB_HOST").unwrap_or_else(|| "127.0.0.1".into());
+    let port = get("DB_PORT").unwrap_or_else(|| default_port.into());
+    let user = encode(&get("DB_USERNAME").unwrap_or_else(|| "root".into()));
+    let pass = get("DB_PASSWORD")
+        .map(|p| format!(":{}", encode(&p)))
+        .unwrap_or_default();
+    Some(format!("{scheme}://{user}{pass}@{host}:{port}/{database}"))
+}
+
+/// Percent-encodes what may not stand in a URL's user or password part.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `Str::slug($name)`: lower case, runs of other characters become one `-`.
+pub fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> Layer {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        layer(|k| map.get(k).cloned()).unwrap()
+    }
+
+    #[test]
+    fn redis_parts_make_a_url() {
+        let l = env(&[
+            ("REDIS_HOST", "redis.internal"),
+            ("REDIS_PASSWORD", "p@ss"),
+            ("REDIS_DB", "2"),
+        ]);
+        assert_eq!(
+            l.redis.url.as_deref(),
+            Some("redis://:p%40ss@redis.internal:6379/2")
+        );
+        assert_eq!(env(&[]).redis.url, None);
+    }
+
+    #[test]
+    fn app_name_gives_skeleton_prefixes() {
+        let l = env(&[("APP_NAME", "My App")]);
+        assert_eq!(l.redis.prefix.as_deref(), Some("my-app-database-"));
+        assert_eq!(l.cache.prefix.as_deref(), Some("my-app-cache-"));
+        let l = env(&[("APP_NAME", "My App"), ("REDIS_PREFIX", "x_")]);
+        assert_eq!(l.redis.prefix.as_deref(), Some("x_"));
+    }
+
+    #[test]
+    fn retry_after_may_be_null() {
+        assert_eq!(
+            env(&[("REDIS_QUEUE_RETRY_AFTER", "null")])
+                .queue
+                .retry_after,
+            Some(Nullable::Null)
+        );
+        assert_eq!(
+            env(&[("REDIS_QUEUE_RETRY_AFTER", "30")]).queue.retry_after,
+            Some(Nullable::Seconds(30))
+        );
+        assert!(layer(|k| (k == "REDIS_QUEUE_RETRY_AFTER").then(|| "soon".to_string())).is_err());
+    }
+
+    #[test]
+    fn db_variables_make_a_failed_jobs_url() {
+        let l = env(&[
+            ("DB_CONNECTION", "pgsql"),
+            ("DB_DATABASE", "app"),
+            ("DB_USERNAME", "u"),
+        ]);
+        assert_eq!(
+            l.failed.url.as_deref(),
+            Some("postgres://u@127.0.0.1:5432/app")
+        );
+        let l = env(&[
+            ("DB_CONNECTION", "sqlite"),
+            ("DB_DATABASE", "/srv/app/database.sqlite"),
+        ]);
+        assert_eq!(
+            l.failed.url.as_deref(),
+            Some("sqlite:///srv/app/database.sqlite")
+        );
+    }
+}

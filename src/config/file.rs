@@ -1,0 +1,222 @@
+//! The TOML configuration file, and the layer type every source fills.
+//!
+//! Each source (file, environment) produces a [`Layer`] whose fields are all
+//! optional; layers are merged by precedence and then resolved against the
+//! built-in defaults (see [`super::Settings::resolve`]).
+
+use serde::{Deserialize, Deserializer};
+
+/// One source of settings. `None` means "this source does not say".
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    /// `[redis]`: the queue connection's Redis.
+    #[serde(default)]
+    pub redis: RedisLayer,
+    /// `[queue]`: the queue connection.
+    #[serde(default)]
+    pub queue: QueueLayer,
+    /// `[cache]`: where restart and maxExceptions keys live.
+    #[serde(default)]
+    pub cache: CacheLayer,
+    /// `[failed]`: where failed jobs go.
+    #[serde(default)]
+    pub failed: FailedLayer,
+    /// `[worker]`: daemon behaviour beyond artisan's flags.
+    #[serde(default)]
+    pub worker: WorkerLayer,
+    /// `[[handlers]]`, in match order.
+    #[serde(default)]
+    pub handlers: Option<Vec<HandlerEntry>>,
+}
+
+/// `[redis]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RedisLayer {
+    /// `redis://[user:pass@]host:port/db`, `rediss://`, or `unix:///path?db=N`.
+    pub url: Option<String>,
+    /// Key prefix of the connection (`REDIS_PREFIX`).
+    pub prefix: Option<String>,
+    /// Wrap queue names in hash tags (Redis Cluster, Laravel 13.5+).
+    pub cluster: Option<bool>,
+}
+
+/// `[queue]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueLayer {
+    /// The connection name written to failed_jobs (`redis`).
+    pub connection: Option<String>,
+    /// Default queue when `--queue` is not given.
+    pub queue: Option<String>,
+    /// Seconds; `"null"` disables reclaiming.
+    #[serde(default, deserialize_with = "nullable_seconds")]
+    pub retry_after: Option<Nullable>,
+    /// Seconds to block on `:notify`; `"null"` never blocks.
+    #[serde(default, deserialize_with = "nullable_seconds")]
+    pub block_for: Option<Nullable>,
+    /// Most jobs moved per migrate; -1 for all.
+    pub migration_batch_size: Option<i64>,
+    /// `fail` (default) or `release`.
+    pub unmatched: Option<String>,
+    /// Seconds before a released unmatched job is available again.
+    pub unmatched_release_delay: Option<u64>,
+}
+
+/// `[cache]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLayer {
+    /// `redis` or `none`.
+    pub store: Option<String>,
+    /// The cache Redis; defaults to `[redis] url` on database `database`.
+    pub url: Option<String>,
+    /// Database of the cache connection (`REDIS_CACHE_DB`, default 1).
+    pub database: Option<i64>,
+    /// Redis connection prefix of the cache connection; defaults to
+    /// `[redis] prefix` (Laravel's global `options.prefix` applies to both).
+    pub redis_prefix: Option<String>,
+    /// The cache store prefix (`CACHE_PREFIX`).
+    pub prefix: Option<String>,
+    /// Put `:` after a non-empty prefix (Laravel ≤ 10); 11+ does not.
+    pub colon: Option<bool>,
+}
+
+/// `[failed]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FailedLayer {
+    /// `database-uuids`, `redis` or `null`.
+    pub driver: Option<String>,
+    /// Database URL for `database-uuids`: `sqlite://`, `mysql://`, `postgres://`.
+    pub url: Option<String>,
+    /// Table name (`failed_jobs`).
+    pub table: Option<String>,
+}
+
+/// `[worker]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerLayer {
+    /// Seconds between SIGTERM and SIGKILL of a timed-out handler.
+    pub kill_grace: Option<u64>,
+    /// Bytes of each of stdout and stderr kept per handler call.
+    pub output_limit: Option<usize>,
+}
+
+/// One `[[handlers]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerEntry {
+    /// displayName pattern; `*` is a wildcard.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// Program and arguments (no shell).
+    pub command: Option<Vec<String>>,
+    /// Default time limit in seconds for jobs with no payload `timeout`.
+    pub timeout: Option<u64>,
+}
+
+/// A setting that Laravel allows to be `null`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nullable {
+    /// Explicitly null.
+    Null,
+    /// Seconds.
+    Seconds(u64),
+}
+
+impl Nullable {
+    /// `None` for null.
+    pub fn seconds(self) -> Option<u64> {
+        match self {
+            Nullable::Null => None,
+            Nullable::Seconds(s) => Some(s),
+        }
+    }
+
+    /// Reads `"null"` (any case, as Laravel's `env()`), or whole seconds.
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("null") || t.eq_ignore_ascii_case("(null)") {
+            return Some(Nullable::Null);
+        }
+        t.parse().ok().map(Nullable::Seconds)
+    }
+}
+
+fn nullable_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nullable>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+        Flag(bool),
+    }
+    Ok(Some(match Raw::deserialize(d)? {
+        Raw::Seconds(s) => Nullable::Seconds(s),
+        Raw::Flag(false) => Nullable::Null,
+        Raw::Flag(true) => {
+            return Err(serde::de::Error::custom(
+                "expected seconds, \"null\" or false",
+            ));
+        }
+        Raw::Text(t) => Nullable::parse(&t)
+            .ok_or_else(|| serde::de::Error::custom("expected seconds, \"null\" or false"))?,
+    }))
+}
+
+impl Layer {
+    /// Parses a TOML file's text.
+    ///
+    /// # Errors
+    /// TOML syntax errors and unknown keys, with their position.
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// This layer with every value `over` sets replacing ours.
+    pub fn overlaid_by(self, over: Layer) -> Layer {
+        Layer {
+            redis: RedisLayer {
+                url: over.redis.url.or(self.redis.url),
+                prefix: over.redis.prefix.or(self.redis.prefix),
+                cluster: over.redis.cluster.or(self.redis.cluster),
+            },
+            queue: QueueLayer {
+                connection: over.queue.connection.or(self.queue.connection),
+                queue: over.queue.queue.or(self.queue.queue),
+                retry_after: over.queue.retry_after.or(self.queue.retry_after),
+                block_for: over.queue.block_for.or(self.queue.block_for),
+                migration_batch_size: over
+                    .queue
+                    .migration_batch_size
+                    .or(self.queue.migration_batch_size),
+                unmatched: over.queue.unmatched.or(self.queue.unmatched),
+                unmatched_release_delay: over
+                    .queue
+                    .unmatched_release_delay
+                    .or(self.queue.unmatched_release_delay),
+            },
+            cache: CacheLayer {
+                store: over.cache.store.or(self.cache.store),
+                url: over.cache.url.or(self.cache.url),
+                database: over.cache.database.or(self.cache.database),
+                redis_prefix: over.cache.redis_prefix.or(self.cache.redis_prefix),
+                prefix: over.cache.prefix.or(self.cache.prefix),
+                colon: over.cache.colon.or(self.cache.colon),
+            },
+            failed: FailedLayer {
+                driver: over.failed.driver.or(self.failed.driver),
+                url: over.failed.url.or(self.failed.url),
+                table: over.failed.table.or(self.failed.table),
+            },
+            worker: WorkerLayer {
+                kill_grace: over.worker.kill_grace.or(self.worker.kill_grace),
+                output_limit: over.worker.output_limit.or(self.worker.output_limit),
+            },
+            handlers: over.handlers.or(self.handlers),
+        }
+    }
+}

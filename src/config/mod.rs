@@ -1,0 +1,272 @@
+//! Configuration: where the queue, cache and failed store are, and which
+//! handler runs which job.
+//!
+//! Precedence, highest first: command-line flag > environment (Laravel's
+//! variable names, [`env`]) > `--config` TOML file ([`file`]) > built-in
+//! defaults. The defaults are those of the current Laravel skeleton (13.x):
+//! Redis on `127.0.0.1:6379` DB 0 with prefix `laravel-database-`, cache DB 1
+//! with prefix `laravel-cache-` and no colon, connection `redis`, queue
+//! `default`, `retry_after` 90, `block_for` null, failed driver
+//! `database-uuids`. Prefixes are never guessed from a framework version:
+//! set them for apps made before Laravel 12.
+
+pub mod env;
+pub mod file;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use redis::{ConnectionInfo, IntoConnectionInfo};
+
+pub use file::{HandlerEntry, Layer};
+
+use crate::handler::Unmatched;
+
+/// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
+
+/// Resolved settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The queue Redis.
+    pub redis: ConnectionInfo,
+    /// The queue connection's key prefix.
+    pub redis_prefix: String,
+    /// Hash-tag queue names (Redis Cluster).
+    pub cluster: bool,
+    /// Queue connection name, as written into failed_jobs.
+    pub connection: String,
+    /// Queue used when `--queue` is not given.
+    pub default_queue: String,
+    /// Seconds a reservation lasts; `None`: never reclaimed.
+    pub retry_after: Option<u64>,
+    /// Seconds to BLPOP when idle; `None`: never block.
+    pub block_for: Option<u64>,
+    /// Most jobs per migrate call; -1 for all.
+    pub migration_batch_size: i64,
+    /// Policy for jobs no handler matches.
+    pub unmatched: Unmatched,
+    /// Cache store for restart and maxExceptions keys.
+    pub cache: CacheSettings,
+    /// Failed job store.
+    pub failed: FailedSettings,
+    /// SIGTERM → SIGKILL grace for timed-out handlers.
+    pub kill_grace: Duration,
+    /// Bytes of stdout/stderr kept per handler call.
+    pub output_limit: usize,
+    /// `[[handlers]]` in match order.
+    pub handlers: Vec<HandlerEntry>,
+}
+
+/// Where the cache keys live.
+#[derive(Debug, Clone)]
+pub enum CacheSettings {
+    /// Redis cache store.
+    Redis {
+        /// The cache Redis (by default the queue Redis on DB 1).
+        connection: ConnectionInfo,
+        /// Everything before the cache key: Redis prefix + cache prefix (+ `:`).
+        key_prefix: String,
+    },
+    /// No cache.
+    None,
+}
+
+/// Where failed jobs go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailedSettings {
+    /// Laravel's `failed_jobs` table.
+    Database {
+        /// `sqlite://`, `mysql://` or `postgres://` URL.
+        url: String,
+        /// Table name.
+        table: String,
+    },
+    /// A Redis hash on the queue connection.
+    Redis,
+    /// Discard.
+    Null,
+}
+
+impl Settings {
+    /// Loads the settings: the file at `config` (if any), overlaid by the
+    /// process environment, resolved against the defaults.
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, an unusable variable, or settings that
+    /// do not fit together; each message names the setting.
+    pub fn load(config: Option<&Path>) -> anyhow::Result<Settings> {
+        let file = match config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                Layer::from_toml(&text)
+                    .with_context(|| format!("invalid config file {}", path.display()))?
+            }
+            None => Layer::default(),
+        };
+        Settings::resolve(file.overlaid_by(env::from_process()?))
+    }
+
+    /// Applies the defaults to a merged layer and checks it.
+    ///
+    /// # Errors
+    /// As [`Settings::load`].
+    pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
+        let redis_url = layer.redis.url.unwrap_or_else(|| DEFAULT_REDIS_URL.into());
+        let redis = redis_url
+            .as_str()
+            .into_connection_info()
+            .with_context(|| format!("invalid Redis URL {redis_url:?}"))?;
+        let redis_prefix = layer
+            .redis
+            .prefix
+            .unwrap_or_else(|| "laravel-database-".into());
+
+        let cache = match layer.cache.store.as_deref().unwrap_or("redis") {
+            "redis" => {
+                let connection = match layer.cache.url {
+                    Some(url) => url
+                        .as_str()
+                        .into_connection_info()
+                        .with_context(|| format!("invalid cache Redis URL {url:?}"))?,
+                    None => {
+                        let db = layer.cache.database.unwrap_or(1);
+                        let settings = redis.redis_settings().clone().set_db(db);
+                        redis.clone().set_redis_settings(settings)
+                    }
+                };
+                let mut prefix = layer
+                    .cache
+                    .prefix
+                    .unwrap_or_else(|| "laravel-cache-".into());
+                if layer.cache.colon.unwrap_or(false) && !prefix.is_empty() {
+                    prefix.push(':');
+                }
+                let redis_prefix = layer
+                    .cache
+                    .redis_prefix
+                    .unwrap_or_else(|| redis_prefix.clone());
+                CacheSettings::Redis {
+                    connection,
+                    key_prefix: format!("{redis_prefix}{prefix}"),
+                }
+            }
+            "none" | "null" => CacheSettings::None,
+            other => bail!("[cache] store = {other:?}: expected \"redis\" or \"none\""),
+        };
+
+        let failed = match layer.failed.driver.as_deref().unwrap_or("database-uuids") {
+            "database-uuids" => FailedSettings::Database {
+                url: layer.failed.url.context(
+                    "[failed] driver = \"database-uuids\" needs a database: set [failed] url \
+                     (sqlite://, mysql://, postgres://) or DB_CONNECTION and DB_*, \
+                     or choose driver = \"redis\" or \"null\"",
+                )?,
+                table: layer.failed.table.unwrap_or_else(|| "failed_jobs".into()),
+            },
+            "redis" => FailedSettings::Redis,
+            "null" => FailedSettings::Null,
+            other => bail!(
+                "[failed] driver = {other:?}: expected \"database-uuids\", \"redis\" or \"null\""
+            ),
+        };
+
+        let unmatched = match layer.queue.unmatched.as_deref().unwrap_or("fail") {
+            "fail" => Unmatched::Fail,
+            "release" => Unmatched::Release {
+                delay: layer.queue.unmatched_release_delay.unwrap_or(60),
+            },
+            other => bail!("[queue] unmatched = {other:?}: expected \"fail\" or \"release\""),
+        };
+
+        let handlers = layer.handlers.unwrap_or_default();
+        for h in &handlers {
+            match &h.command {
+                Some(cmd) if !cmd.is_empty() && !cmd[0].is_empty() => {}
+                Some(_) => bail!("[[handlers]] match = {:?}: command is empty", h.pattern),
+                None => bail!("[[handlers]] match = {:?}: needs a command", h.pattern),
+            }
+        }
+
+        Ok(Settings {
+            redis,
+            redis_prefix,
+            cluster: layer.redis.cluster.unwrap_or(false),
+            connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
+            default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
+            retry_after: layer
+                .queue
+                .retry_after
+                .map_or(Some(90), file::Nullable::seconds),
+            block_for: layer.queue.block_for.and_then(file::Nullable::seconds),
+            migration_batch_size: layer.queue.migration_batch_size.unwrap_or(-1),
+            unmatched,
+            cache,
+            failed,
+            kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
+            output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
+            handlers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(toml: &str) -> anyhow::Result<Settings> {
+        Settings::resolve(Layer::from_toml(toml)?)
+    }
+
+    #[test]
+    fn defaults_are_the_current_skeleton() {
+        let s = resolve("[failed]\ndriver = \"null\"").unwrap();
+        assert_eq!(s.redis_prefix, "laravel-database-");
+        assert_eq!(s.retry_after, Some(90));
+        assert_eq!(s.block_for, None);
+        assert_eq!(s.connection, "redis");
+        let CacheSettings::Redis {
+            connection,
+            key_prefix,
+        } = s.cache
+        else {
+            panic!()
+        };
+        assert_eq!(connection.redis_settings().db(), 1);
+        assert_eq!(key_prefix, "laravel-database-laravel-cache-");
+    }
+
+    #[test]
+    fn laravel_8_cache_prefix_with_colon() {
+        let s = resolve(
+            "[redis]\nprefix = \"laravel_database_\"\n[cache]\nprefix = \"laravel_cache\"\ncolon = true\n[failed]\ndriver = \"null\"",
+        )
+        .unwrap();
+        let CacheSettings::Redis { key_prefix, .. } = s.cache else {
+            panic!()
+        };
+        assert_eq!(key_prefix, "laravel_database_laravel_cache:");
+    }
+
+    #[test]
+    fn null_retry_after_and_block_for() {
+        let s =
+            resolve("[queue]\nretry_after = \"null\"\nblock_for = 0\n[failed]\ndriver = \"null\"")
+                .unwrap();
+        assert_eq!(s.retry_after, None);
+        assert_eq!(s.block_for, Some(0));
+    }
+
+    #[test]
+    fn clear_errors() {
+        let e = resolve("").unwrap_err().to_string();
+        assert!(e.contains("needs a database"), "{e}");
+        assert!(resolve("[queue]\nretry_afte = 3").is_err());
+        let e = resolve("[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"*\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs a command"), "{e}");
+    }
+}

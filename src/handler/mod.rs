@@ -1,0 +1,88 @@
+//! Handlers: what actually runs a job.
+//!
+//! The daemon owns reservation, attempts, backoff, timeouts, failure
+//! recording and reclaiming; a handler only runs the job and reports an
+//! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
+//! Transports: one process per job ([`subprocess`]).
+
+pub mod capture;
+pub mod request;
+pub mod router;
+pub mod subprocess;
+
+use std::time::Duration;
+
+use crate::exception::JobException;
+use crate::queue::ReservedJob;
+
+pub use router::{Route, Router, Unmatched};
+pub use subprocess::SubprocessHandler;
+
+/// Why the handler is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode<'a> {
+    /// Run the job.
+    Run,
+    /// The daemon has failed the job; let the app run its `failed()` hook,
+    /// release unique locks and record batch failures. `exception` is the
+    /// text written to the failed store.
+    Failed {
+        /// The failure, as recorded.
+        exception: &'a str,
+    },
+}
+
+/// Everything a handler is told about one call.
+#[derive(Debug, Clone, Copy)]
+pub struct Invocation<'a> {
+    /// The reserved job (its `reserved` bytes are the payload handed over).
+    pub job: &'a ReservedJob,
+    /// The queue connection name (`redis`).
+    pub connection: &'a str,
+    /// Attempts allowed (`maxTries` or `--tries`); 0 means unlimited.
+    pub max_tries: u64,
+    /// The time limit of this call; `None` means none.
+    pub timeout: Option<Duration>,
+    /// Run or failed hook.
+    pub mode: Mode<'a>,
+}
+
+/// What a handler reports back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The job ran; delete it.
+    Done,
+    /// The handler asked for the job to be deleted without running further.
+    Delete,
+    /// The handler asked to release the job, available after `delay` seconds.
+    Release {
+        /// Seconds.
+        delay: u64,
+    },
+    /// The handler asked to fail the job now (`$this->fail()`); no retry.
+    Fail {
+        /// The reason, recorded as the exception message.
+        reason: String,
+    },
+    /// The handler ended with an error: released with backoff, or failed
+    /// when tries, `retryUntil` or `maxExceptions` say so.
+    Exception(JobException),
+    /// The time limit passed and the handler was killed.
+    TimedOut(JobException),
+}
+
+/// A configured handler.
+#[derive(Debug)]
+pub enum Handler {
+    /// A process per job.
+    Subprocess(SubprocessHandler),
+}
+
+impl Handler {
+    /// Runs one call. Never fails: every error becomes an [`Outcome`].
+    pub async fn call(&self, invocation: &Invocation<'_>) -> Outcome {
+        match self {
+            Handler::Subprocess(h) => h.call(invocation).await,
+        }
+    }
+}

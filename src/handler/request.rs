@@ -1,0 +1,115 @@
+//! What a handler may ask of the daemon, besides its exit status.
+//!
+//! The daemon gives every call a file path in `LARAVEL_WORKER_RESULT`. A
+//! handler that wants more than "done" (exit 0) or "exception" (non-zero)
+//! writes one JSON object there before it exits:
+//!
+//! ```text
+//! {"action":"release","delay":10}          release, available in 10 s
+//! {"action":"fail","reason":"bad input"}   fail now, no retry
+//! {"action":"delete"}                      delete without failing
+//! {"action":"done"}                        same as exit 0
+//! {"action":"exception","class":"App\\E","message":"...","text":"..."}
+//! ```
+//!
+//! A request wins over the exit status, as in Laravel, where a job that
+//! released itself and then threw is not released twice.
+
+use serde::Deserialize;
+
+use super::Outcome;
+use crate::exception::{HANDLER_FAILED, JobException};
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "lowercase")]
+enum Request {
+    Done,
+    Delete,
+    Release {
+        #[serde(default)]
+        delay: u64,
+    },
+    Fail {
+        #[serde(default)]
+        reason: String,
+    },
+    Exception {
+        #[serde(default)]
+        class: Option<String>,
+        #[serde(default)]
+        message: Option<String>,
+        /// The full exception text, as PHP prints it.
+        #[serde(default)]
+        text: Option<String>,
+    },
+}
+
+/// Reads a handler's request. `None` when the handler wrote nothing;
+/// an unreadable request becomes an exception that says why.
+pub fn parse(contents: &[u8]) -> Option<Outcome> {
+    if contents.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let outcome = match serde_json::from_slice::<Request>(contents) {
+        Ok(Request::Done) => Outcome::Done,
+        Ok(Request::Delete) => Outcome::Delete,
+        Ok(Request::Release { delay }) => Outcome::Release { delay },
+        Ok(Request::Fail { reason }) => Outcome::Fail { reason },
+        Ok(Request::Exception {
+            class,
+            message,
+            text,
+        }) => {
+            let mut e = JobException::new(
+                class.unwrap_or_else(|| HANDLER_FAILED.to_string()),
+                message.unwrap_or_default(),
+            );
+            e.text = text;
+            Outcome::Exception(e)
+        }
+        Err(err) => Outcome::Exception(JobException::new(
+            HANDLER_FAILED,
+            format!(
+                "the handler wrote an unreadable result ({err}): {}",
+                String::from_utf8_lossy(&contents[..contents.len().min(200)])
+            ),
+        )),
+    };
+    Some(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_action() {
+        assert_eq!(parse(b""), None);
+        assert_eq!(parse(br#"{"action":"done"}"#), Some(Outcome::Done));
+        assert_eq!(parse(br#"{"action":"delete"}"#), Some(Outcome::Delete));
+        assert_eq!(
+            parse(br#"{"action":"release","delay":10}"#),
+            Some(Outcome::Release { delay: 10 })
+        );
+        assert_eq!(
+            parse(br#"{"action":"fail","reason":"no"}"#),
+            Some(Outcome::Fail {
+                reason: "no".into()
+            })
+        );
+        let Some(Outcome::Exception(e)) =
+            parse(br#"{"action":"exception","class":"App\\E","message":"m"}"#)
+        else {
+            panic!("not an exception")
+        };
+        assert_eq!((e.class.as_str(), e.message.as_str()), ("App\\E", "m"));
+    }
+
+    #[test]
+    fn garbage_is_an_exception_not_a_crash() {
+        let Some(Outcome::Exception(e)) = parse(b"release please") else {
+            panic!("not an exception")
+        };
+        assert!(e.message.contains("unreadable result"), "{}", e.message);
+    }
+}

@@ -1,0 +1,279 @@
+//! The subprocess transport: one process per call.
+//!
+//! No shell is involved: `command[0]` is executed with the rest as its
+//! arguments. The payload (the reserved JSON, attempts already counted) is
+//! written to stdin; the metadata is in environment variables:
+//!
+//! | variable                     | value                                    |
+//! |------------------------------|------------------------------------------|
+//! | `LARAVEL_WORKER_MODE`        | `run`, or `failed` for the failed hook   |
+//! | `LARAVEL_WORKER_JOB_ID`      | payload `id`                             |
+//! | `LARAVEL_WORKER_JOB_UUID`    | payload `uuid` (empty when none)         |
+//! | `LARAVEL_WORKER_JOB_NAME`    | displayName                              |
+//! | `LARAVEL_WORKER_QUEUE`       | queue name (`default`)                   |
+//! | `LARAVEL_WORKER_CONNECTION`  | queue connection name (`redis`)          |
+//! | `LARAVEL_WORKER_ATTEMPT`     | this attempt's number, from 1            |
+//! | `LARAVEL_WORKER_MAX_TRIES`   | attempts allowed, 0 = unlimited          |
+//! | `LARAVEL_WORKER_TIMEOUT`     | seconds, 0 = none                        |
+//! | `LARAVEL_WORKER_RESULT`      | file for a request ([`super::request`])  |
+//! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
+//!
+//! Exit 0 is done, anything else an exception. The process gets its own
+//! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
+//! the grace period, and the daemon carries on. If the daemon itself dies,
+//! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
+//! running unowned while another worker reclaims it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+
+use super::capture::{Tail, read_tail};
+use super::{Invocation, Mode, Outcome, request};
+use crate::exception::{HANDLER_FAILED, JobException};
+
+/// Bytes of stdout and of stderr kept per call.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024;
+
+/// Bytes of the failure text passed in `LARAVEL_WORKER_EXCEPTION`.
+const EXCEPTION_ENV_LIMIT: usize = 16 * 1024;
+
+/// How long to wait for the output pipes to close after the process exits.
+const PIPE_DRAIN: Duration = Duration::from_millis(500);
+
+/// A handler that runs a program per call.
+#[derive(Debug)]
+pub struct SubprocessHandler {
+    command: Vec<String>,
+    kill_grace: Duration,
+    output_limit: usize,
+    result_dir: Arc<tempfile::TempDir>,
+    calls: AtomicU64,
+}
+
+impl SubprocessHandler {
+    /// A handler running `command` (program and arguments, no shell).
+    /// `kill_grace` is the time between SIGTERM and SIGKILL on timeout;
+    /// result files are created in `result_dir`.
+    ///
+    /// # Panics
+    /// Never; an empty `command` is refused by the config loader.
+    pub fn new(
+        command: Vec<String>,
+        kill_grace: Duration,
+        output_limit: usize,
+        result_dir: Arc<tempfile::TempDir>,
+    ) -> Self {
+        SubprocessHandler {
+            command,
+            kill_grace,
+            output_limit,
+            result_dir,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs one call to its end (or its time limit) and reports the outcome.
+    pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let result_path = self.result_dir.path().join(format!("{n}.result"));
+        let outcome = self.call_with(inv, &result_path).await;
+        let _ = std::fs::remove_file(&result_path);
+        outcome
+    }
+
+    async fn call_with(&self, inv: &Invocation<'_>, result_path: &PathBuf) -> Outcome {
+        let mut child = match self.spawn(inv, result_path) {
+            Ok(child) => child,
+            Err(e) => {
+                return Outcome::Exception(JobException::new(
+                    HANDLER_FAILED,
+                    format!("cannot start handler {:?}: {e}", self.command[0]),
+                ));
+            }
+        };
+        let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+
+        // Feed stdin and drain both pipes while the process runs.
+        let stdin = child.stdin.take();
+        let payload = inv.job.reserved.clone();
+        tokio::spawn(async move {
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(&payload).await;
+            }
+        });
+        let limit = self.output_limit;
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(read_tail(s, limit)));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(read_tail(s, limit)));
+
+        let (status, timed_out) = match inv.timeout {
+            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
+                Ok(status) => (status.ok(), false),
+                Err(_) => {
+                    self.kill_group(&mut child, pgid).await;
+                    (None, true)
+                }
+            },
+            None => (child.wait().await.ok(), false),
+        };
+        // Members of the group that outlived the leader would keep running
+        // after the job is settled; end them.
+        if let Some(pgid) = pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        let stdout = collect(stdout).await;
+        let stderr = collect(stderr).await;
+        log_output(inv, &stdout, &stderr);
+
+        if timed_out {
+            let seconds = inv.timeout.map_or(0, |t| t.as_secs());
+            return Outcome::TimedOut(
+                JobException::timed_out(inv.job.display_name())
+                    .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
+            );
+        }
+        let requested = std::fs::read(result_path)
+            .ok()
+            .and_then(|c| request::parse(&c));
+        match (status, requested) {
+            (_, Some(requested)) => requested,
+            (Some(status), None) if status.success() => Outcome::Done,
+            (status, None) => {
+                let how = describe(status);
+                Outcome::Exception(
+                    JobException::new(HANDLER_FAILED, format!("{} {how}", inv.job.display_name()))
+                        .with_detail(detail(&how, &stderr)),
+                )
+            }
+        }
+    }
+
+    fn spawn(&self, inv: &Invocation<'_>, result_path: &PathBuf) -> std::io::Result<Child> {
+        let job = inv.job;
+        let mut cmd = Command::new(&self.command[0]);
+        cmd.args(&self.command[1..])
+            .env(
+                "LARAVEL_WORKER_MODE",
+                match inv.mode {
+                    Mode::Run => "run",
+                    Mode::Failed { .. } => "failed",
+                },
+            )
+            .env("LARAVEL_WORKER_JOB_ID", job.id())
+            .env("LARAVEL_WORKER_JOB_UUID", job.uuid().unwrap_or_default())
+            .env("LARAVEL_WORKER_JOB_NAME", job.display_name())
+            .env("LARAVEL_WORKER_QUEUE", &job.queue.name)
+            .env("LARAVEL_WORKER_CONNECTION", inv.connection)
+            .env("LARAVEL_WORKER_ATTEMPT", job.attempt().to_string())
+            .env("LARAVEL_WORKER_MAX_TRIES", inv.max_tries.to_string())
+            .env(
+                "LARAVEL_WORKER_TIMEOUT",
+                inv.timeout.map_or(0, |t| t.as_secs()).to_string(),
+            )
+            .env("LARAVEL_WORKER_RESULT", result_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Mode::Failed { exception } = inv.mode {
+            let cut = floor_char_boundary(exception, EXCEPTION_ENV_LIMIT);
+            cmd.env("LARAVEL_WORKER_EXCEPTION", &exception[..cut]);
+        }
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes the prctl system call, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        cmd.spawn()
+    }
+
+    /// SIGTERM to the whole group, SIGKILL after the grace period.
+    async fn kill_group(&self, child: &mut Child, pgid: Option<Pid>) {
+        let Some(pgid) = pgid else { return };
+        let _ = killpg(pgid, Signal::SIGTERM);
+        if tokio::time::timeout(self.kill_grace, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+    }
+}
+
+/// Waits briefly for a capture task; a grandchild holding the pipe open
+/// must not hold up the job.
+async fn collect(task: Option<tokio::task::JoinHandle<Tail>>) -> Tail {
+    let Some(mut task) = task else {
+        return Tail::default();
+    };
+    match tokio::time::timeout(PIPE_DRAIN, &mut task).await {
+        Ok(Ok(tail)) => tail,
+        _ => {
+            task.abort();
+            Tail::default()
+        }
+    }
+}
+
+fn describe(status: Option<ExitStatus>) -> String {
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => "ended abnormally".to_string(),
+        },
+        None => "could not be waited for".to_string(),
+    }
+}
+
+fn detail(how: &str, stderr: &Tail) -> String {
+    let err = stderr.text();
+    if err.is_empty() {
+        format!("Handler {how}.")
+    } else {
+        format!("Handler {how}. Its stderr ended with:\n{err}")
+    }
+}
+
+fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
+    for (stream, tail) in [("stdout", stdout), ("stderr", stderr)] {
+        if tail.total > 0 {
+            tracing::info!(
+                job = inv.job.display_name(),
+                id = %inv.job.id(),
+                stream,
+                "{}",
+                tail.text()
+            );
+        }
+    }
+}
+
+/// The largest index `<= max` that is a char boundary of `s`.
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if s.len() <= max {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
+}

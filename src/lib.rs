@@ -1,0 +1,28 @@
+//! laravel-worker: a standalone worker for Laravel's Redis queues.
+//!
+//! It reads and writes Laravel's own keys and payloads, so it runs beside
+//! `php artisan queue:work` on the same queues, and hands each job, chosen by
+//! its displayName, to a handler. The modules follow the concepts a Laravel
+//! operator would name:
+//!
+//! - [`queue`]: the Redis queue (keys, scripts, payload, operations);
+//! - [`worker`]: the worker loop, fetch → run handler → settle;
+//! - [`handler`]: the handlers and their routing;
+//! - [`failed`]: the failed-job store;
+//! - [`cache`]: the cache signals (restart, maxExceptions);
+//! - [`signals`], [`memory`]: the process lifecycle;
+//! - [`config`], [`cli`], [`commands`]: the surface;
+//! - [`output`], [`exception`]: what the worker prints and records.
+
+pub mod cache;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod exception;
+pub mod failed;
+pub mod handler;
+pub mod memory;
+pub mod output;
+pub mod queue;
+pub mod signals;
+pub mod worker;

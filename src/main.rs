@@ -1,0 +1,48 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use laravel_worker::cli::{Cli, Command};
+use laravel_worker::commands;
+use laravel_worker::config::Settings;
+use tracing_subscriber::EnvFilter;
+
+/// Exit status of a fatal error (bad config, unusable Redis).
+const FATAL: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    // One thread is enough: jobs run in their own processes, and a single
+    // thread keeps the daemon small.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the runtime: {e}");
+            return ExitCode::from(FATAL);
+        }
+    };
+    let result = runtime.block_on(async {
+        let settings = Settings::load(cli.config.as_deref())?;
+        match cli.command {
+            Command::Work(args) => commands::work::run(settings, args).await,
+            Command::Push(args) => commands::push::run(settings, args).await,
+            Command::Restart => commands::restart::run(settings).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(FATAL)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! One line per job, as `queue:work` prints them (protocol §6.8).
+//!
+//! Default: artisan's line, written once the job is settled:
+//! `  2026-11-21 12:00:00 App\Jobs\Foo ........ 12.34ms DONE`
+//! (FAIL for a failed job or one released after an exception).
+//!
+//! `--json`: Laravel 11.27+'s JSON events, one object per line with keys
+//! `level, id, uuid, connection, queue, job, status, result, attempts,
+//! exception, message, timestamp, duration`, empty values left out, for the
+//! statuses `starting`, `success`, `released_after_exception` and `failed`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use chrono::{Local, SecondsFormat};
+use serde_json::{Map, Value};
+
+use crate::exception::JobException;
+use crate::queue::ReservedJob;
+use crate::worker::process::Verdict;
+
+/// Writes the per-job lines to stdout.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    json: bool,
+    connection: String,
+}
+
+/// Width of an artisan line, dots included.
+const LINE_WIDTH: usize = 100;
+
+impl Reporter {
+    /// A reporter for jobs of queue connection `connection`.
+    pub fn new(json: bool, connection: impl Into<String>) -> Self {
+        Reporter {
+            json,
+            connection: connection.into(),
+        }
+    }
+
+    /// The job was reserved and is about to run (JSON mode only).
+    pub fn starting(&self, job: &ReservedJob) {
+        if self.json {
+            self.json_line(job, "starting", "", None, None);
+        }
+    }
+
+    /// The job was settled after `took`.
+    pub fn finished(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+        let (status, result, exception) = match verdict {
+            Verdict::Delete => ("success", "deleted", None),
+            Verdict::Release {
+                exception: None, ..
+            }
+            | Verdict::HandBack { .. } => ("success", "released", None),
+            Verdict::Release {
+                exception: Some(e), ..
+            } => ("released_after_exception", "released", Some(e)),
+            // Laravel reports "deleted" here too: a failed job is deleted.
+            Verdict::Fail { exception, .. } => ("failed", "deleted", Some(exception)),
+        };
+        if self.json {
+            self.json_line(job, status, result, exception, Some(took));
+        } else {
+            self.artisan_line(job, status, took);
+        }
+    }
+
+    fn artisan_line(&self, job: &ReservedJob, status: &str, took: Duration) {
+        let time = Local::now().format("%Y-%m-%d %H:%M:%S");
+        let name = job.display_name();
+        let run_time = run_time_for_humans(took);
+        let word = if status == "success" { "DONE" } else { "FAIL" };
+        let used = 2 + 19 + 1 + name.chars().count() + 1 + run_time.len() + 1 + word.len();
+        let dots = ".".repeat(LINE_WIDTH.saturating_sub(used + 1).max(1));
+        let line = format!("  {time} {name} {dots} {run_time} {word}");
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+
+    fn json_line(
+        &self,
+        job: &ReservedJob,
+        status: &str,
+        result: &str,
+        exception: Option<&JobException>,
+        took: Option<Duration>,
+    ) {
+        let level = if matches!(status, "starting" | "success") {
+            "info"
+        } else {
+            "warning"
+        };
+        let mut log = Map::new();
+        let mut put = |key: &str, value: Value| {
+            let empty = match &value {
+                Value::Null => true,
+                Value::String(s) => s.is_empty(),
+                _ => false,
+            };
+            if !empty {
+                log.insert(key.to_string(), value);
+            }
+        };
+        put("level", level.into());
+        put("id", job.id().into());
+        put("uuid", job.uuid().unwrap_or_default().into());
+        put("connection", self.connection.clone().into());
+        put("queue", job.queue.name.clone().into());
+        put("job", job.display_name().into());
+        put("status", status.into());
+        put("result", result.into());
+        put("attempts", job.attempt().into());
+        put(
+            "exception",
+            exception
+                .map(|e| e.class.clone())
+                .unwrap_or_default()
+                .into(),
+        );
+        put(
+            "message",
+            exception
+                .map(|e| e.message.clone())
+                .unwrap_or_default()
+                .into(),
+        );
+        put(
+            "timestamp",
+            Local::now()
+                .to_rfc3339_opts(SecondsFormat::Micros, false)
+                .into(),
+        );
+        if let Some(took) = took {
+            let seconds = (took.as_secs_f64() * 1e6).round() / 1e6;
+            put("duration", seconds.into());
+        }
+        let _ = writeln!(std::io::stdout().lock(), "{}", Value::Object(log));
+    }
+}
+
+/// `12.34ms` under a second, `1.5s` above, like artisan's run time.
+fn run_time_for_humans(took: Duration) -> String {
+    let ms = took.as_secs_f64() * 1000.0;
+    if ms < 1000.0 {
+        format!("{ms:.2}ms")
+    } else {
+        format!("{:.2}s", ms / 1000.0)
+    }
+}

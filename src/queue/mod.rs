@@ -1,0 +1,19 @@
+//! Laravel's Redis queue, as `Illuminate\Queue\RedisQueue` stores it.
+//!
+//! Everything the worker needs to reserve, finish, release, fail and reclaim a
+//! job lives here: the key names ([`keys`]), the Lua scripts that keep each step
+//! atomic ([`scripts`]), the payload fields the worker reads ([`payload`]), the
+//! reserved job handed to the rest of the daemon ([`job`]) and the Redis calls
+//! themselves ([`redis_queue`]).
+
+pub mod connect;
+pub mod job;
+pub mod keys;
+pub mod payload;
+pub mod redis_queue;
+pub mod scripts;
+
+pub use job::{Popped, ReservedJob};
+pub use keys::QueueKeys;
+pub use payload::Payload;
+pub use redis_queue::RedisQueue;

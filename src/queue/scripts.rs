@@ -1,0 +1,127 @@
+//! The Lua scripts that make each queue step atomic.
+//!
+//! They follow the semantics of `Illuminate\Queue\LuaScripts` (protocol §3),
+//! so PHP workers and this daemon can share a queue. Where Laravel would lose a
+//! job or duplicate one, the script here says how and why it differs.
+//!
+//! Every script runs with `EVAL`; Redis caches the compiled script by its SHA,
+//! so sending the text costs bandwidth only.
+
+/// Reserve the job at the head of a ready list.
+///
+/// KEYS: ready list, reserved zset, notify list. ARGV\[1\]: reservation
+/// expiry, UNIX seconds (now + `retry_after`).
+///
+/// Like Laravel: LPOP, decode, `attempts + 1`, re-encode with cjson (this is
+/// the *reserved* string: keys reordered, `[]` turned to `{}`, numbers at 14
+/// significant digits), ZADD it to reserved, LPOP one notify token, and return
+/// `{original, reserved}`.
+///
+/// Unlike Laravel: a payload that is not a JSON object with a numeric
+/// `attempts` makes Laravel's script fail *after* its LPOP, so the job is lost.
+/// Here it is reserved as its own bytes and the third element is `1`, so the
+/// worker can move it to the failed store (and, should the worker die first,
+/// it is reclaimed after `retry_after` like any reserved job).
+pub const POP: &str = r#"
+local original = redis.call('lpop', KEYS[1])
+if not original then
+    return {false, false, 0}
+end
+local reserved = original
+local poison = 1
+local decoded_ok, job = pcall(cjson.decode, original)
+if decoded_ok and type(job) == 'table' and type(job['attempts']) == 'number' then
+    job['attempts'] = job['attempts'] + 1
+    local encoded_ok, encoded = pcall(cjson.encode, job)
+    if encoded_ok then
+        reserved = encoded
+        poison = 0
+    end
+end
+redis.call('zadd', KEYS[2], ARGV[1], reserved)
+redis.call('lpop', KEYS[3])
+return {original, reserved, poison}
+"#;
+
+/// Move the due members of a zset (delayed or reserved) to the ready list.
+///
+/// KEYS: source zset, ready list, notify list. ARGV\[1\]: now, UNIX seconds
+/// (inclusive bound). ARGV\[2\]: the most to move, `-1` for all (Laravel's
+/// `migration_batch_size`, 9.23+).
+///
+/// Oldest first, to the *tail* of the ready list, one notify token per job.
+/// Returns how many moved (Laravel returns the payloads themselves; the worker
+/// never reads them, so only the count crosses the wire).
+pub const MIGRATE_EXPIRED: &str = r#"
+local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'limit', 0, ARGV[2])
+local count = #due
+if count == 0 then
+    return 0
+end
+redis.call('zremrangebyrank', KEYS[1], 0, count - 1)
+for first = 1, count, 100 do
+    local last = math.min(first + 99, count)
+    redis.call('rpush', KEYS[2], unpack(due, first, last))
+    local tokens = {}
+    for i = first, last do
+        tokens[#tokens + 1] = '1'
+    end
+    redis.call('rpush', KEYS[3], unpack(tokens))
+end
+return count
+"#;
+
+/// Put a reserved job back into the delayed zset.
+///
+/// KEYS: delayed zset, reserved zset. ARGV\[1\]: the reserved string (exact
+/// bytes), ARGV\[2\]: available-at, UNIX seconds, ARGV\[3\]: the member to
+/// add: the reserved string itself for a release (so the attempt counts), or
+/// the original string to hand a job back uncounted.
+///
+/// Unlike Laravel, nothing is added when the ZREM finds nothing: the
+/// reservation was lost (another worker reclaimed the job after
+/// `retry_after`), and Laravel's unconditional ZADD would then run the job
+/// twice. Returns 1 when released, 0 when the reservation was gone.
+pub const RELEASE: &str = r#"
+if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then
+    return 0
+end
+redis.call('zadd', KEYS[1], ARGV[2], ARGV[3])
+return 1
+"#;
+
+/// Push a payload onto a ready list and wake one blocked worker.
+///
+/// KEYS: ready list, notify list. ARGV\[1\]: payload. Same as Laravel 5.8+.
+pub const PUSH: &str = r#"
+redis.call('rpush', KEYS[1], ARGV[1])
+redis.call('rpush', KEYS[2], 1)
+"#;
+
+/// Extend a reservation that is still ours (lease renewal; not in Laravel).
+///
+/// KEYS: reserved zset. ARGV\[1\]: the reserved string, ARGV\[2\]: new expiry,
+/// UNIX seconds. Returns 1 when extended, 0 when the member is gone.
+pub const RENEW: &str = r#"
+if redis.call('zscore', KEYS[1], ARGV[1]) then
+    redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])
+    return 1
+end
+return 0
+"#;
+
+/// Count the jobs of a queue: ready + delayed + reserved (notify not counted).
+///
+/// KEYS: ready list, delayed zset, reserved zset.
+pub const SIZE: &str = r#"
+return redis.call('llen', KEYS[1]) + redis.call('zcard', KEYS[2]) + redis.call('zcard', KEYS[3])
+"#;
+
+/// Delete the four keys of a queue and return how many jobs they held.
+///
+/// KEYS: ready list, delayed zset, reserved zset, notify list.
+pub const CLEAR: &str = r#"
+local size = redis.call('llen', KEYS[1]) + redis.call('zcard', KEYS[2]) + redis.call('zcard', KEYS[3])
+redis.call('del', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return size
+"#;

@@ -1,0 +1,48 @@
+//! Signals, as `queue:work` handles them (protocol §6.3).
+//!
+//! | signal                  | effect                                          |
+//! |-------------------------|-------------------------------------------------|
+//! | SIGTERM, SIGINT, SIGQUIT | stop fetching, finish the jobs in flight, exit 0 |
+//! | SIGUSR2                 | pause: fetch nothing until SIGCONT              |
+//! | SIGCONT                 | resume                                          |
+//!
+//! A task turns the signals into a [`Control`] value that the loop watches.
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+/// What the signals received so far ask of the worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Control {
+    /// The signal that asked the worker to quit, if any.
+    pub quit: Option<&'static str>,
+    /// Paused by SIGUSR2 (and not yet resumed by SIGCONT).
+    pub paused: bool,
+}
+
+/// Installs the handlers and returns the watch they update.
+///
+/// # Errors
+/// A handler could not be installed.
+pub fn listen() -> std::io::Result<watch::Receiver<Control>> {
+    let (tx, rx) = watch::channel(Control::default());
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut quit = signal(SignalKind::quit())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let mut cont = signal(SignalKind::from_raw(nix::libc::SIGCONT))?;
+    tokio::spawn(async move {
+        loop {
+            let (name, change): (&'static str, fn(&mut Control, &'static str)) = tokio::select! {
+                _ = term.recv() => ("SIGTERM", |c, n| c.quit = Some(n)),
+                _ = int.recv() => ("SIGINT", |c, n| c.quit = Some(n)),
+                _ = quit.recv() => ("SIGQUIT", |c, n| c.quit = Some(n)),
+                _ = usr2.recv() => ("SIGUSR2", |c, _| c.paused = true),
+                _ = cont.recv() => ("SIGCONT", |c, _| c.paused = false),
+            };
+            tracing::info!(signal = name, "signal received");
+            tx.send_modify(|c| change(c, name));
+        }
+    });
+    Ok(rx)
+}

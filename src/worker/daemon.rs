@@ -1,0 +1,204 @@
+//! The worker loop (`Worker::daemon`, protocol §6.2).
+//!
+//! Each iteration:
+//! 1. if paused (SIGUSR2), sleep and check the stop conditions;
+//! 2. wait for a free slot (`--concurrency`);
+//! 3. reserve the next job, queues in priority order (or block/sleep when
+//!    there is none);
+//! 4. hand the job to a task: run handler → settle → `--rest` → free slot;
+//! 5. check the stop conditions: signal, memory, restart key,
+//!    `--stop-when-empty`, `--max-time`, `--max-jobs`, `--once`.
+//!
+//! On stop, the loop reserves nothing more and waits for the jobs in flight.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::process::decide;
+use super::settle::settle;
+use super::{Services, StopReason, fetch};
+use crate::memory::MemoryProbe;
+use crate::queue::{QueueKeys, ReservedJob};
+use crate::signals::Control;
+
+/// Pause after an error talking to Redis.
+const ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// A running worker.
+pub struct Daemon {
+    services: Arc<Services>,
+    queues: Vec<Arc<QueueKeys>>,
+    control: watch::Receiver<Control>,
+    memory: MemoryProbe,
+    started: Instant,
+    reserved: u64,
+    last_restart: Option<String>,
+}
+
+impl Daemon {
+    /// A worker over `services`, steered by `control`.
+    pub fn new(services: Services, control: watch::Receiver<Control>) -> Self {
+        let queues = services
+            .options
+            .queues
+            .iter()
+            .map(|q| services.queue.keys(q))
+            .collect();
+        Daemon {
+            services: Arc::new(services),
+            queues,
+            control,
+            memory: MemoryProbe::new(),
+            started: Instant::now(),
+            reserved: 0,
+            last_restart: None,
+        }
+    }
+
+    /// Runs until a stop condition holds, then waits for the jobs in flight.
+    pub async fn run(mut self) -> StopReason {
+        self.last_restart = self.read_restart_marker().await;
+        self.started = Instant::now();
+        let options = self.services.options.clone();
+        let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+        let mut in_flight = JoinSet::new();
+
+        let reason = loop {
+            while in_flight.try_join_next().is_some() {}
+
+            if self.control.borrow().paused {
+                self.pause(options.sleep.max(Duration::from_secs(1))).await;
+                if let Some(reason) = self.stop_reason(false).await {
+                    break reason;
+                }
+                continue;
+            }
+
+            let permit = tokio::select! {
+                permit = Arc::clone(&slots).acquire_owned() => permit,
+                _ = self.control.changed() => match self.stop_reason(true).await {
+                    Some(reason) => break reason,
+                    None => continue,
+                },
+            };
+            let Ok(permit) = permit else {
+                break StopReason::Interrupted;
+            };
+
+            let fetched = tokio::select! {
+                fetched = fetch::next_job(&self.services.queue, &self.queues) => fetched,
+                _ = self.wait_for_quit() => break StopReason::Interrupted,
+            };
+            let found = match fetched {
+                Ok(Some(job)) => {
+                    self.reserved += 1;
+                    self.services.reporter.starting(&job);
+                    let services = Arc::clone(&self.services);
+                    in_flight.spawn(async move {
+                        run_job(job, &services).await;
+                        if !services.options.rest.is_zero() {
+                            tokio::time::sleep(services.options.rest).await;
+                        }
+                        drop(permit);
+                    });
+                    true
+                }
+                Ok(None) => {
+                    drop(permit);
+                    self.pause(options.sleep).await;
+                    false
+                }
+                Err(e) => {
+                    drop(permit);
+                    tracing::error!("cannot reserve a job: {e}");
+                    self.pause(ERROR_PAUSE).await;
+                    false
+                }
+            };
+
+            if let Some(reason) = self.stop_reason(found).await {
+                break reason;
+            }
+        };
+
+        if !in_flight.is_empty() {
+            tracing::info!(
+                jobs = in_flight.len(),
+                reason = reason.as_str(),
+                "stopping: waiting for the jobs in flight"
+            );
+        }
+        while in_flight.join_next().await.is_some() {}
+        reason
+    }
+
+    /// `stopIfNecessary`: the first stop condition that holds, in Laravel's
+    /// order. `found` says whether this iteration reserved a job.
+    async fn stop_reason(&mut self, found: bool) -> Option<StopReason> {
+        let options = &self.services.options;
+        if self.control.borrow().quit.is_some() {
+            return Some(StopReason::Interrupted);
+        }
+        if options.memory_mb > 0 && self.memory.rss_bytes() >= options.memory_mb * 1024 * 1024 {
+            return Some(StopReason::Memory);
+        }
+        if self.read_restart_marker().await != self.last_restart {
+            return Some(StopReason::Restart);
+        }
+        if options.stop_when_empty && !found {
+            return Some(StopReason::Empty);
+        }
+        if !options.max_time.is_zero() && self.started.elapsed() >= options.max_time {
+            return Some(StopReason::MaxTime);
+        }
+        if options.max_jobs > 0 && self.reserved >= options.max_jobs {
+            return Some(StopReason::MaxJobs);
+        }
+        if options.once {
+            return Some(StopReason::Once);
+        }
+        None
+    }
+
+    /// The restart marker; on a cache error, the last value seen (a cache
+    /// outage must not stop or restart the worker).
+    async fn read_restart_marker(&self) -> Option<String> {
+        match self.services.cache.restart_marker().await {
+            Ok(marker) => marker,
+            Err(e) => {
+                tracing::warn!("cannot read the restart signal from the cache: {e:#}");
+                self.last_restart.clone()
+            }
+        }
+    }
+
+    /// Sleeps for `duration`, cut short by a signal.
+    async fn pause(&mut self, duration: Duration) {
+        if duration.is_zero() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => {}
+            _ = self.control.changed() => {}
+        }
+    }
+
+    /// Resolves once a quit signal has been received.
+    async fn wait_for_quit(&self) {
+        let mut control = self.control.clone();
+        let _ = control.wait_for(|c| c.quit.is_some()).await;
+    }
+}
+
+/// One job, start to end: decide (runs the handler), settle, report.
+async fn run_job(job: ReservedJob, services: &Services) {
+    let started = Instant::now();
+    let verdict = decide(&job, services).await;
+    settle(&job, &verdict, services).await;
+    services
+        .reporter
+        .finished(&job, &verdict, started.elapsed());
+}

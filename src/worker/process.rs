@@ -1,0 +1,236 @@
+//! Deciding a reserved job's fate (`Worker::process` and friends,
+//! protocol §6.4–§6.7).
+//!
+//! 1. A job already past its tries or `retryUntil` fails without running.
+//! 2. The handler chosen by displayName runs, under the job's time limit,
+//!    while the reservation is renewed.
+//! 3. Its outcome becomes a [`Verdict`]: delete, release, or fail. An
+//!    exception or a timeout fails the job when it was the last try,
+//!    `retryUntil` has passed, `maxExceptions` is reached, or (timeouts
+//!    only) `failOnTimeout` is set; otherwise it is released with backoff.
+//!
+//! Unlike `queue:work`, a timeout kills only the handler. Laravel's worker
+//! kills itself and leaves the job reserved until `retry_after`; here the
+//! job is released with backoff at once (the attempt still counts).
+
+use std::time::Duration;
+
+use super::{Services, backoff, lease};
+use crate::exception::{INVALID_PAYLOAD, JobException, MANUALLY_FAILED, NO_HANDLER};
+use crate::handler::{Invocation, Mode, Outcome, Unmatched};
+use crate::queue::redis_queue::now;
+use crate::queue::{Payload, ReservedJob};
+
+/// What happens to a job once its handler is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It ran: ZREM it.
+    Delete,
+    /// Back to `:delayed` with the attempt counted, available in `delay`
+    /// seconds; `exception` is set when an exception caused it.
+    Release {
+        /// Seconds.
+        delay: u64,
+        /// The exception, for a release after one.
+        exception: Option<JobException>,
+    },
+    /// Record it in the failed store, ZREM it, and, when `failed_hook`,
+    /// call the handler in failed mode.
+    Fail {
+        /// What is recorded.
+        exception: JobException,
+        /// Whether the app's `failed()` hook must still run.
+        failed_hook: bool,
+    },
+    /// Back to `:delayed` uncounted (no handler here for it).
+    HandBack {
+        /// Seconds.
+        delay: u64,
+    },
+}
+
+/// The attempt limits of one job, from its payload and the worker flags.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `maxTries` or `--tries`; 0 = unlimited.
+    pub max_tries: u64,
+    /// `retryUntil`, UNIX seconds.
+    pub retry_until: Option<i64>,
+    /// This attempt's number.
+    pub attempt: u64,
+}
+
+impl Limits {
+    fn of(payload: &Payload, job: &ReservedJob, tries: u64) -> Self {
+        Limits {
+            max_tries: payload.max_tries().unwrap_or(tries),
+            retry_until: payload.retry_until(),
+            attempt: job.attempt(),
+        }
+    }
+
+    /// `markJobAsFailedIfAlreadyExceedsMaxAttempts`: true when the job must
+    /// fail before it runs.
+    pub fn already_exceeded(&self, now: i64) -> bool {
+        match self.retry_until {
+            Some(until) => now > until,
+            None => self.max_tries > 0 && self.attempt > self.max_tries,
+        }
+    }
+
+    /// `markJobAsFailedIfWillExceedMaxAttempts`: true when a failure of this
+    /// attempt must fail the job.
+    pub fn will_exceed(&self, now: i64) -> bool {
+        match self.retry_until {
+            Some(until) => until <= now,
+            None => self.max_tries > 0 && self.attempt >= self.max_tries,
+        }
+    }
+}
+
+/// Runs `job` through its handler and decides its fate.
+pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
+    let payload = match &job.payload {
+        Ok(p) => p,
+        Err(e) => {
+            return Verdict::Fail {
+                exception: JobException::new(
+                    INVALID_PAYLOAD,
+                    format!("Unable to run the job: {e}."),
+                ),
+                failed_hook: false,
+            };
+        }
+    };
+    let name = job.display_name();
+    let options = &services.options;
+    let limits = Limits::of(payload, job, options.tries);
+    if limits.already_exceeded(now()) {
+        return Verdict::Fail {
+            exception: JobException::max_attempts_exceeded(name),
+            failed_hook: true,
+        };
+    }
+
+    let Some(route) = services.router.route(name) else {
+        return match services.router.unmatched {
+            Unmatched::Fail => Verdict::Fail {
+                exception: JobException::new(
+                    NO_HANDLER,
+                    format!("No handler is configured for {name}."),
+                ),
+                failed_hook: false,
+            },
+            Unmatched::Release { delay } => Verdict::HandBack { delay },
+        };
+    };
+
+    let timeout = payload
+        .timeout()
+        .or(route.timeout)
+        .unwrap_or(options.timeout);
+    let invocation = Invocation {
+        job,
+        connection: &services.connection,
+        max_tries: limits.max_tries,
+        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
+        mode: Mode::Run,
+    };
+    let outcome = lease::hold(&services.queue, job, route.handler.call(&invocation)).await;
+
+    match outcome {
+        Outcome::Done | Outcome::Delete => Verdict::Delete,
+        Outcome::Release { delay } => Verdict::Release {
+            delay,
+            exception: None,
+        },
+        Outcome::Fail { reason } => Verdict::Fail {
+            exception: JobException::new(MANUALLY_FAILED, reason),
+            failed_hook: false,
+        },
+        Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
+        Outcome::TimedOut(e) => after_exception(job, payload, limits, e, true, services).await,
+    }
+}
+
+/// `handleJobException` (and, for timeouts, the SIGALRM handler's checks).
+async fn after_exception(
+    job: &ReservedJob,
+    payload: &Payload,
+    limits: Limits,
+    exception: JobException,
+    timed_out: bool,
+    services: &Services,
+) -> Verdict {
+    let fail = |exception| Verdict::Fail {
+        exception,
+        failed_hook: true,
+    };
+    if limits.will_exceed(now()) {
+        return fail(exception);
+    }
+    if max_exceptions_reached(payload, services).await {
+        return fail(exception);
+    }
+    if timed_out && payload.fail_on_timeout() {
+        return fail(exception);
+    }
+    let delay = backoff::delay_for(
+        payload.backoff().as_deref(),
+        &services.options.backoff,
+        job.attempt(),
+    );
+    Verdict::Release {
+        delay,
+        exception: Some(exception),
+    }
+}
+
+/// `markJobAsFailedIfWillExceedMaxExceptions`: counts this exception in the
+/// cache (`job-exceptions:{uuid}`, shared with PHP workers) and says whether
+/// the job has now had `maxExceptions` of them. Needs a cache, a uuid and
+/// a `maxExceptions`, as in Laravel.
+async fn max_exceptions_reached(payload: &Payload, services: &Services) -> bool {
+    let (Some(max), Some(uuid)) = (payload.max_exceptions(), payload.uuid()) else {
+        return false;
+    };
+    match services.cache.count_exception(uuid).await {
+        Ok(Some(count)) if max as i64 <= count => {
+            if let Err(e) = services.cache.forget_exceptions(uuid).await {
+                tracing::warn!(uuid, "cannot delete the exception counter: {e}");
+            }
+            true
+        }
+        Ok(_) => false,
+        Err(e) => {
+            tracing::warn!(uuid, "cannot count the exception for maxExceptions: {e}");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_limits_follow_laravel() {
+        let l = |max_tries, attempt| Limits {
+            max_tries,
+            retry_until: None,
+            attempt,
+        };
+        assert!(!l(3, 3).already_exceeded(0));
+        assert!(l(3, 4).already_exceeded(0));
+        assert!(l(3, 3).will_exceed(0));
+        assert!(!l(3, 2).will_exceed(0));
+        assert!(!l(0, 100).already_exceeded(0) && !l(0, 100).will_exceed(0));
+        let until = Limits {
+            max_tries: 1,
+            retry_until: Some(100),
+            attempt: 50,
+        };
+        assert!(!until.already_exceeded(100) && until.already_exceeded(101));
+        assert!(!until.will_exceed(99) && until.will_exceed(100));
+    }
+}

@@ -1,0 +1,132 @@
+//! Carrying out a [`Verdict`]: the last step of every job.
+//!
+//! Every reserved job ends deleted, released or failed here; if Redis or the
+//! failed store cannot be written, the job is left in `:reserved`, where it
+//! is reclaimed after `retry_after`. Nothing is dropped.
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::Services;
+use super::process::Verdict;
+use crate::exception::JobException;
+use crate::failed::FailedJob;
+use crate::handler::{Invocation, Mode};
+use crate::queue::ReservedJob;
+
+/// Tries of a Redis write before the job is left for reclaiming.
+const WRITE_TRIES: u32 = 5;
+
+/// Applies `verdict` to `job`.
+pub async fn settle(job: &ReservedJob, verdict: &Verdict, services: &Services) {
+    let queue = &services.queue;
+    let done = match verdict {
+        Verdict::Delete => retry("delete", || queue.delete(job)).await,
+        Verdict::Release { delay, .. } => retry("release", || queue.release(job, *delay)).await,
+        Verdict::HandBack { delay } => retry("hand back", || queue.hand_back(job, *delay)).await,
+        Verdict::Fail {
+            exception,
+            failed_hook,
+        } => fail(job, exception, *failed_hook, services).await,
+    };
+    match done {
+        Some(true) => {}
+        Some(false) => tracing::warn!(
+            job = job.display_name(),
+            id = %job.id(),
+            "the reservation was already gone when the job was settled; \
+             another worker reclaimed it (is retry_after shorter than the job?)"
+        ),
+        None => tracing::error!(
+            job = job.display_name(),
+            id = %job.id(),
+            "the job could not be settled; it stays reserved and is reclaimed after retry_after"
+        ),
+    }
+}
+
+/// `Job::fail`: record, ZREM, then the app's `failed()` hook.
+///
+/// The record is written first: if the store is down the job stays
+/// reserved (and comes back after `retry_after`) rather than vanish.
+async fn fail(
+    job: &ReservedJob,
+    exception: &JobException,
+    failed_hook: bool,
+    services: &Services,
+) -> Option<bool> {
+    let text = exception.to_string();
+    let record = FailedJob {
+        uuid: job
+            .uuid()
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
+        connection: services.connection.clone(),
+        queue: job.queue.name.clone(),
+        payload: job.raw_text(),
+        exception: text.clone(),
+        failed_at: Utc::now(),
+    };
+    if let Err(e) = services.failed.log(&record).await {
+        tracing::error!(
+            job = job.display_name(),
+            id = %job.id(),
+            store = services.failed.describe(),
+            "cannot record the failed job: {e:#}"
+        );
+        return None;
+    }
+    let deleted = retry("delete", || services.queue.delete(job)).await;
+    if failed_hook {
+        call_failed_hook(job, &text, services).await;
+    }
+    deleted
+}
+
+/// Calls the job's handler in failed mode, so the app's `failed()` method,
+/// unique-lock release and batch bookkeeping run.
+async fn call_failed_hook(job: &ReservedJob, exception: &str, services: &Services) {
+    let Some(route) = services.router.route(job.display_name()) else {
+        return;
+    };
+    let timeout = job
+        .payload
+        .as_ref()
+        .ok()
+        .and_then(|p| p.timeout())
+        .or(route.timeout)
+        .unwrap_or(services.options.timeout);
+    let invocation = Invocation {
+        job,
+        connection: &services.connection,
+        max_tries: services.options.tries,
+        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
+        mode: Mode::Failed { exception },
+    };
+    let outcome = route.handler.call(&invocation).await;
+    tracing::debug!(job = job.display_name(), id = %job.id(), ?outcome, "failed hook ran");
+}
+
+/// Runs a Redis write up to [`WRITE_TRIES`] times, 100 ms apart doubling.
+/// `None` when every try failed.
+async fn retry<F, Fut>(what: &str, mut write: F) -> Option<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = redis::RedisResult<bool>>,
+{
+    let mut pause = Duration::from_millis(100);
+    for attempt in 1..=WRITE_TRIES {
+        match write().await {
+            Ok(done) => return Some(done),
+            Err(e) => {
+                tracing::warn!(attempt, "cannot {what} the job in Redis: {e}");
+                if attempt < WRITE_TRIES {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+            }
+        }
+    }
+    None
+}

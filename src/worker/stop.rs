@@ -1,0 +1,43 @@
+//! Why the worker stops, and with which exit status (protocol §6.2).
+
+/// A stop condition, checked after every loop iteration in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGTERM, SIGINT or SIGQUIT.
+    Interrupted,
+    /// Resident memory reached `--memory`.
+    Memory,
+    /// `illuminate:queue:restart` changed (`queue:restart`).
+    Restart,
+    /// `--stop-when-empty` and a poll found nothing.
+    Empty,
+    /// `--max-time` elapsed.
+    MaxTime,
+    /// `--max-jobs` jobs reserved.
+    MaxJobs,
+    /// `--once` ran its iteration.
+    Once,
+}
+
+impl StopReason {
+    /// The process exit status: 12 for memory (as Laravel), 0 otherwise.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopReason::Memory => 12,
+            _ => 0,
+        }
+    }
+
+    /// Laravel 13's `WorkerStopReason` value, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Interrupted => "interrupted",
+            StopReason::Memory => "memory",
+            StopReason::Restart => "restart_signal",
+            StopReason::Empty => "empty",
+            StopReason::MaxTime => "max_time",
+            StopReason::MaxJobs => "max_jobs",
+            StopReason::Once => "once",
+        }
+    }
+}
