@@ -1,0 +1,165 @@
+//! The real laravel-worker binary, run as a subprocess. Its stdout and
+//! stderr lines are collected by threads so tests can await them as events.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Instant;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::WAIT;
+
+pub struct Daemon {
+    child: Child,
+    out: Receiver<String>,
+    err: Receiver<String>,
+    pub stdout: Vec<String>,
+    pub stderr: Vec<String>,
+    pub status: Option<ExitStatus>,
+}
+
+/// Environment variables the daemon reads that must not leak in from the
+/// machine running the tests.
+const LARAVEL_VARS: &[&str] = &[
+    "REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_DB",
+    "REDIS_PREFIX", "REDIS_CACHE_DB", "CACHE_PREFIX", "APP_NAME", "QUEUE_CONNECTION",
+    "REDIS_QUEUE", "REDIS_QUEUE_RETRY_AFTER", "DB_CONNECTION", "DB_HOST", "DB_PORT",
+    "DB_DATABASE", "DB_USERNAME", "DB_PASSWORD", "LARAVEL_WORKER_CONFIG",
+];
+
+fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Daemon {
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for var in LARAVEL_VARS {
+            cmd.env_remove(var);
+        }
+        cmd.env("RUST_LOG", "info");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start laravel-worker");
+        let out = pump(child.stdout.take().unwrap());
+        let err = pump(child.stderr.take().unwrap());
+        Daemon { child, out, err, stdout: vec![], stderr: vec![], status: None }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).unwrap();
+    }
+
+    fn wait_on(rx: &Receiver<String>, seen: &mut Vec<String>, what: &str, pred: &dyn Fn(&str) -> bool) -> String {
+        if let Some(line) = seen.iter().find(|l| pred(l)) {
+            return line.clone();
+        }
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!("no {what} line matched in time; saw:\n{}", seen.join("\n")),
+                Err(RecvTimeoutError::Disconnected) => panic!("{what} closed before a line matched; saw:\n{}", seen.join("\n")),
+            }
+        }
+    }
+
+    /// Waits for a stdout line matching `pred` (lines seen before count too).
+    pub fn wait_stdout(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        Self::wait_on(&self.out, &mut self.stdout, "stdout", &pred)
+    }
+
+    /// Waits for a stderr (log) line matching `pred`.
+    pub fn wait_stderr(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        Self::wait_on(&self.err, &mut self.stderr, "stderr", &pred)
+    }
+
+    /// Waits for a JSON event with `status` (requires `--json`).
+    pub fn wait_event(&mut self, status: &str) -> serde_json::Value {
+        let needle = format!("\"status\":\"{status}\"");
+        let line = self.wait_stdout(|l| l.contains(&needle));
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits for the process to exit and drains its output.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        if let Some(s) = self.status {
+            return s;
+        }
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("daemon did not exit in time; stderr:\n{}", self.drain_err());
+            }
+            // Keep the pipes flowing while we wait.
+            while let Ok(l) = self.out.try_recv() {
+                self.stdout.push(l);
+            }
+            while let Ok(l) = self.err.try_recv() {
+                self.stderr.push(l);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        self.status = Some(status);
+        for l in self.out.iter() {
+            self.stdout.push(l);
+        }
+        for l in self.err.iter() {
+            self.stderr.push(l);
+        }
+        status
+    }
+
+    fn drain_err(&mut self) -> String {
+        while let Ok(l) = self.err.try_recv() {
+            self.stderr.push(l);
+        }
+        self.stderr.join("\n")
+    }
+
+    /// Exit code after `wait_exit` (None when killed by a signal).
+    pub fn code(&mut self) -> Option<i32> {
+        self.wait_exit().code()
+    }
+
+    /// All JSON event lines seen on stdout.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.stdout.iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
