@@ -1,0 +1,91 @@
+//! Several daemons on one queue: every job runs exactly once, each daemon
+//! keeps queue priority, and no bookkeeping is left behind.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::payloads::Job;
+use common::{Scene, q};
+use serde_json::json;
+
+#[test]
+fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_QUEUE\" >> \"$LOG\"",
+    );
+    let config = s.config_with_handler(&handler, "");
+
+    let mut pushed: HashMap<String, &str> = HashMap::new();
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        let queue = if i % 2 == 0 { "high" } else { "default" };
+        let job = Job::string("App\\Jobs\\Fleet@handle", json!({ "i": i }));
+        pipe.rpush(q(queue), job.build())
+            .rpush(format!("{}:notify", q(queue)), 1);
+        pushed.insert(job.id(), queue);
+    }
+    let _: () = pipe.query(&mut s.redis.conn(0)).unwrap();
+
+    let args = [
+        "--queue=high,default",
+        "--concurrency=8",
+        "--json",
+        "--stop-when-empty",
+        "--sleep=0",
+    ];
+    let mut daemons = [s.work(&config, &args), s.work(&config, &args)];
+    for d in &mut daemons {
+        assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+    }
+
+    // Exactly once: every pushed id ran one time, on the queue it was pushed to.
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    for line in s.log() {
+        let (id, queue) = line.split_once(' ').unwrap();
+        assert_eq!(
+            pushed.get(id).copied(),
+            Some(queue),
+            "unknown or misplaced job {line}"
+        );
+        *runs.entry(id.to_string()).or_default() += 1;
+    }
+    assert_eq!(runs.len(), 2000, "every job ran");
+    assert!(runs.values().all(|&n| n == 1), "a job ran twice");
+
+    // Priority within each daemon: once it took a default job, no high job
+    // was left for it to take.
+    let mut reserved_total = 0;
+    for d in &daemons {
+        let order: Vec<String> = d
+            .events()
+            .iter()
+            .filter(|e| e["status"] == "starting")
+            .map(|e| e["queue"].as_str().unwrap().to_string())
+            .collect();
+        reserved_total += order.len();
+        if let Some(first_default) = order.iter().position(|q| q == "default") {
+            assert!(
+                order[first_default..].iter().all(|q| q == "default"),
+                "a high job was reserved after a default one"
+            );
+        }
+        let done = d
+            .events()
+            .iter()
+            .filter(|e| e["status"] == "success")
+            .count();
+        assert_eq!(done, order.len(), "every reserved job was settled");
+    }
+    assert_eq!(reserved_total, 2000);
+
+    for queue in ["high", "default"] {
+        for suffix in ["", ":reserved", ":delayed", ":notify"] {
+            let key = format!("{}{suffix}", q(queue));
+            assert!(!s.redis.exists(&key), "{key} is not empty");
+        }
+    }
+    assert!(s.failed_rows().is_empty());
+}
