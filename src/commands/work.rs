@@ -35,12 +35,10 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let control = crate::signals::listen().context("cannot install signal handlers")?;
 
     tracing::info!(
-        connection = %settings.connection,
-        queues = %options.queues.join(","),
-        first_key = %queue.keys(&options.queues[0]).ready,
-        concurrency = options.concurrency,
         failed = failed.describe(),
-        "worker started"
+        retry_after = ?settings.retry_after,
+        block_for = ?settings.block_for,
+        "worker configured"
     );
     let services = Services {
         queue,

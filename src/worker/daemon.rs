@@ -2,12 +2,13 @@
 //!
 //! Each iteration:
 //! 1. if paused (SIGUSR2), sleep and check the stop conditions;
-//! 2. wait for a free slot (`--concurrency`);
-//! 3. reserve the next job, queues in priority order (or block/sleep when
+//! 2. wait for a free slot (`--concurrency`); with one slot, that is the
+//!    end of the previous job, where Laravel runs `stopIfNecessary`;
+//! 3. check the stop conditions: signal, memory, restart key,
+//!    `--stop-when-empty`, `--max-time`, `--max-jobs`, `--once`;
+//! 4. reserve the next job, queues in priority order (or block/sleep when
 //!    there is none);
-//! 4. hand the job to a task: run handler → settle → `--rest` → free slot;
-//! 5. check the stop conditions: signal, memory, restart key,
-//!    `--stop-when-empty`, `--max-time`, `--max-jobs`, `--once`.
+//! 5. hand the job to a task: run handler → settle → `--rest` → free slot.
 //!
 //! On stop, the loop reserves nothing more and waits for the jobs in flight.
 
@@ -35,6 +36,8 @@ pub struct Daemon {
     memory: MemoryProbe,
     started: Instant,
     reserved: u64,
+    /// Whether a poll has run yet (for `--once`).
+    polled: bool,
     last_restart: Option<String>,
 }
 
@@ -54,6 +57,7 @@ impl Daemon {
             memory: MemoryProbe::new(),
             started: Instant::now(),
             reserved: 0,
+            polled: false,
             last_restart: None,
         }
     }
@@ -63,8 +67,17 @@ impl Daemon {
         self.last_restart = self.read_restart_marker().await;
         self.started = Instant::now();
         let options = self.services.options.clone();
+        tracing::info!(
+            connection = %self.services.connection,
+            queues = %options.queues.join(","),
+            first_key = %self.queues.first().map_or("", |q| q.ready.as_str()),
+            concurrency = options.concurrency,
+            "worker started"
+        );
         let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
         let mut in_flight = JoinSet::new();
+        // Whether the last poll reserved a job (`--stop-when-empty`).
+        let mut found = true;
 
         let reason = loop {
             while in_flight.try_join_next().is_some() {}
@@ -87,12 +100,16 @@ impl Daemon {
             let Ok(permit) = permit else {
                 break StopReason::Interrupted;
             };
+            if let Some(reason) = self.stop_reason(found).await {
+                break reason;
+            }
 
             let fetched = tokio::select! {
                 fetched = fetch::next_job(&self.services.queue, &self.queues) => fetched,
                 _ = self.wait_for_quit() => break StopReason::Interrupted,
             };
-            let found = match fetched {
+            self.polled = true;
+            found = match fetched {
                 Ok(Some(job)) => {
                     self.reserved += 1;
                     self.services.reporter.starting(&job);
@@ -118,10 +135,6 @@ impl Daemon {
                     false
                 }
             };
-
-            if let Some(reason) = self.stop_reason(found).await {
-                break reason;
-            }
         };
 
         if !in_flight.is_empty() {
@@ -136,11 +149,16 @@ impl Daemon {
     }
 
     /// `stopIfNecessary`: the first stop condition that holds, in Laravel's
-    /// order. `found` says whether this iteration reserved a job.
+    /// order. `found` says whether the last poll reserved a job.
     async fn stop_reason(&mut self, found: bool) -> Option<StopReason> {
         let options = &self.services.options;
         if self.control.borrow().quit.is_some() {
             return Some(StopReason::Interrupted);
+        }
+        // Laravel checks at the end of an iteration: nothing but a signal
+        // stops the worker before its first poll.
+        if !self.polled {
+            return None;
         }
         if options.memory_mb > 0 && self.memory.rss_bytes() >= options.memory_mb * 1024 * 1024 {
             return Some(StopReason::Memory);

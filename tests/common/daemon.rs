@@ -23,10 +23,26 @@ pub struct Daemon {
 /// Environment variables the daemon reads that must not leak in from the
 /// machine running the tests.
 const LARAVEL_VARS: &[&str] = &[
-    "REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_DB",
-    "REDIS_PREFIX", "REDIS_CACHE_DB", "CACHE_PREFIX", "APP_NAME", "QUEUE_CONNECTION",
-    "REDIS_QUEUE", "REDIS_QUEUE_RETRY_AFTER", "DB_CONNECTION", "DB_HOST", "DB_PORT",
-    "DB_DATABASE", "DB_USERNAME", "DB_PASSWORD", "LARAVEL_WORKER_CONFIG",
+    "REDIS_URL",
+    "REDIS_HOST",
+    "REDIS_PORT",
+    "REDIS_USERNAME",
+    "REDIS_PASSWORD",
+    "REDIS_DB",
+    "REDIS_PREFIX",
+    "REDIS_CACHE_DB",
+    "CACHE_PREFIX",
+    "APP_NAME",
+    "QUEUE_CONNECTION",
+    "REDIS_QUEUE",
+    "REDIS_QUEUE_RETRY_AFTER",
+    "DB_CONNECTION",
+    "DB_HOST",
+    "DB_PORT",
+    "DB_DATABASE",
+    "DB_USERNAME",
+    "DB_PASSWORD",
+    "LARAVEL_WORKER_CONFIG",
 ];
 
 fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
@@ -45,7 +61,10 @@ fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
 impl Daemon {
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
-        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for var in LARAVEL_VARS {
             cmd.env_remove(var);
         }
@@ -56,7 +75,14 @@ impl Daemon {
         let mut child = cmd.spawn().expect("start laravel-worker");
         let out = pump(child.stdout.take().unwrap());
         let err = pump(child.stderr.take().unwrap());
-        Daemon { child, out, err, stdout: vec![], stderr: vec![], status: None }
+        Daemon {
+            child,
+            out,
+            err,
+            stdout: vec![],
+            stderr: vec![],
+            status: None,
+        }
     }
 
     pub fn pid(&self) -> Pid {
@@ -67,7 +93,12 @@ impl Daemon {
         kill(self.pid(), signal).unwrap();
     }
 
-    fn wait_on(rx: &Receiver<String>, seen: &mut Vec<String>, what: &str, pred: &dyn Fn(&str) -> bool) -> String {
+    fn wait_on(
+        rx: &Receiver<String>,
+        seen: &mut Vec<String>,
+        what: &str,
+        pred: &dyn Fn(&str) -> bool,
+    ) -> String {
         if let Some(line) = seen.iter().find(|l| pred(l)) {
             return line.clone();
         }
@@ -81,8 +112,13 @@ impl Daemon {
                         return line;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => panic!("no {what} line matched in time; saw:\n{}", seen.join("\n")),
-                Err(RecvTimeoutError::Disconnected) => panic!("{what} closed before a line matched; saw:\n{}", seen.join("\n")),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no {what} line matched in time; saw:\n{}", seen.join("\n"))
+                }
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "{what} closed before a line matched; saw:\n{}",
+                    seen.join("\n")
+                ),
             }
         }
     }
@@ -151,7 +187,10 @@ impl Daemon {
 
     /// All JSON event lines seen on stdout.
     pub fn events(&self) -> Vec<serde_json::Value> {
-        self.stdout.iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        self.stdout
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 }
 

@@ -15,7 +15,10 @@ pub use redis_server::RedisServer;
 
 /// UNIX seconds now.
 pub fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 /// The longest any single wait in a test may take before the test fails.
@@ -30,7 +33,10 @@ pub struct Scene {
 impl Scene {
     /// Starts a private Redis.
     pub fn new() -> Self {
-        let dir = tempfile::Builder::new().prefix("lw-test-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("lw-test-")
+            .tempdir()
+            .unwrap();
         let redis = RedisServer::start(dir.path());
         Scene { dir, redis }
     }
@@ -138,7 +144,10 @@ colon = true
         let path = self.path(name);
         let deadline = std::time::Instant::now() + WAIT;
         while !path.exists() {
-            assert!(std::time::Instant::now() < deadline, "{name} never appeared");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} never appeared"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }

@@ -22,23 +22,26 @@ impl Job {
     /// A Laravel 8.83 object job (`dispatch(new App\Jobs\X)`).
     pub fn laravel8(class: &str) -> Self {
         let short = class.rsplit('\\').next().unwrap();
-        let command = format!(
-            "O:{}:\"{class}\":1:{{s:5:\"queue\";N;}}",
-            class.len()
-        );
+        let command = format!("O:{}:\"{class}\":1:{{s:5:\"queue\";N;}}", class.len());
         let _ = short;
         Job {
             fields: vec![
                 ("uuid".into(), uuid().into()),
                 ("displayName".into(), class.into()),
-                ("job".into(), "Illuminate\\Queue\\CallQueuedHandler@call".into()),
+                (
+                    "job".into(),
+                    "Illuminate\\Queue\\CallQueuedHandler@call".into(),
+                ),
                 ("maxTries".into(), Value::Null),
                 ("maxExceptions".into(), Value::Null),
                 ("failOnTimeout".into(), false.into()),
                 ("backoff".into(), Value::Null),
                 ("timeout".into(), Value::Null),
                 ("retryUntil".into(), Value::Null),
-                ("data".into(), json!({"commandName": class, "command": command})),
+                (
+                    "data".into(),
+                    json!({"commandName": class, "command": command}),
+                ),
                 ("id".into(), id().into()),
                 ("attempts".into(), 0.into()),
             ],
@@ -49,12 +52,14 @@ impl Job {
     /// createdAt and delay).
     pub fn laravel13(class: &str) -> Self {
         let mut job = Self::laravel8(class);
-        job.fields.insert(10, ("deleteWhenMissingModels".into(), false.into()));
+        job.fields
+            .insert(10, ("deleteWhenMissingModels".into(), false.into()));
         if let Some((_, Value::Object(data))) = job.fields.iter_mut().find(|(k, _)| k == "data") {
             data.insert("batchId".into(), Value::Null);
         }
         let at = job.fields.len() - 2;
-        job.fields.insert(at, ("createdAt".into(), super::now().into()));
+        job.fields
+            .insert(at, ("createdAt".into(), super::now().into()));
         job.fields.push(("delay".into(), Value::Null));
         job
     }
@@ -89,7 +94,11 @@ impl Job {
     }
 
     pub fn get(&self, key: &str) -> Value {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or(Value::Null)
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or(Value::Null)
     }
 
     pub fn uuid(&self) -> String {

@@ -13,7 +13,16 @@ impl RedisServer {
     pub fn start(dir: &Path) -> Self {
         let socket = dir.join("redis.sock");
         let child = Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocketperm", "700"])
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocketperm",
+                "700",
+            ])
             .arg("--unixsocket")
             .arg(&socket)
             .arg("--dir")
@@ -45,7 +54,10 @@ impl RedisServer {
 
     /// A connection to database `db`.
     pub fn conn(&self, db: i64) -> redis::Connection {
-        redis::Client::open(self.url(db)).unwrap().get_connection().unwrap()
+        redis::Client::open(self.url(db))
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     /// Runs a command on DB 0.
@@ -90,7 +102,12 @@ impl RedisServer {
 
     /// ZADD a payload to `:delayed` at `at`.
     pub fn later(&self, queue: &str, at: i64, payload: &str) {
-        let _: () = self.cmd(&["ZADD", &format!("{}:delayed", super::q(queue)), &at.to_string(), payload]);
+        let _: () = self.cmd(&[
+            "ZADD",
+            &format!("{}:delayed", super::q(queue)),
+            &at.to_string(),
+            payload,
+        ]);
     }
 
     /// Makes every member of a zset due now (score 0), as if its time had come.
@@ -102,7 +119,10 @@ impl RedisServer {
 
     /// Every key of DB `db`, sorted.
     pub fn keys(&self, db: i64) -> Vec<String> {
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.conn(db)).unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut self.conn(db))
+            .unwrap();
         keys.sort();
         keys
     }

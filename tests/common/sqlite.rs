@@ -16,11 +16,17 @@ pub struct FailedRow {
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 async fn open(path: &Path) -> SqliteConnection {
-    SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display())).await.unwrap()
+    SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap()
 }
 
 pub fn create_failed_jobs(path: &Path) {
@@ -39,10 +45,12 @@ pub fn create_failed_jobs(path: &Path) {
         .execute(&mut c)
         .await
         .unwrap();
-        sqlx::query("CREATE UNIQUE INDEX IF NOT EXISTS failed_jobs_uuid_unique ON failed_jobs (uuid)")
-            .execute(&mut c)
-            .await
-            .unwrap();
+        sqlx::query(
+            "CREATE UNIQUE INDEX IF NOT EXISTS failed_jobs_uuid_unique ON failed_jobs (uuid)",
+        )
+        .execute(&mut c)
+        .await
+        .unwrap();
     });
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Throughput and memory benchmark.
+#
+#   bench/bench.sh [JOBS] [CONCURRENCY]     (defaults: 5000 jobs, concurrency 8)
+#
+# Starts a private redis-server on a unix socket, pushes JOBS no-op jobs in
+# Laravel's payload format, runs `laravel-worker work --stop-when-empty`
+# with /bin/true as the handler (one process per job), and prints jobs/s and
+# the daemon's peak resident memory (VmHWM; handlers are not counted).
+set -euo pipefail
+jobs=${1:-5000}
+concurrency=${2:-8}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cargo build --release --quiet --manifest-path "$root/Cargo.toml"
+bin="$root/target/release/laravel-worker"
+
+dir=$(mktemp -d)
+redis-server --port 0 --unixsocket "$dir/redis.sock" --save "" --appendonly no --dir "$dir" >/dev/null &
+redis_pid=$!
+trap 'kill $redis_pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do [ -S "$dir/redis.sock" ] && break; sleep 0.05; done
+
+cat >"$dir/bench.toml" <<TOML
+[redis]
+url = "unix://$dir/redis.sock?db=0"
+prefix = "bench_"
+[cache]
+store = "none"
+[failed]
+driver = "null"
+[[handlers]]
+match = "*"
+command = ["/bin/true"]
+TOML
+
+RUST_LOG=warn "$bin" --config "$dir/bench.toml" push default --job 'App\Jobs\Noop' --count "$jobs"
+
+start=$(date +%s.%N)
+RUST_LOG=warn "$bin" --config "$dir/bench.toml" work --stop-when-empty --sleep=0 \
+  --concurrency="$concurrency" >/dev/null &
+worker=$!
+peak_kb=0
+while kill -0 "$worker" 2>/dev/null; do
+  hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$worker/status" 2>/dev/null || true)
+  [ -n "$hwm" ] && peak_kb=$hwm
+  sleep 0.02
+done
+wait "$worker"
+end=$(date +%s.%N)
+
+awk -v n="$jobs" -v c="$concurrency" -v s="$start" -v e="$end" -v kb="$peak_kb" 'BEGIN {
+  t = e - s
+  printf "jobs: %d  concurrency: %d  time: %.2f s  throughput: %.0f jobs/s  peak RSS: %.1f MiB\n", n, c, t, n / t, kb / 1024
+}'
