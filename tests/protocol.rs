@@ -259,3 +259,75 @@ fn case31_cjson_reserved_bytes_are_the_handle() {
     assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
     assert!(s.failed_rows().is_empty());
 }
+
+/// Case 20: an idle worker blocked on BLPOP of `:notify` wakes for a push.
+/// With `block_for = 60` and `--sleep=60`, only the notify wake-up can get
+/// the job started within the harness's 30 s limit.
+#[test]
+fn case20_block_for_wakes_on_push() {
+    let s = Scene::new();
+    let handler = s.recording_script("h.sh", "exit 0");
+    let config = s.config_with_handler(&handler, "block_for = 60");
+    let mut d = s.work(
+        &config,
+        &[
+            "--queue=high,default",
+            "--sleep=60",
+            "--json",
+            "--max-jobs=1",
+        ],
+    );
+    // Wait until the worker is blocked in BLPOP.
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let info: String = s.redis.cmd(&["INFO", "clients"]);
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "worker never blocked");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let job = Job::laravel13("App\\Jobs\\Wake");
+    s.redis.push("default", &job.build());
+    let starting = d.wait_event("starting");
+    assert_eq!(starting["id"], job.id());
+    assert_eq!(starting["queue"], "default");
+    assert_eq!(d.code(), Some(0));
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+}
+
+/// Without `--json`, one artisan-style line per job: time, displayName,
+/// dots, run time, DONE or FAIL.
+#[test]
+fn artisan_style_line_per_job() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]",
+    );
+    let config = s.config_with_handler(&handler, "");
+    s.redis
+        .push("default", &Job::laravel8("App\\Jobs\\Good").build());
+    s.redis
+        .push("default", &Job::laravel8("App\\Jobs\\Bad").build());
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(d.code(), Some(0));
+    assert_eq!(d.stdout.len(), 2, "{:?}", d.stdout);
+    for (line, name, word) in [
+        (&d.stdout[0], "App\\Jobs\\Good", "DONE"),
+        (&d.stdout[1], "App\\Jobs\\Bad", "FAIL"),
+    ] {
+        let rest = line.strip_prefix("  ").unwrap();
+        let (date, rest) = rest.split_at(19);
+        assert!(
+            chrono::NaiveDateTime::parse_from_str(date, "%Y-%m-%d %H:%M:%S").is_ok(),
+            "{line}"
+        );
+        let rest = rest.strip_prefix(' ').unwrap().strip_prefix(name).unwrap();
+        assert!(rest.starts_with(" ..."), "{line}");
+        assert!(
+            rest.ends_with(&format!("ms {word}")) || rest.ends_with(&format!("s {word}")),
+            "{line}"
+        );
+    }
+}
