@@ -104,10 +104,8 @@ impl Daemon {
                 break reason;
             }
 
-            let fetched = tokio::select! {
-                fetched = fetch::next_job(&self.services.queue, &self.queues) => fetched,
-                _ = self.wait_for_quit() => break StopReason::Interrupted,
-            };
+            let fetched =
+                fetch::next_job(&self.services.queue, &self.queues, self.wait_for_quit()).await;
             self.polled = true;
             found = match fetched {
                 Ok(Some(job)) => {

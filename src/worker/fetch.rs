@@ -1,5 +1,6 @@
 //! Reserving the next job (`Worker::getNextJob` + `RedisQueue::pop`).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use crate::queue::{Popped, QueueKeys, RedisQueue};
@@ -14,13 +15,24 @@ use crate::queue::{Popped, QueueKeys, RedisQueue};
 /// queue; one wait on all of them wakes for work on any queue and still
 /// serves them in order.
 ///
+/// Only the wait is cut short by `interrupted`: a pop in flight always
+/// completes, so a job Redis has reserved is never dropped on the floor.
+///
 /// # Errors
 /// Any Redis error (the caller logs it and pauses).
-pub async fn next_job(queue: &RedisQueue, queues: &[Arc<QueueKeys>]) -> redis::RedisResult<Popped> {
+pub async fn next_job(
+    queue: &RedisQueue,
+    queues: &[Arc<QueueKeys>],
+    interrupted: impl Future<Output = ()>,
+) -> redis::RedisResult<Popped> {
     if let Some(job) = poll(queue, queues).await? {
         return Ok(Some(job));
     }
-    if queue.block_on_notify(queues).await? {
+    let woken = tokio::select! {
+        woken = queue.block_on_notify(queues) => woken?,
+        () = interrupted => false,
+    };
+    if woken {
         return poll(queue, queues).await;
     }
     Ok(None)

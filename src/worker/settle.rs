@@ -90,17 +90,17 @@ async fn call_failed_hook(job: &ReservedJob, exception: &str, services: &Service
     let Some(route) = services.router.route(job.display_name()) else {
         return;
     };
-    let timeout = job
-        .payload
-        .as_ref()
-        .ok()
+    let payload = job.payload.as_ref().ok();
+    let timeout = payload
         .and_then(|p| p.timeout())
         .or(route.timeout)
         .unwrap_or(services.options.timeout);
     let invocation = Invocation {
         job,
         connection: &services.connection,
-        max_tries: services.options.tries,
+        max_tries: payload
+            .and_then(|p| p.max_tries())
+            .unwrap_or(services.options.tries),
         timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
         mode: Mode::Failed { exception },
     };
