@@ -16,11 +16,16 @@ pub struct MemoryProbe {
 impl MemoryProbe {
     /// A probe for the current process.
     pub fn new() -> Self {
+        Self::of(std::process::id())
+    }
+
+    /// A probe for process `pid` (a handler process, say).
+    pub fn of(pid: u32) -> Self {
         MemoryProbe {
             system: System::new()
                 .inspect_err(|e| tracing::warn!("memory use cannot be read; --memory is off: {e}"))
                 .ok(),
-            pid: Pid::from_u32(std::process::id()),
+            pid: Pid::from_u32(pid),
         }
     }
 

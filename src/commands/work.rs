@@ -9,7 +9,9 @@ use crate::cache::{CacheStore, RedisCache};
 use crate::cli::WorkArgs;
 use crate::config::{CacheSettings, FailedSettings, Settings};
 use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
-use crate::handler::{Handler, Route, Router, SubprocessHandler};
+use crate::handler::{
+    Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
+};
 use crate::output::Reporter;
 use crate::queue::RedisQueue;
 use crate::queue::payload::parse_backoff;
@@ -186,12 +188,22 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
         .iter()
         .map(|entry| {
             let command = entry.command.clone().unwrap_or_default();
-            let handler = Handler::Subprocess(SubprocessHandler::new(
-                command,
-                settings.kill_grace,
-                settings.output_limit,
-                Arc::clone(&result_dir),
-            ));
+            let handler = if entry.mode.as_deref() == Some("persistent") {
+                Handler::Persistent(PersistentHandler::new(PersistentOptions {
+                    command,
+                    processes: entry.processes.unwrap_or(1),
+                    max_jobs: entry.max_jobs.unwrap_or(0),
+                    max_memory_mb: entry.max_memory.unwrap_or(0),
+                    kill_grace: settings.kill_grace,
+                }))
+            } else {
+                Handler::Subprocess(SubprocessHandler::new(
+                    command,
+                    settings.kill_grace,
+                    settings.output_limit,
+                    Arc::clone(&result_dir),
+                ))
+            };
             Route::new(&entry.pattern, Arc::new(handler), entry.timeout)
         })
         .collect();

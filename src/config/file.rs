@@ -116,6 +116,14 @@ pub struct HandlerEntry {
     pub command: Option<Vec<String>>,
     /// Default time limit in seconds for jobs with no payload `timeout`.
     pub timeout: Option<u64>,
+    /// `process` (one process per call, the default) or `persistent`.
+    pub mode: Option<String>,
+    /// Persistent mode: warm processes kept (default 1).
+    pub processes: Option<usize>,
+    /// Persistent mode: calls before a process is replaced (0 = never).
+    pub max_jobs: Option<u64>,
+    /// Persistent mode: resident MB above which a process is replaced.
+    pub max_memory: Option<u64>,
 }
 
 /// A setting that Laravel allows to be `null`.

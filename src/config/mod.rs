@@ -188,6 +188,13 @@ impl Settings {
                 Some(_) => bail!("[[handlers]] match = {:?}: command is empty", h.pattern),
                 None => bail!("[[handlers]] match = {:?}: needs a command", h.pattern),
             }
+            match h.mode.as_deref() {
+                None | Some("process" | "persistent") => {}
+                Some(other) => bail!(
+                    "[[handlers]] match = {:?}: mode = {other:?}: expected \"process\" or \"persistent\"",
+                    h.pattern
+                ),
+            }
         }
 
         Ok(Settings {

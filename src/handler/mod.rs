@@ -3,9 +3,12 @@
 //! The daemon owns reservation, attempts, backoff, timeouts, failure
 //! recording and reclaiming; a handler only runs the job and reports an
 //! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
-//! Transports: one process per job ([`subprocess`]).
+//! Transports: one process per job ([`subprocess`]), warm processes
+//! ([`persistent`]).
 
 pub mod capture;
+pub mod persistent;
+pub mod process_group;
 pub mod request;
 pub mod router;
 pub mod subprocess;
@@ -15,6 +18,7 @@ use std::time::Duration;
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
+pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;
 
@@ -76,6 +80,8 @@ pub enum Outcome {
 pub enum Handler {
     /// A process per job.
     Subprocess(SubprocessHandler),
+    /// Warm processes, many jobs each.
+    Persistent(PersistentHandler),
 }
 
 impl Handler {
@@ -83,6 +89,7 @@ impl Handler {
     pub async fn call(&self, invocation: &Invocation<'_>) -> Outcome {
         match self {
             Handler::Subprocess(h) => h.call(invocation).await,
+            Handler::Persistent(h) => h.call(invocation).await,
         }
     }
 }

@@ -31,13 +31,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 use super::capture::{Tail, read_tail};
-use super::{Invocation, Mode, Outcome, request};
+use super::{Invocation, Mode, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of stdout and of stderr kept per call.
@@ -100,7 +98,7 @@ impl SubprocessHandler {
                 ));
             }
         };
-        let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+        let group = process_group::group_of(&child);
 
         // Feed stdin and drain both pipes while the process runs.
         let stdin = child.stdin.take();
@@ -124,7 +122,7 @@ impl SubprocessHandler {
             Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
                 Ok(status) => (status.ok(), false),
                 Err(_) => {
-                    self.kill_group(&mut child, pgid).await;
+                    process_group::terminate(&mut child, group, self.kill_grace).await;
                     (None, true)
                 }
             },
@@ -132,9 +130,7 @@ impl SubprocessHandler {
         };
         // Members of the group that outlived the leader would keep running
         // after the job is settled; end them.
-        if let Some(pgid) = pgid {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
+        process_group::kill_leftovers(group);
         let stdout = collect(stdout).await;
         let stderr = collect(stderr).await;
         log_output(inv, &stdout, &stderr);
@@ -187,34 +183,13 @@ impl SubprocessHandler {
             .env("LARAVEL_WORKER_RESULT", result_path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
+        process_group::isolate(&mut cmd);
         if let Mode::Failed { exception } = inv.mode {
             let cut = floor_char_boundary(exception, EXCEPTION_ENV_LIMIT);
             cmd.env("LARAVEL_WORKER_EXCEPTION", &exception[..cut]);
         }
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes the prctl system call, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-            });
-        }
         cmd.spawn()
-    }
-
-    /// SIGTERM to the whole group, SIGKILL after the grace period.
-    async fn kill_group(&self, child: &mut Child, pgid: Option<Pid>) {
-        let Some(pgid) = pgid else { return };
-        let _ = killpg(pgid, Signal::SIGTERM);
-        if tokio::time::timeout(self.kill_grace, child.wait())
-            .await
-            .is_err()
-        {
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let _ = child.wait().await;
-        }
     }
 }
 
@@ -233,7 +208,8 @@ async fn collect(task: Option<tokio::task::JoinHandle<Tail>>) -> Tail {
     }
 }
 
-fn describe(status: Option<ExitStatus>) -> String {
+/// How a handler process ended, in words.
+pub(super) fn describe(status: Option<ExitStatus>) -> String {
     match status {
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => format!("exited with status {code}"),
@@ -244,7 +220,8 @@ fn describe(status: Option<ExitStatus>) -> String {
     }
 }
 
-fn detail(how: &str, stderr: &Tail) -> String {
+/// The detail lines of a handler failure: how it ended and its stderr tail.
+pub(super) fn detail(how: &str, stderr: &Tail) -> String {
     let err = stderr.text();
     if err.is_empty() {
         format!("Handler {how}.")
@@ -268,7 +245,7 @@ fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
 }
 
 /// The largest index `<= max` that is a char boundary of `s`.
-fn floor_char_boundary(s: &str, max: usize) -> usize {
+pub(super) fn floor_char_boundary(s: &str, max: usize) -> usize {
     if s.len() <= max {
         return s.len();
     }
