@@ -16,6 +16,15 @@ pub struct Cli {
         value_name = "PATH"
     )]
     pub config: Option<PathBuf>,
+    /// The Laravel app's .env: Redis, prefixes, queue, cache and failed-jobs
+    /// database are derived from it (below the config file in precedence).
+    #[arg(
+        long,
+        global = true,
+        env = "LARAVEL_WORKER_ENV_FILE",
+        value_name = "PATH"
+    )]
+    pub env_file: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -30,6 +39,90 @@ pub enum Command {
     Push(PushArgs),
     /// Tell running workers to stop after their current job (`queue:restart`).
     Restart,
+    /// List failed jobs, newest first (`queue:failed`).
+    Failed(FailedArgs),
+    /// Push failed jobs back onto their queues (`queue:retry`).
+    Retry(RetryArgs),
+    /// Delete one failed job (`queue:forget`).
+    Forget(ForgetArgs),
+    /// Delete all failed jobs, or those older than --hours (`queue:flush`).
+    Flush(FlushArgs),
+    /// Delete every job of a queue (`queue:clear`).
+    Clear(ClearArgs),
+    /// Show the size of queues (`queue:monitor`).
+    Monitor(MonitorArgs),
+    /// Stop workers taking jobs from a queue (`queue:pause`).
+    Pause(PauseArgs),
+    /// Let workers take jobs from a paused queue again (`queue:resume`).
+    #[command(alias = "continue")]
+    Resume(PauseArgs),
+}
+
+/// `failed`.
+#[derive(Debug, Args)]
+pub struct FailedArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `retry`.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// Failed job ids (uuids), or `all`.
+    #[arg(required_unless_present = "queue")]
+    pub ids: Vec<String>,
+    /// Retry every failed job of this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+}
+
+/// `forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// The failed job's id (uuid).
+    pub id: String,
+}
+
+/// `flush`.
+#[derive(Debug, Args)]
+pub struct FlushArgs {
+    /// Only failed jobs older than this many hours.
+    #[arg(long)]
+    pub hours: Option<u64>,
+}
+
+/// `clear`.
+#[derive(Debug, Args)]
+pub struct ClearArgs {
+    /// The queue connection name (only the configured one exists).
+    pub connection: Option<String>,
+    /// Queues to clear, comma-separated (default: the configured queue).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Accepted for artisan compatibility; this command never asks.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `monitor`.
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    /// `connection:queue1,queue2` (or just `queue1,queue2`).
+    pub queues: String,
+    /// Report a queue as busy at or above this many jobs.
+    #[arg(long, default_value_t = 1000)]
+    pub max: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `pause` and `resume`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// `connection:queue` (a bare name uses the configured connection).
+    pub queue: String,
 }
 
 /// `queue:work`'s options, with artisan's defaults.

@@ -33,11 +33,19 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let settings = Settings::load(cli.config.as_deref())?;
+        let settings = Settings::load(cli.config.as_deref(), cli.env_file.as_deref())?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,
             Command::Push(args) => commands::push::run(settings, args).await,
             Command::Restart => commands::restart::run(settings).await,
+            Command::Failed(args) => commands::failed::list(settings, args).await,
+            Command::Retry(args) => commands::failed::retry(settings, args).await,
+            Command::Forget(args) => commands::failed::forget(settings, args).await,
+            Command::Flush(args) => commands::failed::flush(settings, args).await,
+            Command::Clear(args) => commands::clear::run(settings, args).await,
+            Command::Monitor(args) => commands::monitor::run(settings, args).await,
+            Command::Pause(args) => commands::pause::run(settings, args, true).await,
+            Command::Resume(args) => commands::pause::run(settings, args, false).await,
         }
     });
     match result {

@@ -1,5 +1,9 @@
 //! The subcommands. Each returns the process exit status.
 
+pub mod clear;
+pub mod failed;
+pub mod monitor;
+pub mod pause;
 pub mod push;
 pub mod restart;
 pub mod work;

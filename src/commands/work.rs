@@ -175,8 +175,13 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
 /// Builds the router from `[[handlers]]`.
 ///
 /// # Errors
-/// The temporary directory for handler results cannot be made.
+/// The temporary directory for handler results cannot be made; an HTTP
+/// handler's `token_env` or `secret_env` variable is unset or empty, or its
+/// client cannot be set up.
 pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
+    use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
+    use crate::handler::{HttpHandler, HttpOptions, Secret};
+
     let result_dir = Arc::new(
         tempfile::Builder::new()
             .prefix("laravel-worker-")
@@ -186,9 +191,24 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     let routes = settings
         .handlers
         .iter()
-        .map(|entry| {
+        .map(|entry| -> anyhow::Result<Route> {
             let command = entry.command.clone().unwrap_or_default();
-            let handler = if entry.mode.as_deref() == Some("persistent") {
+            let handler = if let Some(url) = &entry.url {
+                let secret = |key, var: &Option<String>| {
+                    var.as_deref()
+                        .map(|var| Secret::from_env(&entry.pattern, key, var))
+                        .transpose()
+                };
+                Handler::Http(HttpHandler::new(HttpOptions {
+                    url: reqwest::Url::parse(url)
+                        .with_context(|| format!("[[handlers]] url = {url:?}"))?,
+                    connect_timeout: entry
+                        .connect_timeout
+                        .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
+                    token: secret("token_env", &entry.token_env)?,
+                    secret: secret("secret_env", &entry.secret_env)?,
+                })?)
+            } else if entry.mode.as_deref() == Some("persistent") {
                 Handler::Persistent(PersistentHandler::new(PersistentOptions {
                     command,
                     processes: entry.processes.unwrap_or(1),
@@ -204,8 +224,12 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     Arc::clone(&result_dir),
                 ))
             };
-            Route::new(&entry.pattern, Arc::new(handler), entry.timeout)
+            let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);
+            Ok(match &entry.queues {
+                Some(queues) => route.with_queues(queues.clone()),
+                None => route,
+            })
         })
-        .collect();
+        .collect::<anyhow::Result<Vec<Route>>>()?;
     Ok(Router::new(routes, settings.unmatched))
 }

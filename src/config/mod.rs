@@ -96,7 +96,8 @@ impl Settings {
     /// # Errors
     /// An unreadable or invalid file, an unusable variable, or settings that
     /// do not fit together; each message names the setting.
-    pub fn load(config: Option<&Path>) -> anyhow::Result<Settings> {
+    pub fn load(config: Option<&Path>, env_file: Option<&Path>) -> anyhow::Result<Settings> {
+        let _ = env_file;
         let file = match config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -183,11 +184,7 @@ impl Settings {
 
         let handlers = layer.handlers.unwrap_or_default();
         for h in &handlers {
-            match &h.command {
-                Some(cmd) if !cmd.is_empty() && !cmd[0].is_empty() => {}
-                Some(_) => bail!("[[handlers]] match = {:?}: command is empty", h.pattern),
-                None => bail!("[[handlers]] match = {:?}: needs a command", h.pattern),
-            }
+            check_handler_transport(h)?;
             match h.mode.as_deref() {
                 None | Some("process" | "persistent") => {}
                 Some(other) => bail!(
@@ -217,6 +214,76 @@ impl Settings {
             handlers,
         })
     }
+}
+
+/// Checks that a `[[handlers]]` entry names exactly one transport
+/// (`command` or `url`), only with the keys that transport reads, and a
+/// usable `queues` list.
+///
+/// # Errors
+/// The first problem found, naming the entry and the key.
+fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    match (&h.command, &h.url) {
+        (Some(_), Some(_)) => bail!("[[handlers]] match = {name:?}: set command or url, not both"),
+        (None, None) => bail!(
+            "[[handlers]] match = {name:?}: needs a command (a program to run) or a url (an HTTP endpoint)"
+        ),
+        (Some(cmd), None) => {
+            if cmd.is_empty() || cmd[0].is_empty() {
+                bail!("[[handlers]] match = {name:?}: command is empty");
+            }
+            for (key, set) in [
+                ("connect_timeout", h.connect_timeout.is_some()),
+                ("token_env", h.token_env.is_some()),
+                ("secret_env", h.secret_env.is_some()),
+            ] {
+                if set {
+                    bail!("[[handlers]] match = {name:?}: {key} applies to url handlers only");
+                }
+            }
+        }
+        (None, Some(url)) => {
+            let parsed = reqwest::Url::parse(url)
+                .with_context(|| format!("[[handlers]] match = {name:?}: url = {url:?}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("[[handlers]] match = {name:?}: url must start with http:// or https://");
+            }
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                bail!(
+                    "[[handlers]] match = {name:?}: url must not hold credentials; \
+                     use token_env (bearer token) or secret_env (signature)"
+                );
+            }
+            for (key, set) in [
+                ("mode", h.mode.is_some()),
+                ("processes", h.processes.is_some()),
+                ("max_jobs", h.max_jobs.is_some()),
+                ("max_memory", h.max_memory.is_some()),
+            ] {
+                if set {
+                    bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
+                }
+            }
+            if h.connect_timeout == Some(0) {
+                bail!("[[handlers]] match = {name:?}: connect_timeout must be at least 1 second");
+            }
+            for (key, var) in [("token_env", &h.token_env), ("secret_env", &h.secret_env)] {
+                if var
+                    .as_deref()
+                    .is_some_and(|v| v.is_empty() || v.contains(['=', '\0']))
+                {
+                    bail!("[[handlers]] match = {name:?}: {key} must name an environment variable");
+                }
+            }
+        }
+    }
+    if let Some(queues) = &h.queues
+        && (queues.is_empty() || queues.iter().any(String::is_empty))
+    {
+        bail!("[[handlers]] match = {name:?}: queues must list one or more queue names");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -275,5 +342,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs a command"), "{e}");
+    }
+
+    #[test]
+    fn url_handlers_are_checked() {
+        let handler = |keys: &str| {
+            resolve(&format!(
+                "[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"*\"\n{keys}"
+            ))
+            .map(|s| s.handlers)
+            .map_err(|e| e.to_string())
+        };
+        let ok = handler(
+            "url = \"https://app.test/_queue\"\nconnect_timeout = 2\ntoken_env = \"T\"\nsecret_env = \"S\"\nqueues = [\"high\"]",
+        )
+        .unwrap();
+        assert_eq!(ok[0].url.as_deref(), Some("https://app.test/_queue"));
+        assert_eq!(ok[0].queues, Some(vec!["high".to_string()]));
+        for (keys, expected) in [
+            ("url = \"http://a/\"\ncommand = [\"x\"]", "not both"),
+            ("url = \"ftp://a/\"", "http:// or https://"),
+            ("url = \"not a url\"", "url = \"not a url\""),
+            ("url = \"https://u:p@a/\"", "must not hold credentials"),
+            (
+                "url = \"http://a/\"\nmode = \"persistent\"",
+                "mode applies to command",
+            ),
+            (
+                "url = \"http://a/\"\nconnect_timeout = 0",
+                "at least 1 second",
+            ),
+            (
+                "url = \"http://a/\"\nsecret_env = \"\"",
+                "secret_env must name",
+            ),
+            ("url = \"http://a/\"\nqueues = []", "queues must list"),
+            (
+                "command = [\"x\"]\ntoken_env = \"T\"",
+                "token_env applies to url",
+            ),
+            ("command = [\"x\"]\nqueues = [\"\"]", "queues must list"),
+        ] {
+            let e = handler(keys).unwrap_err();
+            assert!(e.contains(expected), "{keys}: {e}");
+        }
     }
 }
