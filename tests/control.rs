@@ -116,18 +116,21 @@ fn cache_cmd<T: redis::FromRedisValue>(s: &Scene, args: &[&str]) -> T {
     c.query(&mut s.redis.conn(1)).unwrap()
 }
 
-/// Waits until the server has answered at least `n` GETs. The worker's
-/// only GET is the restart key, so after the first one the worker holds
-/// its starting value and any later write is a change it must see.
+/// Waits until the server has answered at least `n` GETs or MGETs. The
+/// worker reads the cache only for the restart (and pause) keys, so after
+/// the first read it holds its starting value and any later write is a
+/// change it must see.
 fn wait_for_restart_reads(s: &Scene, n: u64) {
     let deadline = Instant::now() + WAIT;
     loop {
         let info: String = s.redis.cmd(&["INFO", "commandstats"]);
-        let calls = info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |n| n.parse::<u64>().unwrap());
+        let count = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |n| n.parse::<u64>().unwrap())
+        };
+        let calls = count("cmdstat_get:calls=") + count("cmdstat_mget:calls=");
         if calls >= n {
             return;
         }

@@ -1,81 +1,129 @@
 //! The cache store the worker shares with the app (protocol §7).
 //!
-//! It holds `illuminate:queue:restart` (written by `queue:restart`) and
-//! `job-exceptions:{uuid}` (the maxExceptions counter). In the Redis store a
-//! cache key becomes `{redis prefix}{cache prefix}{key}`, where Laravel ≤ 10
-//! puts a `:` after a non-empty cache prefix and 11+ does not; the caller
-//! passes the whole prefix, already joined.
+//! It holds the signals artisan's commands leave for workers:
+//!
+//! | key                                         | written by            | effect                 |
+//! |---------------------------------------------|-----------------------|------------------------|
+//! | `illuminate:queue:restart`                  | `queue:restart`       | stop after current job |
+//! | `illuminate:queue:paused:{connection}:{q}`  | `queue:pause c:q`     | skip queue `q`         |
+//! | `illuminate:queues:paused`                  | `queue:pause --all`   | skip every queue       |
+//! | `job-exceptions:{uuid}`                     | the worker            | maxExceptions counter  |
+//!
+//! Two stores: Laravel's Redis store ([`redis`]) and its file store
+//! ([`file`]), for an app on the same machine whose `CACHE_DRIVER` is
+//! `file` (the 8.x default).
 
-use redis::aio::ConnectionManager;
+pub mod file;
+pub mod php;
+pub mod redis;
+
+pub use self::file::FileCache;
+pub use self::redis::RedisCache;
 
 /// The cache key of the restart signal.
 pub const RESTART_KEY: &str = "illuminate:queue:restart";
 
+/// The cache key that pauses every queue (Laravel 13.25+).
+pub const ALL_PAUSED_KEY: &str = "illuminate:queues:paused";
+
 /// Seconds a `job-exceptions:{uuid}` counter lives (one day, as Laravel).
 pub const EXCEPTIONS_TTL: u64 = 86_400;
+
+/// The cache key that pauses `queue` on `connection` (Laravel 12.40+).
+pub fn paused_key(connection: &str, queue: &str) -> String {
+    format!("illuminate:queue:paused:{connection}:{queue}")
+}
+
+fn exceptions_key(uuid: &str) -> String {
+    format!("job-exceptions:{uuid}")
+}
 
 /// A cache store the worker can read signals from.
 #[derive(Clone)]
 pub enum CacheStore {
     /// Laravel's Redis cache store.
     Redis(RedisCache),
-    /// No cache: no restart signal, no maxExceptions counting (as Laravel
-    /// without a cache).
+    /// Laravel's file cache store.
+    File(FileCache),
+    /// No cache: no restart or pause signals, no maxExceptions counting (as
+    /// Laravel without a cache).
     None,
 }
 
-/// The Redis cache store.
-#[derive(Clone)]
-pub struct RedisCache {
-    conn: ConnectionManager,
-    prefix: String,
-}
-
-impl RedisCache {
-    /// A store on `conn` whose keys start with `prefix` (Redis connection
-    /// prefix + cache prefix + the `:` of Laravel ≤ 10, when used).
-    pub fn new(conn: ConnectionManager, prefix: impl Into<String>) -> Self {
-        RedisCache {
-            conn,
-            prefix: prefix.into(),
-        }
-    }
-
-    /// The full Redis key of cache key `key`.
-    pub fn key(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
-    }
+/// What the worker reads from the cache once per loop iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Signals {
+    /// The restart marker as stored (compared as a string with the one read
+    /// at start; any change means restart).
+    pub restart: Option<String>,
+    /// For each queue asked about, whether it is paused (its own key, or
+    /// the global one).
+    pub paused: Vec<bool>,
 }
 
 impl CacheStore {
-    /// The restart marker, as the stored string (`None` when unset). The
-    /// worker compares it with the value it read at start, as a string.
+    /// Raw values of `keys` (`None` for missing or expired), in one round
+    /// trip where the store allows.
+    ///
+    /// # Errors
+    /// Any store error.
+    pub async fn many(&self, keys: &[String]) -> anyhow::Result<Vec<Option<String>>> {
+        match self {
+            CacheStore::Redis(c) => c.many(keys).await,
+            CacheStore::File(c) => c.many(keys).await,
+            CacheStore::None => Ok(vec![None; keys.len()]),
+        }
+    }
+
+    /// The restart marker and the paused state of `queues` on `connection`,
+    /// read together (one MGET on Redis).
+    ///
+    /// # Errors
+    /// Any store error.
+    pub async fn signals(&self, connection: &str, queues: &[String]) -> anyhow::Result<Signals> {
+        let mut keys = vec![RESTART_KEY.to_string(), ALL_PAUSED_KEY.to_string()];
+        keys.extend(queues.iter().map(|q| paused_key(connection, q)));
+        let mut values = self.many(&keys).await?.into_iter();
+        let restart = values.next().flatten();
+        let all = values.next().flatten().is_some_and(|v| php::truthy(&v));
+        let paused = values
+            .map(|v| all || v.is_some_and(|v| php::truthy(&v)))
+            .collect();
+        Ok(Signals { restart, paused })
+    }
+
+    /// The restart marker alone.
     ///
     /// # Errors
     /// Any store error.
     pub async fn restart_marker(&self) -> anyhow::Result<Option<String>> {
-        match self {
-            CacheStore::Redis(c) => Ok(redis::cmd("GET")
-                .arg(c.key(RESTART_KEY))
-                .query_async(&mut c.conn.clone())
-                .await?),
-            CacheStore::None => Ok(None),
-        }
+        Ok(self.many(&[RESTART_KEY.to_string()]).await?.pop().flatten())
     }
 
     /// Writes a new restart marker (`queue:restart`): the current UNIX time,
-    /// stored for ever as plain digits.
+    /// stored for ever.
     ///
     /// # Errors
     /// Any store error, or no store configured.
     pub async fn write_restart(&self, now: i64) -> anyhow::Result<()> {
-        match self {
-            CacheStore::Redis(c) => Ok(redis::cmd("SET")
-                .arg(c.key(RESTART_KEY))
-                .arg(now)
-                .query_async(&mut c.conn.clone())
-                .await?),
-            CacheStore::None => anyhow::bail!("no cache store is configured"),
+        self.forever(RESTART_KEY, php::Value::Int(now)).await
+    }
+
+    /// Pauses (`true`) or resumes a queue, as `queue:pause` / `queue:resume`.
+    ///
+    /// # Errors
+    /// Any store error, or no store configured.
+    pub async fn set_paused(
+        &self,
+        connection: &str,
+        queue: &str,
+        paused: bool,
+    ) -> anyhow::Result<()> {
+        let key = paused_key(connection, queue);
+        if paused {
+            self.forever(&key, php::Value::Bool(true)).await
+        } else {
+            self.forget(&key).await
         }
     }
 
@@ -86,24 +134,12 @@ impl CacheStore {
     /// # Errors
     /// Any store error.
     pub async fn count_exception(&self, uuid: &str) -> anyhow::Result<Option<i64>> {
-        let CacheStore::Redis(c) = self else {
-            return Ok(None);
-        };
-        let key = c.key(&format!("job-exceptions:{uuid}"));
-        let (count,): (i64,) = redis::pipe()
-            .cmd("SET")
-            .arg(&key)
-            .arg(0)
-            .arg("EX")
-            .arg(EXCEPTIONS_TTL)
-            .arg("NX")
-            .ignore()
-            .cmd("INCRBY")
-            .arg(&key)
-            .arg(1)
-            .query_async(&mut c.conn.clone())
-            .await?;
-        Ok(Some(count))
+        let key = exceptions_key(uuid);
+        match self {
+            CacheStore::Redis(c) => c.count(&key, EXCEPTIONS_TTL).await.map(Some),
+            CacheStore::File(c) => c.count(&key, EXCEPTIONS_TTL).await.map(Some),
+            CacheStore::None => Ok(None),
+        }
     }
 
     /// Deletes the exception counter of job `uuid` (when the job fails).
@@ -111,12 +147,25 @@ impl CacheStore {
     /// # Errors
     /// Any store error.
     pub async fn forget_exceptions(&self, uuid: &str) -> anyhow::Result<()> {
-        if let CacheStore::Redis(c) = self {
-            redis::cmd("DEL")
-                .arg(c.key(&format!("job-exceptions:{uuid}")))
-                .query_async::<()>(&mut c.conn.clone())
-                .await?;
+        match self {
+            CacheStore::None => Ok(()),
+            _ => self.forget(&exceptions_key(uuid)).await,
         }
-        Ok(())
+    }
+
+    async fn forever(&self, key: &str, value: php::Value) -> anyhow::Result<()> {
+        match self {
+            CacheStore::Redis(c) => c.forever(key, &value).await,
+            CacheStore::File(c) => c.forever(key, &value).await,
+            CacheStore::None => anyhow::bail!("no cache store is configured"),
+        }
+    }
+
+    async fn forget(&self, key: &str) -> anyhow::Result<()> {
+        match self {
+            CacheStore::Redis(c) => c.forget(key).await,
+            CacheStore::File(c) => c.forget(key).await,
+            CacheStore::None => anyhow::bail!("no cache store is configured"),
+        }
     }
 }

@@ -1,36 +1,333 @@
-//! `failed`, `retry`, `forget`, `flush`: artisan's failed-job commands.
+//! `failed`, `retry`, `forget`, `flush`: artisan's failed-job commands
+//! (`queue:failed`, `queue:retry`, `queue:forget`, `queue:flush`, protocol
+//! §8.3) on the configured store.
+//!
+//! Output follows artisan 13.x: `INFO`/`ERROR` lines, one dotted line per
+//! listed or retried job, laid out to `COLUMNS` (80 when unset, at most
+//! 150) like Symfony's terminal width for a non-terminal.
 
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::Value;
+
+use super::work::{open_failed_store, open_queue};
 use crate::cli::{FailedArgs, FlushArgs, ForgetArgs, RetryArgs};
 use crate::config::Settings;
+use crate::failed::FailedJobStore;
+use crate::failed::php_json::{PhpValue, retry_payload};
 
-/// `queue:failed`.
+/// `queue:failed`: lists every failed job, newest first, as artisan's
+/// `failed_at id ..... connection@queue class` lines, or with `--json` as
+/// a JSON array of `{id, connection, queue, class, failed_at}` (encoded like
+/// PHP's `json_encode`). Returns exit status 0.
 ///
 /// # Errors
-/// The store cannot be read.
-pub async fn list(_settings: Settings, _args: FailedArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+/// The store cannot be opened or read.
+pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    let jobs = store.all().await?;
+    if args.json {
+        let list = jobs
+            .iter()
+            .map(|job| {
+                let text = |s: &str| PhpValue::String(s.to_string());
+                PhpValue::Object(vec![
+                    ("id".into(), text(&job.id)),
+                    ("connection".into(), text(&job.connection)),
+                    ("queue".into(), text(&job.queue)),
+                    ("class".into(), text(&job_class(&job.payload))),
+                    ("failed_at".into(), text(&job.failed_at)),
+                ])
+            })
+            .collect();
+        println!("{}", PhpValue::List(list).encode());
+        return Ok(0);
+    }
+    if jobs.is_empty() {
+        info("No failed jobs found.");
+        return Ok(0);
+    }
+    println!();
+    for job in &jobs {
+        two_column(
+            &format!("{} {}", job.failed_at, job.id),
+            &format!(
+                "{}@{} {}",
+                job.connection,
+                job.queue,
+                job_class(&job.payload)
+            ),
+        );
+    }
+    println!();
+    Ok(0)
 }
 
-/// `queue:retry`.
+/// `queue:retry`: for each id (`all`: every failed job, newest first;
+/// `--queue=Q`: those of queue Q, which wins over a list of ids), the
+/// stored payload gets `attempts` 0 (see [`retry_payload`]), is pushed back
+/// onto its queue on the configured Redis with the push script (RPUSH plus
+/// a notify token), and the failed job is deleted.
+///
+/// As artisan, an unknown id is reported and skipped (exit status 0). Not
+/// retried, reported, and kept in the store (exit status 1 at the end): a
+/// job whose connection is not the configured `[queue] connection` (this
+/// worker only knows that one), and a payload that is not a JSON object.
 ///
 /// # Errors
-/// The store or Redis cannot be used.
-pub async fn retry(_settings: Settings, _args: RetryArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+/// The store or Redis cannot be used; a push that fails stops the command
+/// with that job still in the store.
+pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    let ids = retry_ids(&store, &args).await?;
+    if ids.is_empty() {
+        info("No retryable jobs found.");
+        return Ok(0);
+    }
+    let queue = open_queue(&settings).await?;
+    info("Pushing failed queue jobs back onto the queue.");
+    let mut refused = false;
+    for id in ids {
+        let Some(job) = store.find(&id).await? else {
+            error(&format!("Unable to find failed job with ID [{id}]."));
+            continue;
+        };
+        if job.connection != settings.connection {
+            error(&format!(
+                "Failed job [{id}] belongs to connection [{}]; this worker pushes to [{}] \
+                 only (set [queue] connection or QUEUE_CONNECTION to retry it).",
+                job.connection, settings.connection
+            ));
+            refused = true;
+            continue;
+        }
+        let payload = match retry_payload(&job.payload) {
+            Ok(payload) => payload,
+            Err(e) => {
+                error(&format!("Failed job [{id}] cannot be retried: {e}."));
+                refused = true;
+                continue;
+            }
+        };
+        let started = Instant::now();
+        let pushed = queue.push(&queue.keys(&job.queue), &payload).await;
+        task_line(&id, started.elapsed(), pushed.is_ok());
+        pushed.with_context(|| format!("push failed job {id} back onto queue {}", job.queue))?;
+        store.forget(&id).await?;
+        tracing::debug!(id, queue = job.queue, "failed job pushed back");
+    }
+    println!();
+    Ok(u8::from(refused))
 }
 
-/// `queue:forget`.
-///
-/// # Errors
-/// The store cannot be written.
-pub async fn forget(_settings: Settings, _args: ForgetArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+/// The ids `retry` works through, in order, as artisan picks them.
+async fn retry_ids(store: &FailedJobStore, args: &RetryArgs) -> anyhow::Result<Vec<String>> {
+    if let [only] = args.ids.as_slice()
+        && only == "all"
+    {
+        return Ok(store.all().await?.into_iter().map(|job| job.id).collect());
+    }
+    if let Some(queue) = args.queue.as_deref().filter(|q| !q.is_empty()) {
+        let ids: Vec<String> = store
+            .all()
+            .await?
+            .into_iter()
+            .filter(|job| job.queue == queue)
+            .map(|job| job.id)
+            .collect();
+        if ids.is_empty() {
+            error(&format!("Unable to find failed jobs for queue [{queue}]."));
+        }
+        return Ok(ids);
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for id in &args.ids {
+        if !id.is_empty() && !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    Ok(ids)
 }
 
-/// `queue:flush`.
+/// `queue:forget`: deletes one failed job by uuid. Exit status 0 when it
+/// was there, 1 ("No failed job matches the given ID.") when not.
 ///
 /// # Errors
-/// The store cannot be written.
-pub async fn flush(_settings: Settings, _args: FlushArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+/// The store cannot be opened or written.
+pub async fn forget(settings: Settings, args: ForgetArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    if store.forget(&args.id).await? {
+        info("Failed job deleted successfully.");
+        Ok(0)
+    } else {
+        error("No failed job matches the given ID.");
+        Ok(1)
+    }
+}
+
+/// `queue:flush`: deletes every failed job, or with `--hours=N` (N > 0;
+/// 0 means all, as in artisan) those that failed at or before now − N
+/// hours. Exit status 0.
+///
+/// # Errors
+/// The store cannot be opened or written, or N hours reach before the
+/// calendar's start.
+pub async fn flush(settings: Settings, args: FlushArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    let hours = args.hours.filter(|&h| h > 0);
+    let older_than = hours.map(hours_ago).transpose()?;
+    let deleted = store.flush(older_than).await?;
+    tracing::debug!(deleted, "failed jobs flushed");
+    match hours {
+        Some(h) => info(&format!(
+            "All jobs that failed more than {h} hours ago have been deleted successfully."
+        )),
+        None => info("All failed jobs deleted successfully."),
+    }
+    Ok(0)
+}
+
+/// Now minus `hours` hours.
+fn hours_ago(hours: u64) -> anyhow::Result<DateTime<Utc>> {
+    i64::try_from(hours)
+        .ok()
+        .and_then(TimeDelta::try_hours)
+        .and_then(|ago| Utc::now().checked_sub_signed(ago))
+        .with_context(|| format!("--hours={hours} is out of range"))
+}
+
+/// The class `queue:failed` shows for a payload (13.x
+/// `ListFailedCommand::extractJobName`): with no `data.command`, `job`;
+/// else a non-empty `displayName`, else the first `"…"` inside
+/// `data.command`, else `job`; empty when none applies.
+pub fn job_class(payload: &str) -> String {
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(payload) else {
+        return String::new();
+    };
+    let job = || match fields.get("job") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let command = match fields.get("data") {
+        Some(Value::Object(data)) => match data.get("command") {
+            None | Some(Value::Null) => return job(),
+            Some(command) => command,
+        },
+        _ => return job(),
+    };
+    if let Some(Value::String(name)) = fields.get("displayName")
+        && !name.is_empty()
+    {
+        return name.clone();
+    }
+    match command {
+        Value::String(text) => first_quoted(text).map_or_else(job, str::to_string),
+        _ => job(),
+    }
+}
+
+/// The first match of `/"([^"]+)"/` in `text`: the text between the first
+/// pair of neighbouring quotes that has something between them.
+fn first_quoted(text: &str) -> Option<&str> {
+    let quotes: Vec<usize> = text.match_indices('"').map(|(i, _)| i).collect();
+    quotes
+        .windows(2)
+        .find(|pair| pair[1] > pair[0] + 1)
+        .map(|pair| &text[pair[0] + 1..pair[1]])
+}
+
+/// Width artisan lays lines out to: `COLUMNS`, else 80; at most 150.
+fn width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0)
+        .unwrap_or(80)
+        .min(150)
+}
+
+/// Artisan's `components->info`.
+fn info(message: &str) {
+    println!("\n   INFO  {message}\n");
+}
+
+/// Artisan's `components->error` (on stdout, as artisan writes it).
+fn error(message: &str) {
+    println!("\n   ERROR  {message}\n");
+}
+
+/// Artisan's `components->twoColumnDetail`: `  first ..... second`.
+fn two_column(first: &str, second: &str) {
+    let used = 2 + first.chars().count() + 1 + 1 + second.chars().count() + 2;
+    let dots = ".".repeat(width().saturating_sub(used));
+    println!("  {first} {dots} {second}");
+}
+
+/// Artisan's `components->task` line: `  description ..... 1.23ms DONE`.
+fn task_line(description: &str, took: Duration, done: bool) {
+    let run_time = format!(" {}", run_time_for_humans(took));
+    let used = description.chars().count() + run_time.chars().count() + 10;
+    let dots = ".".repeat(width().saturating_sub(used));
+    let word = if done { "DONE" } else { "FAIL" };
+    println!("  {description} {dots}{run_time} {word}");
+}
+
+/// `12.34ms` up to a second, else `1s 234ms` (seconds and milliseconds).
+fn run_time_for_humans(took: Duration) -> String {
+    let ms = took.as_secs_f64() * 1000.0;
+    if ms <= 1000.0 {
+        format!("{ms:.2}ms")
+    } else {
+        match took.subsec_millis() {
+            0 => format!("{}s", took.as_secs()),
+            rest => format!("{}s {rest}ms", took.as_secs()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_class_follows_artisan() {
+        // No data.command: `job`.
+        assert_eq!(
+            job_class(r#"{"displayName":"X","job":"App\\Jobs\\A@run","data":{"a":1}}"#),
+            "App\\Jobs\\A@run"
+        );
+        assert_eq!(job_class(r#"{"job":"J","data":{"command":null}}"#), "J");
+        // displayName when set.
+        assert_eq!(
+            job_class(
+                r#"{"displayName":"App\\Jobs\\B","job":"J","data":{"command":"O:1:\"C\":0:{}"}}"#
+            ),
+            "App\\Jobs\\B"
+        );
+        // Else the first quoted name in the command.
+        assert_eq!(
+            job_class(
+                r#"{"displayName":"","job":"J","data":{"command":"O:12:\"\"App\\Jobs\\C\":0:{}"}}"#
+            ),
+            "App\\Jobs\\C"
+        );
+        // Else job; not JSON: empty.
+        assert_eq!(
+            job_class(r#"{"job":"J","data":{"command":"no quotes"}}"#),
+            "J"
+        );
+        assert_eq!(job_class("not json"), "");
+        assert_eq!(job_class("[1]"), "");
+    }
+
+    #[test]
+    fn first_quoted_skips_empty_pairs() {
+        assert_eq!(first_quoted(r#"a""b"c"#), Some("b"));
+        assert_eq!(first_quoted(r#""x""#), Some("x"));
+        assert_eq!(first_quoted(r#"""#), None);
+        assert_eq!(first_quoted("none"), None);
+    }
 }

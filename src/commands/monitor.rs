@@ -1,12 +1,63 @@
 //! `monitor`: `php artisan queue:monitor`.
 
+use serde::Serialize;
+
+use super::pause::parse_target;
 use crate::cli::MonitorArgs;
 use crate::config::Settings;
+use crate::queue::redis_queue::QueueSizes;
 
-/// Prints each queue's size (placeholder until the full monitor lands).
+#[derive(Serialize)]
+struct Report<'a> {
+    connection: &'a str,
+    queue: &'a str,
+    size: u64,
+    #[serde(flatten)]
+    sizes: QueueSizes,
+    status: &'static str,
+}
+
+/// Prints each queue's size (ready + delayed + reserved), its parts and
+/// the age of its oldest ready job; `ALERT` at or above `--max`, as
+/// `QueueBusy` would fire.
 ///
 /// # Errors
 /// Redis errors.
-pub async fn run(_settings: Settings, _args: MonitorArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
+    let queue = super::work::open_queue(&settings).await?;
+    let (connection, list) = match args.queues.split_once(':') {
+        Some((c, l)) => (c, l),
+        None => (settings.connection.as_str(), args.queues.as_str()),
+    };
+    let mut reports = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let (_, name) = parse_target(name, connection);
+        let sizes = queue.sizes(&queue.keys(name)).await?;
+        reports.push(Report {
+            connection,
+            queue: name,
+            size: sizes.size(),
+            sizes,
+            status: if sizes.size() >= args.max {
+                "ALERT"
+            } else {
+                "OK"
+            },
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&reports)?);
+        return Ok(0);
+    }
+    println!("  Queue name .......... Size / Pending / Delayed / Reserved / Status");
+    for r in &reports {
+        let name = format!("{}:{}", r.connection, r.queue);
+        let numbers = format!(
+            "[{}] {} / {} / {} {}",
+            r.size, r.sizes.pending, r.sizes.delayed, r.sizes.reserved, r.status
+        );
+        let dots = ".".repeat(70usize.saturating_sub(name.len() + numbers.len()).max(3));
+        println!("  {name} {dots} {numbers}");
+    }
+    Ok(0)
 }

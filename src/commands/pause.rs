@@ -3,10 +3,39 @@
 use crate::cli::PauseArgs;
 use crate::config::Settings;
 
-/// Writes or deletes the pause key of a queue.
+/// Splits `connection:queue` the way artisan does: no colon means the
+/// configured connection; an empty queue part means `default`.
+pub fn parse_target<'a>(target: &'a str, default_connection: &'a str) -> (&'a str, &'a str) {
+    let (connection, queue) = match target.split_once(':') {
+        Some((c, q)) => (c, q),
+        None => (default_connection, target),
+    };
+    (connection, if queue.is_empty() { "default" } else { queue })
+}
+
+/// Writes (`pause`) or deletes (`resume`) the queue's pause key,
+/// `illuminate:queue:paused:{connection}:{queue}` = `b:1;` for ever. Workers
+/// (Laravel 12.40+ and this one) skip a paused queue.
 ///
 /// # Errors
-/// Cache errors.
-pub async fn run(_settings: Settings, _args: PauseArgs, _pause: bool) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+/// No cache store, or the cache cannot be written.
+pub async fn run(settings: Settings, args: PauseArgs, pause: bool) -> anyhow::Result<u8> {
+    let cache = super::work::open_cache(&settings).await?;
+    let (connection, queue) = parse_target(&args.queue, &settings.connection);
+    cache.set_paused(connection, queue, pause).await?;
+    let done = if pause { "paused" } else { "resumed" };
+    println!("   INFO  Job processing on queue [{connection}:{queue}] has been {done}.");
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(parse_target("redis:emails", "x"), ("redis", "emails"));
+        assert_eq!(parse_target("emails", "redis"), ("redis", "emails"));
+        assert_eq!(parse_target("redis:", "x"), ("redis", "default"));
+    }
 }

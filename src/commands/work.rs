@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cache::{CacheStore, RedisCache};
+use crate::cache::{CacheStore, FileCache, RedisCache};
 use crate::cli::WorkArgs;
 use crate::config::{CacheSettings, FailedSettings, Settings};
 use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
@@ -49,6 +49,10 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         failed,
         router,
         reporter: Reporter::new(options.json, settings.connection.clone()),
+        down_file: match (&settings.app_path, options.force) {
+            (Some(app), false) => Some(app.join("storage/framework/down")),
+            _ => None,
+        },
         options,
     };
     let reason = Daemon::new(services, control).run().await;
@@ -146,6 +150,7 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
             .context("cannot connect to the cache Redis")?;
             CacheStore::Redis(RedisCache::new(conn, key_prefix.clone()))
         }
+        CacheSettings::File { dir } => CacheStore::File(FileCache::new(dir.clone())),
         CacheSettings::None => CacheStore::None,
     })
 }
@@ -199,15 +204,18 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                         .map(|var| Secret::from_env(&entry.pattern, key, var))
                         .transpose()
                 };
-                Handler::Http(HttpHandler::new(HttpOptions {
-                    url: reqwest::Url::parse(url)
-                        .with_context(|| format!("[[handlers]] url = {url:?}"))?,
-                    connect_timeout: entry
-                        .connect_timeout
-                        .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
-                    token: secret("token_env", &entry.token_env)?,
-                    secret: secret("secret_env", &entry.secret_env)?,
-                })?)
+                Handler::Http(
+                    HttpHandler::new(HttpOptions {
+                        url: reqwest::Url::parse(url)
+                            .with_context(|| format!("[[handlers]] url = {url:?}"))?,
+                        connect_timeout: entry
+                            .connect_timeout
+                            .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
+                        token: secret("token_env", &entry.token_env)?,
+                        secret: secret("secret_env", &entry.secret_env)?,
+                    })
+                    .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))?,
+                )
             } else if entry.mode.as_deref() == Some("persistent") {
                 Handler::Persistent(PersistentHandler::new(PersistentOptions {
                     command,

@@ -17,13 +17,47 @@
 
 use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
 
-/// Builds the environment layer from `get` (a variable lookup).
+/// How an app's skeleton builds its default prefixes from `APP_NAME`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conventions {
+    /// `Str::slug` separator: `-` (12.x/13.x skeleton) or `_` (5.8–11.x).
+    pub separator: char,
+    /// Appended to the slug for `REDIS_PREFIX`: `-database-` or `_database_`.
+    pub database_suffix: &'static str,
+    /// Appended to the slug for `CACHE_PREFIX`: `-cache-`, `_cache_` or `_cache`.
+    pub cache_suffix: &'static str,
+}
+
+impl Default for Conventions {
+    /// The current skeleton's (12.x since mid-2025, 13.x).
+    fn default() -> Self {
+        Conventions {
+            separator: '-',
+            database_suffix: "-database-",
+            cache_suffix: "-cache-",
+        }
+    }
+}
+
+/// Builds the environment layer from `get` (a variable lookup), with the
+/// current skeleton's prefix conventions.
 ///
 /// # Errors
 /// A variable whose value cannot be used (a port that is not a number...).
 pub fn layer(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Layer> {
+    layer_with(get, Conventions::default())
+}
+
+/// As [`layer`], with the prefix conventions of a given app.
+///
+/// # Errors
+/// As [`layer`].
+pub fn layer_with(
+    get: impl Fn(&str) -> Option<String>,
+    conventions: Conventions,
+) -> anyhow::Result<Layer> {
     let get = |name: &str| get(name).filter(|v| !v.is_empty());
-    let app_slug = get("APP_NAME").map(|n| slug(&n));
+    let app_slug = get("APP_NAME").map(|n| slug_with(&n, conventions.separator));
     let retry_after = match get("REDIS_QUEUE_RETRY_AFTER") {
         Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
             anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
@@ -41,8 +75,11 @@ pub fn layer(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Layer> {
     Ok(Layer {
         redis: RedisLayer {
             url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
-            prefix: get("REDIS_PREFIX")
-                .or_else(|| app_slug.as_ref().map(|s| format!("{s}-database-"))),
+            prefix: get("REDIS_PREFIX").or_else(|| {
+                app_slug
+                    .as_ref()
+                    .map(|s| format!("{s}{}", conventions.database_suffix))
+            }),
             cluster: None,
         },
         queue: QueueLayer {
@@ -53,8 +90,11 @@ pub fn layer(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Layer> {
         },
         cache: CacheLayer {
             database: cache_db,
-            prefix: get("CACHE_PREFIX")
-                .or_else(|| app_slug.as_ref().map(|s| format!("{s}-cache-"))),
+            prefix: get("CACHE_PREFIX").or_else(|| {
+                app_slug
+                    .as_ref()
+                    .map(|s| format!("{s}{}", conventions.cache_suffix))
+            }),
             ..CacheLayer::default()
         },
         failed: FailedLayer {
@@ -89,6 +129,13 @@ fn redis_url_from_parts(get: &impl Fn(&str) -> Option<String>) -> Option<String>
     let host = get("REDIS_HOST").unwrap_or_else(|| "127.0.0.1".into());
     let port = get("REDIS_PORT").unwrap_or_else(|| "6379".into());
     let db = get("REDIS_DB").unwrap_or_else(|| "0".into());
+    if host.starts_with('/') {
+        // phpredis takes a socket path as the host.
+        let pass = get("REDIS_PASSWORD")
+            .map(|p| format!("&pass={}", encode(&p)))
+            .unwrap_or_default();
+        return Some(format!("unix://{host}?db={db}{pass}"));
+    }
     let auth = match (get("REDIS_USERNAME"), get("REDIS_PASSWORD")) {
         (None, None) => String::new(),
         (user, pass) => format!(
@@ -135,15 +182,20 @@ fn encode(s: &str) -> String {
 
 /// `Str::slug($name)`: lower case, runs of other characters become one `-`.
 pub fn slug(name: &str) -> String {
+    slug_with(name, '-')
+}
+
+/// `Str::slug($name, $separator)` for ASCII names.
+pub fn slug_with(name: &str, separator: char) -> String {
     let mut out = String::new();
     for c in name.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_alphanumeric() {
             out.push(c);
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
+        } else if !out.is_empty() && !out.ends_with(separator) {
+            out.push(separator);
         }
     }
-    out.trim_end_matches('-').to_string()
+    out.trim_end_matches(separator).to_string()
 }
 
 #[cfg(test)]
@@ -171,6 +223,8 @@ mod tests {
             Some("redis://:p%40ss@redis.internal:6379/2")
         );
         assert_eq!(env(&[]).redis.url, None);
+        let l = env(&[("REDIS_HOST", "/run/redis.sock"), ("REDIS_PORT", "0")]);
+        assert_eq!(l.redis.url.as_deref(), Some("unix:///run/redis.sock?db=0"));
     }
 
     #[test]

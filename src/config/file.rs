@@ -10,6 +10,9 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Layer {
+    /// `[app]`: the Laravel app on this machine, if any.
+    #[serde(default)]
+    pub app: AppLayer,
     /// `[redis]`: the queue connection's Redis.
     #[serde(default)]
     pub redis: RedisLayer,
@@ -28,6 +31,15 @@ pub struct Layer {
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
+}
+
+/// `[app]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AppLayer {
+    /// The app's root directory: its `storage/framework/down` file means
+    /// maintenance mode, and its file cache lives below it.
+    pub path: Option<std::path::PathBuf>,
 }
 
 /// `[redis]`.
@@ -68,8 +80,10 @@ pub struct QueueLayer {
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CacheLayer {
-    /// `redis` or `none`.
+    /// `redis`, `file` or `none`.
     pub store: Option<String>,
+    /// File store directory; default `{app path}/storage/framework/cache/data`.
+    pub path: Option<std::path::PathBuf>,
     /// The cache Redis; defaults to `[redis] url` on database `database`.
     pub url: Option<String>,
     /// Database of the cache connection (`REDIS_CACHE_DB`, default 1).
@@ -124,6 +138,19 @@ pub struct HandlerEntry {
     pub max_jobs: Option<u64>,
     /// Persistent mode: resident MB above which a process is replaced.
     pub max_memory: Option<u64>,
+    /// HTTP handler: the endpoint each job is POSTed to (instead of
+    /// `command`).
+    pub url: Option<String>,
+    /// HTTP handler: seconds allowed to connect (default 5).
+    pub connect_timeout: Option<u64>,
+    /// HTTP handler: name of the environment variable holding a bearer
+    /// token (the name, never the token).
+    pub token_env: Option<String>,
+    /// HTTP handler: name of the environment variable holding the HMAC
+    /// signing key (the name, never the key).
+    pub secret_env: Option<String>,
+    /// Only jobs from these queues match this entry (any transport).
+    pub queues: Option<Vec<String>>,
 }
 
 /// A setting that Laravel allows to be `null`.
@@ -187,6 +214,9 @@ impl Layer {
     /// This layer with every value `over` sets replacing ours.
     pub fn overlaid_by(self, over: Layer) -> Layer {
         Layer {
+            app: AppLayer {
+                path: over.app.path.or(self.app.path),
+            },
             redis: RedisLayer {
                 url: over.redis.url.or(self.redis.url),
                 prefix: over.redis.prefix.or(self.redis.prefix),
@@ -209,6 +239,7 @@ impl Layer {
             },
             cache: CacheLayer {
                 store: over.cache.store.or(self.cache.store),
+                path: over.cache.path.or(self.cache.path),
                 url: over.cache.url.or(self.cache.url),
                 database: over.cache.database.or(self.cache.database),
                 redis_prefix: over.cache.redis_prefix.or(self.cache.redis_prefix),

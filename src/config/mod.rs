@@ -2,18 +2,19 @@
 //! handler runs which job.
 //!
 //! Precedence, highest first: command-line flag > environment (Laravel's
-//! variable names, [`env`]) > `--config` TOML file ([`file`]) > built-in
-//! defaults. The defaults are those of the current Laravel skeleton (13.x):
+//! variable names, [`env`]) > `--config` TOML file ([`file`]) > the app's
+//! `.env` given with `--env-file` ([`dotenv`]) > built-in defaults. The defaults are those of the current Laravel skeleton (13.x):
 //! Redis on `127.0.0.1:6379` DB 0 with prefix `laravel-database-`, cache DB 1
 //! with prefix `laravel-cache-` and no colon, connection `redis`, queue
 //! `default`, `retry_after` 90, `block_for` null, failed driver
 //! `database-uuids`. Prefixes are never guessed from a framework version:
 //! set them for apps made before Laravel 12.
 
+pub mod dotenv;
 pub mod env;
 pub mod file;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -29,6 +30,8 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
 /// Resolved settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The Laravel app's root on this machine (maintenance mode, file cache).
+    pub app_path: Option<PathBuf>,
     /// The queue Redis.
     pub redis: ConnectionInfo,
     /// The queue connection's key prefix.
@@ -69,6 +72,11 @@ pub enum CacheSettings {
         /// Everything before the cache key: Redis prefix + cache prefix (+ `:`).
         key_prefix: String,
     },
+    /// Laravel's file store.
+    File {
+        /// The store's directory (`storage/framework/cache/data`).
+        dir: PathBuf,
+    },
     /// No cache.
     None,
 }
@@ -97,7 +105,10 @@ impl Settings {
     /// An unreadable or invalid file, an unusable variable, or settings that
     /// do not fit together; each message names the setting.
     pub fn load(config: Option<&Path>, env_file: Option<&Path>) -> anyhow::Result<Settings> {
-        let _ = env_file;
+        let dotenv = match env_file {
+            Some(path) => dotenv::layer(path)?,
+            None => Layer::default(),
+        };
         let file = match config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -107,7 +118,7 @@ impl Settings {
             }
             None => Layer::default(),
         };
-        Settings::resolve(file.overlaid_by(env::from_process()?))
+        Settings::resolve(dotenv.overlaid_by(file).overlaid_by(env::from_process()?))
     }
 
     /// Applies the defaults to a merged layer and checks it.
@@ -154,8 +165,17 @@ impl Settings {
                     key_prefix: format!("{redis_prefix}{prefix}"),
                 }
             }
+            "file" => CacheSettings::File {
+                dir: match (layer.cache.path, &layer.app.path) {
+                    (Some(dir), _) => dir,
+                    (None, Some(app)) => app.join("storage/framework/cache/data"),
+                    (None, None) => bail!(
+                        "[cache] store = \"file\" needs [cache] path or [app] path (or --env-file)"
+                    ),
+                },
+            },
             "none" | "null" => CacheSettings::None,
-            other => bail!("[cache] store = {other:?}: expected \"redis\" or \"none\""),
+            other => bail!("[cache] store = {other:?}: expected \"redis\", \"file\" or \"none\""),
         };
 
         let failed = match layer.failed.driver.as_deref().unwrap_or("database-uuids") {
@@ -195,6 +215,7 @@ impl Settings {
         }
 
         Ok(Settings {
+            app_path: layer.app.path,
             redis,
             redis_prefix,
             cluster: layer.redis.cluster.unwrap_or(false),
@@ -342,6 +363,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs a command"), "{e}");
+    }
+
+    #[test]
+    fn example_config_loads_with_and_without_its_http_example() {
+        let text = include_str!("../../config/laravel-worker.toml");
+        let s = resolve(text).unwrap();
+        assert!(s.handlers.iter().all(|h| h.url.is_none()));
+        // Uncomment the HTTP example (the block from its `# [[handlers]]`
+        // to the next blank line): it must load too.
+        let mut in_example = false;
+        let uncommented: Vec<&str> = text
+            .lines()
+            .map(|line| {
+                if line == "# [[handlers]]" {
+                    in_example = true;
+                } else if line.is_empty() {
+                    in_example = false;
+                }
+                match line.strip_prefix("# ") {
+                    Some(rest) if in_example => rest,
+                    _ => line,
+                }
+            })
+            .collect();
+        let s = resolve(&uncommented.join("\n")).unwrap();
+        let http: Vec<_> = s.handlers.iter().filter(|h| h.url.is_some()).collect();
+        assert_eq!(http.len(), 1);
+        assert_eq!(http[0].secret_env.as_deref(), Some("QUEUE_HANDLER_SECRET"));
+        assert_eq!(http[0].queues, Some(vec!["mail".to_string()]));
     }
 
     #[test]

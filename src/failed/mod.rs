@@ -6,6 +6,7 @@
 //! - `null`: discards (as Laravel's `null` driver).
 
 pub mod database;
+pub mod php_json;
 pub mod redis_store;
 
 use chrono::{DateTime, Utc};
@@ -31,6 +32,25 @@ pub struct FailedJob {
     pub failed_at: DateTime<Utc>,
 }
 
+/// A failed job as a store holds it: what `queue:failed` lists and
+/// `queue:retry` pushes back (Laravel's row with `id` = the uuid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredJob {
+    /// The id the commands take: the uuid.
+    pub id: String,
+    /// Queue connection name the job failed on.
+    pub connection: String,
+    /// Plain queue name.
+    pub queue: String,
+    /// The raw body of the failing attempt.
+    pub payload: String,
+    /// The recorded exception text.
+    pub exception: String,
+    /// `Y-m-d H:i:s` as stored: UTC when this worker wrote it, the app's
+    /// timezone when Laravel did.
+    pub failed_at: String,
+}
+
 /// A configured failed-job store.
 pub enum FailedJobStore {
     /// Laravel's `failed_jobs` table (`database-uuids` driver).
@@ -52,6 +72,59 @@ impl FailedJobStore {
             FailedJobStore::Database(db) => db.log(job).await,
             FailedJobStore::Redis(r) => r.log(job).await,
             FailedJobStore::Null => Ok(()),
+        }
+    }
+
+    /// Every failed job, newest first (`FailedJobProviderInterface::all`):
+    /// by descending `id` in the table, by descending time of failure in
+    /// Redis (jobs failed in the same second in descending uuid order).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn all(&self) -> anyhow::Result<Vec<StoredJob>> {
+        match self {
+            FailedJobStore::Database(db) => db.all().await,
+            FailedJobStore::Redis(r) => r.all().await,
+            FailedJobStore::Null => Ok(Vec::new()),
+        }
+    }
+
+    /// The failed job with uuid `id`, if there is one.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn find(&self, id: &str) -> anyhow::Result<Option<StoredJob>> {
+        match self {
+            FailedJobStore::Database(db) => db.find(id).await,
+            FailedJobStore::Redis(r) => r.find(id).await,
+            FailedJobStore::Null => Ok(None),
+        }
+    }
+
+    /// Deletes the failed job with uuid `id`; whether one was deleted. The
+    /// `null` store answers `true`, as Laravel's `NullFailedJobProvider`.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub async fn forget(&self, id: &str) -> anyhow::Result<bool> {
+        match self {
+            FailedJobStore::Database(db) => db.forget(id).await,
+            FailedJobStore::Redis(r) => r.forget(id).await,
+            FailedJobStore::Null => Ok(true),
+        }
+    }
+
+    /// Deletes every failed job (`older_than` = `None`), or those that failed
+    /// at or before `older_than` (whole seconds, UTC); returns how many were
+    /// deleted.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub async fn flush(&self, older_than: Option<DateTime<Utc>>) -> anyhow::Result<u64> {
+        match self {
+            FailedJobStore::Database(db) => db.flush(older_than).await,
+            FailedJobStore::Redis(r) => r.flush(older_than).await,
+            FailedJobStore::Null => Ok(0),
         }
     }
 

@@ -4,9 +4,10 @@
 //! recording and reclaiming; a handler only runs the job and reports an
 //! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
 //! Transports: one process per job ([`subprocess`]), warm processes
-//! ([`persistent`]).
+//! ([`persistent`]), an HTTP POST per job ([`http`]).
 
 pub mod capture;
+pub mod http;
 pub mod persistent;
 pub mod process_group;
 pub mod request;
@@ -18,6 +19,7 @@ use std::time::Duration;
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
+pub use http::{HttpHandler, HttpOptions, Secret};
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;
@@ -82,6 +84,8 @@ pub enum Handler {
     Subprocess(SubprocessHandler),
     /// Warm processes, many jobs each.
     Persistent(PersistentHandler),
+    /// An HTTP POST per job.
+    Http(HttpHandler),
 }
 
 impl Handler {
@@ -90,6 +94,7 @@ impl Handler {
         match self {
             Handler::Subprocess(h) => h.call(invocation).await,
             Handler::Persistent(h) => h.call(invocation).await,
+            Handler::Http(h) => h.call(invocation).await,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Choosing a handler by displayName.
+//! Choosing a handler by displayName (and, optionally, queue).
 
 use std::sync::Arc;
 
@@ -15,6 +15,8 @@ pub struct Route {
     /// The handler's default time limit in seconds, used when the payload
     /// has no `timeout` (the payload's own value wins, as in Laravel).
     pub timeout: Option<u64>,
+    /// When set, the route only takes jobs from these queues.
+    queues: Option<Vec<String>>,
 }
 
 impl Route {
@@ -25,7 +27,23 @@ impl Route {
             pattern: WildMatch::new(pattern),
             handler,
             timeout,
+            queues: None,
         }
+    }
+
+    /// This route restricted to jobs from `queues` (names as given to
+    /// `--queue`, `default` not `queues:default`).
+    pub fn with_queues(mut self, queues: Vec<String>) -> Self {
+        self.queues = Some(queues);
+        self
+    }
+
+    /// True when this route takes a job named `display_name` from `queue`.
+    pub fn matches(&self, display_name: &str, queue: &str) -> bool {
+        self.queues
+            .as_ref()
+            .is_none_or(|queues| queues.iter().any(|q| q == queue))
+            && self.pattern.matches(display_name)
     }
 }
 
@@ -56,8 +74,52 @@ impl Router {
         Router { routes, unmatched }
     }
 
-    /// The first route whose pattern matches `display_name`.
-    pub fn route(&self, display_name: &str) -> Option<&Route> {
-        self.routes.iter().find(|r| r.pattern.matches(display_name))
+    /// The first route whose pattern matches `display_name` and whose
+    /// queue restriction, if any, names `queue`.
+    pub fn route(&self, display_name: &str, queue: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.matches(display_name, queue))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::handler::{HttpHandler, HttpOptions};
+
+    fn handler() -> Arc<Handler> {
+        Arc::new(Handler::Http(
+            HttpHandler::new(HttpOptions {
+                url: reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
+                connect_timeout: Duration::from_secs(1),
+                token: None,
+                secret: None,
+            })
+            .unwrap(),
+        ))
+    }
+
+    #[test]
+    fn queue_restriction_skips_to_the_next_route() {
+        let router = Router::new(
+            vec![
+                Route::new("App\\Jobs\\*", handler(), Some(1))
+                    .with_queues(vec!["high".into(), "mail".into()]),
+                Route::new("*", handler(), Some(2)),
+            ],
+            Unmatched::Fail,
+        );
+        let timeout = |name, queue| router.route(name, queue).and_then(|r| r.timeout);
+        assert_eq!(timeout("App\\Jobs\\A", "high"), Some(1));
+        assert_eq!(timeout("App\\Jobs\\A", "mail"), Some(1));
+        assert_eq!(timeout("App\\Jobs\\A", "default"), Some(2));
+        assert_eq!(timeout("Other", "high"), Some(2));
+        let only = Router::new(
+            vec![Route::new("*", handler(), None).with_queues(vec!["high".into()])],
+            Unmatched::Fail,
+        );
+        assert!(only.route("X", "default").is_none());
+        assert!(only.route("X", "high").is_some());
     }
 }

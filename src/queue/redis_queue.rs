@@ -47,6 +47,26 @@ pub struct QueueOptions {
     pub migration_batch_size: i64,
 }
 
+/// The job counts of one queue (`queue:monitor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct QueueSizes {
+    /// Jobs in the ready list.
+    pub pending: u64,
+    /// Jobs in `:delayed`.
+    pub delayed: u64,
+    /// Jobs in `:reserved`.
+    pub reserved: u64,
+    /// `createdAt` (UNIX seconds) of the job at the head of the ready list.
+    pub oldest_pending: Option<i64>,
+}
+
+impl QueueSizes {
+    /// Ready + delayed + reserved, as Laravel's `size`.
+    pub fn size(&self) -> u64 {
+        self.pending + self.delayed + self.reserved
+    }
+}
+
 /// Current UNIX time in whole seconds, the unit of every queue score.
 pub fn now() -> i64 {
     SystemTime::now()
@@ -276,6 +296,30 @@ impl RedisQueue {
             .arg(&queue.reserved)
             .query_async(&mut self.conn.clone())
             .await
+    }
+
+    /// Ready, delayed and reserved counts of a queue, and the `createdAt`
+    /// of the oldest ready job (Laravel 12.11+ payloads), in one round trip.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn sizes(&self, queue: &QueueKeys) -> RedisResult<QueueSizes> {
+        let (pending, delayed, reserved, oldest): (u64, u64, u64, Option<Vec<u8>>) = redis::pipe()
+            .llen(&queue.ready)
+            .zcard(&queue.delayed)
+            .zcard(&queue.reserved)
+            .lindex(&queue.ready, 0)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let oldest_pending = oldest
+            .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+            .and_then(|v| v.get("createdAt").and_then(serde_json::Value::as_i64));
+        Ok(QueueSizes {
+            pending,
+            delayed,
+            reserved,
+            oldest_pending,
+        })
     }
 
     /// Deletes every job of a queue; returns how many there were.

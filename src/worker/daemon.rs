@@ -1,13 +1,15 @@
 //! The worker loop (`Worker::daemon`, protocol §6.2).
 //!
 //! Each iteration:
-//! 1. if paused (SIGUSR2), sleep and check the stop conditions;
+//! 1. if paused (SIGUSR2) or the app is down for maintenance (and no
+//!    `--force`), sleep and check the stop conditions;
 //! 2. wait for a free slot (`--concurrency`); with one slot, that is the
 //!    end of the previous job, where Laravel runs `stopIfNecessary`;
-//! 3. check the stop conditions: signal, memory, restart key,
+//! 3. read the cache signals (restart key and pause keys, one round trip)
+//!    and check the stop conditions: signal, memory, restart key,
 //!    `--stop-when-empty`, `--max-time`, `--max-jobs`, `--once`;
-//! 4. reserve the next job, queues in priority order (or block/sleep when
-//!    there is none);
+//! 4. reserve the next job from the queues not paused, in priority order
+//!    (or block/sleep when there is none);
 //! 5. hand the job to a task: run handler → settle → `--rest` → free slot.
 //!
 //! On stop, the loop reserves nothing more and waits for the jobs in flight.
@@ -39,6 +41,8 @@ pub struct Daemon {
     /// Whether a poll has run yet (for `--once`).
     polled: bool,
     last_restart: Option<String>,
+    /// Per queue (same order as `queues`), whether its pause key is set.
+    paused: Vec<bool>,
 }
 
 impl Daemon {
@@ -59,12 +63,20 @@ impl Daemon {
             reserved: 0,
             polled: false,
             last_restart: None,
+            paused: Vec::new(),
         }
     }
 
     /// Runs until a stop condition holds, then waits for the jobs in flight.
     pub async fn run(mut self) -> StopReason {
-        self.last_restart = self.read_restart_marker().await;
+        self.last_restart = match self.services.cache.restart_marker().await {
+            Ok(marker) => marker,
+            Err(e) => {
+                tracing::warn!("cannot read the restart signal from the cache: {e:#}");
+                None
+            }
+        };
+        self.paused = vec![false; self.queues.len()];
         self.started = Instant::now();
         let options = self.services.options.clone();
         tracing::info!(
@@ -82,8 +94,9 @@ impl Daemon {
         let reason = loop {
             while in_flight.try_join_next().is_some() {}
 
-            if self.control.borrow().paused {
+            if !self.should_run() {
                 self.pause(options.sleep.max(Duration::from_secs(1))).await;
+                self.polled = true;
                 if let Some(reason) = self.stop_reason(false).await {
                     break reason;
                 }
@@ -104,8 +117,18 @@ impl Daemon {
                 break reason;
             }
 
-            let fetched =
-                fetch::next_job(&self.services.queue, &self.queues, self.wait_for_quit()).await;
+            let active: Vec<Arc<QueueKeys>> = self
+                .queues
+                .iter()
+                .zip(&self.paused)
+                .filter(|(_, paused)| !**paused)
+                .map(|(q, _)| Arc::clone(q))
+                .collect();
+            let fetched = if active.is_empty() {
+                Ok(None)
+            } else {
+                fetch::next_job(&self.services.queue, &active, self.wait_for_quit()).await
+            };
             self.polled = true;
             found = match fetched {
                 Ok(Some(job)) => {
@@ -149,19 +172,20 @@ impl Daemon {
     /// `stopIfNecessary`: the first stop condition that holds, in Laravel's
     /// order. `found` says whether the last poll reserved a job.
     async fn stop_reason(&mut self, found: bool) -> Option<StopReason> {
-        let options = &self.services.options;
         if self.control.borrow().quit.is_some() {
             return Some(StopReason::Interrupted);
         }
         // Laravel checks at the end of an iteration: nothing but a signal
         // stops the worker before its first poll.
+        let restart = self.read_signals().await;
         if !self.polled {
             return None;
         }
+        let options = &self.services.options;
         if options.memory_mb > 0 && self.memory.rss_bytes() >= options.memory_mb * 1024 * 1024 {
             return Some(StopReason::Memory);
         }
-        if self.read_restart_marker().await != self.last_restart {
+        if restart != self.last_restart {
             return Some(StopReason::Restart);
         }
         if options.stop_when_empty && !found {
@@ -179,15 +203,48 @@ impl Daemon {
         None
     }
 
-    /// The restart marker; on a cache error, the last value seen (a cache
-    /// outage must not stop or restart the worker).
-    async fn read_restart_marker(&self) -> Option<String> {
-        match self.services.cache.restart_marker().await {
-            Ok(marker) => marker,
+    /// Reads the cache signals: notes which queues are paused (logging
+    /// changes) and returns the restart marker. On a cache error the last
+    /// values stand: a cache outage must neither stop nor pause the worker.
+    async fn read_signals(&mut self) -> Option<String> {
+        let options = &self.services.options;
+        match self
+            .services
+            .cache
+            .signals(&self.services.connection, &options.queues)
+            .await
+        {
+            Ok(signals) => {
+                for ((name, was), now) in
+                    options.queues.iter().zip(&self.paused).zip(&signals.paused)
+                {
+                    if was != now {
+                        let state = if *now { "paused" } else { "resumed" };
+                        tracing::info!(queue = %name, "queue {state}");
+                    }
+                }
+                self.paused = signals.paused;
+                signals.restart
+            }
             Err(e) => {
-                tracing::warn!("cannot read the restart signal from the cache: {e:#}");
+                tracing::warn!("cannot read the restart and pause signals from the cache: {e:#}");
                 self.last_restart.clone()
             }
+        }
+    }
+
+    /// `daemonShouldRun`: not paused by SIGUSR2, and not down for
+    /// maintenance (unless `--force`).
+    fn should_run(&self) -> bool {
+        if self.control.borrow().paused {
+            return false;
+        }
+        match &self.services.down_file {
+            Some(file) if file.exists() => {
+                tracing::debug!("the application is down for maintenance");
+                false
+            }
+            _ => true,
         }
     }
 

@@ -46,4 +46,7 @@ pub struct Services {
     pub reporter: Reporter,
     /// The worker's flags.
     pub options: WorkerOptions,
+    /// The app's `storage/framework/down`: while it exists the worker takes
+    /// no jobs (maintenance mode). `None` with `--force` or no app path.
+    pub down_file: Option<std::path::PathBuf>,
 }

@@ -112,7 +112,7 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
         };
     }
 
-    let Some(route) = services.router.route(name) else {
+    let Some(route) = services.router.route(name, &job.queue.name) else {
         return match services.router.unmatched {
             Unmatched::Fail => Verdict::Fail {
                 exception: JobException::new(

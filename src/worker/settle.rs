@@ -87,7 +87,7 @@ async fn fail(
 /// Calls the job's handler in failed mode, so the app's `failed()` method,
 /// unique-lock release and batch bookkeeping run.
 async fn call_failed_hook(job: &ReservedJob, exception: &str, services: &Services) {
-    let Some(route) = services.router.route(job.display_name()) else {
+    let Some(route) = services.router.route(job.display_name(), &job.queue.name) else {
         return;
     };
     let payload = job.payload.as_ref().ok();

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod databases;
+pub mod laravel;
 pub mod payloads;
 pub mod redis_server;
 pub mod sqlite;

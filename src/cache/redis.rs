@@ -1,0 +1,92 @@
+//! Laravel's Redis cache store.
+//!
+//! A cache key becomes `{redis prefix}{cache prefix}{key}`, where Laravel
+//! ≤ 10 puts a `:` after a non-empty cache prefix and 11+ does not; the
+//! caller passes the whole prefix, already joined.
+
+use redis::aio::ConnectionManager;
+
+use super::php;
+
+/// The Redis cache store.
+#[derive(Clone)]
+pub struct RedisCache {
+    conn: ConnectionManager,
+    prefix: String,
+}
+
+impl RedisCache {
+    /// A store on `conn` whose keys start with `prefix` (Redis connection
+    /// prefix + cache prefix + the `:` of Laravel ≤ 10, when used).
+    pub fn new(conn: ConnectionManager, prefix: impl Into<String>) -> Self {
+        RedisCache {
+            conn,
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The full Redis key of cache key `key`.
+    pub fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// `MGET` of `keys`.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn many(&self, keys: &[String]) -> anyhow::Result<Vec<Option<String>>> {
+        let full: Vec<String> = keys.iter().map(|k| self.key(k)).collect();
+        Ok(redis::cmd("MGET")
+            .arg(&full)
+            .query_async(&mut self.conn.clone())
+            .await?)
+    }
+
+    /// `forever`: SET with no TTL, numbers as digits.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn forever(&self, key: &str, value: &php::Value) -> anyhow::Result<()> {
+        redis::cmd("SET")
+            .arg(self.key(key))
+            .arg(php::redis_encode(value))
+            .query_async::<()>(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// `forget`: DEL.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn forget(&self, key: &str) -> anyhow::Result<()> {
+        redis::cmd("DEL")
+            .arg(self.key(key))
+            .query_async::<()>(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// `put(key, 0, ttl)` when missing, then `increment`: SET NX EX + INCRBY
+    /// in one round trip. Returns the new count.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn count(&self, key: &str, ttl_seconds: u64) -> anyhow::Result<i64> {
+        let key = self.key(key);
+        let (count,): (i64,) = redis::pipe()
+            .cmd("SET")
+            .arg(&key)
+            .arg(0)
+            .arg("EX")
+            .arg(ttl_seconds)
+            .arg("NX")
+            .ignore()
+            .cmd("INCRBY")
+            .arg(&key)
+            .arg(1)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,247 @@
+//! Settings derived from a Laravel app's `.env` (`--env-file`).
+//!
+//! The variables mean what they mean to Laravel ([`super::env`]). What the
+//! `.env` leaves out is taken from the app's own files, never from a guess
+//! at its framework version:
+//!
+//! - the prefix conventions from `config/database.php` and
+//!   `config/cache.php` (`'_database_'` / `'-database-'`, `'_cache'` /
+//!   `'_cache_'` / `'-cache-'`);
+//! - the cache store from `CACHE_STORE` / `CACHE_DRIVER`, else the default
+//!   written in `config/cache.php`;
+//! - whether the Redis cache prefix is joined with `:` (Laravel ≤ 10) from
+//!   the installed framework's `Application::VERSION`, when
+//!   `vendor/laravel/framework` is there;
+//! - SQLite's database file relative to the app (default
+//!   `database/database.sqlite`).
+//!
+//! The app's root (the `.env`'s directory) becomes `[app] path`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::env::{Conventions, layer_with};
+use super::file::Layer;
+
+/// Queue connection names that are not Redis connections: a worker on
+/// Redis keeps its own connection name when the `.env` names one of these.
+const NOT_REDIS: &[&str] = &[
+    "sync",
+    "database",
+    "beanstalkd",
+    "sqs",
+    "null",
+    "deferred",
+    "background",
+    "failover",
+];
+
+/// Reads `.env` at `path` and the app files beside it into a layer.
+///
+/// # Errors
+/// The file cannot be read or parsed.
+pub fn layer(path: &Path) -> anyhow::Result<Layer> {
+    let vars: HashMap<String, String> = dotenvy::from_path_iter(path)
+        .with_context(|| format!("cannot read env file {}", path.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("invalid env file {}", path.display()))?;
+    let app = app_root(path);
+    let config =
+        |name: &str| std::fs::read_to_string(app.join("config").join(name)).unwrap_or_default();
+    let database_php = config("database.php");
+    let cache_php = config("cache.php");
+
+    let mut layer = layer_with(
+        |k| vars.get(k).cloned(),
+        conventions(&database_php, &cache_php),
+    )?;
+    layer.app.path = Some(app.clone());
+
+    if layer
+        .queue
+        .connection
+        .as_deref()
+        .is_some_and(|c| NOT_REDIS.contains(&c))
+    {
+        layer.queue.connection = None;
+    }
+
+    let store = ["CACHE_STORE", "CACHE_DRIVER"]
+        .iter()
+        .find_map(|k| vars.get(*k).filter(|v| !v.is_empty()).cloned())
+        .or_else(|| default_cache_store(&cache_php));
+    layer.cache.store = match store.as_deref() {
+        Some("redis") => Some("redis".into()),
+        Some("file") => Some("file".into()),
+        Some(other) => {
+            tracing::warn!(
+                store = other,
+                "the app's cache store is not supported (redis and file are); \
+                 restart and pause signals will not be seen"
+            );
+            Some("none".into())
+        }
+        None => None,
+    };
+    layer.cache.colon = framework_major(&app).map(|major| major <= 10);
+
+    if vars.get("DB_CONNECTION").map(String::as_str) == Some("sqlite") {
+        let file = vars
+            .get("DB_DATABASE")
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| app.join("database/database.sqlite"), |db| app.join(db));
+        layer.failed.url = Some(format!("sqlite://{}", file.display()));
+    }
+    Ok(layer)
+}
+
+/// The app's root: the `.env`'s directory, made absolute.
+fn app_root(env_file: &Path) -> PathBuf {
+    let dir = env_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// The prefix conventions an app's config files use.
+pub fn conventions(database_php: &str, cache_php: &str) -> Conventions {
+    let underscore = database_php.contains("'_database_'");
+    let mut c = if underscore {
+        Conventions {
+            separator: '_',
+            database_suffix: "_database_",
+            cache_suffix: "_cache",
+        }
+    } else {
+        Conventions::default()
+    };
+    if cache_php.contains("'_cache_'") {
+        c.cache_suffix = "_cache_";
+    } else if cache_php.contains("'_cache'") {
+        c.cache_suffix = "_cache";
+    } else if cache_php.contains("'-cache-'") {
+        c.cache_suffix = "-cache-";
+    }
+    c
+}
+
+/// The default store in `config/cache.php`: `env('CACHE_DRIVER', 'file')`
+/// or `env('CACHE_STORE', 'database')`.
+fn default_cache_store(cache_php: &str) -> Option<String> {
+    ["env('CACHE_STORE', '", "env('CACHE_DRIVER', '"]
+        .iter()
+        .find_map(|needle| {
+            let rest = &cache_php[cache_php.find(needle)? + needle.len()..];
+            Some(rest[..rest.find('\'')?].to_string())
+        })
+}
+
+/// Major version of the installed framework (`Application::VERSION`).
+fn framework_major(app: &Path) -> Option<u32> {
+    let file = app.join("vendor/laravel/framework/src/Illuminate/Foundation/Application.php");
+    let text = std::fs::read_to_string(file).ok()?;
+    let rest = &text[text.find("const VERSION = '")? + "const VERSION = '".len()..];
+    rest.split('.').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn laravel_8_app() {
+        let dir = app(&[
+            (
+                ".env",
+                "APP_NAME=\"My Shop\"\nREDIS_HOST=10.0.0.5\nCACHE_DRIVER=redis\nQUEUE_CONNECTION=redis\nDB_CONNECTION=sqlite\n",
+            ),
+            (
+                "config/database.php",
+                "'prefix' => env('REDIS_PREFIX', Str::slug(env('APP_NAME', 'laravel'), '_').'_database_'),",
+            ),
+            (
+                "config/cache.php",
+                "'default' => env('CACHE_DRIVER', 'file'),\n'prefix' => env('CACHE_PREFIX', Str::slug(env('APP_NAME', 'laravel'), '_').'_cache'),",
+            ),
+            (
+                "vendor/laravel/framework/src/Illuminate/Foundation/Application.php",
+                "const VERSION = '8.83.27';",
+            ),
+        ]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(l.app.path.as_deref(), Some(root.as_path()));
+        assert_eq!(l.redis.url.as_deref(), Some("redis://10.0.0.5:6379/0"));
+        assert_eq!(l.redis.prefix.as_deref(), Some("my_shop_database_"));
+        assert_eq!(l.cache.prefix.as_deref(), Some("my_shop_cache"));
+        assert_eq!(l.cache.colon, Some(true));
+        assert_eq!(l.cache.store.as_deref(), Some("redis"));
+        assert_eq!(l.queue.connection.as_deref(), Some("redis"));
+        assert_eq!(
+            l.failed.url,
+            Some(format!(
+                "sqlite://{}",
+                root.join("database/database.sqlite").display()
+            ))
+        );
+    }
+
+    #[test]
+    fn laravel_13_app() {
+        let dir = app(&[
+            (".env", "APP_NAME=Laravel\nQUEUE_CONNECTION=database\n"),
+            (
+                "config/database.php",
+                "'prefix' => env('REDIS_PREFIX', Str::slug((string) env('APP_NAME', 'laravel')).'-database-'),",
+            ),
+            (
+                "config/cache.php",
+                "'default' => env('CACHE_STORE', 'database'),\n'prefix' => env('CACHE_PREFIX', Str::slug((string) env('APP_NAME', 'laravel')).'-cache-'),",
+            ),
+            (
+                "vendor/laravel/framework/src/Illuminate/Foundation/Application.php",
+                "const VERSION = '13.26.1';",
+            ),
+        ]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        assert_eq!(l.redis.prefix.as_deref(), Some("laravel-database-"));
+        assert_eq!(l.cache.prefix.as_deref(), Some("laravel-cache-"));
+        assert_eq!(l.cache.colon, Some(false));
+        assert_eq!(
+            l.cache.store.as_deref(),
+            Some("none"),
+            "database cache store is not supported"
+        );
+        assert_eq!(
+            l.queue.connection, None,
+            "database is not a Redis connection"
+        );
+    }
+
+    #[test]
+    fn file_cache_default_and_unknown_version() {
+        let dir = app(&[
+            (".env", "APP_NAME=Laravel\n"),
+            (
+                "config/cache.php",
+                "'default' => env('CACHE_DRIVER', 'file'),",
+            ),
+        ]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        assert_eq!(l.cache.store.as_deref(), Some("file"));
+        assert_eq!(l.cache.colon, None);
+    }
+}

@@ -1,0 +1,536 @@
+//! Real database servers for the failed_jobs tests, and a small client for
+//! Laravel's `failed_jobs` table on SQLite, PostgreSQL and MySQL/MariaDB.
+//!
+//! Each server is private to one test: started in a temporary directory,
+//! listening on a unix socket there and on no TCP port, never the
+//! machine's own services, and killed when dropped. When its binaries are
+//! not installed, `start` prints a note and returns `None` so the test can
+//! skip.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use sqlx::{Connection, MySqlConnection, PgConnection, Row, SqliteConnection};
+
+use super::sqlite::FailedRow;
+
+/// How long a server may take to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `(uid, gid)` of a local user, from /etc/passwd.
+fn user_ids(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 3 && fields[0] == name)
+            .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+            .flatten()
+    })
+}
+
+/// The first `name` found in `PATH` or in `extra` directories.
+fn find_binary(name: &str, extra: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .chain(extra.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Kills `child` with `signal`, then SIGKILL if it has not exited within
+/// 10 s, and reaps it.
+fn stop(child: &mut Child, signal: Signal) {
+    if child.try_wait().ok().flatten().is_some() {
+        return;
+    }
+    let _ = kill(Pid::from_raw(child.id() as i32), signal);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Waits until `connect` succeeds; panics with `log` if the server exits
+/// or does not accept connections in time.
+fn wait_accepting(child: &mut Child, log: &Path, what: &str, connect: impl Fn() -> bool) {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if connect() {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "{what} exited ({status}) at start:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not accept connections in time:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL
+// ---------------------------------------------------------------------------
+
+/// A private PostgreSQL cluster (`initdb` + `postgres`) with a unix socket
+/// in its temporary directory and `listen_addresses = ''`. As root it runs
+/// as the `postgres` user, which owns the directory.
+pub struct Postgres {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+/// `initdb` and `postgres` of the newest Debian-style install
+/// (/usr/lib/postgresql/N/bin), else from `PATH`.
+fn postgres_binaries() -> Option<(PathBuf, PathBuf)> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            Some((version, e.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("initdb").is_file() && bin.join("postgres").is_file())
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Some((bin.join("initdb"), bin.join("postgres")));
+    }
+    Some((find_binary("initdb", &[])?, find_binary("postgres", &[])?))
+}
+
+impl Postgres {
+    /// Starts a cluster with an empty database `postgres`; `None` (after a
+    /// note on stderr) when PostgreSQL is not installed, or when running as
+    /// root without a `postgres` user.
+    pub fn start() -> Option<Self> {
+        let Some((initdb, postgres)) = postgres_binaries() else {
+            eprintln!("note: PostgreSQL (initdb, postgres) is not installed; test skipped");
+            return None;
+        };
+        let owner = if running_as_root() {
+            let Some(ids) = user_ids("postgres") else {
+                eprintln!("note: running as root and there is no postgres user; test skipped");
+                return None;
+            };
+            Some(ids)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new().prefix("lw-pg-").tempdir().unwrap();
+        let as_owner = |cmd: &mut Command| {
+            if let Some((uid, gid)) = owner {
+                cmd.uid(uid).gid(gid);
+            }
+        };
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+        }
+        let data = dir.path().join("data");
+        let log = dir.path().join("postgres.log");
+
+        let mut init = Command::new(&initdb);
+        init.arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap());
+        as_owner(&mut init);
+        let status = init.status().expect("run initdb");
+        assert!(
+            status.success(),
+            "initdb failed ({status}):\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+
+        let mut server = Command::new(&postgres);
+        server
+            .arg("-D")
+            .arg(&data)
+            .arg("-k")
+            .arg(dir.path())
+            .args([
+                "-c",
+                "listen_addresses=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+            ])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap());
+        as_owner(&mut server);
+        let mut child = server.spawn().expect("start postgres");
+        let url = format!(
+            "postgres:///postgres?host={}&user=postgres",
+            dir.path().display()
+        );
+        wait_accepting(&mut child, &log, "postgres", || {
+            block_on(PgConnection::connect(&url)).is_ok()
+        });
+        Some(Postgres { child, dir })
+    }
+
+    /// Creates database `name` with Laravel's `failed_jobs` table and
+    /// returns its client.
+    pub fn database(&self, name: &str) -> FailedDb {
+        let admin = format!(
+            "postgres:///postgres?host={}&user=postgres",
+            self.dir.path().display()
+        );
+        block_on(async {
+            let mut c = PgConnection::connect(&admin).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        let db = FailedDb::Postgres(format!(
+            "postgres:///{name}?host={}&user=postgres",
+            self.dir.path().display()
+        ));
+        db.create_table();
+        db
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGQUIT: immediate shutdown; the postmaster takes its backends down.
+        stop(&mut self.child, Signal::SIGQUIT);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// MariaDB
+// ---------------------------------------------------------------------------
+
+/// A private MariaDB server (`mariadb-install-db` + `mariadbd
+/// --skip-networking`) with a unix socket in its temporary directory; root
+/// has no password.
+pub struct MariaDb {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl MariaDb {
+    /// Starts a server; `None` (after a note on stderr) when MariaDB is not
+    /// installed.
+    pub fn start() -> Option<Self> {
+        let sbin = ["/usr/sbin", "/usr/local/sbin", "/usr/bin"];
+        let (Some(install), Some(server)) = (
+            find_binary("mariadb-install-db", &sbin),
+            find_binary("mariadbd", &sbin),
+        ) else {
+            eprintln!(
+                "note: MariaDB (mariadb-install-db, mariadbd) is not installed; test skipped"
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("lw-maria-")
+            .tempdir()
+            .unwrap();
+        let data = dir.path().join("data");
+        let log = dir.path().join("mariadb.log");
+        let user: &[&str] = if running_as_root() {
+            &["--user=root"]
+        } else {
+            &[]
+        };
+
+        let status = Command::new(&install)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .args([
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ])
+            .args(user)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .status()
+            .expect("run mariadb-install-db");
+        assert!(
+            status.success(),
+            "mariadb-install-db failed ({status}):\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+
+        let socket = dir.path().join("mariadb.sock");
+        let mut child = Command::new(&server)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!(
+                "--pid-file={}",
+                dir.path().join("mariadb.pid").display()
+            ))
+            .arg(format!("--log-error={}", log.display()))
+            .args([
+                "--skip-networking",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=16M",
+                "--innodb-flush-log-at-trx-commit=0",
+            ])
+            .args(user)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mariadbd");
+        let url = format!("mysql://root@localhost/mysql?socket={}", socket.display());
+        wait_accepting(&mut child, &log, "mariadbd", || {
+            socket.exists() && block_on(MySqlConnection::connect(&url)).is_ok()
+        });
+        Some(MariaDb { child, dir })
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!(
+            "mysql://root@localhost/{database}?socket={}",
+            self.dir.path().join("mariadb.sock").display()
+        )
+    }
+
+    /// Creates database `name` with Laravel's `failed_jobs` table and
+    /// returns its client.
+    pub fn database(&self, name: &str) -> FailedDb {
+        block_on(async {
+            let mut c = MySqlConnection::connect(&self.url("mysql")).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        let db = FailedDb::MySql(self.url(name));
+        db.create_table();
+        db
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        // Nothing in a test database needs a clean shutdown.
+        stop(&mut self.child, Signal::SIGKILL);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The failed_jobs table
+// ---------------------------------------------------------------------------
+
+/// Laravel's `failed_jobs` table in one database, by URL.
+pub enum FailedDb {
+    /// `sqlite://path`.
+    Sqlite(String),
+    /// `postgres://…`.
+    Postgres(String),
+    /// `mysql://…` (MariaDB).
+    MySql(String),
+}
+
+impl FailedDb {
+    /// The table in the SQLite file at `path` (created with the table).
+    pub fn sqlite(path: &Path) -> Self {
+        super::sqlite::create_failed_jobs(path);
+        FailedDb::Sqlite(format!("sqlite://{}", path.display()))
+    }
+
+    /// The URL for `[failed] url`.
+    pub fn url(&self) -> &str {
+        match self {
+            FailedDb::Sqlite(u) | FailedDb::Postgres(u) | FailedDb::MySql(u) => u,
+        }
+    }
+
+    /// Creates the table as Laravel's migration does on this database
+    /// (`id` bigint auto-increment PK, `uuid` unique, `failed_at` timestamp
+    /// defaulting to now).
+    pub fn create_table(&self) {
+        let statements: &[&'static str] = match self {
+            FailedDb::Sqlite(_) => return, // made by `sqlite()`
+            FailedDb::Postgres(_) => &[
+                "create table \"failed_jobs\" (\"id\" bigserial not null primary key, \
+                 \"uuid\" varchar(255) not null, \"connection\" text not null, \
+                 \"queue\" text not null, \"payload\" text not null, \
+                 \"exception\" text not null, \"failed_at\" timestamp(0) without time zone \
+                 not null default CURRENT_TIMESTAMP)",
+                "alter table \"failed_jobs\" add constraint \"failed_jobs_uuid_unique\" \
+                 unique (\"uuid\")",
+            ],
+            FailedDb::MySql(_) => &[
+                "create table `failed_jobs` (`id` bigint unsigned not null auto_increment \
+                 primary key, `uuid` varchar(255) not null, `connection` text not null, \
+                 `queue` text not null, `payload` longtext not null, \
+                 `exception` longtext not null, `failed_at` timestamp not null default \
+                 CURRENT_TIMESTAMP) default character set utf8mb4 collate 'utf8mb4_unicode_ci'",
+                "alter table `failed_jobs` add unique `failed_jobs_uuid_unique`(`uuid`)",
+            ],
+        };
+        for sql in statements {
+            self.execute(sql, &[]);
+        }
+    }
+
+    fn execute(&self, sql: &'static str, binds: &[&str]) {
+        block_on(async {
+            match self {
+                FailedDb::Sqlite(url) => {
+                    let mut c = SqliteConnection::connect(url).await.unwrap();
+                    let mut q = sqlx::query(sql);
+                    for b in binds {
+                        q = q.bind(*b);
+                    }
+                    q.execute(&mut c).await.unwrap();
+                }
+                FailedDb::Postgres(url) => {
+                    let mut c = PgConnection::connect(url).await.unwrap();
+                    let mut q = sqlx::query(sql);
+                    for b in binds {
+                        q = q.bind(*b);
+                    }
+                    q.execute(&mut c).await.unwrap();
+                }
+                FailedDb::MySql(url) => {
+                    let mut c = MySqlConnection::connect(url).await.unwrap();
+                    let mut q = sqlx::query(sql);
+                    for b in binds {
+                        q = q.bind(*b);
+                    }
+                    q.execute(&mut c).await.unwrap();
+                }
+            }
+        });
+    }
+
+    /// Inserts `row` as Laravel would (`failed_at` as given, `Y-m-d H:i:s`).
+    pub fn insert(&self, row: &FailedRow) {
+        let sql = match self {
+            FailedDb::Sqlite(_) | FailedDb::MySql(_) => {
+                "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception, failed_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)"
+            }
+            FailedDb::Postgres(_) => {
+                "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception, failed_at) \
+                 VALUES ($1, $2, $3, $4, $5, CAST($6 AS timestamp))"
+            }
+        };
+        self.execute(
+            sql,
+            &[
+                &row.uuid,
+                &row.connection,
+                &row.queue,
+                &row.payload,
+                &row.exception,
+                &row.failed_at,
+            ],
+        );
+    }
+
+    /// Every row, in `id` order, `failed_at` as `Y-m-d H:i:s`.
+    pub fn rows(&self) -> Vec<FailedRow> {
+        let read = |r: &dyn Fn(usize) -> String| FailedRow {
+            uuid: r(0),
+            connection: r(1),
+            queue: r(2),
+            payload: r(3),
+            exception: r(4),
+            failed_at: r(5),
+        };
+        block_on(async {
+            match self {
+                FailedDb::Sqlite(url) => {
+                    let mut c = SqliteConnection::connect(url).await.unwrap();
+                    sqlx::query(
+                        "SELECT uuid, connection, queue, payload, exception, failed_at \
+                         FROM failed_jobs ORDER BY id",
+                    )
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| read(&|i| row.get(i)))
+                    .collect()
+                }
+                FailedDb::Postgres(url) => {
+                    let mut c = PgConnection::connect(url).await.unwrap();
+                    sqlx::query(
+                        "SELECT uuid, connection, queue, payload, exception, \
+                         to_char(failed_at, 'YYYY-MM-DD HH24:MI:SS') FROM failed_jobs ORDER BY id",
+                    )
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| read(&|i| row.get(i)))
+                    .collect()
+                }
+                FailedDb::MySql(url) => {
+                    let mut c = MySqlConnection::connect(url).await.unwrap();
+                    sqlx::query(
+                        "SELECT uuid, connection, queue, payload, exception, \
+                         DATE_FORMAT(failed_at, '%Y-%m-%d %H:%i:%s') FROM failed_jobs ORDER BY id",
+                    )
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| read(&|i| row.get(i)))
+                    .collect()
+                }
+            }
+        })
+    }
+}

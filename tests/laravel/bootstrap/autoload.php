@@ -1,0 +1,27 @@
+<?php
+
+// Autoloading for the test app.
+//
+// A Composer-based app loads vendor/autoload.php. This app runs on Debian's
+// packaged Laravel 8 (php-laravel-framework), which ships its own
+// autoloader under /usr/share/php; the app's own classes (namespace App\)
+// are mapped to app/ here, as Composer's PSR-4 rule would.
+
+if (is_file(__DIR__.'/../vendor/autoload.php')) {
+    require_once __DIR__.'/../vendor/autoload.php';
+
+    return;
+}
+
+// Resolved through PHP's include_path (".:/usr/share/php" on Debian).
+require_once 'Illuminate/autoload.php';
+
+spl_autoload_register(function (string $class): void {
+    if (strncmp($class, 'App\\', 4) !== 0) {
+        return;
+    }
+    $file = __DIR__.'/../app/'.str_replace('\\', '/', substr($class, 4)).'.php';
+    if (is_file($file)) {
+        require $file;
+    }
+});

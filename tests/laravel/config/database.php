@@ -1,0 +1,44 @@
+<?php
+
+use Illuminate\Support\Str;
+
+return [
+    'default' => env('DB_CONNECTION', 'sqlite'),
+
+    'connections' => [
+        // Holds failed_jobs (the tests create the table with Laravel's schema).
+        'sqlite' => [
+            'driver' => 'sqlite',
+            'database' => env('DB_DATABASE'),
+            'prefix' => '',
+            'foreign_key_constraints' => true,
+        ],
+    ],
+
+    'migrations' => 'migrations',
+
+    // The 8.x skeleton's Redis section. A unix socket works with phpredis:
+    // REDIS_HOST=/path/to/redis.sock, REDIS_PORT=0.
+    'redis' => [
+        'client' => env('REDIS_CLIENT', 'phpredis'),
+
+        'options' => [
+            'cluster' => env('REDIS_CLUSTER', 'redis'),
+            'prefix' => env('REDIS_PREFIX', Str::slug(env('APP_NAME', 'laravel'), '_').'_database_'),
+        ],
+
+        'default' => [
+            'host' => env('REDIS_HOST', '127.0.0.1'),
+            'password' => env('REDIS_PASSWORD'),
+            'port' => env('REDIS_PORT', '6379'),
+            'database' => env('REDIS_DB', '0'),
+        ],
+
+        'cache' => [
+            'host' => env('REDIS_HOST', '127.0.0.1'),
+            'password' => env('REDIS_PASSWORD'),
+            'port' => env('REDIS_PORT', '6379'),
+            'database' => env('REDIS_CACHE_DB', '1'),
+        ],
+    ],
+];

@@ -1,0 +1,86 @@
+//! A mixed fleet: one `php artisan queue:work` and two laravel-worker
+//! daemons (persistent PHP bridge) consume one queue of 2,000 jobs
+//! dispatched by the real app. Every job runs exactly once.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::laravel::{App, Transport};
+use common::{Scene, q};
+use serde_json::json;
+
+const JOBS: usize = 2000;
+
+#[test]
+fn php_and_two_daemons_run_2000_jobs_exactly_once() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    let config = app.config(&s, Transport::Persistent(2), "");
+    app.dispatch(json!([{"kind": "plain", "tag": "job", "count": JOBS}]));
+    assert_eq!(s.redis.llen(&q("default")), JOBS as i64);
+
+    let args = [
+        "--stop-when-empty",
+        "--sleep=0",
+        "--json",
+        "--concurrency=2",
+    ];
+    let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+    let mut daemons = [s.work(&config, &args), s.work(&config, &args)];
+    let status = php.wait();
+    assert!(status.success(), "queue:work: {status}\n{}", php.output());
+    for d in &mut daemons {
+        assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+    }
+
+    // Exactly once, first attempt, nothing failed.
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    let mut by_runner: HashMap<String, usize> = HashMap::new();
+    for r in app.records() {
+        assert_eq!(r["event"], "handle", "{r}");
+        assert_eq!(r["attempt"], 1, "{r}");
+        *runs
+            .entry(r["tag"].as_str().unwrap().to_string())
+            .or_default() += 1;
+        *by_runner
+            .entry(r["runner"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(runs.len(), JOBS, "every job ran");
+    for i in 0..JOBS {
+        assert_eq!(runs.get(&format!("job{i}")), Some(&1), "job{i}");
+    }
+
+    // Every worker took part, and each daemon settled what it reserved.
+    let php_jobs = by_runner
+        .get("Illuminate\\Queue\\Jobs\\RedisJob")
+        .copied()
+        .unwrap_or(0);
+    let bridge_jobs = by_runner
+        .get("LaravelWorker\\BridgeJob")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(php_jobs + bridge_jobs, JOBS, "{by_runner:?}");
+    assert!(php_jobs > 0, "queue:work ran none");
+    let mut daemon_jobs = 0;
+    for d in &daemons {
+        let started = d
+            .events()
+            .iter()
+            .filter(|e| e["status"] == "starting")
+            .count();
+        let done = d
+            .events()
+            .iter()
+            .filter(|e| e["status"] == "success")
+            .count();
+        assert!(started > 0, "a daemon ran no job");
+        assert_eq!(started, done);
+        daemon_jobs += done;
+    }
+    assert_eq!(daemon_jobs, bridge_jobs);
+
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    assert!(s.failed_rows().is_empty());
+}

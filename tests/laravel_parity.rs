@@ -1,0 +1,361 @@
+//! Parity with `php artisan queue:work`: one scenario of real dispatched
+//! jobs, run once by Laravel 8.83's own worker and once by laravel-worker
+//! (through the PHP bridge), each on its own Redis with the same layout.
+//! After every round both must show the same runs and attempts, the same
+//! failed() hooks and chain callbacks, the same release delays (within a
+//! second), the same failed_jobs rows and the same Redis keys.
+//!
+//! The differences that exist on purpose, or that are known, are named
+//! here and asserted separately:
+//!
+//! - timeouts (deliberate): queue:work SIGKILLs itself and leaves the job
+//!   reserved until `retry_after`; laravel-worker kills only the handler
+//!   and releases the job at once. The failure is a
+//!   `TimeoutExceededException` (Laravel 10.25+'s name) where 8.x writes
+//!   `MaxAttemptsExceededException`;
+//! - the "attempted too many times" message: the daemon writes Laravel
+//!   10.30+'s wording whatever the app's version;
+//! - `$this->fail($e)` (known gap): the daemon records
+//!   `ManuallyFailedException: <message>` where queue:work records
+//!   `(string) $e`, because the handler contract's fail action carries
+//!   only a reason.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::laravel::{App, Transport};
+use common::{Scene, q};
+use serde_json::{Value, json};
+
+/// Both runs use one APP_KEY, so that serialized closures (chain catch
+/// callbacks, signed with it) are the same bytes.
+const APP_KEY: &str = "parityparityparityparityparity32";
+
+/// Tags whose results differ on purpose or by a known gap (see above).
+const DIFFERENT: &[&str] = &["self", "too-late"];
+
+fn scenario() -> Value {
+    json!([
+        {"kind": "plain", "tag": "plain", "data": {"n": 1}},
+        {"kind": "string", "tag": "str", "data": {"x": "y"}},
+        {"kind": "flaky", "tag": "ok", "failures": 1},
+        {"kind": "flaky", "tag": "doomed", "failures": 9},
+        {"kind": "string", "tag": "str-fail", "data": {"fail": true}},
+        {"kind": "releasing", "tag": "rel", "release": 30},
+        {"kind": "deadline", "tag": "deadline", "seconds": 3600, "failures": 1},
+        {"kind": "deadline", "tag": "too-late", "seconds": -10, "failures": 0},
+        {"kind": "max-exceptions", "tag": "max-ex"},
+        {"kind": "unique", "tag": "uniq", "key": "k"},
+        {"kind": "unique", "tag": "uniq-fail", "key": "k2", "fail": true},
+        {"kind": "chain", "tag": "chain", "steps": ["a", "b"]},
+        {"kind": "chain", "tag": "chain-fail", "steps": ["a", "b"], "fail": "a"},
+        {"kind": "event", "tag": "order"},
+        {"kind": "notification", "tag": "invoice"},
+        {"kind": "encrypted", "tag": "enc", "secret": "s"},
+        {"kind": "self-failing", "tag": "self"},
+        {"kind": "plain", "tag": "late", "delay": 40},
+    ])
+}
+
+/// The worker options of both runs.
+const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
+
+/// What one round left behind, normalized so that two runs compare.
+#[derive(Debug, PartialEq)]
+struct Round {
+    /// Everything the jobs recorded (event, job, tag, attempt, exception,
+    /// message, data...), without times, pids and the job object's class.
+    records: Vec<String>,
+    /// `:delayed`: tag → (attempts in the payload, release delay in s).
+    delayed: BTreeMap<String, (i64, i64)>,
+    /// failed_jobs: tag → (connection, queue, first exception line,
+    /// payload with uuid and id masked).
+    failed: BTreeMap<String, (String, String, String, String)>,
+    /// Keys of DB 0 and DB 1, uuids masked.
+    keys: (Vec<String>, Vec<String>),
+}
+
+/// The test tag inside a payload (string job data, or the serialized
+/// command's `tag` property).
+fn tag_of(payload: &Value) -> String {
+    if let Some(tag) = payload["data"]["tag"].as_str() {
+        return tag.to_string();
+    }
+    let command = payload["data"]["command"].as_str().unwrap();
+    let rest = &command[command.find("s:3:\"tag\";s:").unwrap() + 12..];
+    let rest = &rest[rest.find(':').unwrap() + 2..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+fn observe(app: &App, s: &Scene, previous: &[Value]) -> Round {
+    let scene = app.scene().display().to_string();
+    let all = app.records();
+    // Records of this round only: the log keeps growing.
+    let new = &all[previous.len()..];
+    let mut records: Vec<String> = new
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for volatile in ["time", "pid", "runner"] {
+                r.as_object_mut().unwrap().remove(volatile);
+            }
+            r.to_string()
+        })
+        .collect();
+    records.sort();
+
+    let last_start = |tag: &str| -> i64 {
+        all.iter()
+            .rfind(|r| r["event"] == "handle" && r["tag"] == tag)
+            .map_or(0, |r| r["time"].as_f64().unwrap().floor() as i64)
+    };
+    let delayed = s
+        .redis
+        .zrange(&format!("{}:delayed", q("default")))
+        .into_iter()
+        .map(|(member, score)| {
+            let p: Value = serde_json::from_str(&member).unwrap();
+            let tag = tag_of(&p);
+            let started = last_start(&tag);
+            // Never run (a delayed dispatch): the delay from now.
+            let delay = if started == 0 {
+                score - common::now()
+            } else {
+                score - started
+            };
+            (tag, (p["attempts"].as_i64().unwrap(), delay))
+        })
+        .collect();
+
+    let failed = s
+        .failed_rows()
+        .into_iter()
+        .map(|row| {
+            let p: Value = serde_json::from_str(&row.payload).unwrap();
+            let payload = row
+                .payload
+                .replace(&row.uuid, "<uuid>")
+                .replace(p["id"].as_str().unwrap(), "<id>");
+            let first_line = row
+                .exception
+                .lines()
+                .next()
+                .unwrap()
+                .replace(&scene, "<scene>");
+            (tag_of(&p), (row.connection, row.queue, first_line, payload))
+        })
+        .collect();
+
+    let mask = |keys: Vec<String>| -> Vec<String> {
+        keys.into_iter()
+            .map(|k| match k.find("job-exceptions:") {
+                Some(at) => format!("{}job-exceptions:<uuid>", &k[..at]),
+                None => k,
+            })
+            .collect()
+    };
+    Round {
+        records,
+        delayed,
+        failed,
+        keys: (mask(s.redis.keys(0)), mask(s.redis.keys(1))),
+    }
+}
+
+/// Runs the scenario round by round with `work` (one worker run to its
+/// end), making delayed jobs due between rounds.
+fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
+    let s = Scene::new();
+    let app = App::new(&s)?;
+    app.set_env("APP_KEY", APP_KEY);
+    let config = app.config(&s, Transport::Persistent(1), "");
+    app.dispatch(scenario());
+    let mut rounds = vec![];
+    for _ in 0..3 {
+        let before = app.records();
+        work(&app, &s, &config);
+        rounds.push(observe(&app, &s, &before));
+        s.redis.make_due(&format!("{}:delayed", q("default")));
+    }
+    Some(rounds)
+}
+
+fn php_worker(app: &App, _: &Scene, _: &Path) {
+    let mut php = app.queue_work(ARGS);
+    let status = php.wait();
+    assert!(status.success(), "queue:work: {status}\n{}", php.output());
+}
+
+fn laravel_worker(_: &App, s: &Scene, config: &Path) {
+    let mut args = ARGS.to_vec();
+    args.push("--json");
+    let mut d = s.work_until_exit(config, &args);
+    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+}
+
+/// Drops the named differences from a round, returning them apart.
+fn split_differences(round: &mut Round) -> Vec<String> {
+    let mut apart = vec![];
+    round.records.retain(|r| {
+        let v: Value = serde_json::from_str(r).unwrap();
+        let different = v["event"] == "failed" && DIFFERENT.contains(&v["tag"].as_str().unwrap());
+        if different {
+            apart.push(r.clone());
+        }
+        !different
+    });
+    for tag in DIFFERENT {
+        if let Some(row) = round.failed.remove(*tag) {
+            apart.push(format!("{tag}: {}", row.2));
+        }
+    }
+    apart
+}
+
+#[test]
+fn queue_work_and_laravel_worker_leave_the_same_results() {
+    let Some(mut php) = run_scenario(&php_worker) else {
+        return;
+    };
+    let mut ours = run_scenario(&laravel_worker).unwrap();
+
+    let mut php_apart = vec![];
+    let mut our_apart = vec![];
+    for (i, (p, o)) in php.iter_mut().zip(ours.iter_mut()).enumerate() {
+        php_apart.extend(split_differences(p));
+        our_apart.extend(split_differences(o));
+        // Release delays: within a second of each other.
+        for (tag, (attempts, delay)) in &p.delayed {
+            let (our_attempts, our_delay) = o
+                .delayed
+                .get(tag)
+                .unwrap_or_else(|| panic!("round {i}: {tag} is not delayed by laravel-worker"));
+            assert_eq!(attempts, our_attempts, "round {i}: {tag}");
+            assert!(
+                (delay - our_delay).abs() <= 1,
+                "round {i}: {tag} delay {delay} vs {our_delay}"
+            );
+        }
+        assert_eq!(
+            p.delayed.keys().collect::<Vec<_>>(),
+            o.delayed.keys().collect::<Vec<_>>(),
+            "round {i}"
+        );
+        p.delayed.clear();
+        o.delayed.clear();
+        assert_eq!(p.records, o.records, "round {i}: job records");
+        assert_eq!(p.failed, o.failed, "round {i}: failed_jobs");
+        assert_eq!(p.keys, o.keys, "round {i}: Redis keys");
+    }
+
+    // The scenario did what it is meant to (not just the same twice).
+    let last = &ours[2];
+    assert!(last.keys.0.is_empty(), "drained: {:?}", last.keys);
+    let failed_tags: Vec<&String> = php[2].failed.keys().collect();
+    assert_eq!(
+        failed_tags,
+        ["chain-fail", "doomed", "max-ex", "str-fail", "uniq-fail"]
+            .iter()
+            .collect::<Vec<_>>()
+    );
+
+    // The named differences, as they are today.
+    // $this->fail($e): the failed() hook matches, the row does not.
+    let self_hook = |apart: &[String]| {
+        apart.iter().any(|r| {
+            r.contains("\"tag\":\"self\"")
+                && r.contains("\"exception\":\"InvalidArgumentException\"")
+        })
+    };
+    assert!(self_hook(&php_apart) && self_hook(&our_apart));
+    let row = |apart: &[String], tag: &str| {
+        apart
+            .iter()
+            .find(|r| r.starts_with(&format!("{tag}: ")))
+            .cloned()
+            .unwrap()
+    };
+    assert!(row(&php_apart, "self").starts_with("self: InvalidArgumentException: bad input for self in <scene>/app/app/Jobs/SelfFailingJob.php:"));
+    assert_eq!(
+        row(&our_apart, "self"),
+        "self: Illuminate\\Queue\\ManuallyFailedException: bad input for self"
+    );
+    // retryUntil passed: 8.x wording against 10.30+ wording.
+    assert!(row(&php_apart, "too-late").starts_with(
+        "too-late: Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out. in "
+    ));
+    assert_eq!(
+        row(&our_apart, "too-late"),
+        "too-late: Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times."
+    );
+}
+
+/// Timeouts, the deliberate difference. A job with `$timeout = 1` and two
+/// tries sleeps past its limit every time.
+///
+/// queue:work: at the timeout the worker SIGKILLs itself; the job stays in
+/// `:reserved` (attempt 1 counted) until `retry_after`; on the last try the
+/// job is failed with `MaxAttemptsExceededException` before the kill.
+///
+/// laravel-worker: only the handler is killed; the job is released at once
+/// (attempt counted) and the worker goes on; on the last try the job is
+/// failed with `TimeoutExceededException`. Both run the failed() hook.
+#[test]
+fn timeouts_differ_on_purpose() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
+    let reserved = format!("{}:reserved", q("default"));
+
+    let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+    let status = php.wait();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "queue:work kills itself: {status}"
+    );
+    let left = s.redis.zrange(&reserved);
+    assert_eq!(left.len(), 1, "the job stays reserved");
+    assert!(left[0].0.contains("\"attempts\":1"));
+    assert!(s.failed_rows().is_empty());
+    // Reclaimed after retry_after (made due here): the last try fails it.
+    s.redis.make_due(&reserved);
+    let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(php.wait().signal(), Some(9));
+    assert_eq!(app.attempts("slow"), [1, 2]);
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].exception.starts_with(
+        "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long."
+    ));
+    assert_eq!(app.events("failed", "slow").len(), 1);
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+
+    // laravel-worker, same job, same layout: one run, no reclaim wait.
+    let s = Scene::new();
+    let app = App::new(&s).unwrap();
+    let config = app.config(&s, Transport::PerJob, "");
+    app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
+    assert_eq!(d.code(), Some(0), "the worker lives on");
+    let statuses: Vec<String> = d
+        .events()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["starting", "released_after_exception", "starting", "failed"]
+    );
+    assert_eq!(app.attempts("slow"), [1, 2]);
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].exception.starts_with(
+        "Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\TimeoutJob has timed out."
+    ));
+    assert_eq!(app.events("failed", "slow").len(), 1);
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+}
