@@ -654,3 +654,30 @@ fn mariadb_every_scenario() {
         scenario(&s, &store);
     }
 }
+
+/// `driver = "null"`: nothing is kept, so nothing is listed or retried;
+/// `forget` answers success as Laravel's `NullFailedJobProvider` does.
+#[test]
+fn null_store_keeps_nothing() {
+    let s = Scene::new();
+    let config = s.config("[failed]\ndriver = \"null\"\n");
+    cli(&config, &["failed"])
+        .expect(0)
+        .has_line("   INFO  No failed jobs found.");
+    cli(&config, &["failed", "--json"]).expect(0).has_line("[]");
+    cli(&config, &["retry", "all"])
+        .expect(0)
+        .has_line("   INFO  No retryable jobs found.");
+    let ran = cli(&config, &["retry", "0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11"]);
+    ran.expect(0).has_line(
+        "   ERROR  Unable to find failed job with ID [0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11].",
+    );
+    assert!(ran.done_ids().is_empty());
+    cli(&config, &["forget", "anything"])
+        .expect(0)
+        .has_line("   INFO  Failed job deleted successfully.");
+    cli(&config, &["flush", "--hours=3"]).expect(0).has_line(
+        "   INFO  All jobs that failed more than 3 hours ago have been deleted successfully.",
+    );
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+}
