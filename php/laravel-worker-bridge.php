@@ -141,7 +141,10 @@ namespace LaravelWorker {
         {
             $r = new self;
             $r->mode = (string) ($line['mode'] ?? 'run');
-            $r->payload = (string) ($line['payload'] ?? '');
+            // The payload is sent as a string (the reserved bytes); accept
+            // an object too.
+            $payload = $line['payload'] ?? '';
+            $r->payload = is_string($payload) ? $payload : (string) json_encode($payload);
             $r->id = (string) ($line['id'] ?? '');
             $r->uuid = (string) ($line['uuid'] ?? '');
             $r->name = (string) ($line['name'] ?? '');

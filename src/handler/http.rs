@@ -348,15 +348,11 @@ impl Answer<'_> {
             }
         } else if status.is_redirection() {
             let to = self.location.unwrap_or("nowhere");
-            return Outcome::Fail {
-                reason: format!(
-                    "HTTP {status} from {url}: redirected to {to} (redirects are not followed)"
-                ),
-            };
+            return Outcome::fail(format!(
+                "HTTP {status} from {url}: redirected to {to} (redirects are not followed)"
+            ));
         } else if status.is_client_error() {
-            return Outcome::Fail {
-                reason: format!("HTTP {status} from {url}: {}", excerpt(self.body)),
-            };
+            return Outcome::fail(format!("HTTP {status} from {url}: {}", excerpt(self.body)));
         }
         let mut detail = format!("The HTTP handler at {url} answered {status}");
         match excerpt(self.body) {
@@ -567,9 +563,10 @@ mod tests {
             Outcome::Release { delay: 30 }
         );
         assert_eq!(o(answer(201, r#"{"action":"delete"}"#)), Outcome::Delete);
-        let Outcome::Fail { reason } = o(answer(422, "bad input")) else {
+        let Outcome::Fail(e) = o(answer(422, "bad input")) else {
             panic!()
         };
+        let reason = e.message;
         assert_eq!(
             reason,
             "HTTP 422 Unprocessable Entity from http://h/q: bad input"
@@ -587,9 +584,10 @@ mod tests {
         assert_eq!(o(busy), Outcome::Release { delay: 7 });
         let mut moved = answer(302, "");
         moved.location = Some("/login");
-        let Outcome::Fail { reason } = o(moved) else {
+        let Outcome::Fail(e) = o(moved) else {
             panic!()
         };
+        let reason = e.message;
         assert!(reason.contains("redirected to /login"), "{reason}");
     }
 

@@ -65,16 +65,23 @@ pub enum Outcome {
         /// Seconds.
         delay: u64,
     },
-    /// The handler asked to fail the job now (`$this->fail()`); no retry.
-    Fail {
-        /// The reason, recorded as the exception message.
-        reason: String,
-    },
+    /// The handler asked to fail the job now (`$this->fail($e)`); no retry.
+    /// The exception is what gets recorded: the job's own when the handler
+    /// sent one, else a `ManuallyFailedException` with the reason.
+    Fail(JobException),
     /// The handler ended with an error: released with backoff, or failed
     /// when tries, `retryUntil` or `maxExceptions` say so.
     Exception(JobException),
     /// The time limit passed and the handler was killed.
     TimedOut(JobException),
+}
+
+impl Outcome {
+    /// A request to fail with just a reason (Laravel's
+    /// `ManuallyFailedException` with that message).
+    pub fn fail(reason: impl Into<String>) -> Self {
+        Outcome::Fail(JobException::new(crate::exception::MANUALLY_FAILED, reason))
+    }
 }
 
 /// A configured handler.

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! {"action":"release","delay":10}          release, available in 10 s
-//! {"action":"fail","reason":"bad input"}   fail now, no retry
+//! {"action":"fail","reason":"bad input"}   fail now, no retry (optionally
+//!     with "class", "message" and "text" of the exception it failed with)
 //! {"action":"delete"}                      delete without failing
 //! {"action":"done"}                        same as exit 0
 //! {"action":"exception","class":"App\\E","message":"...","text":"..."}
@@ -18,7 +19,7 @@
 use serde::Deserialize;
 
 use super::Outcome;
-use crate::exception::{HANDLER_FAILED, JobException};
+use crate::exception::{HANDLER_FAILED, JobException, MANUALLY_FAILED};
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
@@ -32,6 +33,14 @@ enum Request {
     Fail {
         #[serde(default)]
         reason: String,
+        /// The exception the job failed with (`$this->fail($e)`), when known.
+        #[serde(default)]
+        class: Option<String>,
+        #[serde(default)]
+        message: Option<String>,
+        /// Its full text, as PHP prints it.
+        #[serde(default)]
+        text: Option<String>,
     },
     Exception {
         #[serde(default)]
@@ -54,7 +63,25 @@ pub fn parse(contents: &[u8]) -> Option<Outcome> {
         Ok(Request::Done) => Outcome::Done,
         Ok(Request::Delete) => Outcome::Delete,
         Ok(Request::Release { delay }) => Outcome::Release { delay },
-        Ok(Request::Fail { reason }) => Outcome::Fail { reason },
+        Ok(Request::Fail {
+            reason,
+            class: None,
+            message: None,
+            text: None,
+        }) => Outcome::fail(reason),
+        Ok(Request::Fail {
+            reason,
+            class,
+            message,
+            text,
+        }) => {
+            let mut e = JobException::new(
+                class.unwrap_or_else(|| MANUALLY_FAILED.to_string()),
+                message.unwrap_or(reason),
+            );
+            e.text = text;
+            Outcome::Fail(e)
+        }
         Ok(Request::Exception {
             class,
             message,
@@ -93,15 +120,24 @@ mod tests {
         );
         assert_eq!(
             parse(br#"{"action":"fail","reason":"no"}"#),
-            Some(Outcome::Fail {
-                reason: "no".into()
-            })
+            Some(Outcome::fail("no"))
         );
         let Some(Outcome::Exception(e)) =
             parse(br#"{"action":"exception","class":"App\\E","message":"m"}"#)
         else {
             panic!("not an exception")
         };
+        assert_eq!((e.class.as_str(), e.message.as_str()), ("App\\E", "m"));
+    }
+
+    #[test]
+    fn fail_may_carry_the_job_exception() {
+        let Some(Outcome::Fail(e)) = parse(
+            br#"{"action":"fail","reason":"r","class":"App\\E","message":"m","text":"App\\E: m in x.php:1"}"#,
+        ) else {
+            panic!("not a fail")
+        };
+        assert_eq!(e.to_string(), "App\\E: m in x.php:1");
         assert_eq!((e.class.as_str(), e.message.as_str()), ("App\\E", "m"));
     }
 

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use super::{Services, backoff, lease};
-use crate::exception::{INVALID_PAYLOAD, JobException, MANUALLY_FAILED, NO_HANDLER};
+use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
 use crate::handler::{Invocation, Mode, Outcome, Unmatched};
 use crate::queue::redis_queue::now;
 use crate::queue::{Payload, ReservedJob};
@@ -144,8 +144,8 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
             delay,
             exception: None,
         },
-        Outcome::Fail { reason } => Verdict::Fail {
-            exception: JobException::new(MANUALLY_FAILED, reason),
+        Outcome::Fail(exception) => Verdict::Fail {
+            exception,
             failed_hook: false,
         },
         Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,

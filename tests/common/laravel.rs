@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{Daemon, Scene, WAIT};
+use super::{Scene, WAIT};
 
 /// The bridge users copy into their app.
 pub fn bridge() -> PathBuf {
@@ -243,11 +243,6 @@ impl App {
             s.failed_db(),
             self.handler(transport)
         ))
-    }
-
-    /// Starts the daemon on `config` with `args` after `work`.
-    pub fn work(&self, s: &Scene, config: &Path, args: &[&str]) -> Daemon {
-        s.work(config, args)
     }
 
     /// Waits until the job log has `n` lines of `event`.
