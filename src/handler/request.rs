@@ -34,23 +34,41 @@ enum Request {
         #[serde(default)]
         reason: String,
         /// The exception the job failed with (`$this->fail($e)`), when known.
-        #[serde(default)]
-        class: Option<String>,
-        #[serde(default)]
-        message: Option<String>,
-        /// Its full text, as PHP prints it.
-        #[serde(default)]
-        text: Option<String>,
+        #[serde(flatten)]
+        thrown: Thrown,
     },
     Exception {
-        #[serde(default)]
-        class: Option<String>,
-        #[serde(default)]
-        message: Option<String>,
-        /// The full exception text, as PHP prints it.
-        #[serde(default)]
-        text: Option<String>,
+        #[serde(flatten)]
+        thrown: Thrown,
     },
+}
+
+/// An exception as a handler describes it; every part is optional.
+#[derive(Debug, Default, Deserialize)]
+struct Thrown {
+    #[serde(default)]
+    class: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    /// The full exception text, as PHP prints it.
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl Thrown {
+    fn is_empty(&self) -> bool {
+        self.class.is_none() && self.message.is_none() && self.text.is_none()
+    }
+
+    /// The exception, with `class` and `message` where the handler gave none.
+    fn into_exception(self, class: &str, message: String) -> JobException {
+        let mut e = JobException::new(
+            self.class.unwrap_or_else(|| class.to_string()),
+            self.message.unwrap_or(message),
+        );
+        e.text = self.text;
+        e
+    }
 }
 
 /// Reads a handler's request. `None` when the handler wrote nothing;
@@ -63,36 +81,12 @@ pub fn parse(contents: &[u8]) -> Option<Outcome> {
         Ok(Request::Done) => Outcome::Done,
         Ok(Request::Delete) => Outcome::Delete,
         Ok(Request::Release { delay }) => Outcome::Release { delay },
-        Ok(Request::Fail {
-            reason,
-            class: None,
-            message: None,
-            text: None,
-        }) => Outcome::fail(reason),
-        Ok(Request::Fail {
-            reason,
-            class,
-            message,
-            text,
-        }) => {
-            let mut e = JobException::new(
-                class.unwrap_or_else(|| MANUALLY_FAILED.to_string()),
-                message.unwrap_or(reason),
-            );
-            e.text = text;
-            Outcome::Fail(e)
+        Ok(Request::Fail { reason, thrown }) if thrown.is_empty() => Outcome::fail(reason),
+        Ok(Request::Fail { reason, thrown }) => {
+            Outcome::Fail(thrown.into_exception(MANUALLY_FAILED, reason))
         }
-        Ok(Request::Exception {
-            class,
-            message,
-            text,
-        }) => {
-            let mut e = JobException::new(
-                class.unwrap_or_else(|| HANDLER_FAILED.to_string()),
-                message.unwrap_or_default(),
-            );
-            e.text = text;
-            Outcome::Exception(e)
+        Ok(Request::Exception { thrown }) => {
+            Outcome::Exception(thrown.into_exception(HANDLER_FAILED, String::new()))
         }
         Err(err) => Outcome::Exception(JobException::new(
             HANDLER_FAILED,
