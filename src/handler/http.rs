@@ -584,9 +584,7 @@ mod tests {
         assert_eq!(o(busy), Outcome::Release { delay: 7 });
         let mut moved = answer(302, "");
         moved.location = Some("/login");
-        let Outcome::Fail(e) = o(moved) else {
-            panic!()
-        };
+        let Outcome::Fail(e) = o(moved) else { panic!() };
         let reason = e.message;
         assert!(reason.contains("redirected to /login"), "{reason}");
     }
