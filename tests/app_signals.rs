@@ -278,3 +278,105 @@ fn env_file_configures_everything_from_the_app() {
     assert!(d.stderr.iter().any(|l| l.contains("restart_signal")));
     assert!(!s.redis.exists(key));
 }
+
+/// `clear` empties a queue's four keys and reports how many jobs they
+/// held; `monitor` reports each queue's size and parts.
+#[test]
+fn clear_and_monitor() {
+    let s = Scene::new();
+    let handler = s.recording_script("h.sh", "exit 0");
+    let config = s.config_with_handler(&handler, "");
+    let newest = Job::laravel13("App\\Jobs\\A");
+    s.redis.push("default", &newest.build());
+    s.redis
+        .push("default", &Job::laravel13("App\\Jobs\\B").build());
+    s.redis.later(
+        "default",
+        now() + 60,
+        &Job::laravel13("App\\Jobs\\C").build(),
+    );
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{}:reserved", q("default")))
+        .arg(now() + 90)
+        .arg(
+            Job::laravel13("App\\Jobs\\D")
+                .set("attempts", json!(1))
+                .build(),
+        )
+        .query(&mut s.redis.conn(0))
+        .unwrap();
+    s.redis
+        .push("other", &Job::laravel8("App\\Jobs\\E").build());
+
+    let mut m = cli(
+        &config,
+        &["monitor", "redis:default,other", "--max=3", "--json"],
+    );
+    assert_eq!(m.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_str(&m.stdout[0]).unwrap();
+    assert_eq!(report[0]["queue"], "default");
+    assert_eq!(report[0]["size"], 4);
+    assert_eq!(
+        (
+            report[0]["pending"].clone(),
+            report[0]["delayed"].clone(),
+            report[0]["reserved"].clone()
+        ),
+        (json!(2), json!(1), json!(1))
+    );
+    assert_eq!(report[0]["oldest_pending"], newest.get("createdAt"));
+    assert_eq!(report[0]["status"], "ALERT");
+    assert_eq!(report[1]["queue"], "other");
+    assert_eq!(report[1]["size"], 1);
+    assert_eq!(report[1]["status"], "OK");
+
+    let mut c = cli(&config, &["clear", "redis", "--queue=default"]);
+    assert_eq!(c.code(), Some(0));
+    assert!(
+        c.stdout
+            .iter()
+            .any(|l| l.contains("Cleared 4 jobs from the [default] queue.")),
+        "{:?}",
+        c.stdout
+    );
+    for suffix in ["", ":delayed", ":reserved", ":notify"] {
+        assert!(
+            !s.redis.exists(&format!("{}{suffix}", q("default"))),
+            "{suffix} left"
+        );
+    }
+    assert_eq!(s.redis.llen(&q("other")), 1, "other queues untouched");
+}
+
+/// Laravel 11+ joins the cache prefix without a colon: with `colon = false`
+/// the restart key is `laravel-database-laravel-cache-illuminate:queue:restart`
+/// (the 12.x/13.x skeleton's defaults), and the worker watches that key.
+#[test]
+fn restart_key_with_the_11_plus_prefix_rule() {
+    let s = Scene::new();
+    let handler = s.recording_script("h.sh", "exit 0");
+    let config = write_config(
+        &s,
+        &format!(
+            "[redis]\nurl = \"{}\"\n[cache]\nurl = \"{}\"\n[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+            s.redis.url(0),
+            s.redis.url(1),
+            handler.display()
+        ),
+    );
+    let mut w = s.work(&config, &["--sleep=0.05"]);
+    w.wait_stderr(|l| {
+        l.contains("worker started") && l.contains("laravel-database-queues:default")
+    });
+    let mut r = cli(&config, &["restart"]);
+    assert_eq!(r.code(), Some(0));
+    assert!(
+        cache_get(
+            &s,
+            "laravel-database-laravel-cache-illuminate:queue:restart"
+        )
+        .is_some()
+    );
+    assert_eq!(w.code(), Some(0));
+    assert!(w.stderr.iter().any(|l| l.contains("restart_signal")));
+}

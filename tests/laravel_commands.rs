@@ -132,3 +132,47 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
     );
     assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
 }
+
+/// The other direction: `php artisan queue:work` fails a job and writes the
+/// row; our `retry` pushes it back (attempts 0, same uuid and id) and our
+/// worker runs it again.
+#[test]
+fn our_retry_of_a_row_written_by_queue_work() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    let config = app.config(&s, Transport::PerJob, "");
+    let gate = s.path("gate");
+    app.dispatch(
+        json!([{"kind": "gated", "tag": "php-failed", "gate": gate.display().to_string()}]),
+    );
+    let pushed = ready(&s);
+    let uuid = pushed[0]["uuid"].as_str().unwrap().to_string();
+
+    let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    assert!(php.wait().success(), "{}", php.output());
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1, "queue:work wrote the row");
+    assert_eq!(rows[0].uuid, uuid);
+
+    std::fs::write(&gate, "").unwrap();
+    let mut retry =
+        common::Daemon::start(&["--config", config.to_str().unwrap(), "retry", &uuid], &[]);
+    assert_eq!(retry.code(), Some(0), "{}", retry.stderr.join("\n"));
+    let retried = ready(&s);
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0]["uuid"], pushed[0]["uuid"]);
+    assert_eq!(retried[0]["id"], pushed[0]["id"]);
+    assert_eq!(retried[0]["attempts"], 0);
+    assert!(s.failed_rows().is_empty());
+
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
+    assert_eq!(d.code(), Some(0));
+    let done = d
+        .events()
+        .into_iter()
+        .find(|e| e["status"] == "success")
+        .expect("ran again");
+    assert_eq!(done["uuid"], uuid.as_str());
+    assert_eq!(app.attempts("php-failed"), [1, 1]);
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+}
