@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Throughput and memory benchmark.
 #
-#   bench/bench.sh [JOBS] [CONCURRENCY]     (defaults: 5000 jobs, concurrency 8)
+#   bench/bench.sh [JOBS] [CONCURRENCY] [MODE]
 #
-# Starts a private redis-server on a unix socket, pushes JOBS no-op jobs in
-# Laravel's payload format, runs `laravel-worker work --stop-when-empty`
-# with /bin/true as the handler (one process per job), and prints jobs/s and
+# Defaults: 5000 jobs, concurrency 8, mode "process". Starts a private
+# redis-server on a unix socket, pushes JOBS no-op jobs in Laravel's payload
+# format, runs `laravel-worker work --stop-when-empty`, and prints jobs/s and
 # the daemon's peak resident memory (VmHWM; handlers are not counted).
+# MODE "process": /bin/true per job. MODE "persistent": CONCURRENCY warm sh
+# processes answering each request on fd 3.
 set -euo pipefail
 jobs=${1:-5000}
 concurrency=${2:-8}
+mode=${3:-process}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 bin="$root/target/release/laravel-worker"
@@ -28,10 +31,15 @@ prefix = "bench_"
 store = "none"
 [failed]
 driver = "null"
-[[handlers]]
-match = "*"
-command = ["/bin/true"]
 TOML
+if [ "$mode" = persistent ]; then
+  printf '#!/bin/sh\nwhile IFS= read -r line; do echo \x27{"action":"done"}\x27 >&3; done\n' >"$dir/warm.sh"
+  chmod +x "$dir/warm.sh"
+  printf '[[handlers]]\nmatch = "*"\ncommand = ["%s"]\nmode = "persistent"\nprocesses = %s\n' \
+    "$dir/warm.sh" "$concurrency" >>"$dir/bench.toml"
+else
+  printf '[[handlers]]\nmatch = "*"\ncommand = ["/bin/true"]\n' >>"$dir/bench.toml"
+fi
 
 RUST_LOG=warn "$bin" --config "$dir/bench.toml" push default --job 'App\Jobs\Noop' --count "$jobs"
 
@@ -48,7 +56,7 @@ done
 wait "$worker"
 end=$(date +%s.%N)
 
-awk -v n="$jobs" -v c="$concurrency" -v s="$start" -v e="$end" -v kb="$peak_kb" 'BEGIN {
+awk -v n="$jobs" -v c="$concurrency" -v m="$mode" -v s="$start" -v e="$end" -v kb="$peak_kb" 'BEGIN {
   t = e - s
-  printf "jobs: %d  concurrency: %d  time: %.2f s  throughput: %.0f jobs/s  peak RSS: %.1f MiB\n", n, c, t, n / t, kb / 1024
+  printf "mode: %s  jobs: %d  concurrency: %d  time: %.2f s  throughput: %.0f jobs/s  peak RSS: %.1f MiB\n", m, n, c, t, n / t, kb / 1024
 }'
