@@ -56,6 +56,20 @@ pub enum Command {
     /// Let workers take jobs from a paused queue again (`queue:resume`).
     #[command(alias = "continue")]
     Resume(PauseArgs),
+    /// Exit 0 while a running worker's heartbeat file is fresh, 1 otherwise
+    /// (for Docker's HEALTHCHECK).
+    Health(HealthArgs),
+}
+
+/// `health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// The heartbeat file (default: `[worker] heartbeat_file` of the config).
+    #[arg(long, env = "LARAVEL_WORKER_HEARTBEAT_FILE", value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Seconds the heartbeat may be old and still count as healthy.
+    #[arg(long, default_value_t = crate::lifecycle::heartbeat::DEFAULT_MAX_AGE, value_name = "SECONDS")]
+    pub max_age: u64,
 }
 
 /// `failed`.
@@ -178,6 +192,10 @@ pub struct WorkArgs {
     /// Jobs run at once by this worker.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Rewrite this file every few seconds while the loop runs, for `health`
+    /// (overrides `[worker] heartbeat_file`).
+    #[arg(long, env = "LARAVEL_WORKER_HEARTBEAT_FILE", value_name = "PATH")]
+    pub heartbeat_file: Option<PathBuf>,
 }
 
 /// `push`: enqueue a job the way Laravel's `Queue::push` does.

@@ -10,7 +10,9 @@
 //! - [`handler`]: the handlers and their routing;
 //! - [`failed`]: the failed-job store;
 //! - [`cache`]: the cache signals (restart, maxExceptions);
-//! - [`signals`], [`memory`]: the process lifecycle;
+//! - [`signals`], [`memory`], [`lifecycle`]: the process lifecycle (signals,
+//!   memory, systemd notifications and the heartbeat file);
+//! - [`log_limit`]: repeated errors logged once, then summarised;
 //! - [`config`], [`cli`], [`commands`]: the surface;
 //! - [`output`], [`exception`]: what the worker prints and records.
 
@@ -21,6 +23,8 @@ pub mod config;
 pub mod exception;
 pub mod failed;
 pub mod handler;
+pub mod lifecycle;
+pub mod log_limit;
 pub mod memory;
 pub mod output;
 pub mod queue;

@@ -33,6 +33,10 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
+        // `health` needs no Redis, and no config when given --file.
+        if let Command::Health(args) = &cli.command {
+            return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
+        }
         let settings = Settings::load(cli.config.as_deref(), cli.env_file.as_deref())?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
             Command::Monitor(args) => commands::monitor::run(settings, args).await,
             Command::Pause(args) => commands::pause::run(settings, args, true).await,
             Command::Resume(args) => commands::pause::run(settings, args, false).await,
+            Command::Health(_) => unreachable!("handled above"),
         }
     });
     match result {

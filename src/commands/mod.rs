@@ -2,6 +2,7 @@
 
 pub mod clear;
 pub mod failed;
+pub mod health;
 pub mod monitor;
 pub mod pause;
 pub mod push;

@@ -12,6 +12,7 @@ use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
 use crate::handler::{
     Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
 };
+use crate::lifecycle::{Heartbeat, Notifier, Pulse};
 use crate::output::Reporter;
 use crate::queue::RedisQueue;
 use crate::queue::payload::parse_backoff;
@@ -30,6 +31,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         settings.connection = connection.clone();
     }
     let options = worker_options(&args, &settings)?;
+    let heartbeat = open_heartbeat(&args, &settings)?;
     let queue = open_queue(&settings).await?;
     let cache = open_cache(&settings).await?;
     let failed = open_failed_store(&settings).await?;
@@ -55,9 +57,58 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         },
         options,
     };
-    let reason = Daemon::new(services, control).run().await;
+    let pulse = Pulse::new(Notifier::from_env(), heartbeat);
+    let fetch_limit = fetch_limit(settings.block_for, services.options.queues.len());
+    let reason = Daemon::new(services, control)
+        .with_pulse(pulse, fetch_limit)
+        .with_error_interval(settings.error_summary_interval)
+        .run()
+        .await;
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// The heartbeat file (`--heartbeat-file`, else `[worker] heartbeat_file`),
+/// checked writable at start so a wrong path fails at once rather than as a
+/// container that never turns healthy.
+///
+/// # Errors
+/// The file cannot be written (missing directory, no permission).
+pub fn open_heartbeat(args: &WorkArgs, settings: &Settings) -> anyhow::Result<Option<Heartbeat>> {
+    let Some(path) = args
+        .heartbeat_file
+        .clone()
+        .or_else(|| settings.heartbeat_file.clone())
+    else {
+        return Ok(None);
+    };
+    let heartbeat = Heartbeat::new(path);
+    heartbeat.check_writable().with_context(|| {
+        format!(
+            "cannot write the heartbeat file {}",
+            heartbeat.path().display()
+        )
+    })?;
+    Ok(Some(heartbeat))
+}
+
+/// The longest one fetch can legitimately take, after which the loop counts
+/// as stuck (no more watchdog pings): every queue polled before and after
+/// the wait, each pop within the command timeout, plus the BLPOP
+/// (`block_for` seconds and the 10 s its connection allows on top).
+/// `None` for `block_for = 0`, which waits for a job for ever.
+pub fn fetch_limit(block_for: Option<u64>, queues: usize) -> Option<Duration> {
+    use crate::queue::connect::COMMAND_TIMEOUT;
+    match block_for {
+        Some(0) => None,
+        block => {
+            let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
+            Some(
+                COMMAND_TIMEOUT.saturating_mul(polls)
+                    + Duration::from_secs(block.unwrap_or(0).saturating_add(10)),
+            )
+        }
+    }
 }
 
 /// `queue:work`'s flags, with the queue list defaulting to the connection's

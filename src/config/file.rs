@@ -117,6 +117,13 @@ pub struct WorkerLayer {
     pub kill_grace: Option<u64>,
     /// Bytes of each of stdout and stderr kept per handler call.
     pub output_limit: Option<usize>,
+    /// A file the worker loop rewrites every few seconds while it runs,
+    /// for `laravel-worker health` (Docker `HEALTHCHECK`).
+    pub heartbeat_file: Option<std::path::PathBuf>,
+    /// Seconds between two log lines of the same repeated error (the first
+    /// is logged, then one summary with a count per interval; 0 = log every
+    /// occurrence).
+    pub error_summary_interval: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -254,6 +261,11 @@ impl Layer {
             worker: WorkerLayer {
                 kill_grace: over.worker.kill_grace.or(self.worker.kill_grace),
                 output_limit: over.worker.output_limit.or(self.worker.output_limit),
+                heartbeat_file: over.worker.heartbeat_file.or(self.worker.heartbeat_file),
+                error_summary_interval: over
+                    .worker
+                    .error_summary_interval
+                    .or(self.worker.error_summary_interval),
             },
             handlers: over.handlers.or(self.handlers),
         }

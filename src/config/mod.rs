@@ -58,6 +58,10 @@ pub struct Settings {
     pub kill_grace: Duration,
     /// Bytes of stdout/stderr kept per handler call.
     pub output_limit: usize,
+    /// The heartbeat file the loop rewrites (`health`), if any.
+    pub heartbeat_file: Option<PathBuf>,
+    /// Time between two log lines of one repeated error (zero: no limit).
+    pub error_summary_interval: Duration,
     /// `[[handlers]]` in match order.
     pub handlers: Vec<HandlerEntry>,
 }
@@ -232,6 +236,11 @@ impl Settings {
             failed,
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
             output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
+            heartbeat_file: layer.worker.heartbeat_file,
+            error_summary_interval: layer
+                .worker
+                .error_summary_interval
+                .map_or(crate::log_limit::DEFAULT_INTERVAL, Duration::from_secs),
             handlers,
         })
     }
@@ -392,6 +401,142 @@ mod tests {
         assert_eq!(http.len(), 1);
         assert_eq!(http[0].secret_env.as_deref(), Some("QUEUE_HANDLER_SECRET"));
         assert_eq!(http[0].queues, Some(vec!["mail".to_string()]));
+        // So does the persistent example that follows it.
+        let persistent: Vec<_> = s
+            .handlers
+            .iter()
+            .filter(|h| h.mode.as_deref() == Some("persistent"))
+            .collect();
+        assert_eq!(persistent.len(), 1);
+        assert_eq!(persistent[0].processes, Some(4));
+    }
+
+    /// The field names of struct `T` as serde knows them (renames applied):
+    /// a deserializer that records what `deserialize_struct` is asked for.
+    fn fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+        use serde::de::{Error, Visitor, value};
+
+        struct Fields(Option<&'static [&'static str]>);
+
+        impl<'de> serde::Deserializer<'de> for &mut Fields {
+            type Error = value::Error;
+
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+                Err(value::Error::custom("not a struct"))
+            }
+
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, value::Error> {
+                self.0 = Some(fields);
+                Err(value::Error::custom("fields recorded"))
+            }
+
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+
+        let mut recorder = Fields(None);
+        let _ = T::deserialize(&mut recorder);
+        recorder.0.expect("a struct with named fields")
+    }
+
+    /// The example config with every commented-out key and section header
+    /// (`# key = …`, `# [section]`, `# [[handlers]]`) uncommented.
+    fn example_with_every_key() -> String {
+        let is_key = |rest: &str| {
+            rest.split_once(" = ").is_some_and(|(key, _)| {
+                !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+        };
+        let is_header = |rest: &str| {
+            let name = rest.split_whitespace().next().unwrap_or("");
+            name.len() > 2
+                && name.starts_with('[')
+                && name.ends_with(']')
+                && name
+                    .trim_matches(['[', ']'])
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_')
+        };
+        include_str!("../../config/laravel-worker.toml")
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) if is_key(rest) || is_header(rest) => rest,
+                _ => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every key the example config sets or shows commented out is a
+    /// setting, and every setting is set or shown there.
+    #[test]
+    fn example_config_shows_every_key() {
+        use file::{AppLayer, CacheLayer, FailedLayer, QueueLayer, RedisLayer, WorkerLayer};
+
+        let sections: Vec<(&str, &[&str])> = vec![
+            ("app", fields::<AppLayer>()),
+            ("redis", fields::<RedisLayer>()),
+            ("queue", fields::<QueueLayer>()),
+            ("cache", fields::<CacheLayer>()),
+            ("failed", fields::<FailedLayer>()),
+            ("worker", fields::<WorkerLayer>()),
+            ("handlers", fields::<HandlerEntry>()),
+        ];
+        // A new section must be added above (and to the example).
+        let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
+        let mut top: Vec<&str> = fields::<Layer>().to_vec();
+        names.sort_unstable();
+        top.sort_unstable();
+        assert_eq!(names, top);
+
+        let every_key = example_with_every_key();
+        for (what, text) in [
+            ("set", include_str!("../../config/laravel-worker.toml")),
+            ("set or shown", every_key.as_str()),
+        ] {
+            let table: toml::Table = toml::from_str(text).unwrap();
+            let mut keys: Vec<(String, String)> = Vec::new();
+            for (section, value) in &table {
+                let entries: Vec<&toml::Table> = match value {
+                    toml::Value::Table(t) => vec![t],
+                    toml::Value::Array(items) => {
+                        items.iter().filter_map(|i| i.as_table()).collect()
+                    }
+                    other => panic!("{section} = {other}: a key outside any section"),
+                };
+                for entry in entries {
+                    keys.extend(entry.keys().map(|k| (section.clone(), k.clone())));
+                }
+            }
+            for (section, key) in &keys {
+                let known = sections
+                    .iter()
+                    .find(|(name, _)| name == section)
+                    .is_some_and(|(_, fields)| fields.contains(&key.as_str()));
+                assert!(known, "[{section}] {key} ({what}) is not a setting");
+            }
+            if what == "set or shown" {
+                for (section, fields) in &sections {
+                    for field in *fields {
+                        assert!(
+                            keys.iter().any(|(s, k)| s == section && k == field),
+                            "[{section}] {field} is neither set nor shown in config/laravel-worker.toml"
+                        );
+                    }
+                }
+            }
+            // And the file, as it is and with every key, loads.
+            let settings = resolve(text).unwrap();
+            assert!(!settings.handlers.is_empty());
+        }
     }
 
     #[test]

@@ -13,6 +13,11 @@
 //! 5. hand the job to a task: run handler → settle → `--rest` → free slot.
 //!
 //! On stop, the loop reserves nothing more and waits for the jobs in flight.
+//!
+//! Each iteration, and each wait (sleep, fetch, free slot, drain), beats
+//! the [`Pulse`]: systemd's READY/WATCHDOG/STATUS/STOPPING and the
+//! heartbeat file. Errors that repeat are logged through a
+//! [`RepeatLimiter`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,12 +28,18 @@ use tokio::task::JoinSet;
 use super::process::decide;
 use super::settle::settle;
 use super::{Services, StopReason, fetch};
+use crate::lifecycle::Pulse;
+use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::memory::MemoryProbe;
 use crate::queue::{QueueKeys, ReservedJob};
 use crate::signals::Control;
 
 /// Pause after an error talking to Redis.
 const ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// Log sites of the loop's repeated errors (see [`RepeatLimiter`]).
+const RESERVE_FAILED: &str = "cannot reserve a job";
+const SIGNALS_FAILED: &str = "cannot read the restart and pause signals from the cache";
 
 /// A running worker.
 pub struct Daemon {
@@ -43,6 +54,13 @@ pub struct Daemon {
     last_restart: Option<String>,
     /// Per queue (same order as `queues`), whether its pause key is set.
     paused: Vec<bool>,
+    /// systemd notifications and the heartbeat file.
+    pulse: Pulse,
+    /// The longest a fetch may take before the loop counts as stuck
+    /// (`None`: no limit). See [`Pulse::during`].
+    fetch_limit: Option<Duration>,
+    /// Repeated errors of the loop, logged once and then summarised.
+    errors: RepeatLimiter,
 }
 
 impl Daemon {
@@ -64,7 +82,25 @@ impl Daemon {
             polled: false,
             last_restart: None,
             paused: Vec::new(),
+            pulse: Pulse::silent(),
+            fetch_limit: None,
+            errors: RepeatLimiter::new(DEFAULT_INTERVAL),
         }
+    }
+
+    /// Reports readiness, progress and draining through `pulse`; a fetch
+    /// lasting longer than `fetch_limit` stops its beats.
+    pub fn with_pulse(mut self, pulse: Pulse, fetch_limit: Option<Duration>) -> Self {
+        self.pulse = pulse;
+        self.fetch_limit = fetch_limit;
+        self
+    }
+
+    /// Logs a repeated loop error once, then at most one summary per
+    /// `interval` (zero: every time).
+    pub fn with_error_interval(mut self, interval: Duration) -> Self {
+        self.errors = RepeatLimiter::new(interval);
+        self
     }
 
     /// Runs until a stop condition holds, then waits for the jobs in flight.
@@ -88,11 +124,14 @@ impl Daemon {
         );
         let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
         let mut in_flight = JoinSet::new();
+        let counter = self.pulse.counter();
+        self.pulse.ready();
         // Whether the last poll reserved a job (`--stop-when-empty`).
         let mut found = true;
 
         let reason = loop {
             while in_flight.try_join_next().is_some() {}
+            self.pulse.beat();
 
             if !self.should_run() {
                 self.pause(options.sleep.max(Duration::from_secs(1))).await;
@@ -103,9 +142,20 @@ impl Daemon {
                 continue;
             }
 
-            let permit = tokio::select! {
-                permit = Arc::clone(&slots).acquire_owned() => permit,
-                _ = self.control.changed() => match self.stop_reason(true).await {
+            // While every slot is busy, jobs run under their own limits:
+            // the loop is waiting, not stuck.
+            let permit = self
+                .pulse
+                .during(None, async {
+                    tokio::select! {
+                        permit = Arc::clone(&slots).acquire_owned() => Some(permit),
+                        _ = self.control.changed() => None,
+                    }
+                })
+                .await;
+            let permit = match permit {
+                Some(permit) => permit,
+                None => match self.stop_reason(true).await {
                     Some(reason) => break reason,
                     None => continue,
                 },
@@ -127,16 +177,20 @@ impl Daemon {
             let fetched = if active.is_empty() {
                 Ok(None)
             } else {
-                fetch::next_job(&self.services.queue, &active, self.wait_for_quit()).await
+                let fetch = fetch::next_job(&self.services.queue, &active, self.wait_for_quit());
+                self.pulse.during(self.fetch_limit, fetch).await
             };
             self.polled = true;
             found = match fetched {
                 Ok(Some(job)) => {
+                    self.errors.log_resolved(RESERVE_FAILED);
                     self.reserved += 1;
                     self.services.reporter.starting(&job);
                     let services = Arc::clone(&self.services);
+                    let counted = counter.start();
                     in_flight.spawn(async move {
                         run_job(job, &services).await;
+                        drop(counted);
                         if !services.options.rest.is_zero() {
                             tokio::time::sleep(services.options.rest).await;
                         }
@@ -145,19 +199,21 @@ impl Daemon {
                     true
                 }
                 Ok(None) => {
+                    self.errors.log_resolved(RESERVE_FAILED);
                     drop(permit);
                     self.pause(options.sleep).await;
                     false
                 }
                 Err(e) => {
                     drop(permit);
-                    tracing::error!("cannot reserve a job: {e}");
+                    self.errors.log(tracing::Level::ERROR, RESERVE_FAILED, &e);
                     self.pause(ERROR_PAUSE).await;
                     false
                 }
             };
         };
 
+        self.pulse.stopping(reason.as_str());
         if !in_flight.is_empty() {
             tracing::info!(
                 jobs = in_flight.len(),
@@ -165,7 +221,12 @@ impl Daemon {
                 "stopping: waiting for the jobs in flight"
             );
         }
-        while in_flight.join_next().await.is_some() {}
+        self.pulse
+            .during(None, async {
+                while in_flight.join_next().await.is_some() {}
+            })
+            .await;
+        self.pulse.exit();
         reason
     }
 
@@ -215,6 +276,7 @@ impl Daemon {
             .await
         {
             Ok(signals) => {
+                self.errors.log_resolved(SIGNALS_FAILED);
                 for ((name, was), now) in
                     options.queues.iter().zip(&self.paused).zip(&signals.paused)
                 {
@@ -227,7 +289,8 @@ impl Daemon {
                 signals.restart
             }
             Err(e) => {
-                tracing::warn!("cannot read the restart and pause signals from the cache: {e:#}");
+                self.errors
+                    .log(tracing::Level::WARN, SIGNALS_FAILED, &format_args!("{e:#}"));
                 self.last_restart.clone()
             }
         }
@@ -253,10 +316,15 @@ impl Daemon {
         if duration.is_zero() {
             return;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(duration) => {}
-            _ = self.control.changed() => {}
-        }
+        let control = &mut self.control;
+        self.pulse
+            .during(None, async {
+                tokio::select! {
+                    _ = tokio::time::sleep(duration) => {}
+                    _ = control.changed() => {}
+                }
+            })
+            .await;
     }
 
     /// Resolves once a quit signal has been received.

@@ -1,0 +1,52 @@
+//! `health`: is a worker on this machine alive? For Docker's `HEALTHCHECK`
+//! and other probes that run a command.
+//!
+//! Reads the heartbeat file the worker loop rewrites every few seconds
+//! (see [`crate::lifecycle::heartbeat`]) and exits 0 when it is at most
+//! `--max-age` seconds old, 1 when it is older, missing or unreadable. It
+//! talks to no Redis: a worker that cannot reach Redis but keeps retrying
+//! is alive, and its log says why it does nothing.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::cli::HealthArgs;
+use crate::config::Settings;
+use crate::lifecycle::heartbeat;
+
+/// Checks the heartbeat; returns the exit status (0 healthy, 1 not).
+/// The file is `--file` (or `LARAVEL_WORKER_HEARTBEAT_FILE`), else the
+/// config's `[worker] heartbeat_file`.
+///
+/// # Errors
+/// No file given anywhere, or a config that does not load (exit 1 too).
+pub fn run(
+    args: &HealthArgs,
+    config: Option<&Path>,
+    env_file: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let path = match &args.file {
+        Some(path) => path.clone(),
+        None => Settings::load(config, env_file)?.heartbeat_file.context(
+            "no heartbeat file to check: set [worker] heartbeat_file, \
+             --file or LARAVEL_WORKER_HEARTBEAT_FILE",
+        )?,
+    };
+    match heartbeat::check(&path, args.max_age) {
+        Ok(age) => {
+            let content = std::fs::read_to_string(&path).unwrap_or_default();
+            println!(
+                "healthy: {} written {} s ago: {}",
+                path.display(),
+                age.as_secs(),
+                content.trim()
+            );
+            Ok(0)
+        }
+        Err(unhealthy) => {
+            eprintln!("unhealthy: {unhealthy}");
+            Ok(1)
+        }
+    }
+}

