@@ -9,9 +9,15 @@ use tokio::process::{Child, Command};
 
 /// Makes `cmd` start in a new process group (so the whole group can be
 /// signalled) and receive SIGKILL if the daemon dies (`PR_SET_PDEATHSIG`),
-/// so no job keeps running unowned while another worker reclaims it.
+/// so no job keeps running unowned while another worker reclaims it. It
+/// does not inherit systemd's `NOTIFY_SOCKET` and watchdog variables.
 pub fn isolate(cmd: &mut Command) {
     cmd.process_group(0).kill_on_drop(true);
+    // systemd's notify socket and watchdog belong to the worker, not to the
+    // programs it runs.
+    for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+        cmd.env_remove(var);
+    }
     // SAFETY: runs in the forked child before exec and only makes the prctl
     // system call, which is async-signal-safe.
     unsafe {
