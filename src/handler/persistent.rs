@@ -88,6 +88,9 @@ struct Request<'a> {
     timeout: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     exception: Option<&'a str>,
+    /// `data.command` as JSON, when it is a plain PHP-serialized object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<serde_json::Value>,
 }
 
 /// Why a call did not produce an outcome from the process.
@@ -352,6 +355,7 @@ fn request_line(inv: &Invocation<'_>) -> serde_json::Result<String> {
         max_tries: inv.max_tries,
         timeout: inv.timeout.map_or(0, |t| t.as_secs()),
         exception,
+        command: job.payload.as_ref().ok().and_then(|p| p.command_json()),
     };
     let mut line = serde_json::to_string(&request)?;
     line.push('\n');

@@ -17,6 +17,7 @@
 //! | `LARAVEL_WORKER_TIMEOUT`     | seconds, 0 = none                        |
 //! | `LARAVEL_WORKER_RESULT`      | file for a request ([`super::request`])  |
 //! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
+//! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
 //!
 //! Exit 0 is done, anything else an exception. The process gets its own
 //! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
@@ -83,13 +84,37 @@ impl SubprocessHandler {
     pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let result_path = self.result_dir.path().join(format!("{n}.result"));
-        let outcome = self.call_with(inv, &result_path).await;
+        let command_path = self.write_command(inv, n);
+        let outcome = self
+            .call_with(inv, &result_path, command_path.as_ref())
+            .await;
         let _ = std::fs::remove_file(&result_path);
+        if let Some(path) = command_path {
+            let _ = std::fs::remove_file(path);
+        }
         outcome
     }
 
-    async fn call_with(&self, inv: &Invocation<'_>, result_path: &PathBuf) -> Outcome {
-        let mut child = match self.spawn(inv, result_path) {
+    /// Writes the decoded `data.command` for call `n`, when there is one.
+    fn write_command(&self, inv: &Invocation<'_>, n: u64) -> Option<PathBuf> {
+        let command = inv.job.payload.as_ref().ok()?.command_json()?;
+        let path = self.result_dir.path().join(format!("{n}.command.json"));
+        match std::fs::write(&path, command.to_string()) {
+            Ok(()) => Some(path),
+            Err(e) => {
+                tracing::warn!("cannot write the decoded command for the handler: {e}");
+                None
+            }
+        }
+    }
+
+    async fn call_with(
+        &self,
+        inv: &Invocation<'_>,
+        result_path: &PathBuf,
+        command_path: Option<&PathBuf>,
+    ) -> Outcome {
+        let mut child = match self.spawn(inv, result_path, command_path) {
             Ok(child) => child,
             Err(e) => {
                 return Outcome::Exception(JobException::new(
@@ -158,7 +183,12 @@ impl SubprocessHandler {
         }
     }
 
-    fn spawn(&self, inv: &Invocation<'_>, result_path: &PathBuf) -> std::io::Result<Child> {
+    fn spawn(
+        &self,
+        inv: &Invocation<'_>,
+        result_path: &PathBuf,
+        command_path: Option<&PathBuf>,
+    ) -> std::io::Result<Child> {
         let job = inv.job;
         let mut cmd = Command::new(&self.command[0]);
         cmd.args(&self.command[1..])
@@ -185,6 +215,9 @@ impl SubprocessHandler {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         process_group::isolate(&mut cmd);
+        if let Some(path) = command_path {
+            cmd.env("LARAVEL_WORKER_COMMAND_FILE", path);
+        }
         if let Mode::Failed { exception } = inv.mode {
             let cut = floor_char_boundary(exception, EXCEPTION_ENV_LIMIT);
             cmd.env("LARAVEL_WORKER_EXCEPTION", &exception[..cut]);

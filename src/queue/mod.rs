@@ -6,6 +6,7 @@
 //! reserved job handed to the rest of the daemon ([`job`]) and the Redis calls
 //! themselves ([`redis_queue`]).
 
+pub mod command;
 pub mod connect;
 pub mod job;
 pub mod keys;

@@ -117,6 +117,12 @@ impl Payload {
             .find_map(|k| self.value.get(*k).and_then(backoff_list))
     }
 
+    /// `data.command` read from PHP's `serialize()` text into JSON, when the
+    /// payload has one that is not encrypted (see [`super::command`]).
+    pub fn command_json(&self) -> Option<Value> {
+        super::command::decode(&self.value)
+    }
+
     /// The whole payload, for handlers that want more fields.
     pub fn fields(&self) -> &serde_json::Map<String, Value> {
         &self.value

@@ -1,0 +1,87 @@
+//! `data.command` as plain JSON for handlers that are not PHP: a file named
+//! by `LARAVEL_WORKER_COMMAND_FILE` for one-process-per-job handlers, a
+//! `command` field in persistent requests.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Scene;
+use common::payloads::Job;
+use serde_json::{Value, json};
+
+/// `serialize(new App\Jobs\SendEmail)` as PHP 8.2 writes it: a protected
+/// model identifier, a private array, a null and a mixed array.
+const COMMAND: &str = "O:18:\"App\\Jobs\\SendEmail\":4:{s:7:\"\0*\0user\";O:45:\"Illuminate\\Contracts\\Database\\ModelIdentifier\":2:{s:5:\"class\";s:8:\"App\\User\";s:2:\"id\";i:7;}s:24:\"\0App\\Jobs\\SendEmail\0tags\";a:2:{i:0;s:1:\"a\";i:1;s:3:\"bé\";}s:5:\"delay\";N;s:4:\"opts\";a:2:{s:1:\"x\";d:1.5;s:1:\"y\";b:1;}}";
+
+fn expected() -> Value {
+    json!({
+        "__class": "App\\Jobs\\SendEmail",
+        "user": {"__class": "Illuminate\\Contracts\\Database\\ModelIdentifier", "class": "App\\User", "id": 7},
+        "tags": ["a", "bé"],
+        "delay": null,
+        "opts": {"x": 1.5, "y": true}
+    })
+}
+
+fn job_with(command: &str) -> Job {
+    Job::laravel8("App\\Jobs\\SendEmail").set(
+        "data",
+        json!({"commandName": "App\\Jobs\\SendEmail", "command": command}),
+    )
+}
+
+fn config(s: &Scene, script: &Path, extra: &str) -> PathBuf {
+    let db = s.failed_db();
+    s.config(&format!(
+        "[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{extra}\n",
+        script.display()
+    ))
+}
+
+#[test]
+fn subprocess_handlers_get_the_command_as_a_json_file() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "n=$(cat \"$DIR/n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$DIR/n\"\n\
+         if [ -n \"$LARAVEL_WORKER_COMMAND_FILE\" ]; then cp \"$LARAVEL_WORKER_COMMAND_FILE\" \"$DIR/command.$n.json\"; echo \"$LARAVEL_WORKER_COMMAND_FILE\" > \"$DIR/path.$n\"; fi",
+    );
+    let config = config(&s, &handler, "");
+    s.redis.push("default", &job_with(COMMAND).build());
+    s.redis.push(
+        "default",
+        &job_with("eyJpdiI6IjEyMyIsInZhbHVlIjoiIn0=").build(),
+    );
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(d.code(), Some(0));
+
+    let decoded: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("command.1.json")).unwrap()).unwrap();
+    assert_eq!(decoded, expected());
+    let path = std::fs::read_to_string(s.path("path.1")).unwrap();
+    assert!(
+        !std::path::Path::new(path.trim()).exists(),
+        "removed after the call"
+    );
+    assert!(
+        !s.path("command.2.json").exists(),
+        "an encrypted command is not decoded"
+    );
+    assert_eq!(std::fs::read_to_string(s.path("n")).unwrap().trim(), "2");
+}
+
+#[test]
+fn persistent_requests_carry_the_command() {
+    let s = Scene::new();
+    let handler = s.script(
+        "p.sh",
+        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done",
+    );
+    let config = config(&s, &handler, "mode = \"persistent\"");
+    s.redis.push("default", &job_with(COMMAND).build());
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(d.code(), Some(0));
+    let request: Value = serde_json::from_str(&s.log()[0]).unwrap();
+    assert_eq!(request["command"], expected());
+}
