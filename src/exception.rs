@@ -17,6 +17,8 @@ pub const MANUALLY_FAILED: &str = "Illuminate\\Queue\\ManuallyFailedException";
 pub const INVALID_PAYLOAD: &str = "Illuminate\\Queue\\InvalidPayloadException";
 /// The handler ended with an error (non-zero exit, HTTP 5xx, crash).
 pub const HANDLER_FAILED: &str = "LaravelWorker\\HandlerFailedException";
+/// The worker stopped and its drain deadline passed while the job ran.
+pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
 

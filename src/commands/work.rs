@@ -44,6 +44,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         block_for = ?settings.block_for,
         "worker configured"
     );
+    let (hand_back, hand_back_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
         connection: settings.connection.clone(),
@@ -55,6 +56,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
             (Some(app), false) => Some(app.join("storage/framework/down")),
             _ => None,
         },
+        hand_back: hand_back_rx,
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);
@@ -62,6 +64,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let reason = Daemon::new(services, control)
         .with_pulse(pulse, fetch_limit)
         .with_error_interval(settings.error_summary_interval)
+        .with_drain_timeout(settings.drain_timeout, hand_back)
         .run()
         .await;
     tracing::info!(reason = reason.as_str(), "worker stopped");

@@ -124,6 +124,10 @@ pub struct WorkerLayer {
     /// is logged, then one summary with a count per interval; 0 = log every
     /// occurrence).
     pub error_summary_interval: Option<u64>,
+    /// Seconds the jobs in flight get to finish once the worker stops; the
+    /// ones still running then are handed back at once (released). Unset:
+    /// wait for every job, as `queue:work` does.
+    pub drain_timeout: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -262,6 +266,7 @@ impl Layer {
                 kill_grace: over.worker.kill_grace.or(self.worker.kill_grace),
                 output_limit: over.worker.output_limit.or(self.worker.output_limit),
                 heartbeat_file: over.worker.heartbeat_file.or(self.worker.heartbeat_file),
+                drain_timeout: over.worker.drain_timeout.or(self.worker.drain_timeout),
                 error_summary_interval: over
                     .worker
                     .error_summary_interval

@@ -56,6 +56,9 @@ pub struct Settings {
     pub failed: FailedSettings,
     /// SIGTERM → SIGKILL grace for timed-out handlers.
     pub kill_grace: Duration,
+    /// How long the jobs in flight may run on after a stop before they are
+    /// handed back; `None` waits for them all.
+    pub drain_timeout: Option<Duration>,
     /// Bytes of stdout/stderr kept per handler call.
     pub output_limit: usize,
     /// The heartbeat file the loop rewrites (`health`), if any.
@@ -235,6 +238,7 @@ impl Settings {
             cache,
             failed,
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
+            drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
             output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: layer.worker.heartbeat_file,
             error_summary_interval: layer

@@ -71,6 +71,9 @@ struct Process {
     responses: Lines<BufReader<pipe::Receiver>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     calls: u64,
+    /// Kills the group when the process is dropped: abandoned mid-call
+    /// (drain deadline) or left idle in the pool when the worker exits.
+    guard: process_group::GroupKill,
 }
 
 /// One request line.
@@ -226,8 +229,11 @@ impl PersistentHandler {
             mut child,
             group,
             stdin,
+            mut guard,
             ..
         } = process;
+        // The task below ends the process; the guard must not kill it now.
+        guard.disarm();
         drop(stdin);
         tokio::spawn(async move {
             if tokio::time::timeout(grace, child.wait()).await.is_err() {
@@ -291,6 +297,7 @@ impl Process {
             responses: BufReader::new(receiver).lines(),
             stderr,
             calls: 0,
+            guard: process_group::GroupKill::new(group),
         })
     }
 

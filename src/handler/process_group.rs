@@ -46,6 +46,30 @@ pub async fn terminate(child: &mut Child, group: Option<Pid>, grace: Duration) {
     }
 }
 
+/// Kills a handler's whole process group when dropped, unless disarmed:
+/// a call abandoned mid-way (the worker's drain deadline) leaves nothing
+/// running behind it.
+#[derive(Debug)]
+pub struct GroupKill(Option<Pid>);
+
+impl GroupKill {
+    /// A guard for `group`.
+    pub fn new(group: Option<Pid>) -> Self {
+        GroupKill(group)
+    }
+
+    /// The call ended normally; the owner cleans up.
+    pub fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        kill_leftovers(self.0.take());
+    }
+}
+
 /// SIGKILL to whatever is left of a group whose leader has exited
 /// (processes it started in the background).
 pub fn kill_leftovers(group: Option<Pid>) {

@@ -124,6 +124,8 @@ impl SubprocessHandler {
             }
         };
         let group = process_group::group_of(&child);
+        // Kills the group if this call is abandoned (drain deadline).
+        let guard = process_group::GroupKill::new(group);
 
         // Feed stdin and drain both pipes while the process runs.
         let stdin = child.stdin.take();
@@ -155,7 +157,7 @@ impl SubprocessHandler {
         };
         // Members of the group that outlived the leader would keep running
         // after the job is settled; end them.
-        process_group::kill_leftovers(group);
+        drop(guard);
         let stdout = collect(stdout).await;
         let stderr = collect(stderr).await;
         log_output(inv, &stdout, &stderr);

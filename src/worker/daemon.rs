@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::process::decide;
+use super::process::{Verdict, decide};
 use super::settle::settle;
 use super::{Services, StopReason, fetch};
+use crate::exception::{JobException, WORKER_STOPPED};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::memory::MemoryProbe;
@@ -61,6 +62,11 @@ pub struct Daemon {
     fetch_limit: Option<Duration>,
     /// Repeated errors of the loop, logged once and then summarised.
     errors: RepeatLimiter,
+    /// How long jobs may run on after a stop; `None` waits for them all.
+    drain_timeout: Option<Duration>,
+    /// Tells the jobs in flight that the drain deadline has passed (the
+    /// other end is [`Services::hand_back`]).
+    hand_back: Option<watch::Sender<bool>>,
 }
 
 impl Daemon {
@@ -85,7 +91,23 @@ impl Daemon {
             pulse: Pulse::silent(),
             fetch_limit: None,
             errors: RepeatLimiter::new(DEFAULT_INTERVAL),
+            drain_timeout: None,
+            hand_back: None,
         }
+    }
+
+    /// Gives the jobs in flight `limit` to finish once the worker stops;
+    /// then `hand_back` (whose receiver is [`Services::hand_back`]) tells
+    /// them to give up, and they are released. With `limit` `None` every
+    /// job is awaited, as `queue:work` does.
+    pub fn with_drain_timeout(
+        mut self,
+        limit: Option<Duration>,
+        hand_back: watch::Sender<bool>,
+    ) -> Self {
+        self.drain_timeout = limit;
+        self.hand_back = Some(hand_back);
+        self
     }
 
     /// Reports readiness, progress and draining through `pulse`; a fetch
@@ -221,11 +243,32 @@ impl Daemon {
                 "stopping: waiting for the jobs in flight"
             );
         }
-        self.pulse
-            .during(None, async {
-                while in_flight.join_next().await.is_some() {}
-            })
-            .await;
+        let drain = async { while in_flight.join_next().await.is_some() {} };
+        let drained = match self.drain_timeout {
+            Some(limit) => self
+                .pulse
+                .during(None, tokio::time::timeout(limit, drain))
+                .await
+                .is_ok(),
+            None => {
+                self.pulse.during(None, drain).await;
+                true
+            }
+        };
+        if !drained {
+            tracing::warn!(
+                jobs = in_flight.len(),
+                "drain deadline passed: handing the jobs in flight back"
+            );
+            if let Some(hand_back) = &self.hand_back {
+                let _ = hand_back.send(true);
+            }
+            self.pulse
+                .during(None, async {
+                    while in_flight.join_next().await.is_some() {}
+                })
+                .await;
+        }
         self.pulse.exit();
         reason
     }
@@ -335,9 +378,29 @@ impl Daemon {
 }
 
 /// One job, start to end: decide (runs the handler), settle, report.
+///
+/// If the drain deadline passes first, the handler call is abandoned (its
+/// process group is killed as the call is dropped) and the job released at
+/// once, the attempt counted, as a reclaim after a crash would count it.
 async fn run_job(job: ReservedJob, services: &Services) {
     let started = Instant::now();
-    let verdict = decide(&job, services).await;
+    let mut hand_back = services.hand_back.clone();
+    let deadline = async move {
+        if hand_back.wait_for(|&now| now).await.is_err() {
+            // No deadline can come any more.
+            std::future::pending::<()>().await;
+        }
+    };
+    let verdict = tokio::select! {
+        verdict = decide(&job, services) => verdict,
+        () = deadline => Verdict::Release {
+            delay: 0,
+            exception: Some(JobException::new(
+                WORKER_STOPPED,
+                format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
+            )),
+        },
+    };
     settle(&job, &verdict, services).await;
     services
         .reporter

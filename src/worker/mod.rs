@@ -49,4 +49,7 @@ pub struct Services {
     /// The app's `storage/framework/down`: while it exists the worker takes
     /// no jobs (maintenance mode). `None` with `--force` or no app path.
     pub down_file: Option<std::path::PathBuf>,
+    /// Turns true when the drain deadline passes: jobs still running are
+    /// abandoned (their handlers killed) and released.
+    pub hand_back: tokio::sync::watch::Receiver<bool>,
 }
