@@ -26,6 +26,7 @@ pub mod handler;
 pub mod lifecycle;
 pub mod log_limit;
 pub mod memory;
+pub mod metrics;
 pub mod output;
 pub mod queue;
 pub mod signals;

@@ -13,6 +13,7 @@ use crate::handler::{
     Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
 };
 use crate::lifecycle::{Heartbeat, Notifier, Pulse};
+use crate::metrics::Metrics;
 use crate::output::Reporter;
 use crate::queue::RedisQueue;
 use crate::queue::payload::parse_backoff;
@@ -44,6 +45,17 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         block_for = ?settings.block_for,
         "worker configured"
     );
+    let metrics = Arc::new(Metrics::new());
+    if let Some(listen) = &settings.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on [metrics] listen = {listen:?}"))?;
+        let address = listener
+            .local_addr()
+            .map_or_else(|_| listen.clone(), |a| a.to_string());
+        tracing::info!(%address, "metrics endpoint listening (/metrics, /healthz, /readyz)");
+        tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
+    }
     let (hand_back, hand_back_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
@@ -57,6 +69,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
             _ => None,
         },
         hand_back: hand_back_rx,
+        metrics,
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);

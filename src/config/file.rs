@@ -28,6 +28,9 @@ pub struct Layer {
     /// `[worker]`: daemon behaviour beyond artisan's flags.
     #[serde(default)]
     pub worker: WorkerLayer,
+    /// `[metrics]`: the Prometheus and health endpoint.
+    #[serde(default)]
+    pub metrics: MetricsLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -128,6 +131,15 @@ pub struct WorkerLayer {
     /// ones still running then are handed back at once (released). Unset:
     /// wait for every job, as `queue:work` does.
     pub drain_timeout: Option<u64>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsLayer {
+    /// `host:port` to serve `/metrics`, `/healthz` and `/readyz` on; unset:
+    /// no endpoint.
+    pub listen: Option<String>,
 }
 
 /// One `[[handlers]]` entry.
@@ -271,6 +283,9 @@ impl Layer {
                     .worker
                     .error_summary_interval
                     .or(self.worker.error_summary_interval),
+            },
+            metrics: MetricsLayer {
+                listen: over.metrics.listen.or(self.metrics.listen),
             },
             handlers: over.handlers.or(self.handlers),
         }

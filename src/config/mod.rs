@@ -59,6 +59,8 @@ pub struct Settings {
     /// How long the jobs in flight may run on after a stop before they are
     /// handed back; `None` waits for them all.
     pub drain_timeout: Option<Duration>,
+    /// Address of the metrics and health endpoint; `None`: off.
+    pub metrics_listen: Option<String>,
     /// Bytes of stdout/stderr kept per handler call.
     pub output_limit: usize,
     /// The heartbeat file the loop rewrites (`health`), if any.
@@ -239,6 +241,7 @@ impl Settings {
             failed,
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
             drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
+            metrics_listen: layer.metrics.listen,
             output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: layer.worker.heartbeat_file,
             error_summary_interval: layer
@@ -483,7 +486,9 @@ mod tests {
     /// setting, and every setting is set or shown there.
     #[test]
     fn example_config_shows_every_key() {
-        use file::{AppLayer, CacheLayer, FailedLayer, QueueLayer, RedisLayer, WorkerLayer};
+        use file::{
+            AppLayer, CacheLayer, FailedLayer, MetricsLayer, QueueLayer, RedisLayer, WorkerLayer,
+        };
 
         let sections: Vec<(&str, &[&str])> = vec![
             ("app", fields::<AppLayer>()),
@@ -492,6 +497,7 @@ mod tests {
             ("cache", fields::<CacheLayer>()),
             ("failed", fields::<FailedLayer>()),
             ("worker", fields::<WorkerLayer>()),
+            ("metrics", fields::<MetricsLayer>()),
             ("handlers", fields::<HandlerEntry>()),
         ];
         // A new section must be added above (and to the example).

@@ -206,6 +206,8 @@ impl Daemon {
             found = match fetched {
                 Ok(Some(job)) => {
                     self.errors.log_resolved(RESERVE_FAILED);
+                    self.services.metrics.poll_result(true);
+                    self.services.metrics.job_started();
                     self.reserved += 1;
                     self.services.reporter.starting(&job);
                     let services = Arc::clone(&self.services);
@@ -222,12 +224,16 @@ impl Daemon {
                 }
                 Ok(None) => {
                     self.errors.log_resolved(RESERVE_FAILED);
+                    if !active.is_empty() {
+                        self.services.metrics.poll_result(true);
+                    }
                     drop(permit);
                     self.pause(options.sleep).await;
                     false
                 }
                 Err(e) => {
                     drop(permit);
+                    self.services.metrics.poll_result(false);
                     self.errors.log(tracing::Level::ERROR, RESERVE_FAILED, &e);
                     self.pause(ERROR_PAUSE).await;
                     false
@@ -236,6 +242,7 @@ impl Daemon {
         };
 
         self.pulse.stopping(reason.as_str());
+        self.services.metrics.stopping();
         if !in_flight.is_empty() {
             tracing::info!(
                 jobs = in_flight.len(),
@@ -402,6 +409,9 @@ async fn run_job(job: ReservedJob, services: &Services) {
         },
     };
     settle(&job, &verdict, services).await;
+    services
+        .metrics
+        .job_settled(&job.queue.name, &verdict, started.elapsed());
     services
         .reporter
         .finished(&job, &verdict, started.elapsed());

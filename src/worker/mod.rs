@@ -52,4 +52,6 @@ pub struct Services {
     /// Turns true when the drain deadline passes: jobs still running are
     /// abandoned (their handlers killed) and released.
     pub hand_back: tokio::sync::watch::Receiver<bool>,
+    /// Counters and readiness for the metrics endpoint.
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }

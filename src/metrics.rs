@@ -1,0 +1,248 @@
+//! Prometheus metrics and health endpoints (`[metrics] listen`).
+//!
+//! | path       | answer                                                      |
+//! |------------|-------------------------------------------------------------|
+//! | `/metrics` | OpenMetrics text (below)                                    |
+//! | `/healthz` | 200 while the worker process runs its loop                  |
+//! | `/readyz`  | 200 when the last reservation attempt reached Redis and the worker is not stopping; 503 otherwise |
+//!
+//! Metrics, all prefixed `laravel_worker_`:
+//! - `jobs_total{queue, outcome}`: settled jobs; `outcome` is `done`,
+//!   `released` (asked by the handler), `released_after_exception`,
+//!   `handed_back` (no handler here, or the drain deadline) or `failed`;
+//! - `job_duration_seconds{queue}`: from reservation to settlement;
+//! - `jobs_in_flight`: jobs reserved and not yet settled;
+//! - `reserve_errors_total`: polls that failed to reach Redis.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::worker::process::Verdict;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    queue: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: String,
+}
+
+/// The worker's metrics and readiness, shared by the loop, the job tasks
+/// and the HTTP endpoint.
+pub struct Metrics {
+    registry: Registry,
+    jobs: Family<JobLabels, Counter>,
+    duration: Family<QueueLabels, Histogram>,
+    in_flight: Gauge,
+    reserve_errors: Counter,
+    redis_ok: AtomicBool,
+    stopping: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("laravel_worker");
+        let jobs = Family::<JobLabels, Counter>::default();
+        // 5 ms to about 20 min, doubling.
+        let duration = Family::<QueueLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(0.005, 2.0, 18))) as fn() -> Histogram,
+        );
+        let in_flight = Gauge::default();
+        let reserve_errors = Counter::default();
+        registry.register("jobs", "Settled jobs by queue and outcome", jobs.clone());
+        registry.register(
+            "job_duration_seconds",
+            "Seconds from reservation to settlement",
+            duration.clone(),
+        );
+        registry.register(
+            "jobs_in_flight",
+            "Jobs reserved and not yet settled",
+            in_flight.clone(),
+        );
+        registry.register(
+            "reserve_errors",
+            "Polls that failed to reach Redis",
+            reserve_errors.clone(),
+        );
+        Metrics {
+            registry,
+            jobs,
+            duration,
+            in_flight,
+            reserve_errors,
+            redis_ok: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// A job was reserved.
+    pub fn job_started(&self) {
+        self.in_flight.inc();
+    }
+
+    /// A job of `queue` was settled with `verdict` after `took`.
+    pub fn job_settled(&self, queue: &str, verdict: &Verdict, took: Duration) {
+        self.in_flight.dec();
+        let outcome = match verdict {
+            Verdict::Delete => "done",
+            Verdict::Release {
+                exception: None, ..
+            } => "released",
+            Verdict::Release { .. } => "released_after_exception",
+            Verdict::HandBack { .. } => "handed_back",
+            Verdict::Fail { .. } => "failed",
+        };
+        self.jobs
+            .get_or_create(&JobLabels {
+                queue: queue.to_string(),
+                outcome,
+            })
+            .inc();
+        self.duration
+            .get_or_create(&QueueLabels {
+                queue: queue.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A poll reached Redis (`true`) or failed (`false`).
+    pub fn poll_result(&self, ok: bool) {
+        if !ok {
+            self.reserve_errors.inc();
+        }
+        self.redis_ok.store(ok, Ordering::Relaxed);
+    }
+
+    /// The worker has begun to stop.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn ready(&self) -> bool {
+        self.redis_ok.load(Ordering::Relaxed) && !self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the
+/// process ends. Connection errors are logged and never stop the worker.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!("metrics endpoint: cannot accept a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let metrics = Arc::clone(&metrics);
+                    async move { Ok::<_, Infallible>(answer(&request, &metrics)) }
+                });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await
+            {
+                tracing::debug!("metrics endpoint: connection ended: {e}");
+            }
+        });
+    }
+}
+
+fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/metrics" => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/readyz" if metrics.ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".to_string(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_string(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_outcomes_and_readiness() {
+        let m = Metrics::new();
+        assert!(!m.ready());
+        m.poll_result(true);
+        assert!(m.ready());
+        m.job_started();
+        m.job_settled("default", &Verdict::Delete, Duration::from_millis(20));
+        let text = m.render();
+        assert!(
+            text.contains("laravel_worker_jobs_total{queue=\"default\",outcome=\"done\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("laravel_worker_jobs_in_flight 0"), "{text}");
+        assert!(
+            text.contains("laravel_worker_job_duration_seconds_count{queue=\"default\"} 1"),
+            "{text}"
+        );
+        m.poll_result(false);
+        assert!(!m.ready());
+        assert!(m.render().contains("laravel_worker_reserve_errors_total 1"));
+        m.poll_result(true);
+        m.stopping();
+        assert!(!m.ready());
+    }
+}
