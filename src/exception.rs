@@ -22,6 +22,43 @@ pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
 
+/// The Laravel version whose exception classes and wording the worker
+/// writes (`[app] laravel`), so an older app's `failed_jobs` rows read as its
+/// own worker would have written them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LaravelVersion {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+impl LaravelVersion {
+    /// The newest version this worker follows (the default).
+    pub const NEWEST: LaravelVersion = LaravelVersion {
+        major: 13,
+        minor: 26,
+    };
+
+    /// Reads `"8"`, `"8.83"` or `"8.83.27"`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.trim().trim_start_matches('v').split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next().map_or(Some(0), |m| m.parse().ok())?;
+        Some(LaravelVersion { major, minor })
+    }
+
+    fn at_least(self, major: u32, minor: u32) -> bool {
+        self >= LaravelVersion { major, minor }
+    }
+}
+
+impl Default for LaravelVersion {
+    fn default() -> Self {
+        Self::NEWEST
+    }
+}
+
 /// An exception as recorded for a failed or released job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobException {
@@ -56,12 +93,35 @@ impl JobException {
         self
     }
 
-    /// Laravel's "attempted too many times" failure for `display_name`.
-    pub fn max_attempts_exceeded(display_name: &str) -> Self {
-        Self::new(
-            MAX_ATTEMPTS_EXCEEDED,
-            format!("{display_name} has been attempted too many times."),
-        )
+    /// Laravel's "attempted too many times" failure for `display_name`, in
+    /// the wording of `version` (10.30+ shortened it; 5.x named no job).
+    pub fn max_attempts_exceeded(display_name: &str, version: LaravelVersion) -> Self {
+        let message = if version.at_least(10, 30) {
+            format!("{display_name} has been attempted too many times.")
+        } else if version.at_least(6, 0) {
+            format!(
+                "{display_name} has been attempted too many times or run too long. \
+                 The job may have previously timed out."
+            )
+        } else {
+            "A queued job has been attempted too many times or run too long. \
+             The job may have previously timed out."
+                .to_string()
+        };
+        Self::new(MAX_ATTEMPTS_EXCEEDED, message)
+    }
+
+    /// This exception as `version` would have recorded it: before 10.25 a
+    /// timeout failed the job with `MaxAttemptsExceededException` and its
+    /// message; everything else is unchanged.
+    pub fn as_of(self, version: LaravelVersion, display_name: &str) -> Self {
+        if self.class != TIMEOUT_EXCEEDED || version.at_least(10, 25) {
+            return self;
+        }
+        JobException {
+            detail: self.detail,
+            ..Self::max_attempts_exceeded(display_name, version)
+        }
     }
 
     /// Laravel's timeout failure for `display_name`.
@@ -91,6 +151,41 @@ impl fmt::Display for JobException {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wording_follows_the_laravel_version() {
+        let v = |t| LaravelVersion::parse(t).unwrap();
+        assert_eq!(
+            v("8.83.27"),
+            LaravelVersion {
+                major: 8,
+                minor: 83
+            }
+        );
+        assert_eq!(
+            v("13"),
+            LaravelVersion {
+                major: 13,
+                minor: 0
+            }
+        );
+        assert!(LaravelVersion::parse("x").is_none());
+        let e = JobException::max_attempts_exceeded("App\\Jobs\\Foo", v("10.30"));
+        assert_eq!(
+            e.message,
+            "App\\Jobs\\Foo has been attempted too many times."
+        );
+        let e = JobException::max_attempts_exceeded("App\\Jobs\\Foo", v("8.83"));
+        assert!(
+            e.message
+                .ends_with("or run too long. The job may have previously timed out.")
+        );
+        let t = JobException::timed_out("App\\Jobs\\Foo").with_detail("killed");
+        let old = t.clone().as_of(v("10.24"), "App\\Jobs\\Foo");
+        assert_eq!(old.class, MAX_ATTEMPTS_EXCEEDED);
+        assert_eq!(old.detail.as_deref(), Some("killed"));
+        assert_eq!(t.clone().as_of(v("10.25"), "App\\Jobs\\Foo"), t);
+    }
 
     #[test]
     fn renders_like_php() {

@@ -69,6 +69,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
             _ => None,
         },
         hand_back: hand_back_rx,
+        laravel: settings.laravel,
         metrics,
         options,
     };

@@ -9,8 +9,9 @@
 //!   `'_cache_'` / `'-cache-'`);
 //! - the cache store from `CACHE_STORE` / `CACHE_DRIVER`, else the default
 //!   written in `config/cache.php`;
-//! - whether the Redis cache prefix is joined with `:` (Laravel ≤ 10) from
-//!   the installed framework's `Application::VERSION`, when
+//! - whether the Redis cache prefix is joined with `:` (Laravel ≤ 10), and
+//!   `[app] laravel` (the wording of recorded exceptions), from the
+//!   installed framework's `Application::VERSION`, when
 //!   `vendor/laravel/framework` is there;
 //! - SQLite's database file relative to the app (default
 //!   `database/database.sqlite`).
@@ -24,6 +25,7 @@ use anyhow::Context;
 
 use super::env::{Conventions, layer_with};
 use super::file::Layer;
+use crate::exception::LaravelVersion;
 
 /// Queue connection names that are not Redis connections: a worker on
 /// Redis keeps its own connection name when the `.env` names one of these.
@@ -85,7 +87,9 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         }
         None => None,
     };
-    layer.cache.colon = framework_major(&app).map(|major| major <= 10);
+    let version = framework_version(&app);
+    layer.cache.colon = version.map(|v| v.major <= 10);
+    layer.app.laravel = version.map(|v| format!("{}.{}", v.major, v.minor));
 
     if vars.get("DB_CONNECTION").map(String::as_str) == Some("sqlite") {
         let file = vars
@@ -139,12 +143,12 @@ fn default_cache_store(cache_php: &str) -> Option<String> {
         })
 }
 
-/// Major version of the installed framework (`Application::VERSION`).
-fn framework_major(app: &Path) -> Option<u32> {
+/// Version of the installed framework (`Application::VERSION`).
+fn framework_version(app: &Path) -> Option<LaravelVersion> {
     let file = app.join("vendor/laravel/framework/src/Illuminate/Foundation/Application.php");
     let text = std::fs::read_to_string(file).ok()?;
     let rest = &text[text.find("const VERSION = '")? + "const VERSION = '".len()..];
-    rest.split('.').next()?.parse().ok()
+    LaravelVersion::parse(&rest[..rest.find('\'')?])
 }
 
 #[cfg(test)]
@@ -188,6 +192,7 @@ mod tests {
         assert_eq!(l.redis.prefix.as_deref(), Some("my_shop_database_"));
         assert_eq!(l.cache.prefix.as_deref(), Some("my_shop_cache"));
         assert_eq!(l.cache.colon, Some(true));
+        assert_eq!(l.app.laravel.as_deref(), Some("8.83"));
         assert_eq!(l.cache.store.as_deref(), Some("redis"));
         assert_eq!(l.queue.connection.as_deref(), Some("redis"));
         assert_eq!(

@@ -43,6 +43,9 @@ pub struct AppLayer {
     /// The app's root directory: its `storage/framework/down` file means
     /// maintenance mode, and its file cache lives below it.
     pub path: Option<std::path::PathBuf>,
+    /// The app's Laravel version (`"8.83"`): exception classes and wording
+    /// follow it. Default: the newest.
+    pub laravel: Option<String>,
 }
 
 /// `[redis]`.
@@ -239,6 +242,7 @@ impl Layer {
         Layer {
             app: AppLayer {
                 path: over.app.path.or(self.app.path),
+                laravel: over.app.laravel.or(self.app.laravel),
             },
             redis: RedisLayer {
                 url: over.redis.url.or(self.redis.url),

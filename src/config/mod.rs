@@ -22,6 +22,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 pub use file::{HandlerEntry, Layer};
 
+use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
 
 /// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
@@ -61,6 +62,8 @@ pub struct Settings {
     pub drain_timeout: Option<Duration>,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
+    /// The app's Laravel version (wording of recorded exceptions).
+    pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
     pub output_limit: usize,
     /// The heartbeat file the loop rewrites (`health`), if any.
@@ -242,6 +245,12 @@ impl Settings {
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
             drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
             metrics_listen: layer.metrics.listen,
+            laravel: match layer.app.laravel {
+                Some(text) => LaravelVersion::parse(&text).with_context(|| {
+                    format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
+                })?,
+                None => LaravelVersion::NEWEST,
+            },
             output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: layer.worker.heartbeat_file,
             error_summary_interval: layer

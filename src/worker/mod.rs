@@ -52,6 +52,8 @@ pub struct Services {
     /// Turns true when the drain deadline passes: jobs still running are
     /// abandoned (their handlers killed) and released.
     pub hand_back: tokio::sync::watch::Receiver<bool>,
+    /// The Laravel version whose exception classes and wording are recorded.
+    pub laravel: crate::exception::LaravelVersion,
     /// Counters and readiness for the metrics endpoint.
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }

@@ -107,7 +107,7 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
     let limits = Limits::of(payload, job, options.tries);
     if limits.already_exceeded(now()) {
         return Verdict::Fail {
-            exception: JobException::max_attempts_exceeded(name),
+            exception: JobException::max_attempts_exceeded(name, services.laravel),
             failed_hook: true,
         };
     }
@@ -149,7 +149,10 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
             failed_hook: false,
         },
         Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
-        Outcome::TimedOut(e) => after_exception(job, payload, limits, e, true, services).await,
+        Outcome::TimedOut(e) => {
+            let e = e.as_of(services.laravel, name);
+            after_exception(job, payload, limits, e, true, services).await
+        }
     }
 }
 

@@ -238,8 +238,9 @@ impl App {
     /// The scene's daemon config with the bridge handler, the app's
     /// failed_jobs database and `queue_extra` in `[queue]`.
     pub fn config(&self, s: &Scene, transport: Transport, queue_extra: &str) -> PathBuf {
+        // The test app is Laravel 8.83: exceptions are worded as it words them.
         s.config(&format!(
-            "[queue]\n{queue_extra}\n\n[failed]\nurl = \"{}\"\n\n{}",
+            "[app]\nlaravel = \"8.83\"\n\n[queue]\n{queue_extra}\n\n[failed]\nurl = \"{}\"\n\n{}",
             s.failed_db(),
             self.handler(transport)
         ))
