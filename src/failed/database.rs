@@ -81,11 +81,6 @@ impl DatabaseStore {
         })
     }
 
-    /// The pool, for commands that read the table.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
     /// Bind mark number `n` (from 1) in this database's syntax.
     fn mark(&self, n: usize) -> String {
         match self.pool {

@@ -72,11 +72,6 @@ impl RedisFailedStore {
         }
     }
 
-    /// The hash key holding the records.
-    pub fn hash_key(&self) -> &str {
-        &self.hash
-    }
-
     /// Records `job` (both keys in one MULTI).
     ///
     /// # Errors

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo};
+use redis::{Client, IntoConnectionInfo};
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,20 +30,4 @@ pub async fn connect(
         .set_response_timeout(response_timeout)
         .set_number_of_retries(2);
     client.get_connection_manager_with_config(config).await
-}
-
-/// Opens a plain multiplexed connection (no reconnect), for one-shot commands.
-///
-/// # Errors
-/// A bad URL, or a server that cannot be reached.
-pub async fn connect_once(
-    url: impl IntoConnectionInfo,
-) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
-    let client = Client::open(url)?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_response_timeout(Some(COMMAND_TIMEOUT));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
 }

@@ -123,11 +123,6 @@ impl Payload {
         super::command::decode(&self.value)
     }
 
-    /// The whole payload, for handlers that want more fields.
-    pub fn fields(&self) -> &serde_json::Map<String, Value> {
-        &self.value
-    }
-
     fn str_field(&self, key: &str) -> Option<&str> {
         self.value.get(key).and_then(Value::as_str)
     }

@@ -283,21 +283,6 @@ impl RedisQueue {
             .await
     }
 
-    /// Ready + delayed + reserved jobs of a queue.
-    ///
-    /// # Errors
-    /// Any Redis error.
-    pub async fn size(&self, queue: &QueueKeys) -> RedisResult<u64> {
-        redis::cmd("EVAL")
-            .arg(scripts::SIZE)
-            .arg(3)
-            .arg(&queue.ready)
-            .arg(&queue.delayed)
-            .arg(&queue.reserved)
-            .query_async(&mut self.conn.clone())
-            .await
-    }
-
     /// Ready, delayed and reserved counts of a queue, and the `createdAt`
     /// of the oldest ready job (Laravel 12.11+ payloads), in one round trip.
     ///

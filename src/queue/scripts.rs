@@ -110,13 +110,6 @@ end
 return 0
 "#;
 
-/// Count the jobs of a queue: ready + delayed + reserved (notify not counted).
-///
-/// KEYS: ready list, delayed zset, reserved zset.
-pub const SIZE: &str = r#"
-return redis.call('llen', KEYS[1]) + redis.call('zcard', KEYS[2]) + redis.call('zcard', KEYS[3])
-"#;
-
 /// Delete the four keys of a queue and return how many jobs they held.
 ///
 /// KEYS: ready list, delayed zset, reserved zset, notify list.

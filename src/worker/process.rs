@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
-use crate::handler::{Invocation, Mode, Outcome, Unmatched};
+use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
 use crate::queue::redis_queue::now;
 use crate::queue::{Payload, ReservedJob};
 
@@ -125,17 +125,7 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
         };
     };
 
-    let timeout = payload
-        .timeout()
-        .or(route.timeout)
-        .unwrap_or(options.timeout);
-    let invocation = Invocation {
-        job,
-        connection: &services.connection,
-        max_tries: limits.max_tries,
-        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
-        mode: Mode::Run,
-    };
+    let invocation = invocation(job, route, services, Mode::Run);
     let outcome = lease::hold(&services.queue, job, route.handler.call(&invocation)).await;
 
     match outcome {
@@ -153,6 +143,32 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
             let e = e.as_of(services.laravel, name);
             after_exception(job, payload, limits, e, true, services).await
         }
+    }
+}
+
+/// The call of `route`'s handler for `job`: the payload's `timeout` wins
+/// over the handler's, which wins over `--timeout` (0 = no limit), and the
+/// payload's `maxTries` over `--tries`, as in Laravel.
+pub fn invocation<'a>(
+    job: &'a ReservedJob,
+    route: &Route,
+    services: &'a Services,
+    mode: Mode<'a>,
+) -> Invocation<'a> {
+    let payload = job.payload.as_ref().ok();
+    let options = &services.options;
+    let timeout = payload
+        .and_then(Payload::timeout)
+        .or(route.timeout)
+        .unwrap_or(options.timeout);
+    Invocation {
+        job,
+        connection: &services.connection,
+        max_tries: payload
+            .and_then(Payload::max_tries)
+            .unwrap_or(options.tries),
+        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
+        mode,
     }
 }
 

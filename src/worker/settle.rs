@@ -10,10 +10,10 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::Services;
-use super::process::Verdict;
+use super::process::{Verdict, invocation};
 use crate::exception::JobException;
 use crate::failed::FailedJob;
-use crate::handler::{Invocation, Mode};
+use crate::handler::Mode;
 use crate::queue::ReservedJob;
 
 /// Tries of a Redis write before the job is left for reclaiming.
@@ -90,20 +90,7 @@ async fn call_failed_hook(job: &ReservedJob, exception: &str, services: &Service
     let Some(route) = services.router.route(job.display_name(), &job.queue.name) else {
         return;
     };
-    let payload = job.payload.as_ref().ok();
-    let timeout = payload
-        .and_then(|p| p.timeout())
-        .or(route.timeout)
-        .unwrap_or(services.options.timeout);
-    let invocation = Invocation {
-        job,
-        connection: &services.connection,
-        max_tries: payload
-            .and_then(|p| p.max_tries())
-            .unwrap_or(services.options.tries),
-        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
-        mode: Mode::Failed { exception },
-    };
+    let invocation = invocation(job, route, services, Mode::Failed { exception });
     let outcome = route.handler.call(&invocation).await;
     tracing::debug!(job = job.display_name(), id = %job.id(), ?outcome, "failed hook ran");
 }
