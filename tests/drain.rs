@@ -6,12 +6,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use common::payloads::Job;
 use common::{Scene, now, q};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
 fn config(s: &Scene, handler: &Path, handler_extra: &str) -> PathBuf {
     let db = s.failed_db();
@@ -19,22 +17,6 @@ fn config(s: &Scene, handler: &Path, handler_extra: &str) -> PathBuf {
         "[worker]\ndrain_timeout = 1\nkill_grace = 1\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{handler_extra}\n",
         handler.display()
     ))
-}
-
-fn wait_dead(pid: i32) {
-    let deadline = std::time::Instant::now() + common::WAIT;
-    while kill(Pid::from_raw(pid), None).is_ok() {
-        // A zombie still answers kill(0); it is dead as far as work goes.
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if state.split_whitespace().nth(2) == Some("Z") {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "process {pid} survived"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn pid(s: &Scene, name: &str) -> i32 {
@@ -64,8 +46,8 @@ fn a_job_running_past_the_drain_deadline_is_released() {
     d.signal(Signal::SIGTERM);
     assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
     assert!(d.stderr.iter().any(|l| l.contains("drain deadline passed")));
-    wait_dead(pid(&s, "pid"));
-    wait_dead(pid(&s, "child"));
+    common::wait_dead(pid(&s, "pid"));
+    common::wait_dead(pid(&s, "child"));
 
     let released = d
         .events()
@@ -100,7 +82,7 @@ fn a_persistent_call_past_the_drain_deadline_is_released() {
     s.wait_for_file("started");
     d.signal(Signal::SIGTERM);
     assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
-    wait_dead(pid(&s, "pid"));
+    common::wait_dead(pid(&s, "pid"));
     let delayed = s.redis.zrange(&format!("{}:delayed", q("default")));
     assert_eq!(delayed.len(), 1);
     assert!(delayed[0].0.contains(&job.id()));

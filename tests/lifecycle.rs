@@ -67,33 +67,6 @@ fn assert_close(score: i64, expected: i64) {
     );
 }
 
-/// Whether process `pid` still exists (a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .trim_start()
-        .chars()
-        .next();
-    !matches!(state, Some('Z') | Some('X') | None)
-}
-
-/// Waits up to 5 s for `pid` to be gone; false if it is still running.
-fn gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while alive(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
-}
-
 fn read_pid(s: &Scene, name: &str) -> i32 {
     std::fs::read_to_string(s.path(name))
         .unwrap()
@@ -510,7 +483,7 @@ fn case14_timeout_kills_the_group_and_releases() {
     s.wait_for_file("bg2.pid");
     let (bg1, bg2) = (read_pid(&s, "bg1.pid"), read_pid(&s, "bg2.pid"));
     assert!(
-        alive(bg1) && alive(bg2),
+        common::alive(bg1) && common::alive(bg2),
         "background sleeps must be running"
     );
     let reserved_now = s.redis.zrange(&reserved());
@@ -522,11 +495,8 @@ fn case14_timeout_kills_the_group_and_releases() {
         "took {:?}",
         started.elapsed()
     );
-    assert!(gone(bg1), "background sleep {bg1} survived the timeout");
-    assert!(
-        gone(bg2),
-        "background sleep {bg2} (ignoring SIGTERM) survived the timeout"
-    );
+    common::wait_dead(bg1);
+    common::wait_dead(bg2);
 
     let (raw, member, score) = only_delayed(&s);
     assert_eq!(raw, reserved_now[0].0, "the reserved copy is released");
@@ -573,8 +543,8 @@ fn case15_timeout_on_the_last_try_fails() {
 
     let mut d = s.work_until_exit(&cfg, &["--once", "--tries=1", "--timeout=1"]);
     assert_eq!(d.code(), Some(0));
-    assert!(gone(read_pid(&s, "bg1.pid")));
-    assert!(gone(read_pid(&s, "bg2.pid")));
+    common::wait_dead(read_pid(&s, "bg1.pid"));
+    common::wait_dead(read_pid(&s, "bg2.pid"));
     assert_queue_empty(&s);
     let rows = s.failed_rows();
     assert_eq!(rows.len(), 1);

@@ -5,24 +5,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::payloads::Job;
 use common::{Scene, now, q};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
-/// Waits until process `pid` is gone (or fails after the harness's wait).
-fn wait_dead(pid: i32) {
-    let deadline = std::time::Instant::now() + common::WAIT;
-    while kill(Pid::from_raw(pid), None).is_ok() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "process {pid} survived"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use nix::sys::signal::Signal;
 
 /// Case 18: SIGKILL the daemon mid-job. Its handler dies with it; after
 /// `retry_after` a second daemon reclaims the job and runs it as attempt 2.
@@ -47,7 +32,7 @@ fn case18_killed_daemon_job_is_reclaimed_after_retry_after() {
         .trim()
         .parse()
         .unwrap();
-    wait_dead(handler_pid);
+    common::wait_dead(handler_pid);
 
     let reserved = s.redis.zrange(&format!("{}:reserved", q("default")));
     assert_eq!(reserved.len(), 1, "the job stays reserved after the crash");

@@ -164,3 +164,31 @@ colon = true
 pub fn q(name: &str) -> String {
     format!("laravel_database_queues:{name}")
 }
+
+/// Whether process `pid` still exists (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+/// Waits until process `pid` is gone; fails the test after [`WAIT`].
+pub fn wait_dead(pid: i32) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} survived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
