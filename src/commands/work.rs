@@ -18,7 +18,7 @@ use crate::output::Reporter;
 use crate::queue::RedisQueue;
 use crate::queue::payload::parse_backoff;
 use crate::queue::redis_queue::QueueOptions;
-use crate::worker::{Daemon, Services, WorkerOptions};
+use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
 /// Connection attempts at start before the worker gives up (exit 1).
 const CONNECT_TRIES: u32 = 5;
@@ -56,21 +56,28 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         tracing::info!(%address, "metrics endpoint listening (/metrics, /healthz, /readyz)");
         tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
     }
-    let (hand_back, hand_back_rx) = tokio::sync::watch::channel(false);
+    // `WorkCommand::listenForEvents`: the output lines and the metrics
+    // hear the worker's job events.
+    let events = Listeners::new()
+        .with(
+            Arc::new(Reporter::new(options.json, settings.connection.clone()))
+                as Arc<dyn JobEvents>,
+        )
+        .with(metrics as Arc<dyn JobEvents>);
+    let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
         connection: settings.connection.clone(),
         cache,
         failed,
         router,
-        reporter: Reporter::new(options.json, settings.connection.clone()),
+        events,
         down_file: match (&settings.app_path, options.force) {
             (Some(app), false) => Some(app.join("storage/framework/down")),
             _ => None,
         },
-        hand_back: hand_back_rx,
+        drain_deadline: drain_deadline_rx,
         laravel: settings.laravel,
-        metrics,
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);
@@ -78,7 +85,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let reason = Daemon::new(services, control)
         .with_pulse(pulse, fetch_limit)
         .with_error_interval(settings.error_summary_interval)
-        .with_drain_timeout(settings.drain_timeout, hand_back)
+        .with_drain_timeout(settings.drain_timeout, drain_deadline)
         .run()
         .await;
     tracing::info!(reason = reason.as_str(), "worker stopped");
