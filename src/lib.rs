@@ -15,6 +15,8 @@
 //! - [`log_limit`]: repeated errors logged once, then summarised;
 //! - [`config`], [`cli`], [`commands`]: the surface;
 //! - [`output`], [`exception`]: what the worker prints and records.
+//!
+//! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
 
 pub mod cache;
 pub mod cli;
