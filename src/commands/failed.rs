@@ -12,7 +12,7 @@ use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::work::{open_failed_store, open_queue};
+use crate::app::{open_failed_store, open_queue};
 use crate::cli::{FailedArgs, FlushArgs, ForgetArgs, RetryArgs};
 use crate::config::Settings;
 use crate::failed::FailedJobStore;
