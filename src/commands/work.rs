@@ -72,34 +72,14 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);
-    let fetch_limit = fetch_limit(settings.block_for, services.options.queues.len());
     let reason = Daemon::new(services, control)
-        .with_pulse(pulse, fetch_limit)
+        .with_pulse(pulse)
         .with_error_interval(settings.error_summary_interval)
         .with_drain_timeout(settings.drain_timeout, drain_deadline)
         .run()
         .await;
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
-}
-
-/// The longest one fetch can legitimately take, after which the loop counts
-/// as stuck (no more watchdog pings): every queue polled before and after
-/// the wait, each pop within the command timeout, plus the BLPOP
-/// (`block_for` seconds and the 10 s its connection allows on top).
-/// `None` for `block_for = 0`, which waits for a job for ever.
-pub fn fetch_limit(block_for: Option<u64>, queues: usize) -> Option<Duration> {
-    use crate::queue::connect::COMMAND_TIMEOUT;
-    match block_for {
-        Some(0) => None,
-        block => {
-            let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
-            Some(
-                COMMAND_TIMEOUT.saturating_mul(polls)
-                    + Duration::from_secs(block.unwrap_or(0).saturating_add(10)),
-            )
-        }
-    }
 }
 
 /// `queue:work`'s flags, with the queue list defaulting to the connection's

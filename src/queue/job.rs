@@ -24,9 +24,6 @@ pub struct ReservedJob {
     pub payload: Result<Payload, PayloadError>,
 }
 
-/// The outcome of one pop.
-pub type Popped = Option<ReservedJob>;
-
 impl ReservedJob {
     /// The number of this attempt: the original `attempts` + 1, as
     /// `RedisJob::attempts()` counts it. A poison payload counts as attempt 1.

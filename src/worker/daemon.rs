@@ -34,7 +34,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::events::JobEvents;
-use super::{Services, StopReason, fetch, task};
+use super::fetch::{self, Fetched, IdleWait};
+use super::{Services, StopReason, task};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::memory::MemoryProbe;
@@ -48,12 +49,22 @@ const ERROR_PAUSE: Duration = Duration::from_secs(1);
 const RESERVE_FAILED: &str = "cannot reserve a job";
 const SIGNALS_FAILED: &str = "cannot read the restart and pause signals from the cache";
 
+/// How often, at most, the cache signals (restart and pause keys) and the
+/// worker's memory are read while jobs keep coming. Laravel reads them
+/// after every job; at thousands of jobs a second that is most of the
+/// work, so a deploy's `queue:restart` is noticed within this bound instead.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
 /// What one reservation attempt gave.
 enum Reserved {
-    /// A job, now reserved by this worker.
-    Job(ReservedJob),
-    /// Every queue was empty or paused (the wait for work is over).
-    Nothing,
+    /// Jobs, now reserved by this worker, all from one queue.
+    Jobs(Vec<ReservedJob>),
+    /// Every queue was empty or paused; `waited` when the fetch's idle wait
+    /// (BLPOP) already took the place of `--sleep`.
+    Nothing {
+        /// The fetch blocked on the notify lists.
+        waited: bool,
+    },
     /// Redis could not be reached (logged).
     Failed,
 }
@@ -78,6 +89,18 @@ pub struct Daemon {
     found: bool,
     /// The restart marker seen at start: `queue:restart` changes it.
     last_restart: Option<String>,
+    /// The restart marker at the last read of the cache signals.
+    restart: Option<String>,
+    /// When the cache signals were last read (see [`CHECK_EVERY`]).
+    signals_read: Option<Instant>,
+    /// The resident memory last read, in bytes, and when.
+    rss: (u64, Option<Instant>),
+    /// How a fetch waits when every queue is empty.
+    idle_wait: IdleWait,
+    /// How long to sleep after a fetch that waited and found nothing:
+    /// `--sleep` with `block_for` set (as Laravel sleeps after its BLPOP),
+    /// nothing otherwise (the BLPOP was the sleep).
+    sleep_after_wait: Duration,
     /// Per queue (same order as `queues`), whether its pause key is set.
     paused: Vec<bool>,
     /// One permit per `--concurrency` slot; a job task holds its permit
@@ -109,6 +132,9 @@ impl Daemon {
             .map(|q| services.queue.keys(q))
             .collect();
         let slots = Arc::new(Semaphore::new(services.options.concurrency.max(1)));
+        let (idle_wait, sleep_after_wait) =
+            idle_wait(services.queue.block_for(), services.options.sleep);
+        let fetch_limit = fetch_limit(idle_wait, queues.len());
         Daemon {
             paused: vec![false; queues.len()],
             queues,
@@ -120,10 +146,15 @@ impl Daemon {
             polled: false,
             found: true,
             last_restart: None,
+            restart: None,
+            signals_read: None,
+            rss: (0, None),
+            idle_wait,
+            sleep_after_wait,
             slots,
             in_flight: JoinSet::new(),
             pulse: Pulse::silent(),
-            fetch_limit: None,
+            fetch_limit,
             errors: RepeatLimiter::new(DEFAULT_INTERVAL),
             drain_timeout: None,
             drain_deadline: None,
@@ -145,10 +176,10 @@ impl Daemon {
     }
 
     /// Reports readiness, progress and draining through `pulse`; a fetch
-    /// lasting longer than `fetch_limit` stops its beats.
-    pub fn with_pulse(mut self, pulse: Pulse, fetch_limit: Option<Duration>) -> Self {
+    /// lasting longer than it can legitimately take stops its beats (see
+    /// [`fetch_limit`]).
+    pub fn with_pulse(mut self, pulse: Pulse) -> Self {
         self.pulse = pulse;
-        self.fetch_limit = fetch_limit;
         self
     }
 
@@ -181,6 +212,7 @@ impl Daemon {
                 None
             }
         };
+        self.restart = self.last_restart.clone();
         self.started = Instant::now();
         let options = &self.services.options;
         tracing::info!(
@@ -208,18 +240,52 @@ impl Daemon {
         if let Some(reason) = self.stop_reason(self.found).await {
             return Some(reason);
         }
-        match self.reserve().await {
-            Reserved::Job(job) => self.dispatch(job, permit),
-            Reserved::Nothing => {
-                drop(permit);
-                self.pause(self.services.options.sleep).await;
+        let mut permits = self.more_free_slots(permit);
+        match self.reserve(permits.len()).await {
+            Reserved::Jobs(jobs) => {
+                for job in jobs {
+                    // The fetch never returns more jobs than permits.
+                    let Some(permit) = permits.pop() else { break };
+                    self.dispatch(job, permit);
+                }
+            }
+            Reserved::Nothing { waited } => {
+                drop(permits);
+                let sleep = if waited {
+                    self.sleep_after_wait
+                } else {
+                    self.services.options.sleep
+                };
+                self.pause(sleep).await;
             }
             Reserved::Failed => {
-                drop(permit);
+                drop(permits);
                 self.pause(ERROR_PAUSE).await;
             }
         }
         None
+    }
+
+    /// `permit` and every other slot free right now, as many as this turn
+    /// may fill: one for `--once`, no more than `--max-jobs` leaves.
+    fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
+        let options = &self.services.options;
+        let mut limit = options.concurrency.max(1);
+        if options.once {
+            limit = 1;
+        }
+        if options.max_jobs > 0 {
+            let left = options.max_jobs.saturating_sub(self.reserved).max(1);
+            limit = limit.min(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+        let mut permits = vec![permit];
+        while permits.len() < limit {
+            match Arc::clone(&self.slots).try_acquire_owned() {
+                Ok(permit) => permits.push(permit),
+                Err(_) => break,
+            }
+        }
+        permits
     }
 
     /// Collects the job tasks that have ended.
@@ -260,10 +326,10 @@ impl Daemon {
         }
     }
 
-    /// Polls the queues not paused, in priority order (`getNextJob`); when
-    /// all are empty, waits as `--sleep`/`block_for` say (see
-    /// [`fetch::next_job`]).
-    async fn reserve(&mut self) -> Reserved {
+    /// Reserves up to `count` jobs from the queues not paused, in priority
+    /// order (`getNextJob`); when all are empty, waits as `--sleep` and
+    /// `block_for` say (see [`fetch::next_jobs`]).
+    async fn reserve(&mut self, count: usize) -> Reserved {
         let active: Vec<Arc<QueueKeys>> = self
             .queues
             .iter()
@@ -274,22 +340,32 @@ impl Daemon {
         self.polled = true;
         if active.is_empty() {
             self.found = false;
-            return Reserved::Nothing;
+            return Reserved::Nothing { waited: false };
         }
-        let fetch = fetch::next_job(&self.services.queue, &active, self.wait_for_quit());
+        let fetch = fetch::next_jobs(
+            &self.services.queue,
+            &active,
+            count,
+            self.idle_wait,
+            self.wait_for_quit(),
+        );
         let fetched = self.pulse.during(self.fetch_limit, fetch).await;
         self.services.events.polled(fetched.is_ok());
         let reserved = match fetched {
-            Ok(job) => {
+            Ok(Fetched::Jobs(jobs)) => {
                 self.errors.log_resolved(RESERVE_FAILED);
-                job.map_or(Reserved::Nothing, Reserved::Job)
+                Reserved::Jobs(jobs)
+            }
+            Ok(Fetched::Empty { waited }) => {
+                self.errors.log_resolved(RESERVE_FAILED);
+                Reserved::Nothing { waited }
             }
             Err(e) => {
                 self.errors.log(tracing::Level::ERROR, RESERVE_FAILED, &e);
                 Reserved::Failed
             }
         };
-        self.found = matches!(reserved, Reserved::Job(_));
+        self.found = matches!(reserved, Reserved::Jobs(_));
         reserved
     }
 
@@ -359,17 +435,24 @@ impl Daemon {
         if self.control.borrow().quit.is_some() {
             return Some(StopReason::Interrupted);
         }
+        // While jobs keep coming, the cache and the memory are read at most
+        // every CHECK_EVERY; after an empty poll, every time.
+        let busy = found;
+        if !busy || is_stale(self.signals_read) {
+            self.restart = self.read_signals().await;
+            self.signals_read = Some(Instant::now());
+        }
         // Laravel checks at the end of an iteration: nothing but a signal
         // stops the worker before its first poll.
-        let restart = self.read_signals().await;
         if !self.polled {
             return None;
         }
-        let options = &self.services.options;
-        if options.memory_mb > 0 && self.memory.rss_bytes() >= options.memory_mb * 1024 * 1024 {
+        let memory_mb = self.services.options.memory_mb;
+        if memory_mb > 0 && self.rss_bytes(busy) >= memory_mb * 1024 * 1024 {
             return Some(StopReason::Memory);
         }
-        if restart != self.last_restart {
+        let options = &self.services.options;
+        if self.restart != self.last_restart {
             return Some(StopReason::Restart);
         }
         if options.stop_when_empty && !found {
@@ -385,6 +468,18 @@ impl Daemon {
             return Some(StopReason::Once);
         }
         None
+    }
+
+    /// The worker's resident memory in bytes, read again unless `busy` and
+    /// read less than [`CHECK_EVERY`] ago.
+    fn rss_bytes(&mut self, busy: bool) -> u64 {
+        let (bytes, read) = self.rss;
+        if busy && !is_stale(read) {
+            return bytes;
+        }
+        let bytes = self.memory.rss_bytes();
+        self.rss = (bytes, Some(Instant::now()));
+        bytes
     }
 
     /// Reads the cache signals: notes which queues are paused (logging
@@ -455,4 +550,48 @@ impl Daemon {
         let mut control = self.control.clone();
         let _ = control.wait_for(|c| c.quit.is_some()).await;
     }
+}
+
+/// True when `read` is unset or [`CHECK_EVERY`] old.
+fn is_stale(read: Option<Instant>) -> bool {
+    read.is_none_or(|at| at.elapsed() >= CHECK_EVERY)
+}
+
+/// How a fetch waits when every queue is empty, and how long the loop then
+/// sleeps, from the connection's `block_for` (seconds) and `--sleep`.
+///
+/// | `block_for` | wait                          | sleep after |
+/// |-------------|-------------------------------|-------------|
+/// | unset       | BLPOP up to `--sleep`         | none        |
+/// | `0`         | BLPOP without a limit         | `--sleep`   |
+/// | `n`         | BLPOP up to `n` s             | `--sleep`   |
+///
+/// With `block_for` unset Laravel sleeps `--sleep` between empty polls; a
+/// BLPOP on the notify lists for the same time wakes as soon as a job is
+/// pushed (the same wait a PHP worker with `block_for` does, so it stays
+/// compatible), which turns a 1.5 s average pickup into about a
+/// millisecond. `--sleep=0` polls again at once, as in Laravel.
+pub fn idle_wait(block_for: Option<u64>, sleep: Duration) -> (IdleWait, Duration) {
+    match block_for {
+        None if sleep.is_zero() => (IdleWait::None, Duration::ZERO),
+        None => (IdleWait::Block(Some(sleep)), Duration::ZERO),
+        Some(0) => (IdleWait::Block(None), sleep),
+        Some(n) => (IdleWait::Block(Some(Duration::from_secs(n))), sleep),
+    }
+}
+
+/// The longest one fetch can legitimately take, after which the loop counts
+/// as stuck (no more watchdog pings): every queue polled before and after
+/// the wait, each pop within the command timeout, plus the idle wait and
+/// the command timeout it is allowed on top. `None` for a wait without a
+/// limit (`block_for = 0`).
+pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
+    use crate::queue::connect::COMMAND_TIMEOUT;
+    let wait = match idle {
+        IdleWait::Block(None) => return None,
+        IdleWait::Block(Some(wait)) => wait.saturating_add(COMMAND_TIMEOUT),
+        IdleWait::None => Duration::ZERO,
+    };
+    let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
+    Some(COMMAND_TIMEOUT.saturating_mul(polls).saturating_add(wait))
 }
