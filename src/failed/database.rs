@@ -14,7 +14,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, MySqlPool, PgPool, Row, SqlitePool, Type};
 
-use super::{FailedJob, StoredJob, format_failed_at};
+use super::{FailedJob, Place, StoredJob, format_failed_at};
 
 /// A pool for one of the databases Laravel supports.
 pub enum Pool {
@@ -260,5 +260,6 @@ where
         payload: text(3)?,
         exception: text(4)?,
         failed_at: text(5)?,
+        place: Place::Table,
     })
 }

@@ -49,6 +49,17 @@ pub struct StoredJob {
     /// `Y-m-d H:i:s` as stored: UTC when this worker wrote it, the app's
     /// timezone when Laravel did.
     pub failed_at: String,
+    /// Where this record is, so that exactly it can be deleted.
+    pub place: Place,
+}
+
+/// Where one stored failed job is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A row of the `failed_jobs` table (one per uuid: the column is unique).
+    Table,
+    /// A record of the Redis store, under this key of its hash.
+    Redis(String),
 }
 
 /// A configured failed-job store.
@@ -70,7 +81,7 @@ impl FailedJobStore {
     pub async fn log(&self, job: &FailedJob) -> anyhow::Result<()> {
         match self {
             FailedJobStore::Database(db) => db.log(job).await,
-            FailedJobStore::Redis(r) => r.log(job).await,
+            FailedJobStore::Redis(r) => r.log(job).await.map(drop),
             FailedJobStore::Null => Ok(()),
         }
     }
@@ -89,20 +100,23 @@ impl FailedJobStore {
         }
     }
 
-    /// The failed job with uuid `id`, if there is one.
+    /// Every failed job with uuid `id`, newest first. The table holds one
+    /// at most; the Redis store keeps every record of a uuid (it never
+    /// overwrites one).
     ///
     /// # Errors
     /// The store cannot be read.
-    pub async fn find(&self, id: &str) -> anyhow::Result<Option<StoredJob>> {
+    pub async fn find_all(&self, id: &str) -> anyhow::Result<Vec<StoredJob>> {
         match self {
-            FailedJobStore::Database(db) => db.find(id).await,
-            FailedJobStore::Redis(r) => r.find(id).await,
-            FailedJobStore::Null => Ok(None),
+            FailedJobStore::Database(db) => Ok(db.find(id).await?.into_iter().collect()),
+            FailedJobStore::Redis(r) => r.find_all(id).await,
+            FailedJobStore::Null => Ok(Vec::new()),
         }
     }
 
-    /// Deletes the failed job with uuid `id`; whether one was deleted. The
-    /// `null` store answers `true`, as Laravel's `NullFailedJobProvider`.
+    /// Deletes every failed job with uuid `id` (as Laravel's `file` driver
+    /// deletes every entry of an id); whether one was deleted. The `null`
+    /// store answers `true`, as Laravel's `NullFailedJobProvider`.
     ///
     /// # Errors
     /// The store cannot be written.
@@ -111,6 +125,21 @@ impl FailedJobStore {
             FailedJobStore::Database(db) => db.forget(id).await,
             FailedJobStore::Redis(r) => r.forget(id).await,
             FailedJobStore::Null => Ok(true),
+        }
+    }
+
+    /// Deletes exactly `job` (one of [`FailedJobStore::all`] or
+    /// [`FailedJobStore::find_all`]), leaving other records of its uuid;
+    /// whether it was still there.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub async fn delete(&self, job: &StoredJob) -> anyhow::Result<bool> {
+        match (self, &job.place) {
+            (FailedJobStore::Database(db), Place::Table) => db.forget(&job.id).await,
+            (FailedJobStore::Redis(r), Place::Redis(key)) => r.delete(key).await,
+            (FailedJobStore::Null, _) => Ok(true),
+            (_, place) => anyhow::bail!("this store holds no record at {place:?}"),
         }
     }
 
