@@ -7,8 +7,8 @@ use anyhow::Context;
 
 use crate::cache::{CacheStore, FileCache, RedisCache};
 use crate::cli::WorkArgs;
-use crate::config::{CacheSettings, FailedSettings, Settings};
-use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
+use crate::config::{CacheSettings, Settings};
+use crate::failed::FailedJobStore;
 use crate::handler::{
     Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
 };
@@ -228,21 +228,7 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
 /// # Errors
 /// A database URL that cannot be used, or an unreachable Redis.
 pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobStore> {
-    Ok(match &settings.failed {
-        FailedSettings::Database { url, table } => {
-            FailedJobStore::Database(DatabaseStore::new(url, table)?)
-        }
-        FailedSettings::Redis => {
-            let conn = crate::queue::connect::connect(
-                settings.redis.clone(),
-                Some(crate::queue::connect::COMMAND_TIMEOUT),
-            )
-            .await
-            .context("cannot connect to Redis for the failed job store")?;
-            FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
-        }
-        FailedSettings::Null => FailedJobStore::Null,
-    })
+    FailedJobStore::open(settings).await
 }
 
 /// Builds the router from `[[handlers]]`.
