@@ -123,7 +123,9 @@ impl FailedJobStore {
     pub async fn open(settings: &Settings) -> anyhow::Result<FailedJobStore> {
         Ok(match &settings.failed {
             FailedSettings::Database { url, table } => FailedJobStore::Database {
-                table: DatabaseStore::new(url, table)?,
+                table: DatabaseStore::new(url, table).with_context(|| {
+                    format!("[failed] url = {:?}", crate::config::redact::url(url))
+                })?,
                 fallback: Box::new(Fallback::new(
                     settings.redis.clone(),
                     &settings.redis_prefix,
