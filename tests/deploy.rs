@@ -475,3 +475,60 @@ fn the_units_sandbox_lets_the_worker_record_failures_in_sqlite() {
         );
     }
 }
+
+/// A symbolic link planted where the worker used to write its heartbeat
+/// (`{file}.{pid}.tmp`, a predictable name): the worker goes on rewriting
+/// its heartbeat and the link's target is not touched (before: it was
+/// truncated and overwritten with the heartbeat, and the heartbeat became
+/// that link).
+#[test]
+fn the_heartbeat_never_writes_through_a_planted_symlink() {
+    let s = Scene::new();
+    let heartbeat = s.path("heartbeat");
+    let handler = s.script("ok.sh", "exit 0");
+    let config = s.config_with_handler(&handler, "");
+    let victim = s.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+
+    let mut d = s.work(&config, &["--heartbeat-file", heartbeat.to_str().unwrap()]);
+    d.wait_stderr(|l| l.contains("worker started"));
+    let planted = s.path(&format!("heartbeat.{}.tmp", d.pid()));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let planted_at = SystemTime::now();
+
+    // Wait for a rewrite after the plant (every 5 s).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let rewritten = std::fs::symlink_metadata(&heartbeat)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at > planted_at);
+        if rewritten {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the heartbeat was not rewritten");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let meta = std::fs::symlink_metadata(&heartbeat).unwrap();
+    assert!(
+        meta.is_file(),
+        "the heartbeat is not a plain file: {meta:?}"
+    );
+    assert!(
+        std::fs::read_to_string(&heartbeat)
+            .unwrap()
+            .contains(r#""state":"running""#)
+    );
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+    // Nothing but the heartbeat, the link and the scene's own files.
+    let strays: Vec<String> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") && !n.starts_with("heartbeat."))
+        .collect();
+    assert!(strays.is_empty(), "temporary files left: {strays:?}");
+
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
