@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cache::{CacheStore, FileCache, RedisCache};
-use crate::config::{CacheSettings, FailedSettings, Settings};
-use crate::failed::{DatabaseStore, FailedJobStore, RedisFailedStore};
+use crate::config::{CacheSettings, Settings};
+use crate::failed::FailedJobStore;
 use crate::handler::{
     Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
 };
@@ -75,26 +75,13 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
     })
 }
 
-/// Opens the failed-job store.
+/// Opens the failed-job store (with its fallback for records the store
+/// refuses for good; see [`FailedJobStore::open`]).
 ///
 /// # Errors
 /// A database URL that cannot be used, or an unreachable Redis.
 pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobStore> {
-    Ok(match &settings.failed {
-        FailedSettings::Database { url, table } => {
-            FailedJobStore::Database(DatabaseStore::new(url, table)?)
-        }
-        FailedSettings::Redis => {
-            let conn = crate::queue::connect::connect(
-                settings.redis.clone(),
-                Some(crate::queue::connect::COMMAND_TIMEOUT),
-            )
-            .await
-            .context("cannot connect to Redis for the failed job store")?;
-            FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
-        }
-        FailedSettings::Null => FailedJobStore::Null,
-    })
+    FailedJobStore::open(settings).await
 }
 
 /// Builds the router from `[[handlers]]`.

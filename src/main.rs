@@ -56,7 +56,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            tracing::error!("{e:#}");
+            // A URL in the message may hold a password (a TOML error quotes
+            // the line it stopped at, a driver may quote its URL).
+            let message = laravel_worker::config::redact::text(&format!("{e:#}"));
+            tracing::error!("{message}");
             ExitCode::from(FATAL)
         }
     }

@@ -405,3 +405,130 @@ fn a_dead_redis_does_not_flood_the_log_and_the_worker_recovers() {
     assert_eq!(d.code(), Some(0));
     drop(dir);
 }
+
+/// The worker under the shipped unit's file-system sandboxing records a
+/// failed job in the app's SQLite database (Laravel 11+'s default,
+/// `database/database.sqlite`). `ProtectSystem=strict` is played by making
+/// the app read-only and `ReadWritePaths=` (with `/srv/app` mapped to the
+/// test's app) by making those directories writable again, in a mount
+/// namespace of the worker's own (as root) or with file modes. Before:
+/// `database/` was not listed, SQLite could not write, and the job stayed
+/// reserved for ever.
+#[test]
+fn the_units_sandbox_lets_the_worker_record_failures_in_sqlite() {
+    use common::sandbox::Sandbox;
+    let Some(sandbox) = Sandbox::available() else {
+        return;
+    };
+    for name in ["laravel-worker.service", "laravel-worker@.service"] {
+        let unit = repo_file(&format!("systemd/{name}"));
+        assert_eq!(ini_value(&unit, "ProtectSystem"), Some("strict"), "{name}");
+        let s = Scene::new();
+        let app = s.path("srv/app");
+        for dir in ["storage/logs", "bootstrap/cache", "database"] {
+            std::fs::create_dir_all(app.join(dir)).unwrap();
+        }
+        std::fs::write(app.join(".env"), "APP_NAME=Laravel\nDB_CONNECTION=sqlite\n").unwrap();
+        common::sqlite::create_failed_jobs(&app.join("database/database.sqlite"));
+        let writable: Vec<std::path::PathBuf> = ini_value(&unit, "ReadWritePaths")
+            .unwrap()
+            .split_whitespace()
+            .filter_map(|p| p.trim_start_matches(['-', '+']).strip_prefix("/srv/app/"))
+            .map(|p| app.join(p))
+            .collect();
+        let writable: Vec<&Path> = writable.iter().map(|p| p.as_path()).collect();
+        let handler = s.script(
+            "fail.sh",
+            "[ \"$LARAVEL_WORKER_MODE\" = failed ] && exit 0\nexit 1",
+        );
+        let config = s.config(&format!(
+            "[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+            handler.display()
+        ));
+        let job = Job::laravel8("App\\Jobs\\UnderTheUnit").set("maxTries", 1.into());
+        s.redis.push("default", &job.build());
+
+        let env_file = app.join(".env");
+        let mut d = sandbox.work(
+            &config,
+            &[
+                "--env-file",
+                env_file.to_str().unwrap(),
+                "--stop-when-empty",
+            ],
+            &[&app],
+            &writable,
+        );
+        assert_eq!(d.code(), Some(0), "{name}: {}", d.stderr.join("\n"));
+        sandbox.restore(&app);
+        let rows = common::sqlite::rows(&app.join("database/database.sqlite"));
+        assert_eq!(
+            rows.iter().map(|r| r.uuid.clone()).collect::<Vec<_>>(),
+            vec![job.uuid()],
+            "{name}: ReadWritePaths={:?}\n{}",
+            ini_value(&unit, "ReadWritePaths"),
+            d.stderr.join("\n")
+        );
+        assert_eq!(
+            s.redis.zcard(&format!("{}:reserved", common::q("default"))),
+            0
+        );
+    }
+}
+
+/// A symbolic link planted where the worker used to write its heartbeat
+/// (`{file}.{pid}.tmp`, a predictable name): the worker goes on rewriting
+/// its heartbeat and the link's target is not touched (before: it was
+/// truncated and overwritten with the heartbeat, and the heartbeat became
+/// that link).
+#[test]
+fn the_heartbeat_never_writes_through_a_planted_symlink() {
+    let s = Scene::new();
+    let heartbeat = s.path("heartbeat");
+    let handler = s.script("ok.sh", "exit 0");
+    let config = s.config_with_handler(&handler, "");
+    let victim = s.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+
+    let mut d = s.work(&config, &["--heartbeat-file", heartbeat.to_str().unwrap()]);
+    d.wait_stderr(|l| l.contains("worker started"));
+    let planted = s.path(&format!("heartbeat.{}.tmp", d.pid()));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let planted_at = SystemTime::now();
+
+    // Wait for a rewrite after the plant (every 5 s).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let rewritten = std::fs::symlink_metadata(&heartbeat)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at > planted_at);
+        if rewritten {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the heartbeat was not rewritten");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let meta = std::fs::symlink_metadata(&heartbeat).unwrap();
+    assert!(
+        meta.is_file(),
+        "the heartbeat is not a plain file: {meta:?}"
+    );
+    assert!(
+        std::fs::read_to_string(&heartbeat)
+            .unwrap()
+            .contains(r#""state":"running""#)
+    );
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+    // Nothing but the heartbeat, the link and the scene's own files.
+    let strays: Vec<String> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") && !n.starts_with("heartbeat."))
+        .collect();
+    assert!(strays.is_empty(), "temporary files left: {strays:?}");
+
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}

@@ -13,7 +13,7 @@ use super::Services;
 use super::process::invocation;
 use super::verdict::Verdict;
 use crate::exception::JobException;
-use crate::failed::FailedJob;
+use crate::failed::{FailedJob, Logged};
 use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
 
@@ -84,14 +84,25 @@ async fn fail(
         exception: text.clone(),
         failed_at: Utc::now(),
     };
-    if let Err(e) = services.failed.log(&record).await {
-        tracing::error!(
+    match services.failed.log(&record).await {
+        Logged::Recorded => {}
+        Logged::RecordedInFallback { refusal, fallback } => tracing::warn!(
             job = job.display_name(),
             id = %job.id(),
             store = services.failed.describe(),
-            "cannot record the failed job: {e:#}"
-        );
-        return None;
+            fallback,
+            "the failed job store refused the record for good, so it was recorded in the \
+             fallback instead (see `failed`): {refusal}"
+        ),
+        Logged::StoreDown(e) => {
+            tracing::error!(
+                job = job.display_name(),
+                id = %job.id(),
+                store = services.failed.describe(),
+                "cannot record the failed job: {e:#}"
+            );
+            return None;
+        }
     }
     let deleted = retry("delete", || services.queue.delete(job)).await;
     if let Some(route) = hook {

@@ -60,7 +60,23 @@ fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
 
 impl Daemon {
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
+        Self::start_wrapped(&[], args, env)
+    }
+
+    /// Starts the daemon through `wrapper` (a program and its arguments, to
+    /// which the binary's path and `args` are appended; it must exec them,
+    /// so that [`Daemon::pid`] is the daemon's): e.g. `unshare` to run it
+    /// in a mount namespace of its own.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
+        let bin = env!("CARGO_BIN_EXE_laravel-worker");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(bin);
+                cmd
+            }
+            None => Command::new(bin),
+        };
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
