@@ -173,7 +173,7 @@ fn maintenance_mode_and_force() {
     std::fs::create_dir_all(app.join("storage/framework")).unwrap();
     std::fs::write(app.join("storage/framework/down"), "{}").unwrap();
     let db = s.failed_db();
-    let config = s.config(&format!(
+    let config = s.config_toml(&format!(
         "[app]\npath = \"{}\"\n[failed]\nurl = \"{db}\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
         app.display(),
         handler.display()

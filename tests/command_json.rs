@@ -33,7 +33,7 @@ fn job_with(command: &str) -> Job {
 
 fn config(s: &Scene, script: &Path, extra: &str) -> PathBuf {
     let db = s.failed_db();
-    s.config(&format!(
+    s.config_toml(&format!(
         "[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{extra}\n",
         script.display()
     ))

@@ -267,7 +267,7 @@ fn health_follows_the_heartbeat_of_a_running_worker() {
     let heartbeat = s.path("heartbeat");
     let handler = s.script("ok.sh", "exit 0");
     let db = s.failed_db();
-    let config = s.config(&format!(
+    let config = s.config_toml(&format!(
         "[queue]\nblock_for = 30\n\n[failed]\nurl = \"{db}\"\n\n[worker]\nheartbeat_file = \"{}\"\n\n\
          [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
         heartbeat.display(),

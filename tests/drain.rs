@@ -13,7 +13,7 @@ use nix::sys::signal::Signal;
 
 fn config(s: &Scene, handler: &Path, handler_extra: &str) -> PathBuf {
     let db = s.failed_db();
-    s.config(&format!(
+    s.config_toml(&format!(
         "[worker]\ndrain_timeout = 1\nkill_grace = 1\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{handler_extra}\n",
         handler.display()
     ))

@@ -112,7 +112,7 @@ fn config(s: &Scene, store: &Store, handler: Option<&Path>) -> PathBuf {
             h.display()
         ));
     }
-    s.config(&extra)
+    s.config_toml(&extra)
 }
 
 /// A finished command.
@@ -660,7 +660,7 @@ fn mariadb_every_scenario() {
 #[test]
 fn null_store_keeps_nothing() {
     let s = Scene::new();
-    let config = s.config("[failed]\ndriver = \"null\"\n");
+    let config = s.config_toml("[failed]\ndriver = \"null\"\n");
     cli(&config, &["failed"])
         .expect(0)
         .has_line("   INFO  No failed jobs found.");

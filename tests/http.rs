@@ -207,7 +207,7 @@ fn serve(stream: TcpStream, connection: usize, log: &Mutex<Vec<Request>>, script
 /// A config with a SQLite failed store and `handlers` (TOML text).
 fn config(s: &Scene, handlers: &str) -> std::path::PathBuf {
     let db = s.failed_db();
-    s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"))
+    s.config_toml(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"))
 }
 
 /// One `[[handlers]]` entry matching everything, POSTing to `url`.

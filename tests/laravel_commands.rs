@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 fn queue_restart_stops_laravel_worker_and_queue_work() {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let config = app.config(&s, Transport::PerJob);
 
     // Each worker proves it is in its loop (and has read the restart key)
     // by running a job from its own queue.
@@ -55,7 +55,7 @@ fn ready(s: &Scene) -> Vec<Value> {
 fn queue_failed_retry_forget_and_flush_use_our_rows() {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let config = app.config(&s, Transport::PerJob);
     let gate = s.path("gate");
     let gate_str = gate.display().to_string();
     app.dispatch(json!([
@@ -140,7 +140,7 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
 fn our_retry_of_a_row_written_by_queue_work() {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let config = app.config(&s, Transport::PerJob);
     let gate = s.path("gate");
     app.dispatch(
         json!([{"kind": "gated", "tag": "php-failed", "gate": gate.display().to_string()}]),

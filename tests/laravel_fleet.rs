@@ -16,7 +16,7 @@ const JOBS: usize = 2000;
 fn php_and_two_daemons_run_2000_jobs_exactly_once() {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::Persistent(2), "");
+    let config = app.config(&s, Transport::Persistent(2));
     app.dispatch(json!([{"kind": "plain", "tag": "job", "count": JOBS}]));
     assert_eq!(s.redis.llen(&q("default")), JOBS as i64);
 

@@ -103,7 +103,7 @@ fn assert_no_queue_keys(s: &Scene) {
 fn every_kind_runs_once(transport: Transport) {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
+    let config = app.config(&s, transport);
     app.dispatch(json!([
         {"kind": "plain", "tag": "plain", "data": {"city": "Zürich", "n": [1, 2]}},
         {"kind": "string", "tag": "str", "data": {"x": "y"}},
@@ -191,7 +191,7 @@ fn every_kind_runs_once_persistent() {
 fn retries_backoff_and_failed_rows(transport: Transport) {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
+    let config = app.config(&s, transport);
     app.dispatch(json!([
         {"kind": "flaky", "tag": "ok", "failures": 1},
         {"kind": "flaky", "tag": "doomed", "failures": 9},
@@ -288,7 +288,7 @@ fn retries_backoff_and_failed_rows_persistent() {
 fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
+    let config = app.config(&s, transport);
     app.dispatch(json!([
         {"kind": "timeout", "tag": "slow", "sleep": 30},
         {"kind": "timeout", "tag": "slow-fot", "sleep": 30, "fail_on_timeout": true},
@@ -391,7 +391,7 @@ fn timeouts_deadlines_and_max_exceptions_persistent() {
 fn releases_failures_and_delays(transport: Transport) {
     let s = Scene::new();
     let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
+    let config = app.config(&s, transport);
     app.dispatch(json!([
         {"kind": "releasing", "tag": "rel", "release": 30},
         {"kind": "plain", "tag": "late", "delay": 45},

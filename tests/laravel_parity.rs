@@ -170,7 +170,7 @@ fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
     let s = Scene::new();
     let app = App::new(&s)?;
     app.set_env("APP_KEY", APP_KEY);
-    let config = app.config(&s, Transport::Persistent(1), "");
+    let config = app.config(&s, Transport::Persistent(1));
     let dispatched = common::now();
     app.dispatch(scenario());
     let mut rounds = vec![];
@@ -339,7 +339,7 @@ fn timeouts_differ_on_purpose() {
     // laravel-worker, same job, same layout: one run, no reclaim wait.
     let s = Scene::new();
     let app = App::new(&s).unwrap();
-    let config = app.config(&s, Transport::PerJob, "");
+    let config = app.config(&s, Transport::PerJob);
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
     let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
     assert_eq!(d.code(), Some(0), "the worker lives on");

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// given `[queue]` lines and a one-second kill grace for timed-out handlers.
 fn config(s: &Scene, handler: &Path, queue_extra: &str) -> PathBuf {
     let db = s.failed_db();
-    s.config(&format!(
+    s.config_toml(&format!(
         "[queue]\n{queue_extra}\n\n[worker]\nkill_grace = 1\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
         handler.display()
     ))

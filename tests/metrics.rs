@@ -35,7 +35,7 @@ fn metrics_count_jobs_and_health_answers() {
         "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]",
     );
     let db = s.failed_db();
-    let config = s.config(&format!(
+    let config = s.config_toml(&format!(
         "[metrics]\nlisten = \"127.0.0.1:0\"\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
         handler.display()
     ));

@@ -22,7 +22,7 @@ fn handler(s: &Scene, respond: &str) -> PathBuf {
 
 fn config(s: &Scene, script: &Path, extra: &str) -> PathBuf {
     let db = s.failed_db();
-    s.config(&format!(
+    s.config_toml(&format!(
         "[worker]\nkill_grace = 1\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\nmode = \"persistent\"\n{extra}\n",
         script.display()
     ))

@@ -18,18 +18,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use sqlx::{Connection, MySqlConnection, PgConnection, Row, SqliteConnection};
 
-use super::sqlite::FailedRow;
+use super::sqlite::{FailedRow, block_on};
 
 /// How long a server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
@@ -370,6 +362,27 @@ impl Drop for MariaDb {
 // The failed_jobs table
 // ---------------------------------------------------------------------------
 
+/// Runs `$body` with `$c` bound to a fresh connection to `$db`'s database
+/// (each arm has its own connection type, so one body serves all three).
+macro_rules! on_connection {
+    ($db:expr, |$c:ident| $body:expr) => {
+        match $db {
+            FailedDb::Sqlite(url) => {
+                let mut $c = SqliteConnection::connect(url).await.unwrap();
+                $body
+            }
+            FailedDb::Postgres(url) => {
+                let mut $c = PgConnection::connect(url).await.unwrap();
+                $body
+            }
+            FailedDb::MySql(url) => {
+                let mut $c = MySqlConnection::connect(url).await.unwrap();
+                $body
+            }
+        }
+    };
+}
+
 /// Laravel's `failed_jobs` table in one database, by URL.
 pub enum FailedDb {
     /// `sqlite://path`.
@@ -425,32 +438,13 @@ impl FailedDb {
 
     fn execute(&self, sql: &'static str, binds: &[&str]) {
         block_on(async {
-            match self {
-                FailedDb::Sqlite(url) => {
-                    let mut c = SqliteConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
+            on_connection!(self, |c| {
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
                 }
-                FailedDb::Postgres(url) => {
-                    let mut c = PgConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
-                }
-                FailedDb::MySql(url) => {
-                    let mut c = MySqlConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
-                }
-            }
+                q.execute(&mut c).await.unwrap();
+            })
         });
     }
 
@@ -489,48 +483,30 @@ impl FailedDb {
             exception: r(4),
             failed_at: r(5),
         };
-        block_on(async {
-            match self {
-                FailedDb::Sqlite(url) => {
-                    let mut c = SqliteConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, failed_at \
-                         FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
-                FailedDb::Postgres(url) => {
-                    let mut c = PgConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, \
-                         to_char(failed_at, 'YYYY-MM-DD HH24:MI:SS') FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
-                FailedDb::MySql(url) => {
-                    let mut c = MySqlConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, \
-                         DATE_FORMAT(failed_at, '%Y-%m-%d %H:%i:%s') FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
+        let select = match self {
+            FailedDb::Sqlite(_) => {
+                "SELECT uuid, connection, queue, payload, exception, failed_at \
+                 FROM failed_jobs ORDER BY id"
             }
+            FailedDb::Postgres(_) => {
+                "SELECT uuid, connection, queue, payload, exception, \
+                 to_char(failed_at, 'YYYY-MM-DD HH24:MI:SS') FROM failed_jobs ORDER BY id"
+            }
+            FailedDb::MySql(_) => {
+                "SELECT uuid, connection, queue, payload, exception, \
+                 DATE_FORMAT(failed_at, '%Y-%m-%d %H:%i:%s') FROM failed_jobs ORDER BY id"
+            }
+        };
+        block_on(async {
+            on_connection!(self, |c| {
+                sqlx::query(select)
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| read(&|i| row.get(i)))
+                    .collect()
+            })
         })
     }
 }

@@ -101,6 +101,27 @@ impl Job {
             .unwrap_or(Value::Null)
     }
 
+    /// The job-log line `Scene::recording_script` writes for a call of
+    /// this job: `MODE NAME ID ATTEMPT QUEUE`.
+    pub fn line(&self, mode: &str, attempt: i64, queue: &str) -> String {
+        let name = self.get("displayName");
+        format!(
+            "{mode} {} {} {attempt} {queue}",
+            name.as_str().unwrap_or_default(),
+            self.id()
+        )
+    }
+
+    /// The job-log line of run `attempt` on `default`.
+    pub fn run_line(&self, attempt: i64) -> String {
+        self.line("run", attempt, "default")
+    }
+
+    /// The job-log line of the failed-mode call after `attempt` on `default`.
+    pub fn failed_line(&self, attempt: i64) -> String {
+        self.line("failed", attempt, "default")
+    }
+
     pub fn uuid(&self) -> String {
         self.get("uuid").as_str().unwrap().to_string()
     }

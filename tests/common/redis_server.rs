@@ -62,11 +62,22 @@ impl RedisServer {
 
     /// Runs a command on DB 0.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        self.cmd_on(0, args)
+    }
+
+    /// Runs a command on DB 1 (the cache).
+    pub fn cache<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        self.cmd_on(1, args)
+    }
+
+    /// Runs a command on DB `db`.
+    pub fn cmd_on<T: redis::FromRedisValue>(&self, db: i64, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
             c.arg(*a);
         }
-        c.query(&mut self.conn(0)).unwrap()
+        c.query(&mut self.conn(db))
+            .unwrap_or_else(|e| panic!("redis {args:?} on DB {db}: {e}"))
     }
 
     pub fn llen(&self, key: &str) -> i64 {
