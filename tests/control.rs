@@ -47,15 +47,28 @@ fn jobs<const N: usize>(names: [&str; N]) -> [Job; N] {
     names.map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")))
 }
 
-/// A scene with a gated handler and jobs `First` and `Second` on `default`,
-/// and a worker started with `args` whose first job has started.
-fn first_of_two_running(args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
-    let (s, config) = Scene::recording(GATED);
+/// A scene whose handler runs `then`, with jobs `First` and `Second` on
+/// `default`, and a worker started with `args`.
+fn two_jobs(then: &str, args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
+    let (s, config) = Scene::recording(then);
     let pair = jobs(["First", "Second"]);
     s.push_on("default", &pair);
     let d = s.work(&config, args);
-    s.wait_for_file("started");
     (s, d, pair)
+}
+
+/// As [`two_jobs`] with a gated handler; the first job has started.
+fn first_of_two_running(args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
+    let started = two_jobs(GATED, args);
+    started.0.wait_for_file("started");
+    started
+}
+
+/// The first job ran; the second is still ready, untouched.
+#[track_caller]
+fn assert_only_the_first_ran(s: &Scene, [first, second]: &[Job; 2]) {
+    assert_eq!(s.log(), vec![first.run_line(1)], "only the first job ran");
+    s.assert_state(QueueState::empty().ready([second]).notify(1));
 }
 
 // ---------------------------------------------------------------------------
@@ -66,19 +79,15 @@ fn first_of_two_running(args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
 /// more is reserved (the second job stays in the ready list untouched), and
 /// the worker exits 0.
 fn quit_signal_mid_job(signal: Signal) {
-    let (s, mut d, [first, second]) = first_of_two_running(&["--sleep=30"]);
+    let (s, mut d, two) = first_of_two_running(&["--sleep=30"]);
     d.signal(signal);
     d.wait_log(&["signal received", signal.as_str()]);
     let reserved = s.redis.zcard("laravel_database_queues:default:reserved");
-    assert_eq!(
-        reserved, 1,
-        "the job is still running: reserved, not deleted"
-    );
+    assert_eq!(reserved, 1, "still running: reserved, not deleted");
 
     s.touch("go");
     d.expect_stop(0, "interrupted");
-    assert_eq!(s.log(), vec![first.run_line(1)], "only the first job ran");
-    s.assert_state(QueueState::empty().ready([&second]).notify(1));
+    assert_only_the_first_ran(&s, &two);
 }
 
 /// A quit signal while idle in a 30 s `--sleep` ends the worker at once.
@@ -176,13 +185,9 @@ fn case25_sigcont_resumes_fetching() {
 /// not reserved.
 #[test]
 fn case26_memory_limit_exits_12_after_the_current_job() {
-    let (s, config) = Scene::recording("exit 0");
-    let [first, second] = jobs(["First", "Second"]);
-    s.push_on("default", [&first, &second]);
-    let mut d = s.work_until_exit(&config, &["--memory=1", "--sleep=30"]);
+    let (s, mut d, two) = two_jobs("exit 0", &["--memory=1", "--sleep=30"]);
     d.expect_stop(12, "memory");
-    assert_eq!(s.log(), vec![first.run_line(1)], "only the first job ran");
-    s.assert_state(QueueState::empty().ready([&second]).notify(1));
+    assert_only_the_first_ran(&s, &two);
 }
 
 /// `--memory=0` turns the check off (13.x).
@@ -229,13 +234,9 @@ fn case27_max_time_exits_0() {
 /// after the job, so the worker exits 0 before reserving the next one.
 #[test]
 fn case27_max_time_reached_during_a_job_stops_before_the_next_job() {
-    let (s, config) = Scene::recording("sleep 1.5");
-    let [first, second] = jobs(["First", "Second"]);
-    s.push_on("default", [&first, &second]);
-    let mut d = s.work_until_exit(&config, &["--max-time=1", "--sleep=30"]);
+    let (s, mut d, two) = two_jobs("sleep 1.5", &["--max-time=1", "--sleep=30"]);
     d.expect_stop(0, "max_time");
-    assert_eq!(s.log(), vec![first.run_line(1)], "only the first job ran");
-    s.assert_state(QueueState::empty().ready([&second]).notify(1));
+    assert_only_the_first_ran(&s, &two);
 }
 
 #[test]
@@ -334,12 +335,11 @@ fn case22_unchanged_restart_key_does_not_stop_the_worker() {
 /// `stopIfNecessary` after every job, before the next pop).
 #[test]
 fn case22_restart_during_a_job_stops_before_the_next_job() {
-    let (s, mut d, [first, second]) = first_of_two_running(&["--sleep=30"]);
+    let (s, mut d, two) = first_of_two_running(&["--sleep=30"]);
     broadcast_restart(&s, "1900000000");
     s.touch("go");
     d.expect_stop(0, "restart_signal");
-    assert_eq!(s.log(), vec![first.run_line(1)], "only the first job ran");
-    s.assert_state(QueueState::empty().ready([&second]).notify(1));
+    assert_only_the_first_ran(&s, &two);
 }
 
 // ---------------------------------------------------------------------------
