@@ -34,8 +34,12 @@ pub enum Payload {
     Bytes(String),
     /// Any text that parses to this JSON value.
     Json(Value),
-    /// A JSON payload whose `id` and `attempts` are these.
-    Job { id: String, attempts: i64 },
+    /// A JSON payload whose `uuid`, `id` and `attempts` are these.
+    Job {
+        uuid: String,
+        id: String,
+        attempts: i64,
+    },
     /// Text containing every one of these.
     Containing(Vec<String>),
     /// Anything (the test does not look at it).
@@ -56,9 +60,11 @@ impl Payload {
         )
     }
 
-    /// A payload with `job`'s id and `attempts` (other fields unchecked).
+    /// A payload with `job`'s uuid and id, and `attempts` (other fields
+    /// unchecked).
     pub fn job(job: &Job, attempts: i64) -> Self {
         Payload::Job {
+            uuid: job.uuid(),
             id: job.id(),
             attempts,
         }
@@ -74,8 +80,10 @@ impl Payload {
         match expected {
             Payload::Bytes(b) => actual == b,
             Payload::Json(v) => parsed().as_ref() == Some(v),
-            Payload::Job { id, attempts } => parsed().is_some_and(|p| {
-                p["id"].as_str() == Some(id.as_str()) && p["attempts"].as_i64() == Some(*attempts)
+            Payload::Job { uuid, id, attempts } => parsed().is_some_and(|p| {
+                p["uuid"].as_str() == Some(uuid.as_str())
+                    && p["id"].as_str() == Some(id.as_str())
+                    && p["attempts"].as_i64() == Some(*attempts)
             }),
             Payload::Containing(parts) => parts.iter().all(|p| actual.contains(p.as_str())),
             Payload::Any => true,
@@ -89,9 +97,18 @@ impl PartialEq for Payload {
             (Payload::Any, _) | (_, Payload::Any) => true,
             (Payload::Bytes(a), e) | (e, Payload::Bytes(a)) => Payload::matches(a, e),
             (Payload::Json(a), Payload::Json(b)) => a == b,
-            (Payload::Job { id: a, attempts: x }, Payload::Job { id: b, attempts: y }) => {
-                a == b && x == y
-            }
+            (
+                Payload::Job {
+                    uuid: u,
+                    id: a,
+                    attempts: x,
+                },
+                Payload::Job {
+                    uuid: v,
+                    id: b,
+                    attempts: y,
+                },
+            ) => u == v && a == b && x == y,
             (Payload::Containing(a), Payload::Containing(b)) => a == b,
             _ => false,
         }
@@ -135,7 +152,9 @@ impl fmt::Debug for Payload {
                 _ => write!(f, "{b}"),
             },
             Payload::Json(v) => write!(f, "[{}] as JSON {v}", summary(v)),
-            Payload::Job { id, attempts } => write!(f, "job id={id} attempts={attempts}"),
+            Payload::Job { uuid, id, attempts } => {
+                write!(f, "job uuid={uuid} id={id} attempts={attempts}")
+            }
             Payload::Containing(parts) => write!(f, "text containing {parts:?}"),
             Payload::Any => write!(f, "_"),
         }
