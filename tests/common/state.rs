@@ -304,7 +304,7 @@ impl fmt::Debug for Text {
 /// One failed_jobs row (failed_at aside).
 #[derive(Clone)]
 pub struct Failed {
-    pub uuid: String,
+    pub uuid: Text,
     pub connection: String,
     pub queue: String,
     pub payload: Payload,
@@ -321,11 +321,20 @@ impl Failed {
     /// The row of `uuid` on connection `redis`, queue `default`.
     pub fn uuid(uuid: &str) -> Self {
         Failed {
-            uuid: uuid.to_string(),
+            uuid: uuid.into(),
             connection: "redis".into(),
             queue: "default".into(),
             payload: Payload::Any,
             exception: Text::Any,
+        }
+    }
+
+    /// A row of connection `redis`, queue `default`, whatever its uuid
+    /// (the payload has none).
+    pub fn row() -> Self {
+        Failed {
+            uuid: Text::Any,
+            ..Failed::uuid("")
         }
     }
 
@@ -366,7 +375,7 @@ impl fmt::Debug for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {}@{}\n      payload: {:?}\n      exception: {:?}",
+            "{:?} {}@{}\n      payload: {:?}\n      exception: {:?}",
             self.uuid, self.connection, self.queue, self.payload, self.exception
         )
     }
@@ -484,7 +493,7 @@ impl QueueState {
             .failed_rows()
             .into_iter()
             .map(|r| Failed {
-                uuid: r.uuid,
+                uuid: Text::Is(r.uuid),
                 connection: r.connection,
                 queue: r.queue,
                 payload: Payload::Bytes(r.payload),
