@@ -342,9 +342,7 @@ fn keep_alive_reuses_one_connection() {
     let s = Scene::new();
     let server = Server::start(|_| ok());
     let config = config(&s, Handler::url(&server.url("/q")));
-    for i in 0..5 {
-        s.push(&Job::string("App\\Jobs\\Ping@handle", json!({"i": i})));
-    }
+    s.push_on("default", &Job::numbered("App\\Jobs\\Ping@handle", 5));
     run(&config, &["--stop-when-empty", "--sleep=0"]);
     let requests = server.requests();
     let order: Vec<i64> = requests

@@ -9,11 +9,6 @@ use serde_json::json;
 
 const DELAYED: &str = "laravel_database_queues:default:delayed";
 
-/// String jobs `name` with data `{"i": 0..n}`.
-fn numbered(name: &str, n: i64) -> Vec<Job> {
-    (0..n).map(|i| Job::string(name, json!({"i": i}))).collect()
-}
-
 /// Case 1: a job pushed the way PHP pushes it is reserved with attempts 1,
 /// scored now + retry_after, and the ready and notify lists are emptied.
 #[test]
@@ -60,7 +55,7 @@ fn case03_success_leaves_no_keys() {
 #[test]
 fn case21_notify_list_ends_empty() {
     let (s, config) = Scene::recording("exit 0");
-    s.push_on("default", &numbered("App\\Jobs\\N@handle", 5));
+    s.push_on("default", &Job::numbered("App\\Jobs\\N@handle", 5));
     s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     assert_eq!(s.log().len(), 5, "every job ran: {:?}", s.log());
     s.assert_state(QueueState::empty());
@@ -136,8 +131,8 @@ fn case05_migration_batch_size_limits_each_migrate() {
 fn case19_priority_queues_in_order() {
     let (s, config) = Scene::recording("exit 0");
     let (low, high) = (
-        numbered("App\\Jobs\\Low@handle", 3),
-        numbered("App\\Jobs\\High@handle", 3),
+        Job::numbered("App\\Jobs\\Low@handle", 3),
+        Job::numbered("App\\Jobs\\High@handle", 3),
     );
     for (l, h) in low.iter().zip(&high) {
         s.push_on("low", [l]);

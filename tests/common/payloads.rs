@@ -84,6 +84,13 @@ impl Job {
         }
     }
 
+    /// `n` string jobs `job` with data `{"i": 0}` to `{"i": n - 1}`.
+    pub fn numbered(job: &str, n: i64) -> Vec<Self> {
+        (0..n)
+            .map(|i| Self::string(job, json!({ "i": i })))
+            .collect()
+    }
+
     /// Sets (or adds) a top-level field.
     pub fn set(mut self, key: &str, value: Value) -> Self {
         match self.fields.iter_mut().find(|(k, _)| k == key) {
