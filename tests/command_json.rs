@@ -58,14 +58,9 @@ fn subprocess_handlers_get_the_command_as_a_json_file() {
 #[test]
 fn persistent_requests_carry_the_command() {
     let s = Scene::new();
-    let handler = s.script(
-        "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done",
-    );
-    let config = s
-        .config()
-        .handler(Handler::command(&handler).persistent())
-        .write();
+    let log_requests = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done";
+    let config = s.config().script(log_requests).tune(Handler::persistent);
+    let config = config.write();
     s.push(&job_with(COMMAND));
     s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     let request: Value = serde_json::from_str(&s.log()[0]).unwrap();

@@ -9,16 +9,13 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Failed, Handler, Job, Payload, QueueState, Scene, Score, now};
+use common::{Daemon, Failed, GATED, Handler, Job, Payload, QueueState, Scene, Score, now};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
 /// The restart key under the test config (prefix `laravel_database_`, cache
 /// prefix `laravel_cache` with the Laravel ≤ 10 colon), in DB 1.
 const RESTART_KEY: &str = "laravel_database_laravel_cache:illuminate:queue:restart";
-
-/// Handler body: mark the job as started, then wait for the `go` gate.
-const GATED: &str = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done";
 
 /// Waits until the server has answered at least `n` GETs or MGETs. The
 /// worker reads the cache only for the restart (and pause) keys, so after

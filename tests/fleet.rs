@@ -11,11 +11,8 @@ use serde_json::json;
 #[test]
 fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_QUEUE\" >> \"$LOG\"",
-    );
-    let config = s.config_for(&handler);
+    let log_id = "echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_QUEUE\" >> \"$LOG\"";
+    let config = s.config().script(log_id).write();
 
     let mut pushed: HashMap<String, &str> = HashMap::new();
     let mut pipe = redis::pipe();

@@ -29,15 +29,9 @@ fn get(address: &str, path: &str) -> (u16, String) {
 #[test]
 fn metrics_count_jobs_and_health_answers() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]",
-    );
-    let config = s
-        .config()
-        .command(&handler)
-        .metrics_listen("127.0.0.1:0")
-        .write();
+    let fail_bad = "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]";
+    let config = s.config().script(fail_bad).metrics_listen("127.0.0.1:0");
+    let config = config.write();
     let jobs = ["Good", "Good", "Bad"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
     s.push_on("default", &jobs);
 

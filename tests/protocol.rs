@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Failed, Job, Payload, QueueState, Scene, Score, now};
+use common::{Failed, GATED, Job, Payload, QueueState, Scene, Score, now};
 use serde_json::json;
 
 const DELAYED: &str = "laravel_database_queues:default:delayed";
@@ -14,11 +14,7 @@ const DELAYED: &str = "laravel_database_queues:default:delayed";
 #[test]
 fn case01_push_interop_reserves_like_laravel() {
     let s = Scene::new();
-    let handler = s.recording_script(
-        "h.sh",
-        "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done",
-    );
-    let config = s.config().command(&handler).retry_after(90).write();
+    let config = s.config().recording(GATED).retry_after(90).write();
     let job = Job::laravel8("App\\Jobs\\SendMail");
     s.push(&job);
 
@@ -108,8 +104,8 @@ fn case04_delayed_job_waits_for_its_time() {
 #[test]
 fn case05_migration_batch_size_limits_each_migrate() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config().command(&handler).migration_batch_size(2).write();
+    let config = s.config().recording("exit 0").migration_batch_size(2);
+    let config = config.write();
     let jobs: Vec<Job> = (0..5).map(|_| Job::laravel8("App\\Jobs\\Batch")).collect();
     for (i, job) in jobs.iter().enumerate() {
         s.redis
@@ -183,8 +179,7 @@ fn case31_cjson_reserved_bytes_are_the_handle() {
 #[test]
 fn case20_block_for_wakes_on_push() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config().command(&handler).block_for(60).write();
+    let config = s.config().recording("exit 0").block_for(60).write();
     let args = [
         "--queue=high,default",
         "--sleep=60",
@@ -210,11 +205,8 @@ fn case20_block_for_wakes_on_push() {
 #[test]
 fn artisan_style_line_per_job() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]",
-    );
-    let config = s.config_for(&handler);
+    let good_only = "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]";
+    let config = s.config().script(good_only).write();
     let pair = ["Good", "Bad"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
     s.push_on("default", &pair);
     let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);

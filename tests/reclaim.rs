@@ -10,6 +10,9 @@ use nix::sys::signal::Signal;
 
 const RESERVED: &str = "laravel_database_queues:default:reserved";
 
+/// Handler body: on attempt 1, note the pid, touch `started` and hang.
+const HANG_ON_FIRST: &str = "if [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ]; then echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; exec sleep 300; fi";
+
 /// Starts `work --json ARGS` and SIGKILLs it once its handler has started
 /// (touched `started`); returns the UNIX time just before the kill.
 fn kill_mid_job(s: &Scene, config: &std::path::Path, args: &[&str]) -> i64 {
@@ -29,11 +32,7 @@ fn kill_mid_job(s: &Scene, config: &std::path::Path, args: &[&str]) -> i64 {
 #[test]
 fn case18_killed_daemon_job_is_reclaimed_after_retry_after() {
     let s = Scene::new();
-    let handler = s.recording_script(
-        "h.sh",
-        "if [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ]; then echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; exec sleep 300; fi",
-    );
-    let config = s.config().command(&handler).retry_after(2).write();
+    let config = s.config().recording(HANG_ON_FIRST).retry_after(2).write();
     let job = Job::laravel8("App\\Jobs\\Crash");
     s.push(&job);
 
@@ -64,8 +63,8 @@ fn case18_killed_daemon_job_is_reclaimed_after_retry_after() {
 #[test]
 fn case18_null_retry_after_never_reclaims() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "touch \"$DIR/started\"; exec sleep 300");
-    let config = s.config().command(&handler).retry_after_null().write();
+    let hang = "touch \"$DIR/started\"; exec sleep 300";
+    let config = s.config().recording(hang).retry_after_null().write();
     s.push(&Job::laravel13("App\\Jobs\\Stuck"));
 
     let killed_at = kill_mid_job(&s, &config, &[]);
@@ -86,8 +85,8 @@ fn case18_null_retry_after_never_reclaims() {
 #[test]
 fn running_job_keeps_its_reservation() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "touch \"$DIR/started\"; sleep 4");
-    let config = s.config().command(&handler).retry_after(2).write();
+    let long = "touch \"$DIR/started\"; sleep 4";
+    let config = s.config().recording(long).retry_after(2).write();
     let job = Job::laravel8("App\\Jobs\\Long");
     s.push(&job);
 

@@ -161,6 +161,31 @@ impl<'s> Config<'s> {
         self.handler(Handler::command(program))
     }
 
+    /// Adds a catch-all handler running the script `h.sh` with `body` (see
+    /// [`Scene::script`]).
+    pub fn script(self, body: &str) -> Self {
+        let script = self.scene.script("h.sh", body);
+        self.command(&script)
+    }
+
+    /// Adds a catch-all handler running the script `h.sh` that records each
+    /// call in the job log, then runs `then` (see
+    /// [`Scene::recording_script`]).
+    pub fn recording(self, then: &str) -> Self {
+        let script = self.scene.recording_script("h.sh", then);
+        self.command(&script)
+    }
+
+    /// Changes the handler added last with `change` (e.g.
+    /// `Handler::persistent`).
+    pub fn tune(mut self, change: impl FnOnce(Handler) -> Handler) -> Self {
+        let Some(Value::Table(last)) = self.handlers.pop() else {
+            panic!("Config::tune: no handler added yet");
+        };
+        self.handlers.push(change(Handler(last)).0.into());
+        self
+    }
+
     /// `[queue] retry_after` in seconds.
     pub fn retry_after(self, seconds: i64) -> Self {
         self.set("queue", "retry_after", seconds)

@@ -29,6 +29,10 @@ pub fn now() -> i64 {
         .as_secs() as i64
 }
 
+/// Handler body: mark the job as started (file `started`), then wait for
+/// the test to create the `go` gate.
+pub const GATED: &str = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done";
+
 /// The longest any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -53,7 +57,7 @@ impl Scene {
     /// `recording_script("h.sh", then)` for every job.
     pub fn recording(then: &str) -> (Self, PathBuf) {
         let s = Scene::new();
-        let config = s.config_for(&s.recording_script("h.sh", then));
+        let config = s.config().recording(then).write();
         (s, config)
     }
 
