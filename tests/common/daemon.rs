@@ -246,6 +246,14 @@ impl Daemon {
         d
     }
 
+    /// Runs `laravel-worker --config CONFIG ARGS` to its end (a command
+    /// such as `restart`, `retry` or `monitor`).
+    pub fn cli(config: &std::path::Path, args: &[&str]) -> Self {
+        let mut all = vec!["--config", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Daemon::run(&all, &[])
+    }
+
     /// Waits for a stderr (log) line containing every one of `parts`
     /// (colours aside); returns it without colours.
     pub fn wait_log(&mut self, parts: &[&str]) -> String {
