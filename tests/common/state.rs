@@ -642,6 +642,24 @@ impl Scene {
         );
     }
 
+    /// As [`Scene::assert_state`] for the queue keys only: keys of DB 0
+    /// that are no queue's and the failed rows are not compared (for tests
+    /// whose failed store lives elsewhere).
+    #[track_caller]
+    pub fn assert_queues(&self, expected: QueueState) {
+        let queues_of = |state: QueueState| QueueState {
+            queues: state.queues,
+            ..QueueState::default()
+        };
+        let (actual, expected) = (queues_of(self.state()), queues_of(expected));
+        assert_eq!(
+            actual,
+            expected,
+            "the queue keys differ (left: Redis now, right: expected):\n{}",
+            actual.mismatches(&expected).join("\n")
+        );
+    }
+
     /// As [`Scene::assert_state`], scores judged against `window` (see
     /// [`QueueState::read_in`]).
     #[track_caller]
