@@ -39,16 +39,11 @@ fn broadcast_restart(s: &Scene, value: &str) {
     let _: () = s.redis.cache(&["SET", RESTART_KEY, value]);
 }
 
-/// Jobs `App\Jobs\<name>` (Laravel 8 form), one per name.
-fn jobs<const N: usize>(names: [&str; N]) -> [Job; N] {
-    names.map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")))
-}
-
 /// A scene whose handler runs `then`, with jobs `First` and `Second` on
 /// `default`, and a worker started with `args`.
 fn two_jobs(then: &str, args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
     let (s, config) = Scene::recording(then);
-    let pair = jobs(["First", "Second"]);
+    let pair = Job::named(["First", "Second"]);
     s.push_on("default", &pair);
     let d = s.work(&config, args);
     (s, d, pair)
@@ -131,7 +126,7 @@ signal_tests! {
 /// first job finishes.
 fn paused_during_a_job(args: &[&str]) -> (Scene, Daemon, Job, Job) {
     let (s, config) = Scene::recording(GATED);
-    let [first, later] = jobs(["First", "Later"]);
+    let [first, later] = Job::named(["First", "Later"]);
     s.push(&first);
     let mut d = s.work(&config, args);
     s.wait_for_file("started");
@@ -191,7 +186,7 @@ fn case26_memory_limit_exits_12_after_the_current_job() {
 #[test]
 fn case26_memory_zero_disables_the_check() {
     let (s, config) = Scene::recording("exit 0");
-    let [job] = jobs(["Only"]);
+    let [job] = Job::named(["Only"]);
     s.push(&job);
     let args = ["--memory=0", "--stop-when-empty", "--sleep=0"];
     s.work_until_exit(&config, &args).expect_stop(0, "empty");
@@ -206,7 +201,7 @@ fn case26_memory_zero_disables_the_check() {
 #[test]
 fn case27_max_jobs_stops_after_exactly_n_jobs() {
     let (s, config) = Scene::recording("exit 0");
-    let five = jobs(["J0", "J1", "J2", "J3", "J4"]);
+    let five = Job::named(["J0", "J1", "J2", "J3", "J4"]);
     s.push_on("default", &five);
     let mut d = s.work_until_exit(&config, &["--max-jobs=3", "--sleep=30"]);
     d.expect_stop(0, "max_jobs");
@@ -243,7 +238,7 @@ fn case27_stop_when_empty_exits_0_at_the_first_empty_poll() {
     let b = Job::laravel13("App\\Jobs\\B");
     s.push_on("default", [&a, &b]);
     // A delayed job that is not due must not keep the worker alive.
-    let [later] = jobs(["Later"]);
+    let [later] = Job::named(["Later"]);
     let at = now() + 600;
     s.redis.later("default", at, &later.build());
 
@@ -314,7 +309,7 @@ fn case22_restart_command_writes_the_key_and_stops_a_worker() {
 fn case22_unchanged_restart_key_does_not_stop_the_worker() {
     let (s, config) = Scene::recording(GATED);
     broadcast_restart(&s, "1700000000");
-    let three = jobs(["J0", "J1", "J2"]);
+    let three = Job::named(["J0", "J1", "J2"]);
     s.push_on("default", &three);
 
     let mut d = s.work(&config, &["--max-jobs=3", "--sleep=0.1"]);
@@ -350,7 +345,7 @@ fn one_request(name: &str, request: &str, code: i32, args: &[&str]) -> (Scene, J
     let (s, config) = Scene::recording(&format!(
         "echo '{request}' > \"$LARAVEL_WORKER_RESULT\"\nexit {code}"
     ));
-    let [job] = jobs([name]);
+    let [job] = Job::named([name]);
     s.push(&job);
     let before = now();
     let mut all = vec!["--once"];
@@ -497,7 +492,7 @@ fn routing_first_match_wins() {
     let s = Scene::new();
     let config = mail_routes(&s, true).write();
     let names = ["MailInvoice", "Report", "Mailer\\Digest", "SendMail"];
-    s.push_on("default", &jobs(names));
+    s.push_on("default", &Job::named(names));
 
     s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     assert_eq!(
@@ -518,7 +513,7 @@ fn routing_first_match_wins() {
 fn routing_unmatched_fails_by_default() {
     let s = Scene::new();
     let config = mail_routes(&s, false).write();
-    let [job] = jobs(["Report"]);
+    let [job] = Job::named(["Report"]);
     s.push(&job);
 
     s.run(&config, &["--once", "--tries=5"]);
@@ -535,7 +530,7 @@ fn routing_unmatched_fails_by_default() {
 fn routing_unmatched_release_hands_the_job_back_uncounted() {
     let s = Scene::new();
     let config = mail_routes(&s, false).unmatched_release(60).write();
-    let [job] = jobs(["Report"]);
+    let [job] = Job::named(["Report"]);
     s.push(&job);
 
     let before = now();
@@ -561,7 +556,7 @@ fn fail_one_job(driver: &str) -> (Scene, Job, i64, i64) {
         "[ \"$LARAVEL_WORKER_MODE\" = failed ] && exit 0\necho boom >&2\nexit 1",
     );
     let config = s.config().command(&handler).failed_driver(driver).write();
-    let [job] = jobs(["Flaky"]);
+    let [job] = Job::named(["Flaky"]);
     s.push(&job);
     let before = now();
     s.run(&config, &["--once"]);

@@ -360,11 +360,7 @@ fn retry_all(s: &Scene, store: &Store) {
 fn retry_by_queue(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (a, b, c) = (
-        Job::laravel8("App\\Jobs\\A"),
-        Job::laravel8("App\\Jobs\\B"),
-        Job::laravel8("App\\Jobs\\C"),
-    );
+    let [a, b, c] = Job::named(["A", "B", "C"]);
     store.insert(s, &row(&a, "default", t - 300));
     store.insert(s, &row(&b, "other", t - 200));
     store.insert(s, &row(&c, "other", t - 100));
@@ -393,7 +389,7 @@ fn retry_by_queue(s: &Scene, store: &Store) {
 fn forget_one(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (a, b) = (Job::laravel8("App\\Jobs\\A"), Job::laravel8("App\\Jobs\\B"));
+    let [a, b] = Job::named(["A", "B"]);
     store.insert(s, &row(&a, "default", t - 20));
     store.insert(s, &row(&b, "default", t - 10));
 
@@ -416,11 +412,7 @@ fn forget_one(s: &Scene, store: &Store) {
 fn flush_by_age(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (old, mid, new) = (
-        Job::laravel8("App\\Jobs\\Old"),
-        Job::laravel8("App\\Jobs\\Mid"),
-        Job::laravel8("App\\Jobs\\New"),
-    );
+    let [old, mid, new] = Job::named(["Old", "Mid", "New"]);
     store.insert(s, &row(&old, "default", t - 3 * 3600));
     store.insert(s, &row(&mid, "default", t - 90 * 60));
     store.insert(s, &row(&new, "default", t - 60));

@@ -58,7 +58,7 @@ fn done_on_2xx_with_metadata_headers() {
     let first = Job::laravel13("App\\Jobs\\Empty")
         .set("maxTries", json!(3))
         .set("timeout", json!(40));
-    let others = ["Text", "Json"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let others = Job::named(["Text", "Json"]);
     s.push(&first);
     s.push_on("default", &others);
 
@@ -111,8 +111,7 @@ fn json_body_asks_for_release_fail_or_delete() {
         _ => status(200, r#"{"action":"delete"}"#),
     });
     let config = config(&s, Handler::url(&server.url("/q")));
-    let [later, bad, gone] =
-        ["Later", "Bad", "Gone"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let [later, bad, gone] = Job::named(["Later", "Bad", "Gone"]);
     s.push_on("default", [&later, &bad, &gone]);
 
     run(&config, &["--stop-when-empty", "--sleep=0", "--tries=3"]);
@@ -148,8 +147,7 @@ fn retry_after_in_seconds_and_as_an_http_date_releases() {
         _ => status(503, "down for maintenance"),
     });
     let config = config(&s, Handler::url(&server.url("/q")));
-    let [seconds, date, bare] =
-        ["Seconds", "Date", "Bare"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let [seconds, date, bare] = Job::named(["Seconds", "Date", "Bare"]);
     s.push_on("default", [&seconds, &date, &bare]);
 
     let args = [
@@ -185,8 +183,7 @@ fn other_client_errors_fail_now() {
         _ => status(422, &huge),
     });
     let config = config(&s, Handler::url(&server.url("/q")));
-    let [missing, invalid] =
-        ["Missing", "Invalid"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let [missing, invalid] = Job::named(["Missing", "Invalid"]);
     s.push_on("default", [&missing, &invalid]);
 
     run(&config, &["--stop-when-empty", "--sleep=0", "--tries=5"]);

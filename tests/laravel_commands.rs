@@ -5,15 +5,15 @@
 
 mod common;
 
-use common::laravel::{App, Transport};
+use common::laravel::{self, Transport};
 use common::{Daemon, QueueState, Scene, q};
 use serde_json::{Value, json};
 
 #[test]
 fn queue_restart_stops_laravel_worker_and_queue_work() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob);
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
 
     // Each worker proves it is in its loop (and has read the restart key)
     // by running a job from its own queue.
@@ -71,9 +71,9 @@ fn run_again(s: &Scene, config: &std::path::Path) -> Value {
 
 #[test]
 fn queue_failed_retry_forget_and_flush_use_our_rows() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob);
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
     let gate = s.path("gate");
     let gate_str = gate.display().to_string();
     app.dispatch(json!([
@@ -142,9 +142,9 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
 /// worker runs it again.
 #[test]
 fn our_retry_of_a_row_written_by_queue_work() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob);
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
     let gate = s.path("gate");
     app.dispatch(
         json!([{"kind": "gated", "tag": "php-failed", "gate": gate.display().to_string()}]),

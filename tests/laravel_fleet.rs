@@ -6,17 +6,17 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::laravel::{App, Transport};
-use common::{QueueState, Scene, q};
+use common::laravel::{self, Transport};
+use common::{QueueState, q};
 use serde_json::json;
 
 const JOBS: usize = 2000;
 
 #[test]
 fn php_and_two_daemons_run_2000_jobs_exactly_once() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::Persistent(2));
+    let Some((s, app, config)) = laravel::scene(Transport::Persistent(2)) else {
+        return;
+    };
     app.dispatch(json!([{"kind": "plain", "tag": "job", "count": JOBS}]));
     assert_eq!(s.redis.llen(&q("default")), JOBS as i64);
 

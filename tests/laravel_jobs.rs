@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::laravel::{App, Transport};
+use common::laravel::{self, App, Transport};
 use common::{Daemon, QueueState, Scene, q};
 use serde_json::{Value, json};
 
@@ -118,9 +118,9 @@ fn assert_none(app: &App, event: &str, tag: &str) {
 }
 
 fn every_kind_runs_once(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport);
+    let Some((s, app, config)) = laravel::scene(transport) else {
+        return;
+    };
     app.dispatch(json!([
         {"kind": "plain", "tag": "plain", "data": {"city": "Zürich", "n": [1, 2]}},
         {"kind": "string", "tag": "str", "data": {"x": "y"}},
@@ -209,9 +209,9 @@ on_both_transports!(every_kind_runs_once: every_kind_runs_once_per_job, every_ki
 /// `$tries` and `$backoff` from the job, `--tries` and `--backoff` for a
 /// job pushed by name; failed rows carry PHP's exception text.
 fn retries_backoff_and_failed_rows(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport);
+    let Some((s, app, config)) = laravel::scene(transport) else {
+        return;
+    };
     app.dispatch(json!([
         {"kind": "flaky", "tag": "ok", "failures": 1},
         {"kind": "flaky", "tag": "doomed", "failures": 9},
@@ -294,9 +294,9 @@ on_both_transports!(retries_backoff_and_failed_rows: retries_backoff_and_failed_
 
 /// `$timeout`, `$failOnTimeout`, `retryUntil()` and `$maxExceptions`.
 fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport);
+    let Some((s, app, config)) = laravel::scene(transport) else {
+        return;
+    };
     app.dispatch(json!([
         {"kind": "timeout", "tag": "slow", "sleep": 30},
         {"kind": "timeout", "tag": "slow-fot", "sleep": 30, "fail_on_timeout": true},
@@ -395,9 +395,9 @@ on_both_transports!(timeouts_deadlines_and_max_exceptions: timeouts_deadlines_an
 /// `$this->release()`, `$this->fail()`, delayed dispatch, failing unique
 /// jobs, chains and listeners.
 fn releases_failures_and_delays(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport);
+    let Some((s, app, config)) = laravel::scene(transport) else {
+        return;
+    };
     app.dispatch(json!([
         {"kind": "releasing", "tag": "rel", "release": 30},
         {"kind": "plain", "tag": "late", "delay": 45},

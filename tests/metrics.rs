@@ -32,7 +32,7 @@ fn metrics_count_jobs_and_health_answers() {
     let fail_bad = "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]";
     let config = s.config().script(fail_bad).metrics_listen("127.0.0.1:0");
     let config = config.write();
-    let jobs = ["Good", "Good", "Bad"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let jobs = Job::named(["Good", "Good", "Bad"]);
     s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);

@@ -207,7 +207,7 @@ fn artisan_style_line_per_job() {
     let s = Scene::new();
     let good_only = "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]";
     let config = s.config().script(good_only).write();
-    let pair = ["Good", "Bad"].map(|n| Job::laravel8(&format!("App\\Jobs\\{n}")));
+    let pair = Job::named(["Good", "Bad"]);
     s.push_on("default", &pair);
     let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     assert_eq!(d.stdout.len(), 2, "one line a job: {:?}", d.stdout);

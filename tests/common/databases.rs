@@ -67,6 +67,30 @@ fn stop(child: &mut Child, signal: Signal) {
     let _ = child.wait();
 }
 
+/// `program`, to run in `dir` with no stdin nor stdout and its stderr
+/// written to `log` (truncated).
+fn quiet(program: &Path, dir: &Path, log: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(log).unwrap());
+    cmd
+}
+
+/// Runs `cmd` (a set-up step called `what`) to its end; fails the test,
+/// showing `log`, when it does not succeed.
+fn set_up(cmd: &mut Command, what: &str, log: &Path) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        status.success(),
+        "{what} failed ({status}):\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 /// Waits until `connect` succeeds; panics with `log` if the server exits
 /// or does not accept connections in time.
 fn wait_accepting(child: &mut Child, log: &Path, what: &str, connect: impl Fn() -> bool) {
@@ -152,51 +176,23 @@ impl Postgres {
         let data = dir.path().join("data");
         let log = dir.path().join("postgres.log");
 
-        let mut init = Command::new(&initdb);
+        let mut init = quiet(&initdb, dir.path(), &log);
         init.arg("-D")
             .arg(&data)
-            .args([
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
+            .args("-U postgres -A trust -E UTF8 --locale=C --no-sync".split(' '));
         as_owner(&mut init);
-        let status = init.status().expect("run initdb");
-        assert!(
-            status.success(),
-            "initdb failed ({status}):\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        set_up(&mut init, "initdb", &log);
 
-        let mut server = Command::new(&postgres);
-        server
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(dir.path())
-            .args([
-                "-c",
-                "listen_addresses=",
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-            ])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
+        let mut server = quiet(&postgres, dir.path(), &log);
+        server.arg("-D").arg(&data).arg("-k").arg(dir.path());
+        for setting in [
+            "listen_addresses=",
+            "fsync=off",
+            "synchronous_commit=off",
+            "full_page_writes=off",
+        ] {
+            server.args(["-c", setting]);
+        }
         as_owner(&mut server);
         let mut child = server.spawn().expect("start postgres");
         let url = format!(
@@ -277,7 +273,8 @@ impl MariaDb {
             &[]
         };
 
-        let status = Command::new(&install)
+        let mut install = quiet(&install, dir.path(), &log);
+        install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .args([
@@ -285,18 +282,8 @@ impl MariaDb {
                 "--skip-test-db",
                 "--skip-name-resolve",
             ])
-            .args(user)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .status()
-            .expect("run mariadb-install-db");
-        assert!(
-            status.success(),
-            "mariadb-install-db failed ({status}):\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+            .args(user);
+        set_up(&mut install, "mariadb-install-db", &log);
 
         let socket = dir.path().join("mariadb.sock");
         let mut child = Command::new(&server)

@@ -49,6 +49,16 @@ fn missing() -> Option<&'static str> {
         .as_deref()
 }
 
+/// A scene with the test app and a daemon config that runs every job
+/// through the bridge with `transport`; `None` (after a note) when PHP or
+/// Laravel is missing: the test should return.
+pub fn scene(transport: Transport) -> Option<(Scene, App, PathBuf)> {
+    let s = Scene::new();
+    let app = App::new(&s)?;
+    let config = app.config(&s, transport);
+    Some((s, app, config))
+}
+
 /// How the daemon runs the bridge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {

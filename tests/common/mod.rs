@@ -111,29 +111,6 @@ impl Scene {
         self.config().command(handler).write()
     }
 
-    /// Old-style config: the scene's `[redis]` and `[cache]` followed by
-    /// `extra` (TOML text). Being replaced by [`Scene::config`].
-    pub fn config_toml(&self, extra: &str) -> PathBuf {
-        let path = self.path("config.toml");
-        let text = format!(
-            "[redis]\nurl = \"{url}\"\nprefix = \"laravel_database_\"\n\n[cache]\nurl = \"{cache_url}\"\nprefix = \"laravel_cache\"\ncolon = true\n\n{extra}\n",
-            url = self.redis.url(0),
-            cache_url = self.redis.url(1),
-        );
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    /// Old-style config with one handler and `queue_extra` in `[queue]`.
-    /// Being replaced by [`Scene::config`].
-    pub fn config_with_handler(&self, handler: &Path, queue_extra: &str) -> PathBuf {
-        let db = self.failed_db();
-        self.config_toml(&format!(
-            "[queue]\n{queue_extra}\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            handler.display()
-        ))
-    }
-
     /// SQLite URL of the scene's failed_jobs database (created with
     /// Laravel's schema).
     pub fn failed_db(&self) -> String {

@@ -48,6 +48,11 @@ impl Job {
         }
     }
 
+    /// Laravel 8 object jobs `App\Jobs\<name>`, one per name.
+    pub fn named<const N: usize>(names: [&str; N]) -> [Self; N] {
+        names.map(|n| Self::laravel8(&format!("App\\Jobs\\{n}")))
+    }
+
     /// A Laravel 13 object job (adds deleteWhenMissingModels, batchId,
     /// createdAt and delay).
     pub fn laravel13(class: &str) -> Self {
