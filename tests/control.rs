@@ -56,6 +56,14 @@ fn first_of_two_running(args: &[&str]) -> (Scene, Daemon, [Job; 2]) {
     started
 }
 
+/// Runs [`two_jobs`] (`then`, `args`) to its end: the worker stops with
+/// `code` for `reason` after the first job.
+fn stops_after_the_first_of_two(then: &str, args: &[&str], code: i32, reason: &str) {
+    let (s, mut d, two) = two_jobs(then, args);
+    d.expect_stop(code, reason);
+    assert_only_the_first_ran(&s, &two);
+}
+
 /// The first job ran; the second is still ready, untouched.
 #[track_caller]
 fn assert_only_the_first_ran(s: &Scene, [first, second]: &[Job; 2]) {
@@ -177,9 +185,8 @@ fn case25_sigcont_resumes_fetching() {
 /// not reserved.
 #[test]
 fn case26_memory_limit_exits_12_after_the_current_job() {
-    let (s, mut d, two) = two_jobs("exit 0", &["--memory=1", "--sleep=30"]);
-    d.expect_stop(12, "memory");
-    assert_only_the_first_ran(&s, &two);
+    let args = ["--memory=1", "--sleep=30"];
+    stops_after_the_first_of_two("exit 0", &args, 12, "memory");
 }
 
 /// `--memory=0` turns the check off (13.x).
@@ -226,9 +233,8 @@ fn case27_max_time_exits_0() {
 /// after the job, so the worker exits 0 before reserving the next one.
 #[test]
 fn case27_max_time_reached_during_a_job_stops_before_the_next_job() {
-    let (s, mut d, two) = two_jobs("sleep 1.5", &["--max-time=1", "--sleep=30"]);
-    d.expect_stop(0, "max_time");
-    assert_only_the_first_ran(&s, &two);
+    let args = ["--max-time=1", "--sleep=30"];
+    stops_after_the_first_of_two("sleep 1.5", &args, 0, "max_time");
 }
 
 #[test]

@@ -39,6 +39,19 @@ fn run(config: &Path, args: &[&str]) -> Daemon {
     work(config, args, &[], 0)
 }
 
+/// The last try of the job `job` that the first run released: makes it
+/// due, runs `work ARGS` again, and asserts the job failed with an
+/// exception starting `exception` and containing `detail`.
+#[track_caller]
+fn last_try_fails(s: &Scene, config: &Path, args: &[&str], job: &Job, exception: [&str; 2]) {
+    s.redis.make_due(DELAYED);
+    run(config, args);
+    let row = Failed::job(job)
+        .exception(exception[0])
+        .containing(exception[1]);
+    s.assert_state(QueueState::empty().failed([row]));
+}
+
 /// A 2xx answer is done, whatever its body (empty, plain text, JSON without
 /// `action`); every metadata header is sent and the body is the reserved
 /// payload.
@@ -220,14 +233,11 @@ fn server_error_releases_with_backoff_then_fails_with_a_failed_call() {
     run(&config, &args);
     s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(5)));
 
-    s.redis.make_due(DELAYED);
-    run(&config, &args);
-    let row = Failed::job(&job)
-        .exception(
-            "LaravelWorker\\HandlerFailedException: App\\Jobs\\Flaky: HTTP 500 Internal Server Error",
-        )
-        .containing("Its body began with:\nboom");
-    s.assert_state(QueueState::empty().failed([row]));
+    let exception = [
+        "LaravelWorker\\HandlerFailedException: App\\Jobs\\Flaky: HTTP 500 Internal Server Error",
+        "Its body began with:\nboom",
+    ];
+    last_try_fails(&s, &config, &args, &job, exception);
 
     let requests = server.requests();
     let modes: Vec<(&str, &str)> = requests
@@ -323,14 +333,11 @@ fn connection_refused_is_an_exception() {
     assert!(message.contains("HTTP request failed"), "{released}");
     s.assert_state(QueueState::empty().delayed(Payload::Any, Score::In(3)));
 
-    s.redis.make_due(DELAYED);
-    run(&config, &args);
-    let row = Failed::job(&job)
-        .exception(
-            "LaravelWorker\\HandlerFailedException: App\\Jobs\\Nowhere: the HTTP request failed",
-        )
-        .containing("Connection refused");
-    s.assert_state(QueueState::empty().failed([row]));
+    let exception = [
+        "LaravelWorker\\HandlerFailedException: App\\Jobs\\Nowhere: the HTTP request failed",
+        "Connection refused",
+    ];
+    last_try_fails(&s, &config, &args, &job, exception);
 }
 
 /// Jobs one after another share one kept-alive TCP connection.

@@ -17,23 +17,41 @@ const PERSISTENT: Transport = Transport::Persistent(2);
 /// Two `#[test]`s running `scenario`: one a PHP process per job, one with
 /// two warm persistent processes.
 macro_rules! on_both_transports {
-    ($scenario:ident: $per_job:ident, $persistent:ident) => {
-        #[test]
-        fn $per_job() {
-            $scenario(PER_JOB);
-        }
+    ($($scenario:ident: $per_job:ident, $persistent:ident;)*) => {
+        $(
+            #[test]
+            fn $per_job() {
+                $scenario(PER_JOB);
+            }
 
-        #[test]
-        fn $persistent() {
-            $scenario(PERSISTENT);
-        }
+            #[test]
+            fn $persistent() {
+                $scenario(PERSISTENT);
+            }
+        )*
     };
+}
+
+on_both_transports! {
+    every_kind_runs_once: every_kind_runs_once_per_job, every_kind_runs_once_persistent;
+    retries_backoff_and_failed_rows: retries_backoff_and_failed_rows_per_job, retries_backoff_and_failed_rows_persistent;
+    timeouts_deadlines_and_max_exceptions: timeouts_deadlines_and_max_exceptions_per_job, timeouts_deadlines_and_max_exceptions_persistent;
+    releases_failures_and_delays: releases_failures_and_delays_per_job, releases_failures_and_delays_persistent;
 }
 
 /// The unique lock of `UniqueJob` with `key` (cache prefix on DB 0, the
 /// skeleton's `lock_connection`).
 fn unique_lock(key: &str) -> String {
     format!("laravel_database_laravel_cache:laravel_unique_job:App\\Jobs\\UniqueJob{key}")
+}
+
+/// The scene, app and config for `transport`, with `jobs` dispatched
+/// through the app's bus; `None` (after a note) when PHP or Laravel is
+/// missing.
+fn dispatched(transport: Transport, jobs: Value) -> Option<(Scene, App, std::path::PathBuf)> {
+    let (s, app, config) = laravel::scene(transport)?;
+    app.dispatch(jobs);
+    Some((s, app, config))
 }
 
 /// Runs the daemon once to its end (it must exit 0) and returns it.
@@ -118,10 +136,7 @@ fn assert_none(app: &App, event: &str, tag: &str) {
 }
 
 fn every_kind_runs_once(transport: Transport) {
-    let Some((s, app, config)) = laravel::scene(transport) else {
-        return;
-    };
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "plain", "tag": "plain", "data": {"city": "Zürich", "n": [1, 2]}},
         {"kind": "string", "tag": "str", "data": {"x": "y"}},
         {"kind": "encrypted", "tag": "enc", "secret": "s3cret"},
@@ -130,7 +145,10 @@ fn every_kind_runs_once(transport: Transport) {
         {"kind": "chain", "tag": "c", "steps": ["a", "b", "c"]},
         {"kind": "unique", "tag": "u", "key": "k"},
         {"kind": "unique", "tag": "u-again", "key": "k"},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     // The second unique job was not queued: the lock was held.
     assert!(s.redis.exists(&unique_lock("k")), "the unique lock is held");
     assert_eq!(s.redis.llen(&q("default")), 7, "jobs queued");
@@ -204,19 +222,17 @@ fn every_kind_runs_once(transport: Transport) {
     s.assert_state(QueueState::empty());
 }
 
-on_both_transports!(every_kind_runs_once: every_kind_runs_once_per_job, every_kind_runs_once_persistent);
-
 /// `$tries` and `$backoff` from the job, `--tries` and `--backoff` for a
 /// job pushed by name; failed rows carry PHP's exception text.
 fn retries_backoff_and_failed_rows(transport: Transport) {
-    let Some((s, app, config)) = laravel::scene(transport) else {
-        return;
-    };
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "flaky", "tag": "ok", "failures": 1},
         {"kind": "flaky", "tag": "doomed", "failures": 9},
         {"kind": "string", "tag": "str", "data": {"fail": true}},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let uuids: Vec<String> = s
         .redis
         .lrange(&q("default"))
@@ -290,20 +306,18 @@ fn retries_backoff_and_failed_rows(transport: Transport) {
     s.assert_redis(QueueState::empty());
 }
 
-on_both_transports!(retries_backoff_and_failed_rows: retries_backoff_and_failed_rows_per_job, retries_backoff_and_failed_rows_persistent);
-
 /// `$timeout`, `$failOnTimeout`, `retryUntil()` and `$maxExceptions`.
 fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
-    let Some((s, app, config)) = laravel::scene(transport) else {
-        return;
-    };
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "timeout", "tag": "slow", "sleep": 30},
         {"kind": "timeout", "tag": "slow-fot", "sleep": 30, "fail_on_timeout": true},
         {"kind": "deadline", "tag": "deadline", "seconds": 3600, "failures": 2},
         {"kind": "deadline", "tag": "too-late", "seconds": -10, "failures": 0},
         {"kind": "max-exceptions", "tag": "max-ex"},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let uuid_of = |name: &str| -> String {
         s.redis
             .lrange(&q("default"))
@@ -390,15 +404,10 @@ fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
     s.assert_redis(QueueState::empty());
 }
 
-on_both_transports!(timeouts_deadlines_and_max_exceptions: timeouts_deadlines_and_max_exceptions_per_job, timeouts_deadlines_and_max_exceptions_persistent);
-
 /// `$this->release()`, `$this->fail()`, delayed dispatch, failing unique
 /// jobs, chains and listeners.
 fn releases_failures_and_delays(transport: Transport) {
-    let Some((s, app, config)) = laravel::scene(transport) else {
-        return;
-    };
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "releasing", "tag": "rel", "release": 30},
         {"kind": "plain", "tag": "late", "delay": 45},
         {"kind": "string", "tag": "str-late", "delay": 50},
@@ -406,7 +415,10 @@ fn releases_failures_and_delays(transport: Transport) {
         {"kind": "unique", "tag": "uniq", "key": "k2", "fail": true},
         {"kind": "chain", "tag": "cf", "steps": ["a", "b"], "fail": "a"},
         {"kind": "event", "tag": "order-2", "fail": true},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let dispatched = common::now();
     // Delayed dispatch: in :delayed, due 45 s and 50 s from now.
     let mut scores: Vec<i64> = delayed(&s).iter().map(|(_, at)| at - dispatched).collect();
@@ -498,5 +510,3 @@ fn releases_failures_and_delays(transport: Transport) {
     assert_eq!(s.failed_rows().len(), 4, "no new failed row");
     s.assert_redis(QueueState::empty());
 }
-
-on_both_transports!(releases_failures_and_delays: releases_failures_and_delays_per_job, releases_failures_and_delays_persistent);
