@@ -174,7 +174,7 @@ fn env_file_configures_everything_from_the_app() {
     std::fs::create_dir_all(app.join("database")).unwrap();
     let rows_path = app.join("database/failed.sqlite");
     common::sqlite::create_failed_jobs(&rows_path);
-    let config = s.config().from_app_only().recording("exit 1").write();
+    let config = s.config().settings_from_app().recording("exit 1").write();
     let job = Job::laravel8("App\\Jobs\\FromEnv");
     let key = "test_app_database_queues:default";
     let _: () = redis::pipe()

@@ -637,7 +637,7 @@ fn failed_store_redis_writes_hash_and_index() {
 #[test]
 fn failed_store_null_discards() {
     let (s, ..) = fail_one_job("null");
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    s.assert_state(QueueState::empty());
     assert!(s.redis.keys(1).is_empty(), "left: {:?}", s.redis.keys(1));
     assert!(!s.path("failed.sqlite").exists(), "no SQLite file written");
 }

@@ -292,7 +292,7 @@ impl<'s> Config<'s> {
     }
 
     /// No `[redis]` nor `[cache]`: everything from the app (`--env-file`).
-    pub fn from_app_only(mut self) -> Self {
+    pub fn settings_from_app(mut self) -> Self {
         self.root.remove("redis");
         self.root.remove("cache");
         self.failed_set = true;

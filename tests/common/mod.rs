@@ -1,5 +1,18 @@
 //! Test harness: real redis-server, real daemon binary, real handler
 //! processes. Nothing is mocked.
+//!
+//! - [`Scene`]: a scratch directory with a private Redis, handler scripts
+//!   and a job log; [`Scene::config`] builds its config file
+//!   ([`config::Config`], a setter per key).
+//! - [`QueueState`]: what the queue keys and the failed store hold, compared
+//!   with one `assert_eq!` ([`Scene::assert_state`]) that lists each
+//!   difference.
+//! - [`Daemon`]: the binary as a subprocess; `expect_exit`/`expect_stop`
+//!   print its output when the status differs.
+//! - [`payloads::Job`]: payloads as Laravel writes them;
+//!   [`http_server::Server`]: an HTTP endpoint for HTTP handlers;
+//!   [`laravel`]: a real Laravel app beside the daemon; [`databases`]:
+//!   private PostgreSQL and MariaDB servers.
 #![allow(dead_code, unused_imports)]
 
 pub mod config;

@@ -338,11 +338,13 @@ impl Failed {
         }
     }
 
+    /// The row is of queue `queue` (default: `default`).
     pub fn queue(mut self, queue: &str) -> Self {
         self.queue = queue.into();
         self
     }
 
+    /// The row's payload is `payload` (default: any).
     pub fn payload(mut self, payload: impl Into<Payload>) -> Self {
         self.payload = payload.into();
         self
