@@ -11,14 +11,18 @@ use nix::unistd::Pid;
 
 use super::WAIT;
 
+/// A running (or exited) laravel-worker process.
 pub struct Daemon {
     child: Child,
     /// The command line after the program name.
     args: Vec<String>,
     out: Receiver<String>,
     err: Receiver<String>,
+    /// stdout lines seen so far (all of them after `wait_exit`).
     pub stdout: Vec<String>,
+    /// stderr (log) lines seen so far, with their colours.
     pub stderr: Vec<String>,
+    /// The exit status, once exited.
     pub status: Option<ExitStatus>,
 }
 
@@ -61,6 +65,8 @@ fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
 }
 
 impl Daemon {
+    /// Starts `laravel-worker ARGS` with `env` (and `RUST_LOG=info`, and
+    /// none of the machine's Laravel variables).
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
         cmd.args(args)
@@ -88,10 +94,12 @@ impl Daemon {
         }
     }
 
+    /// The process id.
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
 
+    /// Sends `signal` to the process.
     pub fn signal(&self, signal: Signal) {
         kill(self.pid(), signal).unwrap();
     }

@@ -105,6 +105,7 @@ impl Job {
         self
     }
 
+    /// Top-level field `key` (null when absent).
     pub fn get(&self, key: &str) -> Value {
         self.fields
             .iter()
@@ -134,10 +135,12 @@ impl Job {
         self.line("failed", attempt, "default")
     }
 
+    /// The `uuid` field.
     pub fn uuid(&self) -> String {
         self.get("uuid").as_str().unwrap().to_string()
     }
 
+    /// The `id` field (32 characters).
     pub fn id(&self) -> String {
         self.get("id").as_str().unwrap().to_string()
     }

@@ -30,6 +30,8 @@ async fn open(path: &Path) -> SqliteConnection {
         .unwrap()
 }
 
+/// Creates the SQLite file at `path` (if missing) with Laravel's
+/// failed_jobs table and its uuid index.
 pub fn create_failed_jobs(path: &Path) {
     block_on(async {
         let mut c = open(path).await;
