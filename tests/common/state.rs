@@ -5,9 +5,9 @@
 //! The snapshot side holds what was read (payload bytes, absolute scores,
 //! full exception text). The expected side is built with the same types,
 //! some of which match loosely where the tests have always compared
-//! loosely: a payload by JSON value or by its job id and `attempts`, a
+//! loosely: a payload by JSON value or by its uuid, id and `attempts`, a
 //! score as "N seconds after a time in a window", an exception by its
-//! beginning and some lines it contains.
+//! beginning and some text it contains.
 
 use std::collections::BTreeMap;
 use std::fmt;
