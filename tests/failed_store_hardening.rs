@@ -76,13 +76,12 @@ fn failing_handler(s: &Scene) -> PathBuf {
     )
 }
 
-/// A config with `failed` as the `[failed]` section body and `handler` for
-/// every job.
-fn config(s: &Scene, failed: &str, handler: &Path) -> PathBuf {
-    s.config(&format!(
-        "[failed]\n{failed}\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-        handler.display()
-    ))
+/// A config with `[failed] key = value` and `handler` for every job.
+fn config(s: &Scene, (key, value): (&str, &str), handler: &Path) -> PathBuf {
+    s.config()
+        .set("failed", key, value)
+        .command(handler)
+        .write()
 }
 
 // ---------------------------------------------------------------------------
@@ -98,7 +97,7 @@ fn config(s: &Scene, failed: &str, handler: &Path) -> PathBuf {
 fn redis_store_keeps_every_record_of_a_uuid() {
     let s = Scene::new();
     let handler = failing_handler(&s);
-    let config = config(&s, "driver = \"redis\"", &handler);
+    let config = config(&s, ("driver", "redis"), &handler);
     let first = Job::laravel8("App\\Jobs\\Twin").set("maxTries", 1.into());
     let uuid = first.uuid();
     let second = Job::laravel8("App\\Jobs\\Twin")
@@ -183,7 +182,7 @@ esac
 echo boom >&2
 exit 1"#,
     );
-    let config = config(s, &format!("url = \"{}\"", db.url()), &handler);
+    let config = config(s, ("url", db.url()), &handler);
     let earlier = Job::laravel8("App\\Jobs\\Twin");
     let laravel_row = FailedRow {
         uuid: earlier.uuid(),
@@ -333,7 +332,7 @@ fn a_store_that_is_down_keeps_the_job_reserved() {
             nowhere.display()
         ),
     ] {
-        let config = config(&s, &format!("url = \"{url}\""), &handler);
+        let config = config(&s, ("url", &url), &handler);
         let job = Job::laravel8("App\\Jobs\\Down").set("maxTries", 1.into());
         s.redis.push("default", &job.build());
         let ran = cli(&config, &["work", "--stop-when-empty"]);
@@ -371,7 +370,7 @@ fn sqlite_store_recovers_after_a_read_only_period() {
     std::fs::create_dir(&dir).unwrap();
     let db = FailedDb::sqlite(&dir.join("database.sqlite"));
     let handler = failing_handler(&s);
-    let config = config(&s, &format!("url = \"{}\"", db.url()), &handler);
+    let config = config(&s, ("url", db.url()), &handler);
 
     let mut d = sandbox.work(&config, &["--sleep=0.1"], &[&dir], &[]);
     d.wait_stderr(|l| l.contains("worker started"));
