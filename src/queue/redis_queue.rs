@@ -10,6 +10,7 @@ use super::job::{Popped, ReservedJob};
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
 use super::scripts;
+use bytes::Bytes;
 
 /// A queue connection: one Redis database, one key prefix, and the
 /// connection's `retry_after`, `block_for` and `migration_batch_size`.
@@ -182,7 +183,7 @@ impl RedisQueue {
     pub async fn delete(&self, job: &ReservedJob) -> RedisResult<bool> {
         let removed: i64 = redis::cmd("ZREM")
             .arg(&job.queue.reserved)
-            .arg(&job.reserved)
+            .arg(&job.reserved[..])
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(removed > 0)
@@ -195,7 +196,7 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
-        self.move_to_delayed(job, delay, &job.reserved).await
+        self.move_to_delayed(job, delay, &job.reserved[..]).await
     }
 
     /// Hands a reserved job back *uncounted*: its original string goes to
@@ -205,7 +206,7 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn hand_back(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
-        self.move_to_delayed(job, delay, &job.raw).await
+        self.move_to_delayed(job, delay, &job.raw[..]).await
     }
 
     async fn move_to_delayed(
@@ -219,7 +220,7 @@ impl RedisQueue {
             .arg(2)
             .arg(&job.queue.delayed)
             .arg(&job.queue.reserved)
-            .arg(&job.reserved)
+            .arg(&job.reserved[..])
             .arg(now() + delay as i64)
             .arg(member)
             .query_async(&mut self.conn.clone())
@@ -241,7 +242,7 @@ impl RedisQueue {
             .arg(scripts::RENEW)
             .arg(1)
             .arg(&job.queue.reserved)
-            .arg(&job.reserved)
+            .arg(&job.reserved[..])
             .arg(now() + retry_after as i64)
             .query_async(&mut self.conn.clone())
             .await?;
@@ -334,10 +335,10 @@ fn reserved_job(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Popped {
         Some(Value::BulkString(b)) => Some(b),
         _ => None,
     };
-    let raw = bytes()?;
-    let reserved = bytes()?;
+    let raw = Bytes::from(bytes()?);
+    let reserved = Bytes::from(bytes()?);
     let poison = matches!(parts.next(), Some(Value::Int(1)));
-    let payload = match Payload::parse(&raw) {
+    let payload = match Payload::parse(raw.clone()) {
         Ok(_) if poison => Err(PayloadError::NoAttempts),
         parsed => parsed,
     };
