@@ -14,12 +14,14 @@
 //!   memory, systemd notifications and the heartbeat file);
 //! - [`log_limit`]: repeated errors logged once, then summarised;
 //! - [`config`], [`cli`], [`commands`]: the surface;
-//! - [`output`], [`exception`]: what the worker prints and records.
+//! - [`output`], [`exception`], [`escape`]: what the worker prints and
+//!   records, and how outside text is escaped in it.
 
 pub mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod escape;
 pub mod exception;
 pub mod failed;
 pub mod handler;

@@ -221,3 +221,50 @@ fn odd_display_names_and_ids_do_not_fail_the_job() {
     assert!(s.failed_rows().is_empty());
     assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
 }
+
+/// A displayName and handler output carrying newlines and terminal escapes
+/// are printed escaped: one artisan line per job, one log line per event.
+#[test]
+fn control_characters_are_escaped_in_job_lines_and_logs() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "cat > /dev/null\nprintf 'out\\nFAKE-STDOUT-LINE\\033[2J\\n'\nprintf 'err\\r\\nFAKE-STDERR-LINE\\033]0;title\\007\\n' >&2\nexit 1",
+    );
+    let config = s.config_with_handler(&handler, "");
+    let job = Job::laravel8("App\\Jobs\\Ctl").set(
+        "displayName",
+        json!("App\\Jobs\\Ctl\nFAKE-NAME-LINE\u{1b}[31m\u{202e}"),
+    );
+    s.redis.push("default", &job.build());
+    let mut d = s.work_until_exit(&config, &["--once"]);
+    assert_eq!(d.code(), Some(0));
+    let job_lines: Vec<&String> = d
+        .stdout
+        .iter()
+        .filter(|l| l.contains("FAKE-NAME-LINE"))
+        .collect();
+    assert_eq!(job_lines.len(), 1, "{:?}", d.stdout);
+    assert!(
+        job_lines[0].contains("App\\Jobs\\Ctl\\nFAKE-NAME-LINE\\x1b[31m\\u{202e}")
+            && job_lines[0].ends_with("FAIL"),
+        "{}",
+        job_lines[0]
+    );
+    for line in d.stdout.iter().chain(&d.stderr) {
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\r') && !line.contains('\u{202e}'),
+            "raw control: {line:?}"
+        );
+        for fake in ["FAKE-NAME-LINE", "FAKE-STDOUT-LINE", "FAKE-STDERR-LINE"] {
+            assert!(!line.starts_with(fake), "forged line: {line:?}");
+        }
+    }
+    assert!(
+        d.stderr
+            .iter()
+            .any(|l| l.contains("out\\nFAKE-STDOUT-LINE\\x1b[2J")),
+        "the output is logged, escaped: {:?}",
+        d.stderr
+    );
+}
