@@ -268,3 +268,60 @@ fn control_characters_are_escaped_in_job_lines_and_logs() {
         d.stderr
     );
 }
+
+/// Absurd option values stop `work` at start (exit 1) with a message naming
+/// the flag or setting, instead of a panic (exit 101) or a silent change.
+#[test]
+fn absurd_options_are_refused_at_start() {
+    let s = Scene::new();
+    let handler = s.recording_script("h.sh", "");
+    let config = s.config_with_handler(&handler, "");
+    let config = config.to_str().unwrap();
+    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+        (&["--sleep", "1e20"], &[], "--sleep"),
+        (&["--rest", "1e20"], &[], "--rest"),
+        (&["--memory=-1"], &[], "--memory"),
+        (&["--queue=high,,low"], &[], "--queue"),
+        (
+            &[],
+            &[("REDIS_QUEUE_RETRY_AFTER", "18446744073709551615")],
+            "retry_after",
+        ),
+        (
+            &[],
+            &[("REDIS_QUEUE_RETRY_AFTER", "9223372036854775808")],
+            "retry_after",
+        ),
+    ];
+    for (flags, env, named) in cases {
+        let mut args = vec!["--config", config, "work", "--once"];
+        args.extend_from_slice(flags);
+        let mut d = common::Daemon::start(&args, env);
+        assert_eq!(d.code(), Some(1), "{flags:?} {env:?}: {:?}", d.stderr);
+        assert!(
+            d.stderr
+                .iter()
+                .any(|l| l.contains("ERROR") && l.contains(named)),
+            "{flags:?} {env:?}: {:?}",
+            d.stderr
+        );
+    }
+    assert!(s.log().is_empty());
+}
+
+/// `--queue=` (empty) works the default queue, as artisan's
+/// `option('queue') ?: default` does, instead of polling the key `queues:`.
+#[test]
+fn an_empty_queue_flag_means_the_default_queue() {
+    let s = Scene::new();
+    let handler = s.recording_script("h.sh", "");
+    let config = s.config_with_handler(&handler, "queue = \"work\"");
+    let job = Job::laravel8("App\\Jobs\\Default");
+    s.redis.push("work", &job.build());
+    let mut d = s.work_until_exit(&config, &["--queue=", "--once"]);
+    assert_eq!(d.code(), Some(0), "{:?}", d.stderr);
+    assert_eq!(
+        s.log(),
+        [format!("run App\\Jobs\\Default {} 1 work", job.id())]
+    );
+}
