@@ -277,7 +277,8 @@ fn absurd_options_are_refused_at_start() {
     let handler = s.recording_script("h.sh", "");
     let config = s.config_with_handler(&handler, "");
     let config = config.to_str().unwrap();
-    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 6] = [
         (&["--sleep", "1e20"], &[], "--sleep"),
         (&["--rest", "1e20"], &[], "--rest"),
         (&["--memory=-1"], &[], "--memory"),
@@ -323,5 +324,44 @@ fn an_empty_queue_flag_means_the_default_queue() {
     assert_eq!(
         s.log(),
         [format!("run App\\Jobs\\Default {} 1 work", job.id())]
+    );
+}
+
+/// A job of 20 MB used to leave the daemon holding several times that
+/// (the Redis client's buffers, the allocator's free pages), so that the
+/// next check of `--memory` stopped the worker (exit 12). Memory is now
+/// given back after a large job: two such jobs and a small one all run
+/// under `--memory=64`.
+#[test]
+fn memory_is_given_back_after_large_jobs() {
+    let s = Scene::new();
+    let handler = s.recording_script(
+        "h.sh",
+        "cat > /dev/null; [ -s \"$LARAVEL_WORKER_COMMAND_FILE\" ] && echo decoded >> \"$DIR/decoded\"",
+    );
+    let config = s.config_with_handler(&handler, "");
+    let blob = "x\"\\/é".repeat(20 * 1024 * 1024 / 8);
+    let command = format!(
+        "O:3:\"Big\":1:{{s:4:\"blob\";s:{}:\"{blob}\";}}",
+        blob.len()
+    );
+    for _ in 0..2 {
+        s.redis.push("default", &job_with_command(&command).build());
+    }
+    s.redis
+        .push("default", &Job::laravel8("App\\Jobs\\Small").build());
+    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--memory=64"]);
+    assert_eq!(
+        d.code(),
+        Some(0),
+        "exit 12 means --memory was reached: {:?}",
+        d.stderr
+    );
+    assert_eq!(s.log().len(), 3);
+    let decoded = std::fs::read_to_string(s.path("decoded")).unwrap_or_default();
+    assert_eq!(
+        decoded.lines().count(),
+        3,
+        "each handler got the decoded command"
     );
 }

@@ -18,7 +18,12 @@ use bytes::Bytes;
 /// Cloning is cheap; clones share the underlying connections.
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    /// The command connection. Behind a lock so that it can be replaced
+    /// after a large job ([`RedisQueue::renew_connection`]); each call
+    /// clones it (a handle) and releases the lock at once.
+    conn: Arc<std::sync::Mutex<ConnectionManager>>,
+    /// Where `conn` goes.
+    url: redis::ConnectionInfo,
     /// A second connection for BLPOP, so a blocked wait never holds up the
     /// deletes and releases of running jobs.
     blocking: Option<ConnectionManager>,
@@ -92,7 +97,8 @@ impl RedisQueue {
             }
         };
         Ok(RedisQueue {
-            conn,
+            conn: Arc::new(std::sync::Mutex::new(conn)),
+            url: url.clone(),
             blocking,
             prefix: options.prefix,
             cluster: options.cluster,
@@ -100,6 +106,31 @@ impl RedisQueue {
             block_for: options.block_for,
             migration_batch_size: options.migration_batch_size,
         })
+    }
+
+    /// A handle on the command connection.
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the command connection with a new one. The client library
+    /// keeps its read and write buffers at the size of the largest reply or
+    /// command it has seen, so after a job of many megabytes the daemon would
+    /// otherwise hold that much for ever. Calls in flight finish on the old
+    /// connection, which closes when they are done. On failure the old
+    /// connection stays.
+    pub async fn renew_connection(&self) {
+        match super::connect::connect(self.url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await
+        {
+            Ok(fresh) => match self.conn.lock() {
+                Ok(mut conn) => *conn = fresh,
+                Err(poisoned) => *poisoned.into_inner() = fresh,
+            },
+            Err(e) => tracing::debug!("cannot open a fresh queue connection: {e}"),
+        }
     }
 
     /// The keys of queue `name` on this connection.
@@ -152,7 +183,7 @@ impl RedisQueue {
             .arg(&queue.reserved)
             .arg(&queue.notify)
             .arg(now + self.retry_after.unwrap_or(0) as i64);
-        let (popped,): (Vec<Value>,) = pipe.query_async(&mut self.conn.clone()).await?;
+        let (popped,): (Vec<Value>,) = pipe.query_async(&mut self.conn()).await?;
         Ok(reserved_job(queue, popped))
     }
 
@@ -184,7 +215,7 @@ impl RedisQueue {
         let removed: i64 = redis::cmd("ZREM")
             .arg(&job.queue.reserved)
             .arg(&job.reserved[..])
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(removed > 0)
     }
@@ -223,7 +254,7 @@ impl RedisQueue {
             .arg(&job.reserved[..])
             .arg(now() + delay as i64)
             .arg(member)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(released == 1)
     }
@@ -244,7 +275,7 @@ impl RedisQueue {
             .arg(&job.queue.reserved)
             .arg(&job.reserved[..])
             .arg(now() + retry_after as i64)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(renewed == 1)
     }
@@ -261,7 +292,7 @@ impl RedisQueue {
             .arg(&queue.ready)
             .arg(&queue.notify)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -280,7 +311,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(available_at)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -295,7 +326,7 @@ impl RedisQueue {
             .zcard(&queue.delayed)
             .zcard(&queue.reserved)
             .lindex(&queue.ready, 0)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         let oldest_pending = oldest
             .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
@@ -320,7 +351,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(&queue.reserved)
             .arg(&queue.notify)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await
     }
 }

@@ -415,4 +415,5 @@ async fn run_job(job: ReservedJob, services: &Services) {
     services
         .reporter
         .finished(&job, &verdict, started.elapsed());
+    crate::memory::after_job(job, &services.queue).await;
 }
