@@ -16,7 +16,8 @@
 //! - [`config`], [`cli`], [`commands`]: the surface; [`app`] opens what
 //!   the commands work on (queue, cache, failed store, router) from the
 //!   settings;
-//! - [`output`], [`exception`]: what the worker prints and records.
+//! - [`output`], [`exception`], [`escape`]: what the worker prints and
+//!   records, and how outside text is escaped in it.
 //!
 //! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
 
@@ -25,6 +26,7 @@ pub mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod escape;
 pub mod exception;
 pub mod failed;
 pub mod handler;

@@ -17,6 +17,8 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Outside text (displayNames, handler output) cannot break a log line.
+        .fmt_fields(laravel_worker::escape::log_fields())
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 

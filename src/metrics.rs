@@ -224,10 +224,11 @@ mod tests {
     use super::*;
 
     fn job() -> ReservedJob {
-        let raw = br#"{"uuid":"u","displayName":"App\\Jobs\\A","attempts":0}"#.to_vec();
+        let raw =
+            bytes::Bytes::from_static(br#"{"uuid":"u","displayName":"App\\Jobs\\A","attempts":0}"#);
         ReservedJob {
             queue: Arc::new(crate::queue::QueueKeys::new("", "default", false)),
-            payload: crate::queue::Payload::parse(&raw),
+            payload: crate::queue::Payload::parse(raw.clone()),
             reserved: raw.clone(),
             raw,
         }

@@ -41,7 +41,8 @@ impl Reporter {
 
     fn artisan_line(&self, job: &ReservedJob, status: &str, took: Duration) {
         let time = Local::now().format("%Y-%m-%d %H:%M:%S");
-        let name = job.display_name();
+        // Outside text: a newline or an escape sequence must not reach the terminal raw.
+        let name = crate::escape::control(job.display_name());
         let run_time = run_time_for_humans(took);
         let word = if status == "success" { "DONE" } else { "FAIL" };
         let used = 2 + 19 + 1 + name.chars().count() + 1 + run_time.len() + 1 + word.len();

@@ -86,19 +86,9 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
 /// `queue` setting.
 ///
 /// # Errors
-/// Values out of range (a negative `--sleep`...).
+/// Values out of range (see [`crate::worker::options`]).
 pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<WorkerOptions> {
-    let queue_list = args
-        .queue
-        .clone()
-        .unwrap_or_else(|| settings.default_queue.clone());
-    let seconds = |name: &str, v: f64| {
-        anyhow::ensure!(
-            v.is_finite() && v >= 0.0,
-            "--{name} must be a number of seconds >= 0"
-        );
-        Ok(Duration::from_secs_f64(v))
-    };
+    use crate::worker::options::{memory_mb, queue_list, wait_seconds};
     let mut backoff = parse_backoff(&args.backoff);
     // `--delay` is the deprecated spelling: Laravel takes the larger one.
     if args.delay > 0 && backoff.iter().all(|&b| b < args.delay) {
@@ -106,16 +96,16 @@ pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<Wo
     }
     Ok(WorkerOptions {
         name: args.name.clone(),
-        queues: queue_list.split(',').map(str::to_string).collect(),
+        queues: queue_list(args.queue.as_deref(), &settings.default_queue)?,
         once: args.once,
         stop_when_empty: args.stop_when_empty,
         backoff,
         max_jobs: args.max_jobs,
         max_time: Duration::from_secs(args.max_time),
         force: args.force,
-        memory_mb: args.memory.max(0) as u64,
-        sleep: seconds("sleep", args.sleep)?,
-        rest: seconds("rest", args.rest)?,
+        memory_mb: memory_mb(args.memory)?,
+        sleep: wait_seconds("sleep", args.sleep)?,
+        rest: wait_seconds("rest", args.rest)?,
         timeout: args.timeout,
         tries: args.tries,
         json: args.json,

@@ -226,6 +226,12 @@ impl Settings {
             }
         }
 
+        let retry_after = layer
+            .queue
+            .retry_after
+            .map_or(Some(90), file::Nullable::seconds);
+        let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
+        crate::worker::options::check_reservation(retry_after, block_for)?;
         Ok(Settings {
             app_path: layer.app.path,
             redis,
@@ -233,11 +239,8 @@ impl Settings {
             cluster: layer.redis.cluster.unwrap_or(false),
             connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
-            retry_after: layer
-                .queue
-                .retry_after
-                .map_or(Some(90), file::Nullable::seconds),
-            block_for: layer.queue.block_for.and_then(file::Nullable::seconds),
+            retry_after,
+            block_for,
             migration_batch_size: layer.queue.migration_batch_size.unwrap_or(-1),
             unmatched,
             cache,

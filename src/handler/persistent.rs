@@ -93,7 +93,7 @@ struct Request<'a> {
     exception: Option<&'a str>,
     /// `data.command` as JSON, when it is a plain PHP-serialized object.
     #[serde(skip_serializing_if = "Option::is_none")]
-    command: Option<serde_json::Value>,
+    command: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// Why a call did not produce an outcome from the process.

@@ -99,7 +99,7 @@ impl SubprocessHandler {
     fn write_command(&self, inv: &Invocation<'_>, n: u64) -> Option<PathBuf> {
         let command = inv.job.payload.as_ref().ok()?.command_json()?;
         let path = self.result_dir.path().join(format!("{n}.command.json"));
-        match std::fs::write(&path, command.to_string()) {
+        match std::fs::write(&path, command.get()) {
             Ok(()) => Some(path),
             Err(e) => {
                 tracing::warn!("cannot write the decoded command for the handler: {e}");

@@ -10,6 +10,9 @@
 //! trip of its own; a batch that Redis answered with an error reply is sent
 //! again one write at a time, so one bad write cannot fail the others.
 
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
 use redis::aio::ConnectionManager;
 use redis::{Pipeline, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -27,7 +30,7 @@ pub enum Write {
         /// The `:reserved` key.
         reserved: String,
         /// The reserved string, byte for byte.
-        member: Vec<u8>,
+        member: Bytes,
     },
     /// The release script: move the reservation to `:delayed`.
     Release {
@@ -36,12 +39,12 @@ pub enum Write {
         /// The `:reserved` key.
         reserved: String,
         /// The reserved string, byte for byte.
-        member: Vec<u8>,
+        member: Bytes,
         /// Available-at, UNIX seconds.
         at: i64,
         /// What goes into `:delayed` (the reserved string to count the
         /// attempt, the original to hand the job back uncounted).
-        add: Vec<u8>,
+        add: Bytes,
     },
 }
 
@@ -49,7 +52,7 @@ impl Write {
     fn add_to(&self, pipe: &mut Pipeline) {
         match self {
             Write::Delete { reserved, member } => {
-                pipe.cmd("ZREM").arg(reserved).arg(member);
+                pipe.cmd("ZREM").arg(reserved).arg(&member[..]);
             }
             Write::Release {
                 delayed,
@@ -63,15 +66,19 @@ impl Write {
                     .arg(2)
                     .arg(delayed)
                     .arg(reserved)
-                    .arg(member)
+                    .arg(&member[..])
                     .arg(*at)
-                    .arg(add);
+                    .arg(&add[..]);
             }
         }
     }
 }
 
 type Request = (Write, oneshot::Sender<RedisResult<bool>>);
+
+/// The connection the writes go through, shared with the queue, which may
+/// replace it (see `RedisQueue::renew_connection`).
+pub type SharedConnection = Arc<Mutex<ConnectionManager>>;
 
 /// The sending side of the batching task; cheap to clone.
 #[derive(Clone)]
@@ -82,7 +89,7 @@ pub struct WriteBatch {
 impl WriteBatch {
     /// Starts the batching task on `conn`; it ends when the last
     /// [`WriteBatch`] clone is dropped.
-    pub fn start(conn: ConnectionManager) -> Self {
+    pub fn start(conn: SharedConnection) -> Self {
         let (requests, queue) = mpsc::unbounded_channel();
         tokio::spawn(run(conn, queue));
         WriteBatch { requests }
@@ -102,10 +109,14 @@ impl WriteBatch {
     }
 }
 
-async fn run(conn: ConnectionManager, mut queue: mpsc::UnboundedReceiver<Request>) {
+async fn run(conn: SharedConnection, mut queue: mpsc::UnboundedReceiver<Request>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        settle(&conn, &mut batch).await;
+        let current = match conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        settle(&current, &mut batch).await;
     }
 }
 

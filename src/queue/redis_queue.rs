@@ -12,6 +12,7 @@ use super::job::ReservedJob;
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
 use super::scripts;
+use bytes::Bytes;
 
 /// A queue connection: one Redis database, one key prefix, and the
 /// connection's `retry_after`, `block_for` and `migration_batch_size`.
@@ -19,7 +20,12 @@ use super::scripts;
 /// Cloning is cheap; clones share the underlying connections.
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    /// The command connection. Behind a lock so that it can be replaced
+    /// after a large job ([`RedisQueue::renew_connection`]); each call
+    /// clones it (a handle) and releases the lock at once.
+    conn: Arc<std::sync::Mutex<ConnectionManager>>,
+    /// Where `conn` goes.
+    url: redis::ConnectionInfo,
     /// A second connection for BLPOP, so a blocked wait never holds up the
     /// deletes and releases of running jobs. It has no response timeout of
     /// its own: each BLPOP bounds its wait (see [`Self::block_on_notify`]).
@@ -87,12 +93,14 @@ impl RedisQueue {
     /// # Errors
     /// A bad URL or an unreachable server.
     pub async fn connect(url: &redis::ConnectionInfo, options: QueueOptions) -> RedisResult<Self> {
-        let conn =
-            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?;
+        let conn = Arc::new(std::sync::Mutex::new(
+            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?,
+        ));
         let blocking = super::connect::connect(url.clone(), None).await?;
         Ok(RedisQueue {
-            writes: WriteBatch::start(conn.clone()),
+            writes: WriteBatch::start(Arc::clone(&conn)),
             conn,
+            url: url.clone(),
             blocking,
             migrations: Arc::new(MigrationTicks::default()),
             prefix: options.prefix,
@@ -101,6 +109,31 @@ impl RedisQueue {
             block_for: options.block_for,
             migration_batch_size: options.migration_batch_size,
         })
+    }
+
+    /// A handle on the command connection.
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the command connection with a new one. The client library
+    /// keeps its read and write buffers at the size of the largest reply or
+    /// command it has seen, so after a job of many megabytes the daemon would
+    /// otherwise hold that much for ever. Calls in flight finish on the old
+    /// connection, which closes when they are done. On failure the old
+    /// connection stays.
+    pub async fn renew_connection(&self) {
+        match super::connect::connect(self.url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await
+        {
+            Ok(fresh) => match self.conn.lock() {
+                Ok(mut conn) => *conn = fresh,
+                Err(poisoned) => *poisoned.into_inner() = fresh,
+            },
+            Err(e) => tracing::debug!("cannot open a fresh queue connection: {e}"),
+        }
     }
 
     /// The keys of queue `name` on this connection.
@@ -161,7 +194,7 @@ impl RedisQueue {
             .arg(&queue.notify)
             .arg(now + self.retry_after.unwrap_or(0) as i64)
             .arg(count.max(1));
-        let result: RedisResult<(Vec<Value>,)> = pipe.query_async(&mut self.conn.clone()).await;
+        let result: RedisResult<(Vec<Value>,)> = pipe.query_async(&mut self.conn()).await;
         if result.is_err() && migrate {
             // The migration may not have run: try again next call.
             self.migrations.expire(&queue.ready);
@@ -265,7 +298,7 @@ impl RedisQueue {
         &self,
         job: &ReservedJob,
         delay: u64,
-        member: &[u8],
+        member: &Bytes,
     ) -> RedisResult<bool> {
         self.writes
             .send(Write::Release {
@@ -273,7 +306,7 @@ impl RedisQueue {
                 reserved: job.queue.reserved.clone(),
                 member: job.reserved.clone(),
                 at: now() + delay as i64,
-                add: member.to_vec(),
+                add: member.clone(),
             })
             .await
     }
@@ -292,9 +325,9 @@ impl RedisQueue {
             .arg(scripts::RENEW)
             .arg(1)
             .arg(&job.queue.reserved)
-            .arg(&job.reserved)
+            .arg(&job.reserved[..])
             .arg(now() + retry_after as i64)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(renewed == 1)
     }
@@ -311,7 +344,7 @@ impl RedisQueue {
             .arg(&queue.ready)
             .arg(&queue.notify)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -330,7 +363,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(available_at)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -345,7 +378,7 @@ impl RedisQueue {
             .zcard(&queue.delayed)
             .zcard(&queue.reserved)
             .lindex(&queue.ready, 0)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         let oldest_pending = oldest
             .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
@@ -370,7 +403,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(&queue.reserved)
             .arg(&queue.notify)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await
     }
 }
@@ -388,8 +421,9 @@ fn reserved_jobs(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Vec<ReservedJob>
         else {
             return jobs;
         };
+        let (raw, reserved) = (Bytes::from(raw), Bytes::from(reserved));
         let poison = matches!(poison, Some(Value::Int(1)));
-        let payload = match Payload::parse(&raw) {
+        let payload = match Payload::parse(raw.clone()) {
             Ok(_) if poison => Err(PayloadError::NoAttempts),
             parsed => parsed,
         };

@@ -22,6 +22,9 @@
 /// one atomic call, so PHP workers on the same queue see exactly what `count`
 /// pops would have left.
 ///
+/// Like Laravel, `attempts` may be a numeric string (`"0"`): Lua's `+ 1`
+/// converts it, as `tonumber` does here, and the reserved copy holds a number.
+///
 /// Unlike Laravel: a payload that is not a JSON object with a numeric
 /// `attempts` makes Laravel's script fail *after* its LPOP, so the job is lost.
 /// Here it is reserved as its own bytes and its poison flag is `1`, so the
@@ -37,8 +40,12 @@ for _ = 1, tonumber(ARGV[2]) do
     local reserved = original
     local poison = 1
     local decoded_ok, job = pcall(cjson.decode, original)
-    if decoded_ok and type(job) == 'table' and type(job['attempts']) == 'number' then
-        job['attempts'] = job['attempts'] + 1
+    local attempts = nil
+    if decoded_ok and type(job) == 'table' then
+        attempts = tonumber(job['attempts'])
+    end
+    if attempts then
+        job['attempts'] = attempts + 1
         local encoded_ok, encoded = pcall(cjson.encode, job)
         if encoded_ok then
             reserved = encoded

@@ -35,6 +35,7 @@ pub async fn run_job(job: ReservedJob, services: &Services) {
     };
     settle(&job, route, &verdict, services).await;
     services.events.settled(&job, &verdict, started.elapsed());
+    crate::memory::after_job(job, &services.queue).await;
 }
 
 /// Resolves when the drain deadline passes; never, when none can come.
