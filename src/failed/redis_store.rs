@@ -9,14 +9,17 @@
 //!
 //! The commands read and delete both keys together: `forget` and `flush` run
 //! as one MULTI or script, so a record never outlives its index entry.
+//! On a Redis Cluster both keys carry the hash tag
+//! `{laravel-worker:failed_jobs}` so that they share a slot:
+//! `{prefix}{laravel-worker:failed_jobs}` and `…:index`.
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{FailedJob, StoredJob, format_failed_at};
+use crate::queue::connect::RedisConn;
 
 /// Deletes the records indexed at or before ARGV[1] (UNIX seconds).
 /// KEYS: the hash, the index. Returns how many were deleted.
@@ -56,15 +59,20 @@ impl From<Record> for StoredJob {
 
 /// Failed jobs kept in Redis.
 pub struct RedisFailedStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     hash: String,
     index: String,
 }
 
 impl RedisFailedStore {
-    /// A store on `conn`, with keys under `prefix`.
-    pub fn new(conn: ConnectionManager, prefix: &str) -> Self {
-        let hash = format!("{prefix}laravel-worker:failed_jobs");
+    /// A store on `conn`, with keys under `prefix` (hash-tagged on a
+    /// cluster, so the MULTI and the flush script keep to one slot).
+    pub fn new(conn: RedisConn, prefix: &str) -> Self {
+        let hash = if conn.is_cluster() {
+            format!("{prefix}{{laravel-worker:failed_jobs}}")
+        } else {
+            format!("{prefix}laravel-worker:failed_jobs")
+        };
         RedisFailedStore {
             conn,
             index: format!("{hash}:index"),

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::ConnectionManager;
 use redis::{RedisResult, Value};
 
+use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget};
 use super::job::{Popped, ReservedJob};
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
@@ -17,10 +17,10 @@ use super::scripts;
 /// Cloning is cheap; clones share the underlying connections.
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
-    /// A second connection for BLPOP, so a blocked wait never holds up the
-    /// deletes and releases of running jobs.
-    blocking: Option<ConnectionManager>,
+    conn: RedisConn,
+    /// Where BLPOP waits, apart from `conn`, so a blocked wait never holds
+    /// up the deletes and releases of running jobs.
+    blocking: Option<Blocking>,
     prefix: String,
     cluster: bool,
     /// Seconds a reservation lasts; `None` turns reclaiming off.
@@ -75,21 +75,26 @@ pub fn now() -> i64 {
 }
 
 impl RedisQueue {
-    /// Connects to the queue database described by `url`.
+    /// Connects to the queue database of `target` (one server, Sentinel or
+    /// Cluster; see [`super::connect`]).
     ///
     /// # Errors
-    /// A bad URL or an unreachable server.
-    pub async fn connect(url: &redis::ConnectionInfo, options: QueueOptions) -> RedisResult<Self> {
-        let conn =
-            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?;
+    /// A bad URL, unreadable TLS files, or an unreachable server.
+    pub async fn connect(target: &RedisTarget, options: QueueOptions) -> RedisResult<Self> {
+        let conn = super::connect::open(target, Some(COMMAND_TIMEOUT)).await?;
         let blocking = match options.block_for {
             None => None,
-            // Leave the server time to answer after its own timeout.
-            Some(0) => Some(super::connect::connect(url.clone(), None).await?),
-            Some(s) => {
-                Some(super::connect::connect(url.clone(), Some(Duration::from_secs(s + 10))).await?)
+            Some(block_for) => {
+                // Leave the server time to answer after its own timeout.
+                let timeout = (block_for > 0).then(|| Duration::from_secs(block_for + 10));
+                Some(if target.is_cluster() {
+                    Blocking::PerQueue(Arc::new(NotifyWaits::new(target.clone(), timeout)))
+                } else {
+                    Blocking::One(super::connect::open(target, timeout).await?)
+                })
             }
         };
+        tracing::info!(redis = %target.describe(), "connected to the queue Redis");
         Ok(RedisQueue {
             conn,
             blocking,
@@ -162,16 +167,21 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error.
     pub async fn block_on_notify(&self, queues: &[Arc<QueueKeys>]) -> RedisResult<bool> {
-        let (Some(conn), Some(block_for)) = (&self.blocking, self.block_for) else {
+        let (Some(blocking), Some(block_for)) = (&self.blocking, self.block_for) else {
             return Ok(false);
         };
-        let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
-        let token: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(&keys)
-            .arg(block_for)
-            .query_async(&mut conn.clone())
-            .await?;
-        Ok(token.is_some())
+        match blocking {
+            Blocking::One(conn) => {
+                let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
+                let token: Option<(String, String)> = redis::cmd("BLPOP")
+                    .arg(&keys)
+                    .arg(block_for)
+                    .query_async(&mut conn.clone())
+                    .await?;
+                Ok(token.is_some())
+            }
+            Blocking::PerQueue(waits) => waits.wait(queues, block_for).await,
+        }
     }
 
     /// Deletes a reserved job: `ZREM` of its reserved string.
@@ -321,6 +331,102 @@ impl RedisQueue {
             .arg(&queue.notify)
             .query_async(&mut self.conn.clone())
             .await
+    }
+}
+
+/// Where [`RedisQueue::block_on_notify`] waits.
+#[derive(Clone)]
+enum Blocking {
+    /// One BLPOP over every queue's notify list (one server, or Sentinel).
+    One(RedisConn),
+    /// A Redis Cluster: the notify lists of different queues live in
+    /// different slots, so one BLPOP cannot cover them. Each queue gets its
+    /// own wait on its own connection.
+    PerQueue(Arc<NotifyWaits>),
+}
+
+/// The per-queue waits on a cluster.
+///
+/// A BLPOP per queue runs as a task; the first token (or time-out) ends
+/// the wait, and the worker then polls every queue in priority order, so
+/// the order is kept whichever queue woke it. The BLPOPs of the other
+/// queues are not abandoned (Redis would go on blocking the connection, and
+/// a token it pops would be lost): they stay pending, and the next wait
+/// takes them up again, or uses at once the token one of them got.
+struct NotifyWaits {
+    target: RedisTarget,
+    timeout: Option<Duration>,
+    state: tokio::sync::Mutex<WaitState>,
+}
+
+struct WaitState {
+    /// One connection per notify key, opened on first use.
+    conns: std::collections::HashMap<String, RedisConn>,
+    /// Notify keys with a BLPOP in flight.
+    pending: std::collections::HashSet<String>,
+    done_tx: tokio::sync::mpsc::UnboundedSender<(String, RedisResult<bool>)>,
+    done_rx: tokio::sync::mpsc::UnboundedReceiver<(String, RedisResult<bool>)>,
+}
+
+impl NotifyWaits {
+    fn new(target: RedisTarget, timeout: Option<Duration>) -> Self {
+        let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+        NotifyWaits {
+            target,
+            timeout,
+            state: tokio::sync::Mutex::new(WaitState {
+                conns: std::collections::HashMap::new(),
+                pending: std::collections::HashSet::new(),
+                done_tx,
+                done_rx,
+            }),
+        }
+    }
+
+    /// Waits until one of `queues` gets a notify token (true) or a BLPOP
+    /// times out after `block_for` seconds (false).
+    async fn wait(&self, queues: &[Arc<QueueKeys>], block_for: u64) -> RedisResult<bool> {
+        let mut state = self.state.lock().await;
+        // A token that arrived since the last wait ends this one at once.
+        let mut woken = false;
+        while let Ok((key, result)) = state.done_rx.try_recv() {
+            state.pending.remove(&key);
+            woken |= result?;
+        }
+        if woken {
+            return Ok(true);
+        }
+        for queue in queues {
+            if state.pending.contains(&queue.notify) {
+                continue;
+            }
+            let conn = match state.conns.get(&queue.notify) {
+                Some(conn) => conn.clone(),
+                None => {
+                    let conn = super::connect::open(&self.target, self.timeout).await?;
+                    state.conns.insert(queue.notify.clone(), conn.clone());
+                    conn
+                }
+            };
+            let key = queue.notify.clone();
+            let done = state.done_tx.clone();
+            state.pending.insert(key.clone());
+            tokio::spawn(async move {
+                let token: RedisResult<Option<(String, String)>> = redis::cmd("BLPOP")
+                    .arg(&key)
+                    .arg(block_for)
+                    .query_async(&mut conn.clone())
+                    .await;
+                let _ = done.send((key, token.map(|t| t.is_some())));
+            });
+        }
+        match state.done_rx.recv().await {
+            Some((key, result)) => {
+                state.pending.remove(&key);
+                result
+            }
+            None => Ok(false),
+        }
     }
 }
 

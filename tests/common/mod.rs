@@ -7,6 +7,7 @@ pub mod databases;
 pub mod laravel;
 pub mod payloads;
 pub mod redis_server;
+pub mod redis_topologies;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};

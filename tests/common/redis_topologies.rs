@@ -1,0 +1,322 @@
+//! Production Redis layouts started by the tests: a TLS server with
+//! certificates made for the test, ACL users, a master + replica watched by
+//! three sentinels, and a six-node Redis Cluster. Every server listens on a
+//! free loopback port, keeps its files in the test's temporary directory,
+//! and is killed when dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// True when every program in `binaries` is on the `PATH`; otherwise prints
+/// why the test is skipped and returns false.
+pub fn require(test: &str, binaries: &[&str]) -> bool {
+    for binary in binaries {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(binary).is_file()));
+        if !found {
+            eprintln!("SKIP {test}: `{binary}` is not installed");
+            return false;
+        }
+    }
+    true
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `count` distinct free ports (each also free at port + 10000, for a
+/// cluster node's bus port).
+pub fn free_ports(count: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < count {
+        let port = free_port();
+        if port < 55_000
+            && !ports.contains(&port)
+            && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
+        {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+/// One `redis-server` process (a plain server, a TLS server, a sentinel or
+/// a cluster node), with its log in `{dir}/{name}.log`.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    pub name: String,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Starts `redis-server` listening on `port` with `args` (after a
+    /// config file path when `config` is given) and waits until the log
+    /// says it is ready.
+    pub fn start(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        config: Option<&Path>,
+        args: &[String],
+    ) -> Self {
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = Command::new("redis-server");
+        if let Some(config) = config {
+            cmd.arg(config);
+        }
+        cmd.args(args)
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().expect("start redis-server");
+        let server = Server {
+            child: Some(child),
+            port,
+            name: name.to_string(),
+            log,
+        };
+        server.wait_log(
+            |text| text.contains("Ready to accept connections") || text.contains("Sentinel ID is"),
+            "ready",
+        );
+        server
+    }
+
+    /// The server's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the log satisfies `pred`.
+    pub fn wait_log(&self, pred: impl Fn(&str) -> bool, what: &str) {
+        let deadline = Instant::now() + super::WAIT;
+        loop {
+            let text = self.log_text();
+            if pred(&text) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never got {what}; log:\n{text}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILLs the server (a crash, not a shutdown).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn alive(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs a laravel-worker command to its end with `config`, keeping the
+/// machine's Redis variables out.
+pub fn cli(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
+    cmd.arg("--config").arg(config).args(args);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("REDIS_") || key.starts_with("DB_") || key == "LARAVEL_WORKER_CONFIG" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.env("RUST_LOG", "info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run laravel-worker")
+}
+
+/// stdout + stderr of a finished command, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Certificates made with the `openssl` command for one test: a CA, a
+/// server certificate for 127.0.0.1 signed by it, a client certificate
+/// signed by it, and a second, unrelated CA.
+pub struct Certs {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    pub other_ca: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Certs {
+    pub fn generate(dir: &Path) -> Self {
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+        for ca in ["ca", "other-ca"] {
+            let mut args = vec!["req", "-x509", "-nodes", "-days", "2"];
+            args.extend(ec);
+            let key = format!("{ca}.key");
+            let pem = format!("{ca}.pem");
+            let subject = format!("/CN=laravel-worker test {ca}");
+            args.extend(["-keyout", &key, "-out", &pem, "-subj", &subject]);
+            args.extend([
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ]);
+            openssl(dir, &args);
+        }
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        for who in ["server", "client"] {
+            let key = format!("{who}.key");
+            let csr = format!("{who}.csr");
+            let pem = format!("{who}.pem");
+            let ext = format!("{who}.ext");
+            let subject = format!("/CN=laravel-worker test {who}");
+            let mut args = vec!["req", "-nodes"];
+            args.extend(ec);
+            args.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+            openssl(dir, &args);
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-days",
+                    "2",
+                    "-out",
+                    &pem,
+                    "-extfile",
+                    &ext,
+                ],
+            );
+        }
+        Certs {
+            ca: dir.join("ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+            other_ca: dir.join("other-ca.pem"),
+        }
+    }
+
+    /// `redis-server` arguments for a TLS-only server on `port`; clients
+    /// must show a certificate when `mutual`.
+    pub fn server_args(&self, port: u16, mutual: bool) -> Vec<String> {
+        let path = |p: &PathBuf| p.display().to_string();
+        [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &path(&self.server_cert),
+            "--tls-key-file",
+            &path(&self.server_key),
+            "--tls-ca-cert-file",
+            &path(&self.ca),
+            "--tls-auth-clients",
+            if mutual { "yes" } else { "no" },
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// A client for the TLS server on `port` (database `db`), trusting the
+    /// test CA and showing the client certificate.
+    pub fn client(&self, port: u16, db: i64) -> redis::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        redis::Client::build_with_tls(
+            format!("rediss://127.0.0.1:{port}/{db}"),
+            redis::TlsCertificates {
+                client_tls: Some(redis::ClientTlsConfig {
+                    client_cert: std::fs::read(&self.client_cert).unwrap(),
+                    client_key: std::fs::read(&self.client_key).unwrap(),
+                }),
+                root_cert: Some(std::fs::read(&self.ca).unwrap()),
+            },
+        )
+        .unwrap()
+    }
+}
+
+/// Plain `redis-server` arguments for a throwaway server on `port`.
+pub fn plain_args(port: u16) -> Vec<String> {
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Runs one command on a plain connection.
+pub fn cmd<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]) -> T {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(conn)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
