@@ -23,7 +23,7 @@ use crate::queue::connect::RedisConn;
 
 /// Deletes the records indexed at or before ARGV[1] (UNIX seconds).
 /// KEYS: the hash, the index. Returns how many were deleted.
-const FLUSH_OLDER: &str = r"
+pub(crate) const FLUSH_OLDER: &str = r"
 local ids = redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1])
 for i = 1, #ids, 100 do
     local chunk = {unpack(ids, i, math.min(i + 99, #ids))}
@@ -187,16 +187,15 @@ impl RedisFailedStore {
                     .await?;
                 count
             }
-            Some(at) => {
-                redis::cmd("EVAL")
-                    .arg(FLUSH_OLDER)
-                    .arg(2)
-                    .arg(&self.hash)
-                    .arg(&self.index)
-                    .arg(at.timestamp())
-                    .query_async(&mut conn)
-                    .await?
-            }
+            Some(at) => redis::cmd("EVAL")
+                .arg(FLUSH_OLDER)
+                .arg(2)
+                .arg(&self.hash)
+                .arg(&self.index)
+                .arg(at.timestamp())
+                .query_async(&mut conn)
+                .await
+                .map_err(crate::queue::connect::name_denied_script_command)?,
         })
     }
 }

@@ -214,6 +214,72 @@ impl ConnectionLike for RedisConn {
     }
 }
 
+/// The Lua scripts the worker sends, with their SHA1, so that an error
+/// raised inside one can be traced to its line.
+fn known_scripts() -> &'static [(String, &'static str)] {
+    static SCRIPTS: std::sync::OnceLock<Vec<(String, &'static str)>> = std::sync::OnceLock::new();
+    SCRIPTS.get_or_init(|| {
+        use super::scripts::{CLEAR, MIGRATE_EXPIRED, POP, PUSH, RELEASE, RENEW};
+        use sha1::Digest;
+        [
+            POP,
+            MIGRATE_EXPIRED,
+            RELEASE,
+            PUSH,
+            RENEW,
+            CLEAR,
+            crate::failed::redis_store::FLUSH_OLDER,
+        ]
+        .into_iter()
+        .map(|text| (hex::encode(sha1::Sha1::digest(text.as_bytes())), text))
+        .collect()
+    })
+}
+
+/// Redis refuses a command an ACL user may not run inside a script
+/// without naming it ("The user executing the script can't run this
+/// command or subcommand script: SHA, on @user_script:LINE"). This adds the
+/// name, read from that line of the script the worker sent, so the
+/// operator knows which permission is missing. Other errors pass through.
+pub fn name_denied_script_command(e: RedisError) -> RedisError {
+    let text = e.to_string();
+    if !text.contains("can't run this command") {
+        return e;
+    }
+    let after = |marker: &str| {
+        text.split_once(marker).map(|(_, rest)| {
+            rest.chars()
+                .take_while(char::is_ascii_alphanumeric)
+                .collect::<String>()
+        })
+    };
+    let (Some(sha), Some(line)) = (after("script: "), after("@user_script:")) else {
+        return e;
+    };
+    let Some(command) = known_scripts()
+        .iter()
+        .find(|(known, _)| *known == sha)
+        .and_then(|(_, script)| {
+            script
+                .lines()
+                .nth(line.parse::<usize>().ok()?.checked_sub(1)?)
+        })
+        .and_then(|code| code.split_once("redis.call('"))
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(command, _)| command.to_string())
+    else {
+        return e;
+    };
+    RedisError::from((
+        e.kind(),
+        "a queue script was refused",
+        format!(
+            "{text}: the user has no permissions to run the '{command}' command that \
+             this script runs (ACL +{command})"
+        ),
+    ))
+}
+
 /// Opens a connection to `target`.
 ///
 /// `response_timeout` bounds each command; `None` lets a command wait for

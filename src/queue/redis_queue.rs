@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{RedisResult, Value};
 
-use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget};
+use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
 use super::job::{Popped, ReservedJob};
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
@@ -156,7 +156,10 @@ impl RedisQueue {
             .arg(&queue.reserved)
             .arg(&queue.notify)
             .arg(now + self.retry_after.unwrap_or(0) as i64);
-        let (popped,): (Vec<Value>,) = pipe.query_async(&mut self.conn.clone()).await?;
+        let (popped,): (Vec<Value>,) = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(reserved_job(queue, popped))
     }
 
@@ -233,7 +236,8 @@ impl RedisQueue {
             .arg(now() + delay as i64)
             .arg(member)
             .query_async(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(released == 1)
     }
 
@@ -254,7 +258,8 @@ impl RedisQueue {
             .arg(&job.reserved)
             .arg(now() + retry_after as i64)
             .query_async(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(renewed == 1)
     }
 
@@ -272,6 +277,7 @@ impl RedisQueue {
             .arg(payload)
             .query_async::<()>(&mut self.conn.clone())
             .await
+            .map_err(name_denied_script_command)
     }
 
     /// Adds a payload to `:delayed`, available at `available_at` (UNIX
@@ -291,6 +297,7 @@ impl RedisQueue {
             .arg(payload)
             .query_async::<()>(&mut self.conn.clone())
             .await
+            .map_err(name_denied_script_command)
     }
 
     /// Ready, delayed and reserved counts of a queue, and the `createdAt`
@@ -331,6 +338,7 @@ impl RedisQueue {
             .arg(&queue.notify)
             .query_async(&mut self.conn.clone())
             .await
+            .map_err(name_denied_script_command)
     }
 }
 
