@@ -320,3 +320,121 @@ pub fn cmd<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]
     c.query(conn)
         .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
 }
+
+/// A master, one replica and three sentinels watching them as `mymaster`.
+pub struct SentinelSet {
+    pub master: Server,
+    pub replica: Server,
+    pub sentinels: Vec<Server>,
+}
+
+impl SentinelSet {
+    /// The master's name in the sentinels' configuration.
+    pub const SERVICE: &'static str = "mymaster";
+
+    /// Starts the five servers and waits until every sentinel knows the
+    /// replica and the two other sentinels (so that a failover can be
+    /// agreed on at once). The sentinels call the master down after 1 s.
+    pub fn start(dir: &Path) -> Self {
+        let ports = free_ports(5);
+        let (master_port, replica_port) = (ports[0], ports[1]);
+        let master = Server::start(dir, "master", master_port, None, &plain_args(master_port));
+        let mut replica_args = plain_args(replica_port);
+        replica_args.extend([
+            "--replicaof".to_string(),
+            "127.0.0.1".to_string(),
+            master_port.to_string(),
+        ]);
+        let replica = Server::start(dir, "replica", replica_port, None, &replica_args);
+        replica.wait_log(
+            |t| t.contains("MASTER <-> REPLICA sync: Finished"),
+            "in sync",
+        );
+        let sentinels = ports[2..]
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| {
+                let config = dir.join(format!("sentinel-{i}.conf"));
+                std::fs::write(
+                    &config,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\n\
+                         sentinel monitor {service} 127.0.0.1 {master_port} 2\n\
+                         sentinel down-after-milliseconds {service} 1000\n\
+                         sentinel failover-timeout {service} 10000\n\
+                         sentinel parallel-syncs {service} 1\n",
+                        service = Self::SERVICE
+                    ),
+                )
+                .unwrap();
+                Server::start(
+                    dir,
+                    &format!("sentinel-{i}"),
+                    port,
+                    Some(&config),
+                    &["--sentinel".to_string()],
+                )
+            })
+            .collect::<Vec<_>>();
+        let set = SentinelSet {
+            master,
+            replica,
+            sentinels,
+        };
+        let deadline = Instant::now() + super::WAIT;
+        for sentinel in &set.sentinels {
+            loop {
+                let state = set.sentinel_view(sentinel.port);
+                let field = |name: &str| state.get(name).cloned().unwrap_or_default();
+                if field("num-slaves") == "1" && field("num-other-sentinels") == "2" {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "sentinel on {} never saw the whole set: {state:?}",
+                    sentinel.port
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        set
+    }
+
+    /// `SENTINEL MASTER mymaster` as asked of the sentinel on `port`.
+    pub fn sentinel_view(&self, port: u16) -> std::collections::HashMap<String, String> {
+        let Ok(mut conn) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+        else {
+            return Default::default();
+        };
+        redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(Self::SERVICE)
+            .query(&mut conn)
+            .unwrap_or_default()
+    }
+
+    /// The sentinels as `[redis] sentinels` lists them.
+    pub fn addresses(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The port of the master the sentinels name now.
+    pub fn master_port(&self) -> Option<u16> {
+        let mut conn =
+            redis::Client::open(format!("redis://127.0.0.1:{}/", self.sentinels[0].port))
+                .ok()?
+                .get_connection()
+                .ok()?;
+        let (_, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(Self::SERVICE)
+            .query(&mut conn)
+            .ok()?;
+        Some(port)
+    }
+}
