@@ -438,3 +438,140 @@ impl SentinelSet {
         Some(port)
     }
 }
+
+/// A Redis Cluster of three masters and three replicas
+/// (`redis-cli --cluster create … --cluster-replicas 1`). A node is called
+/// failed after 2 s without an answer.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start(dir: &Path) -> Self {
+        let ports = free_ports(6);
+        let nodes: Vec<Server> = ports
+            .iter()
+            .map(|&port| {
+                let mut args = plain_args(port);
+                args.extend(
+                    [
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &format!("nodes-{port}.conf"),
+                        "--cluster-node-timeout",
+                        "2000",
+                    ]
+                    .iter()
+                    .map(|s| s.to_string()),
+                );
+                Server::start(dir, &format!("node-{port}"), port, None, &args)
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for port in &ports {
+            create.arg(format!("127.0.0.1:{port}"));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Cluster { nodes };
+        let deadline = Instant::now() + super::WAIT;
+        for node in &cluster.nodes {
+            loop {
+                let info = cluster.node_cmd::<String>(node.port, &["CLUSTER", "INFO"]);
+                let replication = cluster.node_cmd::<String>(node.port, &["INFO", "replication"]);
+                // Ok, and each master has its replica attached and in sync.
+                let ready = info.is_some_and(|i| i.contains("cluster_state:ok"))
+                    && replication.is_some_and(|r| {
+                        r.contains("role:slave") && r.contains("master_link_status:up")
+                            || r.contains("role:master") && r.contains("connected_slaves:1")
+                    });
+                if ready {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the cluster never became ok");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        cluster
+    }
+
+    /// Runs a command on the node at `port` (no redirection).
+    pub fn node_cmd<T: redis::FromRedisValue>(&self, port: u16, args: &[&str]) -> Option<T> {
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .ok()?;
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut conn).ok()
+    }
+
+    /// A cluster client for the test's own reads.
+    pub fn client(&self) -> redis::cluster::ClusterConnection {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.alive())
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect();
+        redis::cluster::ClusterClient::new(nodes)
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// The port of the master that serves `key` now, as a live node sees it.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let live = self.nodes.iter().find(|n| n.alive()).unwrap().port;
+        let slot: i64 = self.node_cmd(live, &["CLUSTER", "KEYSLOT", key]).unwrap();
+        let slots: Vec<redis::Value> = self.node_cmd(live, &["CLUSTER", "SLOTS"]).unwrap();
+        for range in slots {
+            let redis::Value::Array(parts) = range else {
+                continue;
+            };
+            let int = |v: &redis::Value| match v {
+                redis::Value::Int(i) => *i,
+                _ => -1,
+            };
+            if int(&parts[0]) <= slot && slot <= int(&parts[1]) {
+                let redis::Value::Array(master) = &parts[2] else {
+                    panic!("unexpected CLUSTER SLOTS answer")
+                };
+                return int(&master[1]) as u16;
+            }
+        }
+        panic!("no master serves slot {slot}")
+    }
+
+    /// The ports of the nodes that are masters now.
+    pub fn masters(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| n.alive())
+            .filter(|n| {
+                self.node_cmd::<Vec<redis::Value>>(n.port, &["ROLE"])
+                    .is_some_and(|r| {
+                        matches!(r.first(), Some(redis::Value::BulkString(b)) if b == b"master")
+                    })
+            })
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// The node listening on `port`.
+    pub fn node(&mut self, port: u16) -> &mut Server {
+        self.nodes.iter_mut().find(|n| n.port == port).unwrap()
+    }
+}
