@@ -136,8 +136,17 @@ fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
         ),
     )
     .unwrap();
-    let high_master = cluster.master_of(HIGH_KEY);
+    // Put the two queues on different masters (their slots may fall in one
+    // master's range), so the failover of one leaves the other served.
     let default_master = cluster.master_of(DEFAULT_KEY);
+    let other = cluster
+        .masters()
+        .into_iter()
+        .find(|&m| m != default_master)
+        .unwrap();
+    cluster.move_slot_of(HIGH_KEY, other);
+    let high_master = cluster.master_of(HIGH_KEY);
+    assert_ne!(high_master, default_master);
     eprintln!("queues:{{high}} on :{high_master}, queues:{{default}} on :{default_master}");
 
     for (queue, count) in [("high", HIGH), ("default", DEFAULT)] {

@@ -575,3 +575,60 @@ impl Cluster {
         self.nodes.iter_mut().find(|n| n.port == port).unwrap()
     }
 }
+
+impl Cluster {
+    /// Moves the (empty) slot of `key` to the master at `to`, as
+    /// `redis-cli --cluster reshard` would for a slot with no keys, and
+    /// waits until every node agrees.
+    pub fn move_slot_of(&self, key: &str, to: u16) {
+        let from = self.master_of(key);
+        if from == to {
+            return;
+        }
+        let slot: i64 = self.node_cmd(to, &["CLUSTER", "KEYSLOT", key]).unwrap();
+        let slot = slot.to_string();
+        let id = |port: u16| self.node_cmd::<String>(port, &["CLUSTER", "MYID"]).unwrap();
+        let (from_id, to_id) = (id(from), id(to));
+        for (port, args) in [
+            (to, ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]),
+            (from, ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]),
+            (to, ["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+            (from, ["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]),
+        ] {
+            let _: () = self
+                .node_cmd::<redis::Value>(port, &args)
+                .map(|_| ())
+                .unwrap_or_else(|| panic!("{args:?} on :{port} failed"));
+        }
+        let deadline = Instant::now() + super::WAIT;
+        for node in &self.nodes {
+            loop {
+                let owner = self.node_cmd::<Vec<redis::Value>>(node.port, &["CLUSTER", "SLOTS"]);
+                let agrees = owner.is_some_and(|slots| {
+                    slots.iter().any(|range| {
+                        let redis::Value::Array(parts) = range else {
+                            return false;
+                        };
+                        let int = |v: &redis::Value| match v {
+                            redis::Value::Int(i) => *i,
+                            _ => -1,
+                        };
+                        let n: i64 = slot.parse().unwrap();
+                        int(&parts[0]) <= n
+                            && n <= int(&parts[1])
+                            && matches!(&parts[2], redis::Value::Array(m) if int(&m[1]) == i64::from(to))
+                    })
+                });
+                if agrees {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    ":{} never saw slot {slot} move",
+                    node.port
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
