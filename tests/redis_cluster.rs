@@ -337,6 +337,7 @@ fn the_redis_failed_store_and_retry_work_on_a_cluster() {
         format!(
             "[redis]\nurl = \"redis://127.0.0.1:{}\"\ncluster = true\n\
              prefix = \"laravel_database_\"\n\
+             [queue]\nblock_for = 1\n\
              [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
              [failed]\ndriver = \"redis\"\n\
              [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
@@ -378,4 +379,68 @@ fn the_redis_failed_store_and_retry_work_on_a_cluster() {
     let out = cli(&config, &["failed", "--json"], &[]);
     let failed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(failed, serde_json::json!([]));
+
+    // An idle worker waits on both queues at once (one BLPOP per queue, as
+    // the two :notify lists are in different slots) and a push to the
+    // second queue wakes it, long before block_for or --sleep would.
+    let out = cli(&config, &["clear", "--queue=high,default"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let done = dir.path().join("done");
+    let ok = dir.path().join("ok.sh");
+    std::fs::write(&ok, format!("#!/bin/sh\ntouch '{}'\n", done.display())).unwrap();
+    std::fs::set_permissions(&ok, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let idle = dir.path().join("idle.toml");
+    let text_config = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("block_for = 1", "block_for = 25")
+        .replace(&handler.display().to_string(), &ok.display().to_string());
+    std::fs::write(&idle, text_config).unwrap();
+    let mut worker = Daemon::start(
+        &[
+            "--config",
+            idle.to_str().unwrap(),
+            "work",
+            "--queue=high,default",
+            "--sleep=30",
+        ],
+        &[],
+    );
+    worker.wait_stderr(|l| l.contains("worker started"));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let blocked: usize = cluster
+            .nodes
+            .iter()
+            .filter_map(|n| cluster.node_cmd::<String>(n.port, &["CLIENT", "LIST"]))
+            .map(|list| list.lines().filter(|l| l.contains("cmd=blpop")).count())
+            .sum();
+        if blocked == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker never waited on both queues"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pushed = Instant::now();
+    let out = cli(
+        &config,
+        &["push", "default", "--job", "App\\Jobs\\Wake"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    while !done.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the push did not wake the worker"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        pushed.elapsed() < Duration::from_secs(20),
+        "woken by the time-out, not the push"
+    );
+    worker.signal(Signal::SIGTERM);
+    assert_eq!(worker.code(), Some(0));
 }
