@@ -315,9 +315,9 @@ fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
 }
 
 #[test]
-fn the_redis_failed_store_and_retry_work_on_a_cluster() {
+fn failed_store_commands_idle_wait_and_php_pushes_on_a_cluster() {
     if !require(
-        "the_redis_failed_store_and_retry_work_on_a_cluster",
+        "failed_store_commands_idle_wait_and_php_pushes_on_a_cluster",
         &["redis-server", "redis-cli"],
     ) {
         return;
@@ -443,4 +443,112 @@ fn the_redis_failed_store_and_retry_work_on_a_cluster() {
     );
     worker.signal(Signal::SIGTERM);
     assert_eq!(worker.code(), Some(0));
+
+    laravel_pushes_through_phpredis_cluster(&cluster, dir.path(), &config);
+}
+
+/// Laravel's own `RedisQueue` on a phpredis `RedisCluster` connection (the
+/// `clusters` config) pushes jobs onto `{default}`, as an app on a cluster
+/// does; the worker, given the plain name `default`, runs them.
+fn laravel_pushes_through_phpredis_cluster(cluster: &Cluster, dir: &Path, config: &Path) {
+    let probe = std::process::Command::new("php")
+        .args([
+            "-r",
+            "exit(extension_loaded('redis') && stream_resolve_include_path('Illuminate/autoload.php') ? 0 : 3);",
+        ])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "SKIP laravel_pushes_through_phpredis_cluster: php with the redis extension and \
+             Debian's Laravel (php-redis, php-laravel-framework) is not installed"
+        );
+        return;
+    }
+    let script = dir.join("push.php");
+    std::fs::write(
+        &script,
+        r#"<?php
+require 'Illuminate/autoload.php';
+$app = new Illuminate\Container\Container;
+$redis = new Illuminate\Redis\RedisManager($app, 'phpredis', [
+    'options' => ['cluster' => 'redis', 'prefix' => 'laravel_database_'],
+    'clusters' => ['default' => [['host' => '127.0.0.1', 'port' => (int) $argv[1]]]],
+]);
+$queue = new Illuminate\Queue\RedisQueue($redis, '{default}', 'default', 90);
+$queue->setContainer($app);
+for ($i = 0; $i < 20; $i++) {
+    $queue->push('App\Jobs\FromPhp@handle', ['i' => $i], '{default}');
+}
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new("php")
+        .arg(&script)
+        .arg(cluster.nodes[0].port.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "php: {}", text(&out));
+    let mut conn = cluster.client();
+    assert_eq!(
+        ids(&mut conn, DEFAULT_KEY).len(),
+        20,
+        "PHP pushed elsewhere"
+    );
+
+    let log = dir.join("php-jobs.log");
+    let handler = handler(dir, &log);
+    let php_config = dir.join("php.toml");
+    let text_config = std::fs::read_to_string(config).unwrap();
+    let old_handler = text_config
+        .lines()
+        .find_map(|l| l.strip_prefix("command = [\"")?.strip_suffix("\"]"))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &php_config,
+        text_config.replace(&old_handler, &handler.display().to_string()),
+    )
+    .unwrap();
+    let out = cli(
+        &php_config,
+        &["work", "--queue=default", "--stop-when-empty"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let done = starts(&log);
+    assert_eq!(done.len(), 20, "{}", text(&out));
+    assert!(done.iter().all(|s| s.queue == "default"));
+}
+
+#[test]
+fn cluster_true_on_a_single_server_stops_at_once_saying_so() {
+    if !require(
+        "cluster_true_on_a_single_server_stops_at_once_saying_so",
+        &["redis-server"],
+    ) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lw-cluster-")
+        .tempdir()
+        .unwrap();
+    let port = common::redis_topologies::free_port();
+    let _server = common::redis_topologies::Server::start(
+        dir.path(),
+        "single",
+        port,
+        None,
+        &common::redis_topologies::plain_args(port),
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[redis]\nurl = \"redis://127.0.0.1:{port}\"\ncluster = true\n[failed]\ndriver = \"null\"\n"),
+    )
+    .unwrap();
+    let out = cli(&config, &["work", "--once"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("it is not a cluster node"), "{err}");
+    assert!(!err.contains("attempt=2"), "{err}");
 }

@@ -26,8 +26,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     AsyncConnectionConfig, Client, ClientTlsConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind,
-    IntoConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, TlsCertificates, TlsMode,
-    Value,
+    Pipeline, RedisError, RedisFuture, RedisResult, TlsCertificates, TlsMode, Value,
 };
 
 /// How long a connection attempt may take.
@@ -329,7 +328,21 @@ pub async fn open(
                 }
             }
             let client = builder.build()?;
-            Ok(RedisConn::Cluster(client.get_async_connection().await?))
+            match client.get_async_connection().await {
+                Ok(conn) => Ok(RedisConn::Cluster(conn)),
+                Err(e) if e.to_string().contains("cluster support disabled") => {
+                    Err(RedisError::from((
+                        ErrorKind::InvalidClientConfig,
+                        "not a Redis Cluster",
+                        format!(
+                            "[redis] cluster = true (REDIS_CLUSTER=redis) but the server answers \
+                             that it is not a cluster node ({e}); remove the setting for a \
+                             single server"
+                        ),
+                    )))
+                }
+                Err(e) => Err(e),
+            }
         }
     }
 }
@@ -337,24 +350,6 @@ pub async fn open(
 /// A response time limit that never ends in practice (30 days), where the
 /// client requires one.
 const FOREVER: Duration = Duration::from_secs(30 * 86_400);
-
-/// Opens a self-healing connection to one server at `url` (a URL or a
-/// parsed connection info), without TLS files: after a connection error the
-/// manager reconnects in the background and the next command uses the new
-/// socket.
-///
-/// `response_timeout` bounds each command; `None` lets a command wait for
-/// ever (a BLPOP with `block_for = 0`).
-///
-/// # Errors
-/// A bad URL, or a server that cannot be reached at all.
-pub async fn connect(
-    url: impl IntoConnectionInfo,
-    response_timeout: Option<Duration>,
-) -> redis::RedisResult<ConnectionManager> {
-    install_crypto_provider();
-    manager(Client::open(url)?, response_timeout).await
-}
 
 async fn manager(
     client: Client,
@@ -736,6 +731,7 @@ impl ConnectionLike for SentinelConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redis::IntoConnectionInfo;
 
     #[test]
     fn cluster_stays_on_db_0() {
