@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Server, cli, cmd, free_port, plain_args, require, text};
+use common::redis_topologies::{Server, cli, cmd, plain_args, require, text};
 
 /// The `ACL SETUSER` line of the README, split into its arguments (after
 /// `ACL SETUSER`).
@@ -45,8 +45,7 @@ impl Acl {
             .prefix("lw-acl-")
             .tempdir()
             .unwrap();
-        let port = free_port();
-        let server = Server::start(dir.path(), "acl", port, None, &plain_args(port));
+        let server = Server::start_free(dir.path(), "acl", |port| (None, plain_args(port)));
         Some(Acl { dir, server })
     }
 

@@ -532,14 +532,10 @@ fn cluster_true_on_a_single_server_stops_at_once_saying_so() {
         .prefix("lw-cluster-")
         .tempdir()
         .unwrap();
-    let port = common::redis_topologies::free_port();
-    let _server = common::redis_topologies::Server::start(
-        dir.path(),
-        "single",
-        port,
-        None,
-        &common::redis_topologies::plain_args(port),
-    );
+    let server = common::redis_topologies::Server::start_free(dir.path(), "single", |port| {
+        (None, common::redis_topologies::plain_args(port))
+    });
+    let port = server.port;
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Certs, Server, cli, free_port, require, text};
+use common::redis_topologies::{Certs, Server, cli, require, text};
 
 /// A test directory with certificates, a TLS server and a handler.
 struct Tls {
@@ -28,14 +28,9 @@ impl Tls {
             .tempdir()
             .unwrap();
         let certs = Certs::generate(dir.path());
-        let port = free_port();
-        let server = Server::start(
-            dir.path(),
-            "tls",
-            port,
-            None,
-            &certs.server_args(port, mutual),
-        );
+        let server = Server::start_free(dir.path(), "tls", |port| {
+            (None, certs.server_args(port, mutual))
+        });
         Some(Tls { dir, certs, server })
     }
 

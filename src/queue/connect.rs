@@ -305,7 +305,10 @@ pub async fn open(
             SentinelConn::open(target, options, response_timeout).await?,
         )),
         Topology::Cluster { nodes } => {
-            let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            let nodes = nodes
+                .iter()
+                .map(|n| with_insecure(n.clone(), target.tls.insecure));
+            let mut builder = redis::cluster::ClusterClientBuilder::new(nodes)
                 .connection_timeout(CONNECT_TIMEOUT)
                 // A BLPOP that may wait for ever still needs a number here.
                 .response_timeout(response_timeout.unwrap_or(FOREVER))
@@ -315,9 +318,7 @@ pub async fn open(
                 .retries(32)
                 .min_retry_wait(100)
                 .max_retry_wait(1_000);
-            if let Some(addr) = nodes.first().map(ConnectionInfo::addr)
-                && is_tls(addr)
-            {
+            if is_tls(target.info.addr()) {
                 builder = builder.tls(if target.tls.insecure {
                     TlsMode::Insecure
                 } else {

@@ -23,27 +23,36 @@ pub fn require(test: &str, binaries: &[&str]) -> bool {
     true
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago, not handed out
+/// before in this test process, and whose cluster bus port (+10000) is
+/// neither.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// `count` distinct free ports (each also free at port + 10000, for a
-/// cluster node's bus port).
-pub fn free_ports(count: usize) -> Vec<u16> {
-    let mut ports: Vec<u16> = Vec::new();
-    while ports.len() < count {
-        let port = free_port();
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let clashes = |p: u16| {
+            handed.iter().any(|&h| {
+                h == p || h.checked_add(10_000) == Some(p) || p.checked_add(10_000) == Some(h)
+            })
+        };
         if port < 55_000
-            && !ports.contains(&port)
+            && !clashes(port)
             && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok()
         {
-            ports.push(port);
+            handed.push(port);
+            return port;
         }
     }
-    ports
 }
+
+/// How many times a server is started on a new port when its port was
+/// taken in the meantime (by another program on the machine).
+const START_TRIES: usize = 5;
 
 /// One `redis-server` process (a plain server, a TLS server, a sentinel or
 /// a cluster node), with its log in `{dir}/{name}.log`.
@@ -55,17 +64,36 @@ pub struct Server {
 }
 
 impl Server {
+    /// Starts `redis-server` on a free port, with the arguments (and
+    /// optional config file) `setup` gives for that port; tries another
+    /// port when the first was taken meanwhile.
+    pub fn start_free(
+        dir: &Path,
+        name: &str,
+        setup: impl Fn(u16) -> (Option<PathBuf>, Vec<String>),
+    ) -> Self {
+        for _ in 0..START_TRIES {
+            let port = free_port();
+            let (config, args) = setup(port);
+            if let Some(server) = Self::try_start(dir, name, port, config.as_deref(), &args) {
+                return server;
+            }
+        }
+        panic!("{name}: no free port after {START_TRIES} tries");
+    }
+
     /// Starts `redis-server` listening on `port` with `args` (after a
     /// config file path when `config` is given) and waits until the log
-    /// says it is ready.
-    pub fn start(
+    /// says it is ready. `None` when it exits first because a port it
+    /// needs is taken; any other early exit fails the test.
+    pub fn try_start(
         dir: &Path,
         name: &str,
         port: u16,
         config: Option<&Path>,
         args: &[String],
-    ) -> Self {
-        let log = dir.join(format!("{name}.log"));
+    ) -> Option<Self> {
+        let log = dir.join(format!("{name}-{port}.log"));
         let mut cmd = Command::new("redis-server");
         if let Some(config) = config {
             cmd.arg(config);
@@ -78,17 +106,35 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = cmd.spawn().expect("start redis-server");
-        let server = Server {
+        let mut server = Server {
             child: Some(child),
             port,
             name: name.to_string(),
             log,
         };
-        server.wait_log(
-            |text| text.contains("Ready to accept connections") || text.contains("Sentinel ID is"),
-            "ready",
-        );
-        server
+        let deadline = Instant::now() + super::WAIT;
+        loop {
+            let text = server.log_text();
+            if text.contains("Ready to accept connections") || text.contains("Sentinel ID is") {
+                return Some(server);
+            }
+            let exited = server
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            if exited {
+                server.child = None;
+                if text.contains("Address already in use") {
+                    return None;
+                }
+                panic!("{name} exited at start; log:\n{text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} never got ready; log:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server's log so far.
@@ -336,44 +382,39 @@ impl SentinelSet {
     /// replica and the two other sentinels (so that a failover can be
     /// agreed on at once). The sentinels call the master down after 1 s.
     pub fn start(dir: &Path) -> Self {
-        let ports = free_ports(5);
-        let (master_port, replica_port) = (ports[0], ports[1]);
-        let master = Server::start(dir, "master", master_port, None, &plain_args(master_port));
-        let mut replica_args = plain_args(replica_port);
-        replica_args.extend([
-            "--replicaof".to_string(),
-            "127.0.0.1".to_string(),
-            master_port.to_string(),
-        ]);
-        let replica = Server::start(dir, "replica", replica_port, None, &replica_args);
+        let master = Server::start_free(dir, "master", |port| (None, plain_args(port)));
+        let master_port = master.port;
+        let replica = Server::start_free(dir, "replica", |port| {
+            let mut args = plain_args(port);
+            args.extend([
+                "--replicaof".to_string(),
+                "127.0.0.1".to_string(),
+                master_port.to_string(),
+            ]);
+            (None, args)
+        });
         replica.wait_log(
             |t| t.contains("MASTER <-> REPLICA sync: Finished"),
             "in sync",
         );
-        let sentinels = ports[2..]
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| {
-                let config = dir.join(format!("sentinel-{i}.conf"));
-                std::fs::write(
-                    &config,
-                    format!(
-                        "port {port}\nbind 127.0.0.1\n\
-                         sentinel monitor {service} 127.0.0.1 {master_port} 2\n\
-                         sentinel down-after-milliseconds {service} 1000\n\
-                         sentinel failover-timeout {service} 10000\n\
-                         sentinel parallel-syncs {service} 1\n",
-                        service = Self::SERVICE
-                    ),
-                )
-                .unwrap();
-                Server::start(
-                    dir,
-                    &format!("sentinel-{i}"),
-                    port,
-                    Some(&config),
-                    &["--sentinel".to_string()],
-                )
+        let sentinels = (0..3)
+            .map(|i| {
+                Server::start_free(dir, &format!("sentinel-{i}"), |port| {
+                    let config = dir.join(format!("sentinel-{port}.conf"));
+                    std::fs::write(
+                        &config,
+                        format!(
+                            "port {port}\nbind 127.0.0.1\n\
+                             sentinel monitor {service} 127.0.0.1 {master_port} 2\n\
+                             sentinel down-after-milliseconds {service} 1000\n\
+                             sentinel failover-timeout {service} 10000\n\
+                             sentinel parallel-syncs {service} 1\n",
+                            service = Self::SERVICE
+                        ),
+                    )
+                    .unwrap();
+                    (Some(config), vec!["--sentinel".to_string()])
+                })
             })
             .collect::<Vec<_>>();
         let set = SentinelSet {
@@ -447,11 +488,14 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn start(dir: &Path) -> Self {
-        let ports = free_ports(6);
-        let nodes: Vec<Server> = ports
-            .iter()
-            .map(|&port| {
+    /// Six cluster-enabled servers that are not a cluster yet, and their
+    /// ports; all six are started again on new ports when one's port (or
+    /// bus port) was taken meanwhile.
+    fn start_nodes(dir: &Path) -> (Vec<Server>, Vec<u16>) {
+        'attempt: for _ in 0..START_TRIES {
+            let mut nodes = Vec::new();
+            for _ in 0..6 {
+                let port = free_port();
                 let mut args = plain_args(port);
                 args.extend(
                     [
@@ -465,9 +509,19 @@ impl Cluster {
                     .iter()
                     .map(|s| s.to_string()),
                 );
-                Server::start(dir, &format!("node-{port}"), port, None, &args)
-            })
-            .collect();
+                match Server::try_start(dir, "node", port, None, &args) {
+                    Some(node) => nodes.push(node),
+                    None => continue 'attempt,
+                }
+            }
+            let ports = nodes.iter().map(|n| n.port).collect();
+            return (nodes, ports);
+        }
+        panic!("no six free ports for a cluster after {START_TRIES} tries");
+    }
+
+    pub fn start(dir: &Path) -> Self {
+        let (nodes, ports) = Self::start_nodes(dir);
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for port in &ports {
