@@ -37,14 +37,21 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
     for attempt in 1..=CONNECT_TRIES {
         match RedisQueue::connect(&settings.redis, options.clone()).await {
             Ok(queue) => return Ok(queue),
-            Err(e) if attempt < CONNECT_TRIES => {
+            Err(e) if attempt < CONNECT_TRIES && !crate::queue::connect::is_permanent(&e) => {
                 tracing::warn!(attempt, "cannot connect to the queue Redis: {e}");
                 tokio::time::sleep(pause).await;
                 pause *= 2;
             }
             Err(e) => {
+                let target = settings.redis.describe();
                 return Err(e).with_context(|| {
-                    format!("the queue Redis is unreachable after {CONNECT_TRIES} tries")
+                    if attempt < CONNECT_TRIES {
+                        format!("cannot connect to the queue Redis ({target})")
+                    } else {
+                        format!(
+                            "the queue Redis is unreachable after {CONNECT_TRIES} tries ({target})"
+                        )
+                    }
                 });
             }
         }
@@ -62,8 +69,8 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
             connection,
             key_prefix,
         } => {
-            let conn = crate::queue::connect::connect(
-                connection.clone(),
+            let conn = crate::queue::connect::open(
+                connection,
                 Some(crate::queue::connect::COMMAND_TIMEOUT),
             )
             .await

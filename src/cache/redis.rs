@@ -3,22 +3,26 @@
 //! A cache key becomes `{redis prefix}{cache prefix}{key}`, where Laravel
 //! ≤ 10 puts a `:` after a non-empty cache prefix and 11+ does not; the
 //! caller passes the whole prefix, already joined.
+//!
+//! On a Redis Cluster the keys read together (the restart key and the pause
+//! keys) live in different slots; the cluster client splits the `MGET` by
+//! slot and puts the answers back in the order asked.
 
-use redis::aio::ConnectionManager;
+use crate::queue::connect::RedisConn;
 
 use super::php;
 
 /// The Redis cache store.
 #[derive(Clone)]
 pub struct RedisCache {
-    conn: ConnectionManager,
+    conn: RedisConn,
     prefix: String,
 }
 
 impl RedisCache {
     /// A store on `conn` whose keys start with `prefix` (Redis connection
     /// prefix + cache prefix + the `:` of Laravel ≤ 10, when used).
-    pub fn new(conn: ConnectionManager, prefix: impl Into<String>) -> Self {
+    pub fn new(conn: RedisConn, prefix: impl Into<String>) -> Self {
         RedisCache {
             conn,
             prefix: prefix.into(),

@@ -4,6 +4,12 @@
 //! |-----------------------------------|------------------------------------------|
 //! | `REDIS_URL`                       | `[redis] url`                            |
 //! | `REDIS_HOST`, `REDIS_PORT`, `REDIS_USERNAME`, `REDIS_PASSWORD`, `REDIS_DB` | `[redis] url`, when `REDIS_URL` is unset |
+//! | `REDIS_SCHEME`                    | `tls` (or `rediss`): the URL becomes `rediss://` |
+//! | `REDIS_TLS_CA_FILE`, `REDIS_TLS_CERT_FILE`, `REDIS_TLS_KEY_FILE` | `[redis] tls_ca_file`, `tls_cert_file`, `tls_key_file` |
+//! | `REDIS_CLUSTER`                   | `[redis] cluster` (`redis` or `true`: a Redis Cluster) |
+//! | `REDIS_SENTINELS`                 | `[redis] sentinels` (comma list of `host:port`) |
+//! | `REDIS_SENTINEL_SERVICE`          | `[redis] service`                        |
+//! | `REDIS_SENTINEL_PASSWORD`         | `[redis] sentinel_password`              |
 //! | `REDIS_PREFIX`                    | `[redis] prefix`                         |
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
 //! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
@@ -96,7 +102,27 @@ pub fn layer_with(
                     .as_ref()
                     .map(|s| format!("{s}{}", conventions.database_suffix))
             }),
-            cluster: None,
+            cluster: match get("REDIS_CLUSTER") {
+                Some(v) => Some(cluster_flag(&v).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "REDIS_CLUSTER={v:?}: expected \"redis\" (a Redis Cluster) or \"false\""
+                    )
+                })?),
+                None => None,
+            },
+            sentinels: get("REDIS_SENTINELS").map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }),
+            service: get("REDIS_SENTINEL_SERVICE"),
+            sentinel_password: get("REDIS_SENTINEL_PASSWORD"),
+            tls_ca_file: get("REDIS_TLS_CA_FILE").map(Into::into),
+            tls_cert_file: get("REDIS_TLS_CERT_FILE").map(Into::into),
+            tls_key_file: get("REDIS_TLS_KEY_FILE").map(Into::into),
+            scheme: get("REDIS_SCHEME"),
+            ..RedisLayer::default()
         },
         queue: QueueLayer {
             connection: get("QUEUE_CONNECTION"),
@@ -119,6 +145,15 @@ pub fn layer_with(
         },
         ..Layer::default()
     })
+}
+
+/// `REDIS_CLUSTER`: Laravel's `redis` (the native cluster) or a boolean.
+fn cluster_flag(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "redis" | "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" | "none" | "null" => Some(false),
+        _ => None,
+    }
 }
 
 /// The whole process environment as a layer.
@@ -265,6 +300,26 @@ mod tests {
             Some(Nullable::Seconds(30))
         );
         assert!(layer(|k| (k == "REDIS_QUEUE_RETRY_AFTER").then(|| "soon".to_string())).is_err());
+    }
+
+    #[test]
+    fn production_redis_variables() {
+        let l = env(&[
+            ("REDIS_CLUSTER", "redis"),
+            ("REDIS_SENTINELS", "10.0.0.1:26379, 10.0.0.2:26379"),
+            ("REDIS_SENTINEL_SERVICE", "mymaster"),
+            ("REDIS_TLS_CA_FILE", "/etc/ca.pem"),
+            ("REDIS_SCHEME", "tls"),
+        ]);
+        assert_eq!(l.redis.cluster, Some(true));
+        assert_eq!(
+            l.redis.sentinels,
+            Some(vec!["10.0.0.1:26379".into(), "10.0.0.2:26379".into()])
+        );
+        assert_eq!(l.redis.service.as_deref(), Some("mymaster"));
+        assert_eq!(l.redis.tls_ca_file, Some("/etc/ca.pem".into()));
+        assert_eq!(l.redis.scheme.as_deref(), Some("tls"));
+        assert!(layer(|k| (k == "REDIS_CLUSTER").then(|| "predis".to_string())).is_err());
     }
 
     #[test]

@@ -56,8 +56,31 @@ pub struct RedisLayer {
     pub url: Option<String>,
     /// Key prefix of the connection (`REDIS_PREFIX`).
     pub prefix: Option<String>,
-    /// Wrap queue names in hash tags (Redis Cluster, Laravel 13.5+).
+    /// A Redis Cluster (`REDIS_CLUSTER=redis`): the cluster client, seeded
+    /// from `url` and `nodes`, and queue names in hash tags (Laravel 13.5+).
     pub cluster: Option<bool>,
+    /// More cluster seed nodes (`redis://host:port`), beside `url`.
+    pub nodes: Option<Vec<String>>,
+    /// Redis Sentinel: the sentinels (`host:port`, or `rediss://host:port`
+    /// for TLS), asked in order for the master of `service`.
+    pub sentinels: Option<Vec<String>>,
+    /// Sentinel: the master's name in the sentinels' configuration.
+    pub service: Option<String>,
+    /// Sentinel: the sentinels' own password, if they require one.
+    pub sentinel_password: Option<String>,
+    /// PEM file of the CA that signed the server's certificate (`rediss://`);
+    /// unset: the system's roots.
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// PEM client certificate, for servers that require one (mutual TLS).
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<std::path::PathBuf>,
+    /// Skip the server certificate check (Laravel's `verify_peer => false`).
+    pub tls_insecure: Option<bool>,
+    /// `REDIS_SCHEME` (`tls` turns `redis://` into `rediss://`); from the
+    /// environment only.
+    #[serde(skip)]
+    pub scheme: Option<String>,
 }
 
 /// `[queue]`.
@@ -248,6 +271,18 @@ impl Layer {
                 url: over.redis.url.or(self.redis.url),
                 prefix: over.redis.prefix.or(self.redis.prefix),
                 cluster: over.redis.cluster.or(self.redis.cluster),
+                nodes: over.redis.nodes.or(self.redis.nodes),
+                sentinels: over.redis.sentinels.or(self.redis.sentinels),
+                service: over.redis.service.or(self.redis.service),
+                sentinel_password: over
+                    .redis
+                    .sentinel_password
+                    .or(self.redis.sentinel_password),
+                tls_ca_file: over.redis.tls_ca_file.or(self.redis.tls_ca_file),
+                tls_cert_file: over.redis.tls_cert_file.or(self.redis.tls_cert_file),
+                tls_key_file: over.redis.tls_key_file.or(self.redis.tls_key_file),
+                tls_insecure: over.redis.tls_insecure.or(self.redis.tls_insecure),
+                scheme: over.redis.scheme.or(self.redis.scheme),
             },
             queue: QueueLayer {
                 connection: over.queue.connection.or(self.queue.connection),

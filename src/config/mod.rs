@@ -19,9 +19,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use redis::{ConnectionInfo, IntoConnectionInfo};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 pub use file::{HandlerEntry, Layer};
+
+use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
@@ -34,11 +36,12 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
 pub struct Settings {
     /// The Laravel app's root on this machine (maintenance mode, file cache).
     pub app_path: Option<PathBuf>,
-    /// The queue Redis.
-    pub redis: ConnectionInfo,
+    /// The queue Redis: URL, TLS and topology (one server, Sentinel,
+    /// Cluster).
+    pub redis: RedisTarget,
     /// The queue connection's key prefix.
     pub redis_prefix: String,
-    /// Hash-tag queue names (Redis Cluster).
+    /// A Redis Cluster: hash-tag queue names (the topology is in `redis`).
     pub cluster: bool,
     /// Queue connection name, as written into failed_jobs.
     pub connection: String,
@@ -81,7 +84,7 @@ pub enum CacheSettings {
     /// Redis cache store.
     Redis {
         /// The cache Redis (by default the queue Redis on DB 1).
-        connection: ConnectionInfo,
+        connection: Box<RedisTarget>,
         /// Everything before the cache key: Redis prefix + cache prefix (+ `:`).
         key_prefix: String,
     },
@@ -139,11 +142,12 @@ impl Settings {
     /// # Errors
     /// As [`Settings::load`].
     pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
-        let redis_url = layer.redis.url.unwrap_or_else(|| DEFAULT_REDIS_URL.into());
-        let redis = redis_url
-            .as_str()
-            .into_connection_info()
-            .with_context(|| format!("invalid Redis URL {:?}", redact::url(&redis_url)))?;
+        let redis_url = layer
+            .redis
+            .url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REDIS_URL.into());
+        let redis = redis_target(&redis_url, &layer.redis)?;
         let redis_prefix = layer
             .redis
             .prefix
@@ -152,14 +156,8 @@ impl Settings {
         let cache = match layer.cache.store.as_deref().unwrap_or("redis") {
             "redis" => {
                 let connection = match layer.cache.url {
-                    Some(url) => url.as_str().into_connection_info().with_context(|| {
-                        format!("invalid cache Redis URL {:?}", redact::url(&url))
-                    })?,
-                    None => {
-                        let db = layer.cache.database.unwrap_or(1);
-                        let settings = redis.redis_settings().clone().set_db(db);
-                        redis.clone().set_redis_settings(settings)
-                    }
+                    Some(url) => Box::new(cache_target(&url, &redis)?),
+                    None => Box::new(redis.with_db(layer.cache.database.unwrap_or(1))),
                 };
                 let mut prefix = layer
                     .cache
@@ -232,11 +230,12 @@ impl Settings {
             .map_or(Some(90), file::Nullable::seconds);
         let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
         crate::worker::options::check_reservation(retry_after, block_for)?;
+        let is_cluster = redis.is_cluster();
         Ok(Settings {
             app_path: layer.app.path,
             redis,
             redis_prefix,
-            cluster: layer.redis.cluster.unwrap_or(false),
+            cluster: is_cluster,
             connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
             retry_after,
@@ -263,6 +262,143 @@ impl Settings {
             handlers,
         })
     }
+}
+
+/// Parses a Redis URL, accepting phpredis' `tls://` for `rediss://` and
+/// applying `REDIS_SCHEME=tls`.
+///
+/// # Errors
+/// A URL the client cannot use, naming `what`.
+fn parse_redis_url(url: &str, scheme: Option<&str>, what: &str) -> anyhow::Result<ConnectionInfo> {
+    let mut text = match url.strip_prefix("tls://") {
+        Some(rest) => format!("rediss://{rest}"),
+        None => url.to_string(),
+    };
+    if scheme.is_some_and(|s| s.eq_ignore_ascii_case("tls") || s.eq_ignore_ascii_case("rediss"))
+        && let Some(rest) = text.strip_prefix("redis://")
+    {
+        text = format!("rediss://{rest}");
+    }
+    text.as_str()
+        .into_connection_info()
+        .with_context(|| format!("invalid {what} {:?}", redact::url(url)))
+}
+
+/// The queue connection's target from `[redis]`: URL, TLS files, and one
+/// of single server, Sentinel (`sentinels` + `service`) or Cluster
+/// (`cluster = true`, seeded from `url` and `nodes`).
+///
+/// # Errors
+/// A bad URL or node, half a client certificate, Sentinel and Cluster together, or Sentinel without its
+/// service name.
+fn redis_target(url: &str, layer: &file::RedisLayer) -> anyhow::Result<RedisTarget> {
+    let scheme = layer.scheme.as_deref();
+    let info = parse_redis_url(url, scheme, "Redis URL")?;
+    let tls = TlsOptions {
+        ca_file: layer.tls_ca_file.clone(),
+        cert_file: layer.tls_cert_file.clone(),
+        key_file: layer.tls_key_file.clone(),
+        insecure: layer.tls_insecure.unwrap_or(false),
+    };
+    if layer.tls_cert_file.is_some() != layer.tls_key_file.is_some() {
+        bail!(
+            "[redis] tls_cert_file and tls_key_file go together (the client certificate and its key)"
+        );
+    }
+    let cluster = layer.cluster.unwrap_or(false);
+    let sentinels = layer.sentinels.clone().unwrap_or_default();
+    let topology = if !sentinels.is_empty() {
+        if cluster {
+            bail!("[redis] sentinels and cluster = true exclude each other: choose one");
+        }
+        let service = layer.service.clone().context(
+            "[redis] sentinels needs [redis] service: the master's name in the sentinels' \
+             configuration (such as \"mymaster\")",
+        )?;
+        let tls_default = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        let sentinels = sentinels
+            .iter()
+            .map(|s| sentinel_addr(s, tls_default))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Topology::Sentinel(SentinelOptions {
+            sentinels,
+            service,
+            password: layer.sentinel_password.clone(),
+        })
+    } else if cluster {
+        let mut nodes = vec![info.clone()];
+        for node in layer.nodes.iter().flatten() {
+            nodes.push(parse_redis_url(node, scheme, "[redis] nodes entry")?);
+        }
+        if nodes
+            .iter()
+            .any(|n| matches!(n.addr(), ConnectionAddr::Unix(_)))
+        {
+            bail!(
+                "[redis] cluster = true needs TCP addresses: a cluster names its nodes by host and port"
+            );
+        }
+        Topology::Cluster { nodes }
+    } else {
+        if layer.nodes.is_some() {
+            tracing::warn!("[redis] nodes is ignored: it seeds a cluster, and cluster is not true");
+        }
+        Topology::Single
+    };
+    let tls_files = tls.ca_file.is_some() || tls.cert_file.is_some() || tls.insecure;
+    let uses_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. })
+        || matches!(&topology, Topology::Sentinel(s)
+            if s.sentinels.iter().any(|a| matches!(a, ConnectionAddr::TcpTls { .. })));
+    if tls_files && !uses_tls {
+        tracing::warn!(
+            "[redis] tls_ca_file, tls_cert_file and tls_insecure are ignored: they apply to TLS \
+             connections, and the URL is not rediss:// (set REDIS_SCHEME=tls or use rediss://)"
+        );
+    }
+    Ok(RedisTarget {
+        info,
+        tls,
+        topology,
+    })
+}
+
+/// A sentinel's address: `host:port` (TLS when the Redis URL is
+/// `rediss://`), or a full `redis://` / `rediss://` URL.
+///
+/// # Errors
+/// An address that cannot be parsed.
+fn sentinel_addr(text: &str, tls: bool) -> anyhow::Result<ConnectionAddr> {
+    let url = if text.contains("://") {
+        text.to_string()
+    } else {
+        format!("{}://{text}", if tls { "rediss" } else { "redis" })
+    };
+    let info = url
+        .as_str()
+        .into_connection_info()
+        .with_context(|| format!("invalid [redis] sentinels entry {text:?}"))?;
+    Ok(info.addr().clone())
+}
+
+/// The cache connection from its own `[cache] url`: a single server, or
+/// on a cluster the cluster seeded from it; TLS files as the queue's.
+///
+/// # Errors
+/// A bad URL.
+fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
+    let info = parse_redis_url(url, None, "cache Redis URL")?;
+    let topology = if queue.is_cluster() {
+        Topology::Cluster {
+            nodes: vec![info.clone()],
+        }
+    } else {
+        Topology::Single
+    };
+    Ok(RedisTarget {
+        info,
+        tls: queue.tls.clone(),
+        topology,
+    })
 }
 
 /// Checks that a `[[handlers]]` entry names exactly one transport
@@ -357,7 +493,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(connection.redis_settings().db(), 1);
+        assert_eq!(connection.info.redis_settings().db(), 1);
         assert_eq!(key_prefix, "laravel-database-laravel-cache-");
     }
 
@@ -380,6 +516,71 @@ mod tests {
                 .unwrap();
         assert_eq!(s.retry_after, None);
         assert_eq!(s.block_for, Some(0));
+    }
+
+    #[test]
+    fn production_redis_settings() {
+        let base = "[failed]\ndriver = \"null\"\n[redis]\n";
+        let s = resolve(&format!(
+            "{base}url = \"rediss://u:p@r.example:6380/2\"\ntls_ca_file = \"/ca.pem\"\ntls_cert_file = \"/c.pem\"\ntls_key_file = \"/k.pem\""
+        ))
+        .unwrap();
+        assert!(matches!(s.redis.info.addr(), ConnectionAddr::TcpTls { .. }));
+        assert_eq!(s.redis.tls.ca_file, Some("/ca.pem".into()));
+        let CacheSettings::Redis { connection, .. } = &s.cache else {
+            panic!()
+        };
+        assert_eq!(connection.tls, s.redis.tls);
+        assert_eq!(connection.info.redis_settings().db(), 1);
+
+        let s = resolve(&format!(
+            "{base}url = \"redis://:p@x/0\"\nsentinels = [\"127.0.0.1:26379\", \"rediss://h:26380\"]\nservice = \"mymaster\""
+        ))
+        .unwrap();
+        let Topology::Sentinel(sentinel) = &s.redis.topology else {
+            panic!()
+        };
+        assert_eq!(sentinel.sentinels.len(), 2);
+        assert!(!s.cluster);
+
+        let s = resolve(&format!(
+            "{base}url = \"redis://127.0.0.1:7000\"\ncluster = true\nnodes = [\"redis://127.0.0.1:7001\"]"
+        ))
+        .unwrap();
+        assert!(s.cluster);
+        let Topology::Cluster { nodes } = &s.redis.topology else {
+            panic!()
+        };
+        assert_eq!(nodes.len(), 2);
+        let CacheSettings::Redis { connection, .. } = &s.cache else {
+            panic!()
+        };
+        assert!(connection.is_cluster());
+        assert_eq!(connection.info.redis_settings().db(), 0);
+
+        // REDIS_SCHEME=tls and phpredis' tls:// both mean rediss://.
+        let mut layer = Layer::from_toml(&format!("{base}url = \"redis://h:6379\"")).unwrap();
+        layer.redis.scheme = Some("tls".into());
+        let s = Settings::resolve(layer).unwrap();
+        assert!(matches!(s.redis.info.addr(), ConnectionAddr::TcpTls { .. }));
+        let s = resolve(&format!("{base}url = \"tls://h:6379\"")).unwrap();
+        assert!(matches!(s.redis.info.addr(), ConnectionAddr::TcpTls { .. }));
+
+        for (keys, expected) in [
+            (
+                "url = \"rediss://h\"\ntls_cert_file = \"/c\"",
+                "go together",
+            ),
+            ("sentinels = [\"h:1\"]", "needs [redis] service"),
+            (
+                "sentinels = [\"h:1\"]\nservice = \"m\"\ncluster = true",
+                "exclude each other",
+            ),
+            ("url = \"unix:///tmp/r.sock\"\ncluster = true", "needs TCP"),
+        ] {
+            let e = resolve(&format!("{base}{keys}")).unwrap_err().to_string();
+            assert!(e.contains(expected), "{keys}: {e}");
+        }
     }
 
     #[test]

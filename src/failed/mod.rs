@@ -14,7 +14,6 @@ pub mod redis_store;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use redis::ConnectionInfo;
 use tokio::sync::OnceCell;
 
 pub use database::{DatabaseStore, ErrorClass, InsertError};
@@ -132,8 +131,8 @@ impl FailedJobStore {
                 )),
             },
             FailedSettings::Redis => {
-                let conn = crate::queue::connect::connect(
-                    settings.redis.clone(),
+                let conn = crate::queue::connect::open(
+                    &settings.redis,
                     Some(crate::queue::connect::COMMAND_TIMEOUT),
                 )
                 .await
@@ -280,7 +279,7 @@ impl FailedJobStore {
 /// The table's fallback: the Redis store under the queue connection's
 /// prefix (the keys of the `redis` driver), connected on first use.
 pub struct Fallback {
-    redis: ConnectionInfo,
+    redis: crate::queue::connect::RedisTarget,
     prefix: String,
     store: OnceCell<RedisFailedStore>,
 }
@@ -288,7 +287,7 @@ pub struct Fallback {
 impl Fallback {
     /// The Redis store at `redis` with keys under `prefix`; nothing is
     /// connected yet.
-    pub fn new(redis: ConnectionInfo, prefix: &str) -> Self {
+    pub fn new(redis: crate::queue::connect::RedisTarget, prefix: &str) -> Self {
         Fallback {
             redis,
             prefix: prefix.to_string(),
@@ -301,8 +300,8 @@ impl Fallback {
     async fn store(&self) -> anyhow::Result<&RedisFailedStore> {
         self.store
             .get_or_try_init(|| async {
-                let conn = crate::queue::connect::connect(
-                    self.redis.clone(),
+                let conn = crate::queue::connect::open(
+                    &self.redis,
                     Some(crate::queue::connect::COMMAND_TIMEOUT),
                 )
                 .await

@@ -21,20 +21,24 @@
 //!
 //! Writes keep the hash and the index together (one script or MULTI), so a
 //! record never outlives its index entry.
+//!
+//! On a Redis Cluster the keys carry the hash tag `{laravel-worker:failed_jobs}`
+//! so that they share a slot: `{prefix}{laravel-worker:failed_jobs}`, `…:index`
+//! and `…:duplicates`.
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{FailedJob, Place, StoredJob, format_failed_at};
+use crate::queue::connect::{RedisConn, name_denied_script_command};
 
 /// Stores a record under the uuid, or under the next free `uuid#N` when the
 /// uuid's key is taken; returns the key used.
 /// KEYS: the hash, the index, the duplicates hash. ARGV: uuid, record,
 /// UNIX time of failure.
-const LOG: &str = r"
+pub(crate) const LOG: &str = r"
 local key = ARGV[1]
 if redis.call('hsetnx', KEYS[1], key, ARGV[2]) == 0 then
     repeat
@@ -50,7 +54,7 @@ return key
 /// duplicates count when it still is ARGV[2] ('' = none; a record logged
 /// meanwhile changed it). KEYS: the hash, the index, the duplicates hash.
 /// Returns how many records were deleted.
-const FORGET: &str = r"
+pub(crate) const FORGET: &str = r"
 local deleted = 0
 for i = 3, #ARGV do
     deleted = deleted + redis.call('hdel', KEYS[1], ARGV[i])
@@ -66,7 +70,7 @@ return deleted
 
 /// Deletes the records indexed at or before ARGV[1] (UNIX seconds).
 /// KEYS: the hash, the index. Returns how many were deleted.
-const FLUSH_OLDER: &str = r"
+pub(crate) const FLUSH_OLDER: &str = r"
 local ids = redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1])
 for i = 1, #ids, 100 do
     local chunk = {unpack(ids, i, math.min(i + 99, #ids))}
@@ -106,16 +110,21 @@ impl Record {
 
 /// Failed jobs kept in Redis.
 pub struct RedisFailedStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     hash: String,
     index: String,
     duplicates: String,
 }
 
 impl RedisFailedStore {
-    /// A store on `conn`, with keys under `prefix`.
-    pub fn new(conn: ConnectionManager, prefix: &str) -> Self {
-        let hash = format!("{prefix}laravel-worker:failed_jobs");
+    /// A store on `conn`, with keys under `prefix` (hash-tagged on a
+    /// cluster, so the MULTI and the flush script keep to one slot).
+    pub fn new(conn: RedisConn, prefix: &str) -> Self {
+        let hash = if conn.is_cluster() {
+            format!("{prefix}{{laravel-worker:failed_jobs}}")
+        } else {
+            format!("{prefix}laravel-worker:failed_jobs")
+        };
         RedisFailedStore {
             conn,
             index: format!("{hash}:index"),
@@ -143,15 +152,18 @@ impl RedisFailedStore {
             "exception": job.exception,
             "failed_at": format_failed_at(&job.failed_at),
         });
-        let key: String = redis::Script::new(LOG)
-            .key(&self.hash)
-            .key(&self.index)
-            .key(&self.duplicates)
+        let key: String = redis::cmd("EVAL")
+            .arg(LOG)
+            .arg(3)
+            .arg(&self.hash)
+            .arg(&self.index)
+            .arg(&self.duplicates)
             .arg(&job.uuid)
             .arg(record.to_string())
             .arg(job.failed_at.timestamp())
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(key)
     }
 
@@ -254,18 +266,22 @@ impl RedisFailedStore {
     /// Any Redis error.
     pub async fn forget(&self, id: &str) -> anyhow::Result<bool> {
         let (mine, count) = self.keys_of(id).await?;
-        let forget = redis::Script::new(FORGET);
-        let mut script = forget.prepare_invoke();
+        let mut script = redis::cmd("EVAL");
         script
-            .key(&self.hash)
-            .key(&self.index)
-            .key(&self.duplicates)
+            .arg(FORGET)
+            .arg(3)
+            .arg(&self.hash)
+            .arg(&self.index)
+            .arg(&self.duplicates)
             .arg(id)
             .arg(count.map(|c| c.to_string()).unwrap_or_default());
         for (key, _) in &mine {
             script.arg(key);
         }
-        let deleted: u64 = script.invoke_async(&mut self.conn.clone()).await?;
+        let deleted: u64 = script
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(deleted > 0)
     }
 
@@ -301,16 +317,15 @@ impl RedisFailedStore {
                     .await?;
                 count
             }
-            Some(at) => {
-                redis::cmd("EVAL")
-                    .arg(FLUSH_OLDER)
-                    .arg(2)
-                    .arg(&self.hash)
-                    .arg(&self.index)
-                    .arg(at.timestamp())
-                    .query_async(&mut conn)
-                    .await?
-            }
+            Some(at) => redis::cmd("EVAL")
+                .arg(FLUSH_OLDER)
+                .arg(2)
+                .arg(&self.hash)
+                .arg(&self.index)
+                .arg(at.timestamp())
+                .query_async(&mut conn)
+                .await
+                .map_err(crate::queue::connect::name_denied_script_command)?,
         })
     }
 }

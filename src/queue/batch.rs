@@ -13,10 +13,10 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use redis::aio::ConnectionManager;
 use redis::{Pipeline, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::connect::RedisConn;
 use super::scripts;
 
 /// The most writes sent in one pipeline.
@@ -78,7 +78,7 @@ type Request = (Write, oneshot::Sender<RedisResult<bool>>);
 
 /// The connection the writes go through, shared with the queue, which may
 /// replace it (see `RedisQueue::renew_connection`).
-pub type SharedConnection = Arc<Mutex<ConnectionManager>>;
+pub type SharedConnection = Arc<Mutex<RedisConn>>;
 
 /// The sending side of the batching task; cheap to clone.
 #[derive(Clone)]
@@ -121,7 +121,7 @@ async fn run(conn: SharedConnection, mut queue: mpsc::UnboundedReceiver<Request>
 }
 
 /// Pipelines every write of `batch` and answers each; empties `batch`.
-async fn settle(conn: &ConnectionManager, batch: &mut Vec<Request>) {
+async fn settle(conn: &RedisConn, batch: &mut Vec<Request>) {
     let mut pipe = redis::pipe();
     for (write, _) in batch.iter() {
         write.add_to(&mut pipe);

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::ConnectionManager;
 use redis::{RedisResult, Value};
 
-use super::batch::{Write, WriteBatch};
+use super::batch::{SharedConnection, Write, WriteBatch};
+use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
 use super::job::ReservedJob;
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
@@ -23,13 +23,14 @@ pub struct RedisQueue {
     /// The command connection. Behind a lock so that it can be replaced
     /// after a large job ([`RedisQueue::renew_connection`]); each call
     /// clones it (a handle) and releases the lock at once.
-    conn: Arc<std::sync::Mutex<ConnectionManager>>,
-    /// Where `conn` goes.
-    url: redis::ConnectionInfo,
-    /// A second connection for BLPOP, so a blocked wait never holds up the
-    /// deletes and releases of running jobs. It has no response timeout of
-    /// its own: each BLPOP bounds its wait (see [`Self::block_on_notify`]).
-    blocking: ConnectionManager,
+    conn: SharedConnection,
+    /// Where `conn` goes (one server, Sentinel or Cluster).
+    target: RedisTarget,
+    /// Where BLPOP waits, apart from `conn`, so a blocked wait never holds
+    /// up the deletes and releases of running jobs. It has no response
+    /// timeout of its own: each BLPOP bounds its wait (see
+    /// [`Self::block_on_notify`]).
+    blocking: Blocking,
     /// Deletes and releases, pipelined with those of other jobs.
     writes: WriteBatch,
     /// When each queue was last migrated (see [`Self::pop`]).
@@ -88,19 +89,25 @@ pub fn now() -> i64 {
 }
 
 impl RedisQueue {
-    /// Connects to the queue database described by `url`.
+    /// Connects to the queue database of `target` (one server, Sentinel or
+    /// Cluster; see [`super::connect`]).
     ///
     /// # Errors
-    /// A bad URL or an unreachable server.
-    pub async fn connect(url: &redis::ConnectionInfo, options: QueueOptions) -> RedisResult<Self> {
-        let conn = Arc::new(std::sync::Mutex::new(
-            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?,
+    /// A bad URL, unreadable TLS files, or an unreachable server.
+    pub async fn connect(target: &RedisTarget, options: QueueOptions) -> RedisResult<Self> {
+        let conn = Arc::new(Mutex::new(
+            super::connect::open(target, Some(COMMAND_TIMEOUT)).await?,
         ));
-        let blocking = super::connect::connect(url.clone(), None).await?;
+        let blocking = if target.is_cluster() {
+            Blocking::PerQueue(Arc::new(NotifyWaits::new(target.clone())))
+        } else {
+            Blocking::One(super::connect::open(target, None).await?)
+        };
+        tracing::info!(redis = %target.describe(), "connected to the queue Redis");
         Ok(RedisQueue {
             writes: WriteBatch::start(Arc::clone(&conn)),
             conn,
-            url: url.clone(),
+            target: target.clone(),
             blocking,
             migrations: Arc::new(MigrationTicks::default()),
             prefix: options.prefix,
@@ -112,7 +119,7 @@ impl RedisQueue {
     }
 
     /// A handle on the command connection.
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> RedisConn {
         match self.conn.lock() {
             Ok(conn) => conn.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -126,8 +133,7 @@ impl RedisQueue {
     /// connection, which closes when they are done. On failure the old
     /// connection stays.
     pub async fn renew_connection(&self) {
-        match super::connect::connect(self.url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await
-        {
+        match super::connect::open(&self.target, Some(COMMAND_TIMEOUT)).await {
             Ok(fresh) => match self.conn.lock() {
                 Ok(mut conn) => *conn = fresh,
                 Err(poisoned) => *poisoned.into_inner() = fresh,
@@ -194,7 +200,10 @@ impl RedisQueue {
             .arg(&queue.notify)
             .arg(now + self.retry_after.unwrap_or(0) as i64)
             .arg(count.max(1));
-        let result: RedisResult<(Vec<Value>,)> = pipe.query_async(&mut self.conn()).await;
+        let result: RedisResult<(Vec<Value>,)> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(name_denied_script_command);
         if result.is_err() && migrate {
             // The migration may not have run: try again next call.
             self.migrations.expire(&queue.ready);
@@ -217,36 +226,16 @@ impl RedisQueue {
         queues: &[Arc<QueueKeys>],
         wait: Option<Duration>,
     ) -> RedisResult<bool> {
-        let seconds = match wait {
-            None => 0.0,
-            Some(w) if w < Duration::from_millis(1) => return Ok(false),
-            Some(w) => (w.as_secs_f64() * 1000.0).round() / 1000.0,
-        };
-        let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
-        let mut blpop = redis::cmd("BLPOP");
-        blpop.arg(&keys);
-        if seconds.fract() == 0.0 {
-            // Whole seconds as an integer, for servers older than Redis 6.
-            blpop.arg(seconds as u64);
-        } else {
-            blpop.arg(seconds);
+        if wait.is_some_and(|w| w < Duration::from_millis(1)) {
+            return Ok(false);
         }
-        let mut conn = self.blocking.clone();
-        let query = blpop.query_async::<Option<(String, String)>>(&mut conn);
-        let token = match wait {
-            None => query.await?,
-            // The server answers at the end of its own timeout; allow it
-            // the command timeout on top before giving up on the socket.
-            Some(w) => tokio::time::timeout(w + super::connect::COMMAND_TIMEOUT, query)
-                .await
-                .map_err(|_| {
-                    redis::RedisError::from((
-                        redis::ErrorKind::Io,
-                        "BLPOP on the notify lists got no answer",
-                    ))
-                })??,
-        };
-        Ok(token.is_some())
+        match &self.blocking {
+            Blocking::One(conn) => {
+                let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
+                blpop(conn.clone(), &keys, wait).await
+            }
+            Blocking::PerQueue(waits) => waits.wait(queues, wait).await,
+        }
     }
 
     /// The connection's `block_for` (seconds; `None`: the connection does
@@ -328,7 +317,8 @@ impl RedisQueue {
             .arg(&job.reserved[..])
             .arg(now() + retry_after as i64)
             .query_async(&mut self.conn())
-            .await?;
+            .await
+            .map_err(name_denied_script_command)?;
         Ok(renewed == 1)
     }
 
@@ -346,6 +336,7 @@ impl RedisQueue {
             .arg(payload)
             .query_async::<()>(&mut self.conn())
             .await
+            .map_err(name_denied_script_command)
     }
 
     /// Adds a payload to `:delayed`, available at `available_at` (UNIX
@@ -365,6 +356,7 @@ impl RedisQueue {
             .arg(payload)
             .query_async::<()>(&mut self.conn())
             .await
+            .map_err(name_denied_script_command)
     }
 
     /// Ready, delayed and reserved counts of a queue, and the `createdAt`
@@ -405,7 +397,127 @@ impl RedisQueue {
             .arg(&queue.notify)
             .query_async(&mut self.conn())
             .await
+            .map_err(name_denied_script_command)
     }
+}
+
+/// Where [`RedisQueue::block_on_notify`] waits.
+#[derive(Clone)]
+enum Blocking {
+    /// One BLPOP over every queue's notify list (one server, or Sentinel).
+    One(RedisConn),
+    /// A Redis Cluster: the notify lists of different queues live in
+    /// different slots, so one BLPOP cannot cover them. Each queue gets its
+    /// own wait on its own connection.
+    PerQueue(Arc<NotifyWaits>),
+}
+
+/// The per-queue waits on a cluster.
+///
+/// A BLPOP per queue runs as a task; the first token (or time-out) ends
+/// the wait, and the worker then polls every queue in priority order, so
+/// the order is kept whichever queue woke it. The BLPOPs of the other
+/// queues are not abandoned (Redis would go on blocking the connection, and
+/// a token it pops would be lost): they stay pending, and the next wait
+/// takes them up again, or uses at once the token one of them got.
+struct NotifyWaits {
+    target: RedisTarget,
+    state: tokio::sync::Mutex<WaitState>,
+}
+
+struct WaitState {
+    /// One connection per notify key, opened on first use.
+    conns: std::collections::HashMap<String, RedisConn>,
+    /// Notify keys with a BLPOP in flight.
+    pending: std::collections::HashSet<String>,
+    done_tx: tokio::sync::mpsc::UnboundedSender<(String, RedisResult<bool>)>,
+    done_rx: tokio::sync::mpsc::UnboundedReceiver<(String, RedisResult<bool>)>,
+}
+
+impl NotifyWaits {
+    fn new(target: RedisTarget) -> Self {
+        let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+        NotifyWaits {
+            target,
+            state: tokio::sync::Mutex::new(WaitState {
+                conns: std::collections::HashMap::new(),
+                pending: std::collections::HashSet::new(),
+                done_tx,
+                done_rx,
+            }),
+        }
+    }
+
+    /// Waits until one of `queues` gets a notify token (true) or a BLPOP
+    /// times out after `wait` (false; `None`: no time limit).
+    async fn wait(&self, queues: &[Arc<QueueKeys>], wait: Option<Duration>) -> RedisResult<bool> {
+        let mut state = self.state.lock().await;
+        // A token that arrived since the last wait ends this one at once.
+        let mut woken = false;
+        while let Ok((key, result)) = state.done_rx.try_recv() {
+            state.pending.remove(&key);
+            woken |= result?;
+        }
+        if woken {
+            return Ok(true);
+        }
+        for queue in queues {
+            if state.pending.contains(&queue.notify) {
+                continue;
+            }
+            let conn = match state.conns.get(&queue.notify) {
+                Some(conn) => conn.clone(),
+                None => {
+                    let conn = super::connect::open(&self.target, None).await?;
+                    state.conns.insert(queue.notify.clone(), conn.clone());
+                    conn
+                }
+            };
+            let key = queue.notify.clone();
+            let done = state.done_tx.clone();
+            state.pending.insert(key.clone());
+            tokio::spawn(async move {
+                let token = blpop(conn, &[key.as_str()], wait).await;
+                let _ = done.send((key, token));
+            });
+        }
+        match state.done_rx.recv().await {
+            Some((key, result)) => {
+                state.pending.remove(&key);
+                result
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// BLPOP on `keys` for at most `wait` (`None`: no limit); true when a
+/// token came. BLPOP takes whole or (Redis 6+) decimal seconds. The server
+/// answers at the end of its own timeout; the socket is given the command
+/// timeout on top before the wait counts as failed.
+async fn blpop(mut conn: RedisConn, keys: &[&str], wait: Option<Duration>) -> RedisResult<bool> {
+    let seconds = wait.map_or(0.0, |w| (w.as_secs_f64() * 1000.0).round() / 1000.0);
+    let mut cmd = redis::cmd("BLPOP");
+    cmd.arg(keys);
+    if seconds.fract() == 0.0 {
+        // Whole seconds as an integer, for servers older than Redis 6.
+        cmd.arg(seconds as u64);
+    } else {
+        cmd.arg(seconds);
+    }
+    let query = cmd.query_async::<Option<(String, String)>>(&mut conn);
+    let token = match wait {
+        None => query.await?,
+        Some(w) => tokio::time::timeout(w + COMMAND_TIMEOUT, query)
+            .await
+            .map_err(|_| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "BLPOP on the notify lists got no answer",
+                ))
+            })??,
+    };
+    Ok(token.is_some())
 }
 
 /// Turns the pop script's flat `{original, reserved, poison, …}` into jobs.

@@ -22,6 +22,7 @@ pub mod http_server;
 pub mod laravel;
 pub mod payloads;
 pub mod redis_server;
+pub mod redis_topologies;
 pub mod sandbox;
 pub mod sqlite;
 pub mod state;

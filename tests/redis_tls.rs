@@ -1,0 +1,256 @@
+//! TLS to Redis (`rediss://`, `REDIS_SCHEME=tls`), against a real
+//! `redis-server --tls-port` with a CA and certificates the test makes with
+//! `openssl`: jobs run, fail into the Redis failed store, are retried and
+//! cleared over TLS; a wrong CA is refused at once with the cause named;
+//! mutual TLS needs the client certificate; `tls_insecure` works and says
+//! loudly that it does not verify.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::redis_topologies::{Certs, Server, cli, require, text};
+
+/// A test directory with certificates, a TLS server and a handler.
+struct Tls {
+    dir: tempfile::TempDir,
+    certs: Certs,
+    server: Server,
+}
+
+impl Tls {
+    fn start(test: &str, mutual: bool) -> Option<Self> {
+        if !require(test, &["redis-server", "openssl"]) {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("lw-tls-")
+            .tempdir()
+            .unwrap();
+        let certs = Certs::generate(dir.path());
+        let server = Server::start_free(dir.path(), "tls", |port| {
+            (None, certs.server_args(port, mutual))
+        });
+        Some(Tls { dir, certs, server })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A handler that logs the job's name, and fails `App\Jobs\Fails`.
+    fn handler(&self) -> PathBuf {
+        let path = self.path("handler.sh");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\necho \"$LARAVEL_WORKER_JOB_NAME\" >> '{}'\n[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Fails' ]\n",
+                self.path("jobs.log").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn jobs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.path("jobs.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A config on the TLS server with `redis_extra` in `[redis]` (and
+    /// `url` unless it is given there).
+    fn config(&self, name: &str, redis_extra: &str) -> PathBuf {
+        let url = if redis_extra.contains("url =") {
+            String::new()
+        } else {
+            format!("url = \"rediss://127.0.0.1:{}/0\"\n", self.server.port)
+        };
+        let path = self.path(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[redis]\n{url}prefix = \"laravel_database_\"\n{redis_extra}\n\
+                 [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
+                 [failed]\ndriver = \"redis\"\n\
+                 [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+                self.handler().display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+}
+
+fn toml_path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{}", text(out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn jobs_run_fail_and_retry_over_tls_verified_by_the_ca_file() {
+    let Some(t) = Tls::start("jobs_run_fail_and_retry_over_tls", false) else {
+        return;
+    };
+    let config = t.config(
+        "ca.toml",
+        &format!("tls_ca_file = \"{}\"", toml_path(&t.certs.ca)),
+    );
+    ok(&cli(
+        &config,
+        &[
+            "push",
+            "default",
+            "--job",
+            "App\\Jobs\\Hello",
+            "--count",
+            "2",
+        ],
+        &[],
+    ));
+    // Laravel's variables alone reach the TLS server too: REDIS_SCHEME=tls
+    // turns REDIS_HOST/REDIS_PORT into rediss://.
+    let bare = t.path("bare.toml");
+    std::fs::write(
+        &bare,
+        "[redis]\nprefix = \"laravel_database_\"\n[failed]\ndriver = \"null\"\n",
+    )
+    .unwrap();
+    let port = t.server.port.to_string();
+    let ca = toml_path(&t.certs.ca);
+    ok(&cli(
+        &bare,
+        &["push", "default", "--job", "App\\Jobs\\Fails"],
+        &[
+            ("REDIS_HOST", "127.0.0.1"),
+            ("REDIS_PORT", &port),
+            ("REDIS_SCHEME", "tls"),
+            ("REDIS_TLS_CA_FILE", &ca),
+        ],
+    ));
+    // The cache connection (database 1) speaks TLS as well.
+    ok(&cli(&config, &["restart"], &[]));
+    let mut check = t.certs.client(t.server.port, 1).get_connection().unwrap();
+    let restart: Option<String> = redis::cmd("GET")
+        .arg("laravel_database_laravel_cache:illuminate:queue:restart")
+        .query(&mut check)
+        .unwrap();
+    assert!(
+        restart.is_some(),
+        "the restart marker was not written over TLS"
+    );
+
+    let out = cli(&config, &["work", "--stop-when-empty"], &[]);
+    ok(&out);
+    let mut jobs = t.jobs();
+    jobs.sort();
+    assert_eq!(
+        jobs,
+        ["App\\Jobs\\Fails", "App\\Jobs\\Hello", "App\\Jobs\\Hello"]
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("(TLS)"), "{log}");
+
+    // The failed job went to the Redis failed store, over TLS.
+    let failed: serde_json::Value =
+        serde_json::from_str(&ok(&cli(&config, &["failed", "--json"], &[]))).unwrap();
+    assert_eq!(failed.as_array().unwrap().len(), 1, "{failed}");
+    ok(&cli(&config, &["retry", "all"], &[]));
+    let sizes: serde_json::Value = serde_json::from_str(&ok(&cli(
+        &config,
+        &["monitor", "redis:default", "--json"],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(sizes[0]["pending"], 1, "{sizes}");
+    let cleared = ok(&cli(&config, &["clear"], &[]));
+    assert!(cleared.contains("Cleared 1 jobs"), "{cleared}");
+}
+
+#[test]
+fn a_wrong_ca_is_refused_at_once_naming_the_cause() {
+    let Some(t) = Tls::start("a_wrong_ca_is_refused", false) else {
+        return;
+    };
+    let config = t.config(
+        "wrong.toml",
+        &format!("tls_ca_file = \"{}\"", toml_path(&t.certs.other_ca)),
+    );
+    let started = std::time::Instant::now();
+    let out = cli(&config, &["work", "--once"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid peer certificate") && err.contains("UnknownIssuer"),
+        "the error must name the cause: {err}"
+    );
+    // A certificate that does not verify is not retried like a server that
+    // is still starting.
+    assert!(!err.contains("attempt=2"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Without a CA file the system's roots are used, which do not know the
+    // test CA either.
+    let config = t.config("system.toml", "");
+    let out = cli(&config, &["push", "default", "--job", "X"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("UnknownIssuer"));
+}
+
+#[test]
+fn mutual_tls_needs_the_client_certificate() {
+    let Some(t) = Tls::start("mutual_tls", true) else {
+        return;
+    };
+    let ca = format!("tls_ca_file = \"{}\"", toml_path(&t.certs.ca));
+    let without = t.config("without.toml", &ca);
+    let out = cli(&without, &["push", "default", "--job", "X"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CertificateRequired"), "{err}");
+    assert!(!err.contains("attempt=2"), "{err}");
+
+    let with = t.config(
+        "with.toml",
+        &format!(
+            "{ca}\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"",
+            toml_path(&t.certs.client_cert),
+            toml_path(&t.certs.client_key)
+        ),
+    );
+    ok(&cli(
+        &with,
+        &["push", "default", "--job", "App\\Jobs\\Hello"],
+        &[],
+    ));
+    ok(&cli(&with, &["work", "--stop-when-empty"], &[]));
+    assert_eq!(t.jobs(), ["App\\Jobs\\Hello"]);
+}
+
+#[test]
+fn tls_insecure_connects_without_verifying_and_says_so() {
+    let Some(t) = Tls::start("tls_insecure", false) else {
+        return;
+    };
+    let config = t.config("insecure.toml", "tls_insecure = true");
+    ok(&cli(
+        &config,
+        &["push", "default", "--job", "App\\Jobs\\Hello"],
+        &[],
+    ));
+    let out = cli(&config, &["work", "--stop-when-empty"], &[]);
+    ok(&out);
+    assert_eq!(t.jobs(), ["App\\Jobs\\Hello"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("TLS certificate verification is OFF"),
+        "{err}"
+    );
+}
