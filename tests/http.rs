@@ -878,3 +878,143 @@ fn mixed_transports_with_a_queue_restriction() {
     assert_no_keys(&s);
     assert!(s.failed_rows().is_empty());
 }
+
+/// Every field of the call metadata (`handler::metadata::FIELDS`) reaches
+/// every transport, in run and in failed mode: as an environment variable
+/// of a process handler, a key of a persistent handler's request line and a
+/// header of an HTTP request. Each job fails on its one try (so the failed
+/// hook carries the exception field too).
+#[test]
+fn every_metadata_field_reaches_every_transport() {
+    use laravel_worker::handler::metadata::{FIELDS, Field};
+
+    let s = Scene::new();
+    let server = Server::start(|r| match r.mode() {
+        "run" => status(500, "web says no"),
+        _ => ok(),
+    });
+    // The process handler keeps its whole environment, NUL-separated.
+    let process = s.script(
+        "process.sh",
+        "env -0 > \"$DIR/env.$LARAVEL_WORKER_MODE\"\n[ \"$LARAVEL_WORKER_MODE\" = failed ]",
+    );
+    // The persistent handler keeps each request line.
+    let persistent = s.script(
+        "persistent.sh",
+        "while IFS= read -r line; do\n  printf '%s\\n' \"$line\" >> \"$DIR/requests\"\n  \
+         call=$(printf '%s' \"$line\" | sed 's/.*\"call\":\\([0-9]*\\).*/\\1/')\n  \
+         case \"$line\" in\n    *'\"mode\":\"run\"'*) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"exception\\\",\\\"message\\\":\\\"warm says no\\\"}\" >&3 ;;\n    \
+         *) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"done\\\"}\" >&3 ;;\n  esac\ndone",
+    );
+    let handlers = format!(
+        "[[handlers]]\nmatch = \"*\"\nqueues = [\"proc\"]\ncommand = [\"{}\"]\n\n\
+         [[handlers]]\nmatch = \"*\"\nqueues = [\"warm\"]\ncommand = [\"{}\"]\nmode = \"persistent\"\n\n\
+         {}",
+        process.display(),
+        persistent.display(),
+        http_handler(&server.url("/q"), "queues = [\"web\"]"),
+    );
+    let config = config(&s, &handlers);
+    let jobs: Vec<(&str, Job)> = ["proc", "warm", "web"]
+        .into_iter()
+        .map(|queue| {
+            let job = Job::laravel13(&format!("App\\Jobs\\On{queue}")).set("timeout", json!(45));
+            s.redis.push(queue, &job.build());
+            (queue, job)
+        })
+        .collect();
+    let mut d = work(
+        &config,
+        &[
+            "--queue=proc,warm,web",
+            "--stop-when-empty",
+            "--sleep=0",
+            "--tries=1",
+        ],
+        &[],
+    );
+    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 3, "each job failed once: {rows:?}");
+
+    // What each transport received, per mode, as (field -> JSON value).
+    let env_of = |mode: &str| -> HashMap<String, String> {
+        let raw = std::fs::read(s.path(&format!("env.{mode}")))
+            .unwrap_or_else(|e| panic!("the process handler never ran in {mode} mode: {e}"));
+        raw.split(|&b| b == 0)
+            .filter_map(|kv| {
+                String::from_utf8_lossy(kv)
+                    .split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect()
+    };
+    let lines: Vec<Value> = std::fs::read_to_string(s.path("requests"))
+        .expect("the persistent handler got requests")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests = server.requests();
+    for mode in ["run", "failed"] {
+        let env = env_of(mode);
+        let line = lines
+            .iter()
+            .find(|l| l["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} request line in {lines:?}"));
+        let request = requests
+            .iter()
+            .find(|r| r.mode() == mode)
+            .unwrap_or_else(|| panic!("no {mode} HTTP request"));
+        for (queue, job) in &jobs {
+            let recorded = &rows
+                .iter()
+                .find(|r| r.uuid == job.uuid())
+                .unwrap()
+                .exception;
+            let expected = |field: &Field| -> Option<Value> {
+                Some(match field.key {
+                    "mode" => json!(mode),
+                    "id" => json!(job.id()),
+                    "uuid" => json!(job.uuid()),
+                    "name" => json!(format!("App\\Jobs\\On{queue}")),
+                    "queue" => json!(queue),
+                    "connection" => json!("redis"),
+                    "attempt" => json!(1),
+                    "max_tries" => json!(1),
+                    "timeout" => json!(45),
+                    "exception" if mode == "run" => return None,
+                    "exception" => json!(recorded),
+                    other => panic!("a new metadata field {other:?}: give its expected value here"),
+                })
+            };
+            let as_text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            for field in &FIELDS {
+                let want = expected(field);
+                let got = match *queue {
+                    "proc" => env.get(field.env).map(|v| json!(v)),
+                    "warm" => line.get(field.key).cloned(),
+                    _ => request.header(field.header).map(|v| {
+                        json!(if field.key == "exception" {
+                            percent_encoding::percent_decode_str(v)
+                                .decode_utf8()
+                                .unwrap()
+                                .into_owned()
+                        } else {
+                            v.to_string()
+                        })
+                    }),
+                };
+                let (want, got) = match *queue {
+                    // The environment and headers carry text.
+                    "proc" | "web" => (want.as_ref().map(as_text), got.as_ref().map(as_text)),
+                    _ => (want.map(|v| v.to_string()), got.map(|v| v.to_string())),
+                };
+                assert_eq!(
+                    got, want,
+                    "{mode} mode, {queue} transport, field {:?}",
+                    field.key
+                );
+            }
+        }
+    }
+}

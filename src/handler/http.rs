@@ -1,8 +1,8 @@
 //! The HTTP transport: one POST per call to the handler's `url`.
 //!
 //! The body is the payload JSON exactly as reserved (attempts already
-//! counted), sent with `Content-Type: application/json`; the metadata is in
-//! headers:
+//! counted), sent with `Content-Type: application/json`; the call's metadata
+//! ([`super::metadata`]) is in headers:
 //!
 //! | header                          | value                                   |
 //! |---------------------------------|-----------------------------------------|
@@ -53,36 +53,17 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use reqwest::{Response, StatusCode, Url};
 use sha2::Sha256;
 
-use super::{Invocation, Mode, Outcome, request};
+use super::metadata::{self, CallMetadata};
+use super::{Invocation, Outcome, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
-/// Header carrying `run` or `failed`.
-pub const MODE_HEADER: &str = "x-laravel-worker-mode";
-/// Header carrying the payload `id`.
-pub const JOB_ID_HEADER: &str = "x-laravel-worker-job-id";
-/// Header carrying the payload `uuid`.
-pub const JOB_UUID_HEADER: &str = "x-laravel-worker-job-uuid";
-/// Header carrying the displayName.
-pub const JOB_NAME_HEADER: &str = "x-laravel-worker-job-name";
-/// Header carrying the queue name.
-pub const QUEUE_HEADER: &str = "x-laravel-worker-queue";
-/// Header carrying the queue connection name.
-pub const CONNECTION_HEADER: &str = "x-laravel-worker-connection";
-/// Header carrying the attempt number (from 1).
-pub const ATTEMPT_HEADER: &str = "x-laravel-worker-attempt";
-/// Header carrying the attempts allowed (0 = unlimited).
-pub const MAX_TRIES_HEADER: &str = "x-laravel-worker-max-tries";
-/// Header carrying the time limit in seconds (0 = none).
-pub const TIMEOUT_HEADER: &str = "x-laravel-worker-timeout";
-/// Failed mode: the recorded failure, percent-encoded and cut.
-pub const EXCEPTION_HEADER: &str = "x-laravel-worker-exception";
 /// With a secret: UNIX seconds when the request was signed.
 pub const TIMESTAMP_HEADER: &str = "x-laravel-worker-timestamp";
 /// With a secret: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
 pub const SIGNATURE_HEADER: &str = "x-laravel-worker-signature";
 
-/// Bytes of the failure text put (before percent-encoding) in
-/// [`EXCEPTION_HEADER`]. Encoded, it stays under 3 KiB, well inside the
+/// Bytes of the failure text put (before percent-encoding) in the
+/// exception header ([`metadata::EXCEPTION`]). Encoded, it stays under 3 KiB, well inside the
 /// 4–8 KiB header line limits of common servers; the full text is in the
 /// failed store.
 pub const EXCEPTION_HEADER_LIMIT: usize = 1024;
@@ -101,7 +82,7 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 /// Default connect timeout (config `connect_timeout`).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Characters percent-encoded in [`EXCEPTION_HEADER`]: all but RFC 3986's
+/// Characters percent-encoded in the exception header: all but RFC 3986's
 /// unreserved ones, as PHP's `rawurlencode` does.
 const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -258,32 +239,19 @@ impl HttpHandler {
     /// The request headers of one call; `now` is the signing time in UNIX
     /// seconds.
     fn headers(&self, inv: &Invocation<'_>, body: &[u8], now: u64) -> HeaderMap {
-        let job = inv.job;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let mut put = |name: &'static str, value: &str| {
             headers.insert(HeaderName::from_static(name), header_value(value));
         };
-        put(
-            MODE_HEADER,
-            match inv.mode {
-                Mode::Run => "run",
-                Mode::Failed { .. } => "failed",
-            },
-        );
-        put(JOB_ID_HEADER, &job.id());
-        put(JOB_UUID_HEADER, job.uuid().unwrap_or_default());
-        put(JOB_NAME_HEADER, job.display_name());
-        put(QUEUE_HEADER, &job.queue.name);
-        put(CONNECTION_HEADER, inv.connection);
-        put(ATTEMPT_HEADER, &job.attempt().to_string());
-        put(MAX_TRIES_HEADER, &inv.max_tries.to_string());
-        put(
-            TIMEOUT_HEADER,
-            &inv.timeout.map_or(0, |t| t.as_secs()).to_string(),
-        );
-        if let Mode::Failed { exception } = inv.mode {
-            put(EXCEPTION_HEADER, &encode_exception(exception));
+        for (field, value) in CallMetadata::of(inv).fields() {
+            match value {
+                None => {}
+                Some(value) if field == metadata::EXCEPTION => {
+                    put(field.header, &encode_exception(&value.text()))
+                }
+                Some(value) => put(field.header, &value.text()),
+            }
         }
         if let Some(secret) = &self.secret {
             let timestamp = now.to_string();

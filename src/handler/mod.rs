@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod http;
+pub mod metadata;
 pub mod persistent;
 pub mod process_group;
 pub mod request;
@@ -20,6 +21,7 @@ use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
 pub use http::{HttpHandler, HttpOptions, Secret};
+pub use metadata::CallMetadata;
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;

@@ -2,7 +2,8 @@
 //!
 //! A process is started once (for a PHP bridge: the app is booted once) and
 //! then serves many calls: requests go to its stdin as one JSON object per
-//! line, responses come back on its file descriptor 3, one JSON object per
+//! line (the call's metadata of [`super::metadata`] under its `key` names,
+//! the payload and the decoded command), responses come back on its file descriptor 3, one JSON object per
 //! line (the actions of [`super::request`]). Its stdout and stderr stay free
 //! for the job's own output and are logged line by line.
 //!
@@ -18,14 +19,16 @@ use std::time::Duration;
 
 use nix::unistd::Pid;
 use serde::Serialize;
+use serde::ser::SerializeMap;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::Semaphore;
 
 use super::capture::Tail;
-use super::subprocess::{describe, detail, floor_char_boundary};
-use super::{Invocation, Mode, Outcome, process_group, request};
+use super::metadata::{self, CallMetadata, Value};
+use super::subprocess::{describe, detail};
+use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
 
@@ -76,24 +79,35 @@ struct Process {
     guard: process_group::GroupKill,
 }
 
-/// One request line.
-#[derive(Serialize)]
-struct Request<'a> {
-    mode: &'static str,
+/// One request line: the call's metadata under its [`Field::key`] names,
+/// the payload as a string, and `data.command` as JSON when it is a plain
+/// PHP-serialized object.
+struct RequestLine<'a> {
+    metadata: &'a CallMetadata<'a>,
     payload: &'a str,
-    id: String,
-    uuid: &'a str,
-    name: &'a str,
-    queue: &'a str,
-    connection: &'a str,
-    attempt: u64,
-    max_tries: u64,
-    timeout: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exception: Option<&'a str>,
-    /// `data.command` as JSON, when it is a plain PHP-serialized object.
-    #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<serde_json::Value>,
+}
+
+impl Serialize for RequestLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (field, value) in self.metadata.fields() {
+            match value {
+                None => {}
+                Some(Value::Number(n)) => map.serialize_entry(field.key, &n)?,
+                Some(Value::Text(text)) if field == metadata::EXCEPTION => map.serialize_entry(
+                    field.key,
+                    &text[..text.floor_char_boundary(EXCEPTION_LIMIT)],
+                )?,
+                Some(Value::Text(text)) => map.serialize_entry(field.key, &text)?,
+            }
+        }
+        map.serialize_entry("payload", self.payload)?;
+        if let Some(command) = &self.command {
+            map.serialize_entry("command", command)?;
+        }
+        map.end()
+    }
 }
 
 /// Why a call did not produce an outcome from the process.
@@ -343,25 +357,9 @@ impl Process {
 fn request_line(inv: &Invocation<'_>) -> serde_json::Result<String> {
     let job = inv.job;
     let payload = String::from_utf8_lossy(&job.reserved);
-    let (mode, exception) = match inv.mode {
-        Mode::Run => ("run", None),
-        Mode::Failed { exception } => (
-            "failed",
-            Some(&exception[..floor_char_boundary(exception, EXCEPTION_LIMIT)]),
-        ),
-    };
-    let request = Request {
-        mode,
+    let request = RequestLine {
+        metadata: &CallMetadata::of(inv),
         payload: &payload,
-        id: job.id(),
-        uuid: job.uuid().unwrap_or_default(),
-        name: job.display_name(),
-        queue: &job.queue.name,
-        connection: inv.connection,
-        attempt: job.attempt(),
-        max_tries: inv.max_tries,
-        timeout: inv.timeout.map_or(0, |t| t.as_secs()),
-        exception,
         command: job.payload.as_ref().ok().and_then(|p| p.command_json()),
     };
     let mut line = serde_json::to_string(&request)?;

@@ -2,7 +2,8 @@
 //!
 //! No shell is involved: `command[0]` is executed with the rest as its
 //! arguments. The payload (the reserved JSON, attempts already counted) is
-//! written to stdin; the metadata is in environment variables:
+//! written to stdin; the call's metadata ([`super::metadata`]) is in
+//! environment variables, with the daemon's own additions:
 //!
 //! | variable                     | value                                    |
 //! |------------------------------|------------------------------------------|
@@ -36,7 +37,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 use super::capture::{Tail, read_tail};
-use super::{Invocation, Mode, Outcome, process_group, request};
+use super::metadata::{self, CallMetadata};
+use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of stdout and of stderr kept per call.
@@ -191,38 +193,25 @@ impl SubprocessHandler {
         result_path: &PathBuf,
         command_path: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
-        let job = inv.job;
         let mut cmd = Command::new(&self.command[0]);
         cmd.args(&self.command[1..])
-            .env(
-                "LARAVEL_WORKER_MODE",
-                match inv.mode {
-                    Mode::Run => "run",
-                    Mode::Failed { .. } => "failed",
-                },
-            )
-            .env("LARAVEL_WORKER_JOB_ID", job.id())
-            .env("LARAVEL_WORKER_JOB_UUID", job.uuid().unwrap_or_default())
-            .env("LARAVEL_WORKER_JOB_NAME", job.display_name())
-            .env("LARAVEL_WORKER_QUEUE", &job.queue.name)
-            .env("LARAVEL_WORKER_CONNECTION", inv.connection)
-            .env("LARAVEL_WORKER_ATTEMPT", job.attempt().to_string())
-            .env("LARAVEL_WORKER_MAX_TRIES", inv.max_tries.to_string())
-            .env(
-                "LARAVEL_WORKER_TIMEOUT",
-                inv.timeout.map_or(0, |t| t.as_secs()).to_string(),
-            )
-            .env("LARAVEL_WORKER_RESULT", result_path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         process_group::isolate(&mut cmd);
+        for (field, value) in CallMetadata::of(inv).fields() {
+            let Some(value) = value else { continue };
+            let text = value.text();
+            let text = if field == metadata::EXCEPTION {
+                &text[..text.floor_char_boundary(EXCEPTION_ENV_LIMIT)]
+            } else {
+                &text[..]
+            };
+            cmd.env(field.env, text);
+        }
+        cmd.env("LARAVEL_WORKER_RESULT", result_path);
         if let Some(path) = command_path {
             cmd.env("LARAVEL_WORKER_COMMAND_FILE", path);
-        }
-        if let Mode::Failed { exception } = inv.mode {
-            let cut = floor_char_boundary(exception, EXCEPTION_ENV_LIMIT);
-            cmd.env("LARAVEL_WORKER_EXCEPTION", &exception[..cut]);
         }
         cmd.spawn()
     }
@@ -277,15 +266,4 @@ fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
             );
         }
     }
-}
-
-/// The largest index `<= max` that is a char boundary of `s`.
-pub(super) fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
-    }
-    (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0)
 }
