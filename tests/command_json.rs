@@ -76,7 +76,8 @@ fn persistent_requests_carry_the_command() {
     let s = Scene::new();
     let handler = s.script(
         "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done",
+        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
     );
     let config = config(&s, &handler, "mode = \"persistent\"");
     s.redis.push("default", &job_with(COMMAND).build());
@@ -84,4 +85,9 @@ fn persistent_requests_carry_the_command() {
     assert_eq!(d.code(), Some(0));
     let request: Value = serde_json::from_str(&s.log()[0]).unwrap();
     assert_eq!(request["command"], expected());
+    assert!(
+        s.redis.keys(0).is_empty(),
+        "the answer was taken: {:?}",
+        s.redis.keys(0)
+    );
 }

@@ -291,6 +291,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     max_jobs: entry.max_jobs.unwrap_or(0),
                     max_memory_mb: entry.max_memory.unwrap_or(0),
                     kill_grace: settings.kill_grace,
+                    output_limit: settings.output_limit,
                 }))
             } else {
                 Handler::Subprocess(SubprocessHandler::new(
