@@ -166,7 +166,7 @@ mod tests {
         tail.push_line(b"two", 3, 8);
         assert_eq!((tail.bytes.as_slice(), tail.total), (&b"one\ntwo"[..], 7));
         tail.push_line(b"three", 5, 8);
-        assert_eq!((tail.bytes.as_slice(), tail.total), (&b"o\nthree"[..], 13));
+        assert_eq!((tail.bytes.as_slice(), tail.total), (&b"wo\nthree"[..], 13));
         tail.push_line(b"xyz", 1000, 8);
         assert_eq!((tail.bytes.as_slice(), tail.total), (&b"xyz"[..], 1014));
         assert!(tail.text().starts_with("[... 1011 earlier bytes cut]\nxyz"));
