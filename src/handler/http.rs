@@ -21,7 +21,8 @@
 //! | `Authorization`                 | with a token: `Bearer {token}`          |
 //!
 //! Control characters in header values (which HTTP forbids) are sent as
-//! spaces; the body is the authoritative copy of every field.
+//! spaces and each value is cut to its first [`HEADER_VALUE_LIMIT`] bytes;
+//! the body is the authoritative copy of every field.
 //!
 //! The answer decides the outcome:
 //!
@@ -67,6 +68,11 @@ pub const SIGNATURE_HEADER: &str = "x-laravel-worker-signature";
 /// 4–8 KiB header line limits of common servers; the full text is in the
 /// failed store.
 pub const EXCEPTION_HEADER_LIMIT: usize = 1024;
+
+/// Bytes of any other metadata value put in its header (a displayName or
+/// an id may be as long as a job makes it; servers refuse header lines of
+/// more than 4–8 KiB with 431). The body holds every value in full.
+pub const HEADER_VALUE_LIMIT: usize = 1024;
 
 /// Bytes of a response body read; the rest is not waited for.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -250,7 +256,13 @@ impl HttpHandler {
                 Some(value) if field == metadata::EXCEPTION => {
                     put(field.header, &encode_exception(&value.text()))
                 }
-                Some(value) => put(field.header, &value.text()),
+                Some(value) => {
+                    let text = value.text();
+                    put(
+                        field.header,
+                        &text[..text.floor_char_boundary(HEADER_VALUE_LIMIT)],
+                    )
+                }
             }
         }
         if let Some(secret) = &self.secret {

@@ -47,7 +47,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::capture::{Keep, Tail, next_line, shown};
 use super::metadata::{self, CallMetadata, Value};
-use super::subprocess::{describe, detail};
+use super::subprocess::{describe, detail, env_value};
 use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
@@ -375,7 +375,7 @@ impl Process {
         let mut cmd = Command::new(&command[0]);
         cmd.args(&command[1..])
             .env("LARAVEL_WORKER_PROTOCOL", "persistent")
-            .env(metadata::CONNECTION.env, connection)
+            .env(metadata::CONNECTION.env, env_value(connection).as_ref())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

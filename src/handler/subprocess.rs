@@ -26,6 +26,7 @@
 //! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
 //! running unowned while another worker reclaims it.
 
+use std::borrow::Cow;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -37,15 +38,18 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 use super::capture::{Tail, read_tail};
-use super::metadata::{self, CallMetadata};
+use super::metadata::CallMetadata;
 use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of stdout and of stderr kept per call.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024;
 
-/// Bytes of the failure text passed in `LARAVEL_WORKER_EXCEPTION`.
-const EXCEPTION_ENV_LIMIT: usize = 16 * 1024;
+/// Bytes of a metadata value passed in an environment variable (the
+/// failure text in `LARAVEL_WORKER_EXCEPTION`, but also a displayName or
+/// an id, which a job may make as long as it likes). Linux refuses to
+/// start a program with one environment string over 128 KiB.
+pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
 
 /// How long to wait for the output pipes to close after the process exits.
 const PIPE_DRAIN: Duration = Duration::from_millis(500);
@@ -200,14 +204,9 @@ impl SubprocessHandler {
             .stderr(Stdio::piped());
         process_group::isolate(&mut cmd);
         for (field, value) in CallMetadata::of(inv).fields() {
-            let Some(value) = value else { continue };
-            let text = value.text();
-            let text = if field == metadata::EXCEPTION {
-                &text[..text.floor_char_boundary(EXCEPTION_ENV_LIMIT)]
-            } else {
-                &text[..]
-            };
-            cmd.env(field.env, text);
+            if let Some(value) = value {
+                cmd.env(field.env, env_value(&value.text()).as_ref());
+            }
         }
         cmd.env("LARAVEL_WORKER_RESULT", result_path);
         if let Some(path) = command_path {
@@ -265,5 +264,33 @@ fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
                 tail.text()
             );
         }
+    }
+}
+
+/// `text` made fit for an environment variable, which cannot hold a NUL
+/// and, on Linux, not more than 128 KiB: each NUL becomes U+FFFD and the
+/// text is cut to its first [`ENV_VALUE_LIMIT`] bytes (at a character
+/// boundary). The payload on stdin still holds every value in full.
+pub(super) fn env_value(text: &str) -> Cow<'_, str> {
+    let cut = &text[..text.floor_char_boundary(ENV_VALUE_LIMIT)];
+    if cut.contains('\0') {
+        Cow::Owned(cut.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(cut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_hold_no_nul_and_are_bounded() {
+        assert_eq!(env_value("App\\Jobs\\X"), "App\\Jobs\\X");
+        assert_eq!(env_value("a\0b"), "a\u{fffd}b");
+        let long = "é".repeat(ENV_VALUE_LIMIT);
+        let cut = env_value(&long);
+        assert!(cut.len() <= ENV_VALUE_LIMIT && cut.len() >= ENV_VALUE_LIMIT - 1);
+        assert!(long.starts_with(cut.as_ref()));
     }
 }
