@@ -692,8 +692,21 @@ fn keep_alive_reuses_one_connection() {
 const SECRET: &str = "s3cr3t-signing-key-8f2a";
 const TOKEN: &str = "t0ken-bearer-77c1";
 
-/// The server's check: HMAC-SHA256 over `"{timestamp}.{body}"`, timestamp
-/// within 300 s of now.
+/// The headers a signature covers, in order: the timestamp, then every
+/// metadata header (`handler::metadata::FIELDS`).
+fn signed_headers() -> Vec<&'static str> {
+    std::iter::once("x-laravel-worker-timestamp")
+        .chain(
+            laravel_worker::handler::metadata::FIELDS
+                .iter()
+                .map(|f| f.header),
+        )
+        .collect()
+}
+
+/// The server's check: HMAC-SHA256 over the timestamp and every metadata
+/// header as received (absent ones empty), one per line, then the body;
+/// timestamp within 300 s of now.
 fn verify(r: &Request, secret: &str) -> bool {
     let (Some(ts), Some(sig)) = (
         r.header("x-laravel-worker-timestamp"),
@@ -705,7 +718,10 @@ fn verify(r: &Request, secret: &str) -> bool {
         return false;
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(format!("{ts}.").as_bytes());
+    for name in signed_headers() {
+        mac.update(r.header(name).unwrap_or("").as_bytes());
+        mac.update(b"\n");
+    }
     mac.update(&r.body);
     let Ok(sig) = hex::decode(sig) else {
         return false;
@@ -713,28 +729,92 @@ fn verify(r: &Request, secret: &str) -> bool {
     (now() - at).abs() <= 300 && mac.verify_slice(&sig).is_ok()
 }
 
-/// The README's PHP check, run by PHP on the request as received.
-fn php_verifies(s: &Scene, r: &Request, secret: &str) -> bool {
+/// The README's code block that starts with `first` (up to its closing
+/// fence), so the tests run the verification code the README shows.
+fn readme_block(first: &str) -> String {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find(first)
+        .unwrap_or_else(|| panic!("the README has no code starting {first:?}"));
+    let end = start + readme[start..].find("\n```").expect("a closing fence");
+    readme[start..end].to_string()
+}
+
+/// Writes `r`'s headers (as JSON) and body for a verifier in another
+/// language; returns the two paths.
+fn request_files(s: &Scene, r: &Request) -> [std::path::PathBuf; 2] {
+    let headers = s.path("signed-headers.json");
     let body = s.path("signed-body");
+    std::fs::write(&headers, json!(r.headers).to_string()).unwrap();
     std::fs::write(&body, &r.body).unwrap();
-    let code = r#"
-        [$_, $file, $ts, $sig, $secret] = $argv;
-        $body = file_get_contents($file);
-        $ok = ctype_digit($ts) && abs(time() - (int) $ts) <= 300
-            && hash_equals(hash_hmac('sha256', $ts.'.'.$body, $secret), $sig);
-        exit($ok ? 0 : 1);
-    "#;
-    std::process::Command::new("php")
-        .args(["-r", code, "--"])
-        .arg(&body)
-        .args([
-            r.h("x-laravel-worker-timestamp"),
-            r.h("x-laravel-worker-signature"),
-            secret,
-        ])
+    [headers, body]
+}
+
+/// The README's PHP check (from the Laravel route), run by PHP on the
+/// request as received, with `$request`, `config()` and `abort_unless()`
+/// standing in for Laravel's.
+fn php_verifies(s: &Scene, r: &Request, secret: &str) -> bool {
+    let route = readme_block("Route::post('/_queue'");
+    let check_start = route.find("    $h = fn").expect("the route builds $h");
+    let end_marker = "        401\n    );";
+    let check_end = route.find(end_marker).expect("the route aborts with 401") + end_marker.len();
+    let code = format!(
+        r#"
+        [$_, $headers, $body, $secret] = $argv;
+        $request = new class(json_decode(file_get_contents($headers), true), file_get_contents($body)) {{
+            public function __construct(private array $headers, private string $body) {{}}
+            public function header(string $name) {{ return $this->headers[strtolower($name)] ?? null; }}
+            public function getContent(): string {{ return $this->body; }}
+        }};
+        function config($key) {{ global $secret; return $secret; }}
+        function abort_unless($ok, $code) {{ exit($ok ? 0 : 1); }}
+        {}
+        exit(2);
+        "#,
+        &route[check_start..check_end]
+    );
+    let status = std::process::Command::new("php")
+        .args(["-r", &code, "--"])
+        .args(request_files(s, r))
+        .arg(secret)
         .status()
-        .expect("php must be installed (apt-get install php-cli)")
-        .success()
+        .expect("php must be installed (apt-get install php-cli)");
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "the README's PHP check did not decide: {status}"
+    );
+    status.success()
+}
+
+/// The README's Python check, run by Python on the request as received;
+/// `None` (with a note) when python3 is not installed.
+fn python_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
+    let check = readme_block("import hashlib, hmac, time");
+    let code = format!(
+        "{check}\n\nimport json, sys\n\
+         class Headers(dict):\n    def get(self, name, default=None):\n        return super().get(name.lower(), default)\n\
+         headers = Headers(json.load(open(sys.argv[1])))\n\
+         body = open(sys.argv[2], 'rb').read()\n\
+         sys.exit(0 if signature_ok(headers, body, sys.argv[3].encode()) else 1)\n"
+    );
+    match std::process::Command::new("python3")
+        .args(["-c", &code])
+        .args(request_files(s, r))
+        .arg(secret)
+        .status()
+    {
+        Ok(status) => {
+            assert!(
+                matches!(status.code(), Some(0 | 1)),
+                "the README's Python check failed to run: {status}"
+            );
+            Some(status.success())
+        }
+        Err(e) => {
+            eprintln!("note: skipping the README's Python check: python3 cannot run ({e})");
+            None
+        }
+    }
 }
 
 /// With `secret_env` and `token_env`, each request carries a bearer token
@@ -774,6 +854,12 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
     let r = &server.requests()[0];
     assert!(php_verifies(&s, r, SECRET), "PHP's hash_hmac agrees");
     assert!(!php_verifies(&s, r, "another key"));
+    assert_ne!(
+        python_verifies(&s, r, SECRET),
+        Some(false),
+        "Python's hmac agrees"
+    );
+    assert_ne!(python_verifies(&s, r, "another key"), Some(true));
     let logs = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
     // The HTTP client's own trace lines and ours are in the output.
     assert!(
@@ -810,6 +896,64 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
         "a secret leaked"
     );
     assert_no_keys(&s);
+}
+
+/// The signature covers every header the endpoint acts on: a captured
+/// request (run or failed mode) with any signed header changed (a `run`
+/// replayed as `failed`, another attempt, job id, queue, timestamp...)
+/// verifies neither in Rust nor with the README's PHP and Python checks.
+#[test]
+fn a_signed_request_with_any_header_changed_does_not_verify() {
+    let s = Scene::new();
+    let server = Server::start(|r| match r.mode() {
+        "run" => status(500, "no"),
+        _ => ok(),
+    });
+    let handler = http_handler(&server.url("/q"), "secret_env = \"QUEUE_SECRET\"");
+    let config = config(&s, &handler);
+    s.redis
+        .push("default", &Job::laravel13("App\\Jobs\\Signed").build());
+    let mut d = work(
+        &config,
+        &["--once", "--tries=1"],
+        &[("QUEUE_SECRET", SECRET)],
+    );
+    assert_eq!(d.code(), Some(0), "{}", d.stderr.join("\n"));
+    let requests = server.requests();
+    let modes: Vec<&str> = requests.iter().map(Request::mode).collect();
+    assert_eq!(modes, ["run", "failed"]);
+    for r in &requests {
+        assert!(verify(r, SECRET), "{} request verifies as sent", r.mode());
+        assert!(php_verifies(&s, r, SECRET), "{} request, PHP", r.mode());
+        assert_ne!(
+            python_verifies(&s, r, SECRET),
+            Some(false),
+            "{} request, Python",
+            r.mode()
+        );
+        for name in signed_headers() {
+            let forged_value = match name {
+                "x-laravel-worker-timestamp" => {
+                    let sent: i64 = r.h("x-laravel-worker-timestamp").parse().unwrap();
+                    (sent - 1).to_string()
+                }
+                "x-laravel-worker-mode" if r.mode() == "run" => "failed".to_string(),
+                "x-laravel-worker-mode" => "run".to_string(),
+                "x-laravel-worker-attempt" => "2".to_string(),
+                _ => "forged".to_string(),
+            };
+            let mut forged = r.clone();
+            forged.headers.insert(name.to_string(), forged_value);
+            let what = format!("{} request with {name} changed", r.mode());
+            assert!(!verify(&forged, SECRET), "{what}: Rust");
+            assert!(!php_verifies(&s, &forged, SECRET), "{what}: PHP");
+            assert_ne!(
+                python_verifies(&s, &forged, SECRET),
+                Some(true),
+                "{what}: Python"
+            );
+        }
+    }
 }
 
 /// A `secret_env` naming an unset variable stops the daemon at start
