@@ -86,3 +86,111 @@ fn metadata_an_environment_cannot_hold_is_passed_safely() {
     assert!(exception.contains("bad\u{fffd}byte"), "{exception}");
     assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
 }
+
+/// The daemon started with `work ARGS` and extra environment `env`, run to
+/// its end.
+fn work_with_env(config: &Path, args: &[&str], env: &[(&str, &str)]) -> common::Daemon {
+    let mut all = vec!["--config", config.to_str().unwrap(), "work"];
+    all.extend_from_slice(args);
+    let mut d = common::Daemon::start(&all, env);
+    d.wait_exit();
+    d
+}
+
+/// Handlers used to inherit the daemon's whole environment, secrets named
+/// by `secret_env`/`token_env` included. Now those are removed from every
+/// handler's environment, `env` adds variables and `env_clear` starts from
+/// nothing, for process and persistent handlers alike. The decoded command
+/// file is 0600 in a 0700 directory (it was 0644 in 0755 under /tmp).
+#[test]
+fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
+    let s = Scene::new();
+    // Each handler keeps its environment in env.QUEUE, and the modes of the
+    // command file and its directory in modes.QUEUE.
+    let keep = "env -0 > \"$DIR/env.$LARAVEL_WORKER_QUEUE\"\n\
+                stat -c '%a' \"$LARAVEL_WORKER_COMMAND_FILE\" \"$(dirname \"$LARAVEL_WORKER_COMMAND_FILE\")\" | tr '\\n' ' ' > \"$DIR/modes.$LARAVEL_WORKER_QUEUE\"";
+    let process = s.script("process.sh", keep);
+    let persistent = s.script(
+        "persistent.sh",
+        "while IFS= read -r line; do\n  \
+         queue=${line#*\\\"queue\\\":\\\"}; queue=${queue%%\\\"*}\n  \
+         env -0 > \"$DIR/env.$queue\"\n  \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3\ndone",
+    );
+    let db = s.failed_db();
+    let config = s.config(&format!(
+        "[failed]\nurl = \"{db}\"\n\n\
+         [[handlers]]\nmatch = \"*\"\nqueues = [\"inherit\"]\ncommand = [\"{p}\"]\nenv = {{ EXTRA = \"added\" }}\n\n\
+         [[handlers]]\nmatch = \"*\"\nqueues = [\"clear\"]\ncommand = [\"{p}\"]\nenv_clear = true\nenv = {{ ONLY = \"this\", PATH = \"/usr/bin:/bin\" }}\n\n\
+         [[handlers]]\nmatch = \"*\"\nqueues = [\"warm\"]\ncommand = [\"{w}\"]\nmode = \"persistent\"\n\n\
+         [[handlers]]\nmatch = \"*\"\nqueues = [\"web\"]\nurl = \"http://127.0.0.1:9/q\"\n\
+         secret_env = \"QUEUE_HANDLER_SECRET\"\ntoken_env = \"QUEUE_HANDLER_TOKEN\"\n",
+        p = process.display(),
+        w = persistent.display(),
+    ));
+    for queue in ["inherit", "clear", "warm"] {
+        s.redis
+            .push(queue, &Job::laravel8("App\\Jobs\\Env").build());
+    }
+    let mut d = work_with_env(
+        &config,
+        &[
+            "--queue=inherit,clear,warm",
+            "--stop-when-empty",
+            "--sleep=0",
+        ],
+        &[
+            ("QUEUE_HANDLER_SECRET", "signing-key-5150"),
+            ("QUEUE_HANDLER_TOKEN", "bearer-token-4242"),
+            ("INHERITED", "daemon-value"),
+        ],
+    );
+    assert_eq!(d.code(), Some(0), "{}", logs(&d));
+    let failures: Vec<String> = s.failed_rows().into_iter().map(|r| r.exception).collect();
+    assert!(failures.is_empty(), "{failures:?}");
+
+    for queue in ["inherit", "clear", "warm"] {
+        let env = env_file(&s.path(&format!("env.{queue}")));
+        for (secret, value) in [
+            ("QUEUE_HANDLER_SECRET", "signing-key-5150"),
+            ("QUEUE_HANDLER_TOKEN", "bearer-token-4242"),
+        ] {
+            assert!(
+                env.iter().all(|(k, v)| k != secret && v != value),
+                "{queue}: the handler sees {secret}"
+            );
+        }
+        assert_eq!(
+            env_var(&env, "LARAVEL_WORKER_QUEUE").or(env_var(&env, "LARAVEL_WORKER_PROTOCOL")),
+            Some(if queue == "warm" { "persistent" } else { queue }),
+            "{queue}: the daemon's own variables are there"
+        );
+    }
+    let inherit = env_file(&s.path("env.inherit"));
+    assert_eq!(env_var(&inherit, "INHERITED"), Some("daemon-value"));
+    assert_eq!(env_var(&inherit, "EXTRA"), Some("added"));
+    let warm = env_file(&s.path("env.warm"));
+    assert_eq!(env_var(&warm, "INHERITED"), Some("daemon-value"));
+    let clear = env_file(&s.path("env.clear"));
+    assert_eq!(env_var(&clear, "ONLY"), Some("this"));
+    assert_eq!(env_var(&clear, "PATH"), Some("/usr/bin:/bin"));
+    let foreign: Vec<&str> = clear
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !k.starts_with("LARAVEL_WORKER_") && !["ONLY", "PATH", "PWD"].contains(k))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "env_clear leaves only env and LARAVEL_WORKER_*: {foreign:?}"
+    );
+
+    for queue in ["inherit", "clear"] {
+        let modes = std::fs::read_to_string(s.path(&format!("modes.{queue}"))).unwrap();
+        assert_eq!(
+            modes.trim(),
+            "600 700",
+            "{queue}: command file and its directory"
+        );
+    }
+    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+}

@@ -256,16 +256,24 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     use crate::handler::{HttpHandler, HttpOptions, Secret};
 
     let result_dir = Arc::new(
-        tempfile::Builder::new()
-            .prefix("laravel-worker-")
-            .tempdir()
+        crate::handler::subprocess::result_dir()
             .context("cannot create a directory for handler results")?,
     );
+    // Secrets named in the config are kept from every handler process.
+    let secrets: Vec<String> = (settings.handlers.iter())
+        .flat_map(|h| [h.token_env.clone(), h.secret_env.clone()])
+        .flatten()
+        .collect();
     let routes = settings
         .handlers
         .iter()
         .map(|entry| -> anyhow::Result<Route> {
             let command = entry.command.clone().unwrap_or_default();
+            let environment = crate::handler::process_group::Environment {
+                clear: entry.env_clear.unwrap_or(false),
+                set: entry.env.clone().unwrap_or_default().into_iter().collect(),
+                remove: secrets.clone(),
+            };
             let handler = if let Some(url) = &entry.url {
                 let secret = |key, var: &Option<String>| {
                     var.as_deref()
@@ -292,6 +300,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     max_memory_mb: entry.max_memory.unwrap_or(0),
                     kill_grace: settings.kill_grace,
                     output_limit: settings.output_limit,
+                    environment,
                 }))
             } else {
                 Handler::Subprocess(SubprocessHandler::new(
@@ -299,6 +308,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     settings.kill_grace,
                     settings.output_limit,
                     Arc::clone(&result_dir),
+                    environment,
                 ))
             };
             let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);

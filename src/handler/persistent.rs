@@ -90,6 +90,8 @@ pub struct PersistentOptions {
     /// Bytes kept of one stdout or stderr line, and of the stderr tail
     /// quoted in a failure (`[worker] output_limit`, as in process mode).
     pub output_limit: usize,
+    /// What the processes see of the daemon's environment.
+    pub environment: process_group::Environment,
 }
 
 /// A pool of warm processes running one command.
@@ -373,13 +375,14 @@ impl Process {
         let write_end: OwnedFd = sender.into_blocking_fd()?;
         let write_fd = write_end.as_raw_fd();
         let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .env("LARAVEL_WORKER_PROTOCOL", "persistent")
+        cmd.args(&command[1..]);
+        // First: it may clear the environment.
+        process_group::isolate(&mut cmd, &options.environment);
+        cmd.env("LARAVEL_WORKER_PROTOCOL", "persistent")
             .env(metadata::CONNECTION.env, env_value(connection).as_ref())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        process_group::isolate(&mut cmd);
         // SAFETY: dup2 and fcntl are async-signal-safe; the closure only
         // moves the pipe's write end to fd 3 in the child before exec.
         unsafe {

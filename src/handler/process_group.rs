@@ -22,8 +22,42 @@ use tokio::process::{Child, Command};
 /// The signal follows the thread that forked, not the process: handlers
 /// must be spawned from a thread that lives as long as the daemon (the
 /// daemon's current-thread runtime spawns them all from its main thread).
-pub fn isolate(cmd: &mut Command) {
+///
+/// `env` decides what else of the daemon's environment the handler sees.
+pub fn isolate(cmd: &mut Command, env: &Environment) {
+    env.apply(cmd);
     isolate_under(cmd, nix::unistd::getpid());
+}
+
+/// What a handler process sees of the daemon's environment
+/// (`[[handlers]] env` and `env_clear`), and the secrets kept from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// Start from an empty environment instead of the daemon's.
+    pub clear: bool,
+    /// Variables set for the handler (after the removals below).
+    pub set: Vec<(String, String)>,
+    /// Variables of the daemon's environment the handler must not see: the
+    /// ones named by any handler's `token_env` or `secret_env`.
+    pub remove: Vec<String>,
+}
+
+impl Environment {
+    /// Applies this environment to `cmd`: clears or removes, then sets.
+    /// The daemon's own `LARAVEL_WORKER_*` variables are added later and
+    /// win over `set`.
+    pub fn apply(&self, cmd: &mut Command) {
+        if self.clear {
+            cmd.env_clear();
+        } else {
+            for var in &self.remove {
+                cmd.env_remove(var);
+            }
+        }
+        for (var, value) in &self.set {
+            cmd.env(var, value);
+        }
+    }
 }
 
 /// [`isolate`], with `daemon` as the parent the child must find after

@@ -27,6 +27,8 @@
 //! running unowned while another worker reclaims it.
 
 use std::borrow::Cow;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -39,6 +41,7 @@ use tokio::process::{Child, Command};
 
 use super::capture::{Tail, read_tail};
 use super::metadata::CallMetadata;
+use super::process_group::Environment;
 use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
@@ -61,13 +64,28 @@ pub struct SubprocessHandler {
     kill_grace: Duration,
     output_limit: usize,
     result_dir: Arc<tempfile::TempDir>,
+    environment: Environment,
     calls: AtomicU64,
+}
+
+/// A new private directory for result and command files: mode 0700 under
+/// the system's temporary directory, removed when the last handler using
+/// it is dropped.
+///
+/// # Errors
+/// The directory cannot be created.
+pub fn result_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("laravel-worker-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }
 
 impl SubprocessHandler {
     /// A handler running `command` (program and arguments, no shell).
     /// `kill_grace` is the time between SIGTERM and SIGKILL on timeout;
-    /// result files are created in `result_dir`.
+    /// result files are created in `result_dir` (see [`result_dir`]);
+    /// `environment` is what the program sees of the daemon's environment.
     ///
     /// # Panics
     /// Never; an empty `command` is refused by the config loader.
@@ -76,12 +94,14 @@ impl SubprocessHandler {
         kill_grace: Duration,
         output_limit: usize,
         result_dir: Arc<tempfile::TempDir>,
+        environment: Environment,
     ) -> Self {
         SubprocessHandler {
             command,
             kill_grace,
             output_limit,
             result_dir,
+            environment,
             calls: AtomicU64::new(0),
         }
     }
@@ -105,7 +125,14 @@ impl SubprocessHandler {
     fn write_command(&self, inv: &Invocation<'_>, n: u64) -> Option<PathBuf> {
         let command = inv.job.payload.as_ref().ok()?.command_json()?;
         let path = self.result_dir.path().join(format!("{n}.command.json"));
-        match std::fs::write(&path, command.to_string()) {
+        // Readable by the daemon's user only: the job's data may be private.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut file| file.write_all(command.to_string().as_bytes()));
+        match written {
             Ok(()) => Some(path),
             Err(e) => {
                 tracing::warn!("cannot write the decoded command for the handler: {e}");
@@ -198,11 +225,12 @@ impl SubprocessHandler {
         command_path: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
         let mut cmd = Command::new(&self.command[0]);
-        cmd.args(&self.command[1..])
-            .stdin(Stdio::piped())
+        cmd.args(&self.command[1..]);
+        // First: it may clear the environment.
+        process_group::isolate(&mut cmd, &self.environment);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        process_group::isolate(&mut cmd);
         for (field, value) in CallMetadata::of(inv).fields() {
             if let Some(value) = value {
                 cmd.env(field.env, env_value(&value.text()).as_ref());
