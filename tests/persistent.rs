@@ -365,7 +365,7 @@ fn a_garbage_line_releases_the_job_in_flight() {
     let s = Scene::new();
     let h = handler(
         &s,
-        "printf 'garbage \\033[31mred\\n' >&3; echo \"$$\" > \"$DIR/pid\"; answer '{\"action\":\"done\"}'; sleep 300",
+        "echo \"$$\" > \"$DIR/pid\"; printf 'garbage \\033[31mred\\n' >&3; answer '{\"action\":\"done\"}'; sleep 300",
     );
     let config = config(&s, &h, "");
     let job = Job::laravel8("App\\Jobs\\Garbled");
