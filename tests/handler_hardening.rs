@@ -194,3 +194,82 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
     }
     assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
 }
+
+/// A handler program that cannot run, or no `[[handlers]]` at all, used to
+/// send every job to failed_jobs. Now `work` refuses to start (exit 1) with
+/// a message naming the handler and the program, and the queue is left as
+/// it was. A relative path is resolved against the working directory; a
+/// bare name looked up in PATH and not found there is only a warning.
+#[test]
+fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
+    let s = Scene::new();
+    let db = s.failed_db();
+    let not_executable = s.path("plain.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
+    let handler = |program: &str| {
+        format!(
+            "[[handlers]]\nmatch = \"App\\\\Jobs\\\\*\"\ncommand = [\"{program}\", \"--flag\"]\n"
+        )
+    };
+    let job = Job::laravel8("App\\Jobs\\Waiting");
+    s.redis.push("default", &job.build());
+    for (handlers, expected) in [
+        (
+            handler("/nonexistent/handler.sh"),
+            vec![
+                "match = \"App\\\\Jobs\\\\*\"",
+                "\"/nonexistent/handler.sh\"",
+                "does not exist",
+            ],
+        ),
+        (
+            handler(&not_executable.display().to_string()),
+            vec![
+                &*format!("{:?}", not_executable.display().to_string()),
+                "is not executable",
+            ],
+        ),
+        (
+            handler("handlers/missing.sh"),
+            vec![
+                "\"handlers/missing.sh\"",
+                "resolved against the working directory",
+                "does not exist",
+            ],
+        ),
+        (String::new(), vec!["no [[handlers]] are configured"]),
+    ] {
+        let config = s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"));
+        let mut d = s.work_until_exit(&config, &["--once"]);
+        assert_eq!(d.code(), Some(1), "{handlers}: {}", logs(&d));
+        let logs = logs(&d);
+        for part in expected {
+            assert!(logs.contains(part), "{handlers}: {part:?} not in:\n{logs}");
+        }
+        assert!(!logs.contains("worker started"), "{logs}");
+        assert_eq!(
+            s.redis.lrange(&common::q("default")),
+            vec![job.build()],
+            "{handlers}: the queue is untouched"
+        );
+        assert!(s.failed_rows().is_empty());
+    }
+
+    // Runnable: a relative path from the working directory (the crate's
+    // root for tests), and a bare name PATH may provide later (a warning).
+    s.redis.cmd::<i64>(&["DEL", &common::q("default")]);
+    for (handlers, warns) in [
+        (handler("examples/handlers/hello.sh"), false),
+        (handler("lw-surely-not-installed"), true),
+    ] {
+        let config = s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"));
+        let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
+        assert_eq!(d.code(), Some(0), "{handlers}: {}", logs(&d));
+        let logs = logs(&d);
+        assert_eq!(
+            logs.contains("WARN") && logs.contains("not found as an executable file in its PATH"),
+            warns,
+            "{handlers}: {logs}"
+        );
+    }
+}

@@ -248,13 +248,16 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
 /// Builds the router from `[[handlers]]`.
 ///
 /// # Errors
-/// The temporary directory for handler results cannot be made; an HTTP
+/// No handlers, or a command handler's program that cannot run
+/// ([`crate::handler::preflight`]); the temporary directory for handler
+/// results cannot be made; an HTTP
 /// handler's `token_env` or `secret_env` variable is unset or empty, or its
 /// client cannot be set up.
 pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
     use crate::handler::{HttpHandler, HttpOptions, Secret};
 
+    crate::handler::preflight::require_handlers(settings.handlers.len())?;
     let result_dir = Arc::new(
         crate::handler::subprocess::result_dir()
             .context("cannot create a directory for handler results")?,
@@ -274,6 +277,9 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                 set: entry.env.clone().unwrap_or_default().into_iter().collect(),
                 remove: secrets.clone(),
             };
+            if entry.url.is_none() {
+                crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
+            }
             let handler = if let Some(url) = &entry.url {
                 let secret = |key, var: &Option<String>| {
                     var.as_deref()

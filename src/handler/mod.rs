@@ -10,6 +10,7 @@ pub mod capture;
 pub mod http;
 pub mod metadata;
 pub mod persistent;
+pub mod preflight;
 pub mod process_group;
 pub mod request;
 pub mod router;
