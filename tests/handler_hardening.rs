@@ -273,3 +273,30 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
         );
     }
 }
+
+/// A result file is read to at most 1 MiB, as a persistent handler's answer
+/// line: a larger one (here 2 MiB of spaces before a valid request, which
+/// used to be read whole and obeyed) is an exception saying so.
+#[test]
+fn an_oversized_result_file_is_an_exception() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "head -c 2097152 /dev/zero | tr '\\0' ' ' > \"$LARAVEL_WORKER_RESULT\"\n\
+         printf '{\"action\":\"delete\"}' >> \"$LARAVEL_WORKER_RESULT\"",
+    );
+    let config = s.config_with_handler(&handler, "");
+    let job = Job::laravel8("App\\Jobs\\Verbose");
+    s.redis.push("default", &job.build());
+    let mut d = s.work_until_exit(&config, &["--once", "--tries=1"]);
+    assert_eq!(d.code(), Some(0), "{}", logs(&d));
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1, "the job failed");
+    assert!(
+        rows[0]
+            .exception
+            .contains("the handler wrote a result file of more than 1048576 bytes"),
+        "{}",
+        rows[0].exception
+    );
+}

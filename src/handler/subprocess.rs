@@ -30,7 +30,7 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +53,10 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024;
 /// an id, which a job may make as long as it likes). Linux refuses to
 /// start a program with one environment string over 128 KiB.
 pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
+
+/// Bytes of a result file read (as of an answer line of a persistent
+/// handler).
+pub const RESULT_LIMIT: usize = super::persistent::ANSWER_LIMIT;
 
 /// How long to wait for the output pipes to close after the process exits.
 const PIPE_DRAIN: Duration = Duration::from_millis(500);
@@ -202,9 +206,7 @@ impl SubprocessHandler {
                     .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
             );
         }
-        let requested = std::fs::read(result_path)
-            .ok()
-            .and_then(|c| request::parse(&c));
+        let requested = read_result(result_path);
         match (status, requested) {
             (_, Some(requested)) => requested,
             (Some(status), None) if status.success() => Outcome::Done,
@@ -242,6 +244,24 @@ impl SubprocessHandler {
         }
         cmd.spawn()
     }
+}
+
+/// The handler's request in its result file, if it wrote one. The file is
+/// read to at most [`RESULT_LIMIT`] bytes: a longer one is an exception
+/// that says so, not a read of whatever size the handler made it.
+fn read_result(path: &Path) -> Option<Outcome> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut contents = Vec::new();
+    let limit = RESULT_LIMIT as u64;
+    file.take(limit + 1).read_to_end(&mut contents).ok()?;
+    if contents.len() as u64 > limit {
+        return Some(Outcome::Exception(JobException::new(
+            HANDLER_FAILED,
+            format!("the handler wrote a result file of more than {RESULT_LIMIT} bytes"),
+        )));
+    }
+    request::parse(&contents)
 }
 
 /// Waits briefly for a capture task; a grandchild holding the pipe open
