@@ -70,6 +70,11 @@ fn one_process_serves_every_job_with_full_metadata() {
     let calls = calls(&s);
     assert_eq!(calls.len(), 5);
     assert_eq!(pids(&s).len(), 1, "one warm process");
+    let numbers: BTreeSet<u64> = calls
+        .iter()
+        .map(|(_, r)| r["call"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers.len(), 5, "each request has its own call number");
     for ((_, request), job) in calls.iter().zip(&jobs) {
         assert_eq!(request["mode"], "run");
         assert_eq!(request["id"], job.id());

@@ -4,7 +4,9 @@
 //! recording and reclaiming; a handler only runs the job and reports an
 //! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
 //! Transports: one process per job ([`subprocess`]), warm processes
-//! ([`persistent`]), an HTTP POST per job ([`http`]).
+//! ([`persistent`]), an HTTP POST per job ([`http`]); each encodes the same
+//! call metadata ([`metadata`]). [`preflight`] checks at start that the
+//! configured handlers can run.
 
 pub mod capture;
 pub mod http;

@@ -20,6 +20,11 @@
 //! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
 //! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
 //!
+//! Every value is made fit for the environment: NULs become U+FFFD and it
+//! is cut to [`ENV_VALUE_LIMIT`] bytes; stdin has the payload in full. The
+//! program sees the daemon's environment as its [`Environment`] says
+//! (`[[handlers]] env`, `env_clear`, and never the config's secrets).
+//!
 //! Exit 0 is done, anything else an exception. The process gets its own
 //! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
 //! the grace period, and the daemon carries on. If the daemon itself dies,
