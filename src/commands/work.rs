@@ -250,9 +250,8 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
 /// # Errors
 /// No handlers, or a command handler's program that cannot run
 /// ([`crate::handler::preflight`]); the temporary directory for handler
-/// results cannot be made; an HTTP
-/// handler's `token_env` or `secret_env` variable is unset or empty, or its
-/// client cannot be set up.
+/// results cannot be made; an HTTP handler's `token_env` or `secret_env`
+/// variable is unset or empty, or its client cannot be set up.
 pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
     use crate::handler::{HttpHandler, HttpOptions, Secret};
@@ -263,7 +262,9 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
             .context("cannot create a directory for handler results")?,
     );
     // Secrets named in the config are kept from every handler process.
-    let secrets: Vec<String> = (settings.handlers.iter())
+    let secrets: Vec<String> = settings
+        .handlers
+        .iter()
         .flat_map(|h| [h.token_env.clone(), h.secret_env.clone()])
         .flatten()
         .collect();
