@@ -13,13 +13,20 @@
 //! - [`signals`], [`memory`], [`lifecycle`]: the process lifecycle (signals,
 //!   memory, systemd notifications and the heartbeat file);
 //! - [`log_limit`]: repeated errors logged once, then summarised;
-//! - [`config`], [`cli`], [`commands`]: the surface;
-//! - [`output`], [`exception`]: what the worker prints and records.
+//! - [`config`], [`cli`], [`commands`]: the surface; [`app`] opens what
+//!   the commands work on (queue, cache, failed store, router) from the
+//!   settings;
+//! - [`output`], [`exception`], [`escape`]: what the worker prints and
+//!   records, and how outside text is escaped in it.
+//!
+//! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
 
+pub mod app;
 pub mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod escape;
 pub mod exception;
 pub mod failed;
 pub mod handler;

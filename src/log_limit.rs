@@ -32,7 +32,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 
 /// What to do with one occurrence of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Decision {
     /// New, or the first again after a quiet `interval`: log it as it is.
     Log,
     /// A copy within `interval` of the last line logged for it: count it,
@@ -88,23 +88,23 @@ impl RepeatLimiter {
 
     /// Counts one error at `site` at time `now` and says whether and how to
     /// log it.
-    pub fn hit(&mut self, site: &'static str, now: Instant) -> Verdict {
+    pub fn hit(&mut self, site: &'static str, now: Instant) -> Decision {
         if self.interval.is_zero() {
-            return Verdict::Log;
+            return Decision::Log;
         }
         if let Some(entry) = self.entries.get_mut(site) {
             entry.total += 1;
             let over = now.saturating_duration_since(entry.logged_at);
             if over < self.interval {
                 entry.hidden += 1;
-                return Verdict::Suppress;
+                return Decision::Suppress;
             }
             let hidden = std::mem::take(&mut entry.hidden);
             entry.logged_at = now;
             return if hidden == 0 {
-                Verdict::Log
+                Decision::Log
             } else {
-                Verdict::Summary {
+                Decision::Summary {
                     repeated: hidden + 1,
                     over,
                 }
@@ -119,7 +119,7 @@ impl RepeatLimiter {
                 total: 1,
             },
         );
-        Verdict::Log
+        Decision::Log
     }
 
     /// The operation at `site` has just succeeded: forgets its errors and,
@@ -137,9 +137,9 @@ impl RepeatLimiter {
     /// is a summary.
     pub fn log(&mut self, level: tracing::Level, site: &'static str, error: &dyn Display) {
         match self.hit(site, Instant::now()) {
-            Verdict::Suppress => {}
-            Verdict::Log => emit(level, format_args!("{site}: {error}")),
-            Verdict::Summary { repeated, over } => emit(
+            Decision::Suppress => {}
+            Decision::Log => emit(level, format_args!("{site}: {error}")),
+            Decision::Summary { repeated, over } => emit(
                 level,
                 format_args!(
                     "{site}: {error} (repeated {repeated} {} in the last {} s)",
@@ -201,28 +201,28 @@ mod tests {
     fn first_occurrence_is_logged_and_copies_are_counted_into_one_summary() {
         let t = clock();
         let mut limiter = RepeatLimiter::new(Duration::from_secs(30));
-        assert_eq!(limiter.hit(SITE, t.at(0.0)), Verdict::Log);
+        assert_eq!(limiter.hit(SITE, t.at(0.0)), Decision::Log);
         // One a second for 29 s: all hidden.
         for s in 1..30 {
             assert_eq!(
                 limiter.hit(SITE, t.at(s as f64)),
-                Verdict::Suppress,
+                Decision::Suppress,
                 "at {s} s"
             );
         }
         // At 30 s: one summary covering the 29 hidden copies and this one.
         assert_eq!(
             limiter.hit(SITE, t.at(30.0)),
-            Verdict::Summary {
+            Decision::Summary {
                 repeated: 30,
                 over: Duration::from_secs(30)
             }
         );
         // The next window starts from the summary.
-        assert_eq!(limiter.hit(SITE, t.at(31.0)), Verdict::Suppress);
+        assert_eq!(limiter.hit(SITE, t.at(31.0)), Decision::Suppress);
         assert_eq!(
             limiter.hit(SITE, t.at(60.5)),
-            Verdict::Summary {
+            Decision::Summary {
                 repeated: 2,
                 over: Duration::from_millis(30_500)
             }
@@ -235,7 +235,7 @@ mod tests {
         let mut limiter = RepeatLimiter::new(Duration::from_secs(30));
         // 100 errors a second for 10 minutes.
         let logged = (0..60_000)
-            .filter(|i| limiter.hit(SITE, t.at(*i as f64 / 100.0)) != Verdict::Suppress)
+            .filter(|i| limiter.hit(SITE, t.at(*i as f64 / 100.0)) != Decision::Suppress)
             .count();
         // The first line, then one summary per 30 s.
         assert_eq!(logged, 1 + 19);
@@ -245,9 +245,9 @@ mod tests {
     fn an_error_after_a_quiet_interval_is_logged_as_new() {
         let t = clock();
         let mut limiter = RepeatLimiter::new(Duration::from_secs(30));
-        assert_eq!(limiter.hit(SITE, t.at(0.0)), Verdict::Log);
-        assert_eq!(limiter.hit(SITE, t.at(45.0)), Verdict::Log);
-        assert_eq!(limiter.hit(SITE, t.at(46.0)), Verdict::Suppress);
+        assert_eq!(limiter.hit(SITE, t.at(0.0)), Decision::Log);
+        assert_eq!(limiter.hit(SITE, t.at(45.0)), Decision::Log);
+        assert_eq!(limiter.hit(SITE, t.at(46.0)), Decision::Suppress);
     }
 
     #[test]
@@ -255,10 +255,10 @@ mod tests {
         let t = clock();
         let mut limiter = RepeatLimiter::new(Duration::from_secs(30));
         let cache = "cannot read the cache signals";
-        assert_eq!(limiter.hit(SITE, t.at(0.0)), Verdict::Log);
-        assert_eq!(limiter.hit(cache, t.at(0.1)), Verdict::Log);
-        assert_eq!(limiter.hit(SITE, t.at(0.3)), Verdict::Suppress);
-        assert_eq!(limiter.hit(cache, t.at(0.4)), Verdict::Suppress);
+        assert_eq!(limiter.hit(SITE, t.at(0.0)), Decision::Log);
+        assert_eq!(limiter.hit(cache, t.at(0.1)), Decision::Log);
+        assert_eq!(limiter.hit(SITE, t.at(0.3)), Decision::Suppress);
+        assert_eq!(limiter.hit(cache, t.at(0.4)), Decision::Suppress);
     }
 
     #[test]
@@ -279,8 +279,8 @@ mod tests {
         );
         assert_eq!(limiter.resolved(SITE, t.at(13.0)), None);
         // The same error again is news, and the other site is untouched.
-        assert_eq!(limiter.hit(SITE, t.at(14.0)), Verdict::Log);
-        assert_eq!(limiter.hit("other", t.at(14.0)), Verdict::Suppress);
+        assert_eq!(limiter.hit(SITE, t.at(14.0)), Decision::Log);
+        assert_eq!(limiter.hit("other", t.at(14.0)), Decision::Suppress);
     }
 
     #[test]
@@ -288,7 +288,7 @@ mod tests {
         let t = clock();
         let mut limiter = RepeatLimiter::new(Duration::ZERO);
         for s in 0..5 {
-            assert_eq!(limiter.hit(SITE, t.at(s as f64)), Verdict::Log);
+            assert_eq!(limiter.hit(SITE, t.at(s as f64)), Decision::Log);
         }
     }
 }

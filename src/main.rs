@@ -17,6 +17,8 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Outside text (displayNames, handler output) cannot break a log line.
+        .fmt_fields(laravel_worker::escape::log_fields())
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
@@ -56,7 +58,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            tracing::error!("{e:#}");
+            // A URL in the message may hold a password (a TOML error quotes
+            // the line it stopped at, a driver may quote its URL).
+            let message = laravel_worker::config::redact::text(&format!("{e:#}"));
+            tracing::error!("{message}");
             ExitCode::from(FATAL)
         }
     }

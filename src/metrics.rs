@@ -8,8 +8,9 @@
 //!
 //! Metrics, all prefixed `laravel_worker_`:
 //! - `jobs_total{queue, outcome}`: settled jobs; `outcome` is `done`,
-//!   `released` (asked by the handler), `released_after_exception`,
-//!   `handed_back` (no handler here, or the drain deadline) or `failed`;
+//!   `released` (asked by the handler), `released_after_exception` (an
+//!   exception, a timeout, or the drain deadline passing), `handed_back`
+//!   (no handler here: returned uncounted) or `failed`;
 //! - `job_duration_seconds{queue}`: from reservation to settlement;
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
 //! - `reserve_errors_total`: polls that failed to reach Redis.
@@ -30,7 +31,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::worker::process::Verdict;
+use crate::queue::ReservedJob;
+
+use crate::worker::{JobEvents, StopReason, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
@@ -99,49 +102,6 @@ impl Metrics {
         }
     }
 
-    /// A job was reserved.
-    pub fn job_started(&self) {
-        self.in_flight.inc();
-    }
-
-    /// A job of `queue` was settled with `verdict` after `took`.
-    pub fn job_settled(&self, queue: &str, verdict: &Verdict, took: Duration) {
-        self.in_flight.dec();
-        let outcome = match verdict {
-            Verdict::Delete => "done",
-            Verdict::Release {
-                exception: None, ..
-            } => "released",
-            Verdict::Release { .. } => "released_after_exception",
-            Verdict::HandBack { .. } => "handed_back",
-            Verdict::Fail { .. } => "failed",
-        };
-        self.jobs
-            .get_or_create(&JobLabels {
-                queue: queue.to_string(),
-                outcome,
-            })
-            .inc();
-        self.duration
-            .get_or_create(&QueueLabels {
-                queue: queue.to_string(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    /// A poll reached Redis (`true`) or failed (`false`).
-    pub fn poll_result(&self, ok: bool) {
-        if !ok {
-            self.reserve_errors.inc();
-        }
-        self.redis_ok.store(ok, Ordering::Relaxed);
-    }
-
-    /// The worker has begun to stop.
-    pub fn stopping(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-    }
-
     /// Whether `/readyz` answers 200.
     pub fn ready(&self) -> bool {
         self.redis_ok.load(Ordering::Relaxed) && !self.stopping.load(Ordering::Relaxed)
@@ -153,6 +113,49 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// The metrics listen to the worker's job events.
+impl JobEvents for Metrics {
+    fn polled(&self, reached_redis: bool) {
+        if !reached_redis {
+            self.reserve_errors.inc();
+        }
+        self.redis_ok.store(reached_redis, Ordering::Relaxed);
+    }
+
+    fn reserved(&self, _job: &ReservedJob) {
+        self.in_flight.inc();
+    }
+
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+        self.in_flight.dec();
+        let outcome = match verdict {
+            Verdict::Delete => "done",
+            Verdict::Release {
+                exception: None, ..
+            } => "released",
+            Verdict::Release { .. } => "released_after_exception",
+            Verdict::HandBack { .. } => "handed_back",
+            Verdict::Fail { .. } => "failed",
+        };
+        let queue = &job.queue.name;
+        self.jobs
+            .get_or_create(&JobLabels {
+                queue: queue.clone(),
+                outcome,
+            })
+            .inc();
+        self.duration
+            .get_or_create(&QueueLabels {
+                queue: queue.clone(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn stopping(&self, _reason: StopReason) {
+        self.stopping.store(true, Ordering::Relaxed);
     }
 }
 
@@ -220,14 +223,26 @@ fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
 mod tests {
     use super::*;
 
+    fn job() -> ReservedJob {
+        let raw =
+            bytes::Bytes::from_static(br#"{"uuid":"u","displayName":"App\\Jobs\\A","attempts":0}"#);
+        ReservedJob {
+            queue: Arc::new(crate::queue::QueueKeys::new("", "default", false)),
+            payload: crate::queue::Payload::parse(raw.clone()),
+            reserved: raw.clone(),
+            raw,
+        }
+    }
+
     #[test]
     fn counts_outcomes_and_readiness() {
         let m = Metrics::new();
         assert!(!m.ready());
-        m.poll_result(true);
+        m.polled(true);
         assert!(m.ready());
-        m.job_started();
-        m.job_settled("default", &Verdict::Delete, Duration::from_millis(20));
+        let job = job();
+        m.reserved(&job);
+        m.settled(&job, &Verdict::Delete, Duration::from_millis(20));
         let text = m.render();
         assert!(
             text.contains("laravel_worker_jobs_total{queue=\"default\",outcome=\"done\"} 1"),
@@ -238,11 +253,11 @@ mod tests {
             text.contains("laravel_worker_job_duration_seconds_count{queue=\"default\"} 1"),
             "{text}"
         );
-        m.poll_result(false);
+        m.polled(false);
         assert!(!m.ready());
         assert!(m.render().contains("laravel_worker_reserve_errors_total 1"));
-        m.poll_result(true);
-        m.stopping();
+        m.polled(true);
+        m.stopping(StopReason::Restart);
         assert!(!m.ready());
     }
 }

@@ -17,9 +17,10 @@ use serde_json::{Map, Value};
 
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
-use crate::worker::process::Verdict;
+use crate::worker::{JobEvents, Verdict};
 
-/// Writes the per-job lines to stdout.
+/// Writes the per-job lines to stdout: a listener of the worker's
+/// [`JobEvents`], as artisan's `WorkCommand` listens to the worker's.
 #[derive(Debug, Clone)]
 pub struct Reporter {
     json: bool,
@@ -38,37 +39,10 @@ impl Reporter {
         }
     }
 
-    /// The job was reserved and is about to run (JSON mode only).
-    pub fn starting(&self, job: &ReservedJob) {
-        if self.json {
-            self.json_line(job, "starting", "", None, None);
-        }
-    }
-
-    /// The job was settled after `took`.
-    pub fn finished(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
-        let (status, result, exception) = match verdict {
-            Verdict::Delete => ("success", "deleted", None),
-            Verdict::Release {
-                exception: None, ..
-            }
-            | Verdict::HandBack { .. } => ("success", "released", None),
-            Verdict::Release {
-                exception: Some(e), ..
-            } => ("released_after_exception", "released", Some(e)),
-            // Laravel reports "deleted" here too: a failed job is deleted.
-            Verdict::Fail { exception, .. } => ("failed", "deleted", Some(exception)),
-        };
-        if self.json {
-            self.json_line(job, status, result, exception, Some(took));
-        } else {
-            self.artisan_line(job, status, took);
-        }
-    }
-
     fn artisan_line(&self, job: &ReservedJob, status: &str, took: Duration) {
         let time = Local::now().format("%Y-%m-%d %H:%M:%S");
-        let name = job.display_name();
+        // Outside text: a newline or an escape sequence must not reach the terminal raw.
+        let name = crate::escape::control(job.display_name());
         let run_time = run_time_for_humans(took);
         let word = if status == "success" { "DONE" } else { "FAIL" };
         let used = 2 + 19 + 1 + name.chars().count() + 1 + run_time.len() + 1 + word.len();
@@ -135,6 +109,36 @@ impl Reporter {
             put("duration", seconds.into());
         }
         let _ = writeln!(std::io::stdout().lock(), "{}", Value::Object(log));
+    }
+}
+
+impl JobEvents for Reporter {
+    /// JSON mode: the `starting` line.
+    fn reserved(&self, job: &ReservedJob) {
+        if self.json {
+            self.json_line(job, "starting", "", None, None);
+        }
+    }
+
+    /// The job's line: artisan's DONE/FAIL, or the JSON status.
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+        let (status, result, exception) = match verdict {
+            Verdict::Delete => ("success", "deleted", None),
+            Verdict::Release {
+                exception: None, ..
+            }
+            | Verdict::HandBack { .. } => ("success", "released", None),
+            Verdict::Release {
+                exception: Some(e), ..
+            } => ("released_after_exception", "released", Some(e)),
+            // Laravel reports "deleted" here too: a failed job is deleted.
+            Verdict::Fail { exception, .. } => ("failed", "deleted", Some(exception)),
+        };
+        if self.json {
+            self.json_line(job, status, result, exception, Some(took));
+        } else {
+            self.artisan_line(job, status, took);
+        }
     }
 }
 

@@ -5,29 +5,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::payloads::Job;
-use common::{Daemon, Scene, now, q};
+use common::{Daemon, Job, QueueState, Scene, now};
 use serde_json::json;
 
-fn write_config(s: &Scene, body: &str) -> PathBuf {
-    let path = s.path("custom.toml");
-    std::fs::write(&path, body).unwrap();
-    path
-}
-
-fn cli(config: &Path, args: &[&str]) -> Daemon {
-    let mut all = vec!["--config", config.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let mut d = Daemon::start(&all, &[]);
-    d.wait_exit();
-    d
-}
-
+/// GET `key` from the cache (DB 1).
 fn cache_get(s: &Scene, key: &str) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query(&mut s.redis.conn(1))
-        .unwrap()
+    s.redis.cache(&["GET", key])
 }
 
 const PAUSED_DEFAULT: &str = "laravel_database_laravel_cache:illuminate:queue:paused:redis:default";
@@ -37,71 +20,54 @@ const PAUSED_DEFAULT: &str = "laravel_database_laravel_cache:illuminate:queue:pa
 /// `default` again after `resume`.
 #[test]
 fn pause_skips_a_queue_until_resume() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    let mut p = cli(&config, &["pause", "redis:default"]);
-    assert_eq!(p.code(), Some(0));
-    assert_eq!(cache_get(&s, PAUSED_DEFAULT).as_deref(), Some("b:1;"));
-    let ttl: i64 = redis::cmd("TTL")
-        .arg(PAUSED_DEFAULT)
-        .query(&mut s.redis.conn(1))
-        .unwrap();
+    let (s, config) = Scene::recording("exit 0");
+    Daemon::cli(&config, &["pause", "redis:default"]).expect_exit(0);
+    assert_eq!(
+        cache_get(&s, PAUSED_DEFAULT).as_deref(),
+        Some("b:1;"),
+        "the pause key"
+    );
+    let ttl: i64 = s.redis.cache(&["TTL", PAUSED_DEFAULT]);
     assert_eq!(ttl, -1, "paused for ever");
 
     let first = Job::laravel13("App\\Jobs\\Default");
-    let second = Job::laravel13("App\\Jobs\\Other");
-    s.redis.push("default", &first.build());
-    s.redis.push("other", &second.build());
-    let mut d = s.work(
-        &config,
-        &[
-            "--queue=default,other",
-            "--max-jobs=2",
-            "--sleep=0.05",
-            "--json",
-        ],
-    );
+    s.push(&first);
+    s.push_on("other", [&Job::laravel13("App\\Jobs\\Other")]);
+    let args = [
+        "--queue=default,other",
+        "--max-jobs=2",
+        "--sleep=0.05",
+        "--json",
+    ];
+    let mut d = s.work(&config, &args);
     let started = d.wait_event("starting");
     assert_eq!(started["queue"], "other", "the paused queue is skipped");
     assert_eq!(
-        s.redis.lrange(&q("default")),
+        s.redis.lrange("laravel_database_queues:default"),
         vec![first.build()],
         "untouched while paused"
     );
 
-    let mut r = cli(&config, &["resume", "redis:default"]);
-    assert_eq!(r.code(), Some(0));
-    assert_eq!(cache_get(&s, PAUSED_DEFAULT), None);
-    assert_eq!(d.code(), Some(0));
-    let order: Vec<String> = d
-        .events()
-        .iter()
-        .filter(|e| e["status"] == "starting")
-        .map(|e| e["queue"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(order, ["other", "default"]);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    Daemon::cli(&config, &["resume", "redis:default"]).expect_exit(0);
+    assert_eq!(cache_get(&s, PAUSED_DEFAULT), None, "the pause key is gone");
+    d.expect_exit(0);
+    let order = d.event_fields("starting", "queue");
+    assert_eq!(order, ["other", "default"], "queues in the order reserved");
+    s.assert_state(QueueState::empty());
 }
 
 /// `illuminate:queues:paused` (`queue:pause --all`, 13.25+) pauses every
 /// queue: the worker finds nothing, and `--stop-when-empty` ends it.
 #[test]
 fn global_pause_key_pauses_every_queue() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    let _: () = redis::cmd("SET")
-        .arg("laravel_database_laravel_cache:illuminate:queues:paused")
-        .arg("b:1;")
-        .query(&mut s.redis.conn(1))
-        .unwrap();
+    let (s, config) = Scene::recording("exit 0");
+    let global = "laravel_database_laravel_cache:illuminate:queues:paused";
+    let _: () = s.redis.cache(&["SET", global, "b:1;"]);
     let job = Job::laravel8("App\\Jobs\\Held");
-    s.redis.push("default", &job.build());
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert!(s.log().is_empty());
-    assert_eq!(s.redis.lrange(&q("default")), vec![job.build()]);
+    s.push(&job);
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(s.log(), Vec::<String>::new(), "no job ran");
+    s.assert_state(QueueState::empty().ready([&job]).notify(1));
 }
 
 /// The file cache store: `restart` writes `9999999999i:<time>;` at
@@ -110,28 +76,18 @@ fn global_pause_key_pauses_every_queue() {
 #[test]
 fn file_cache_store_restart_and_max_exceptions() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 1");
     let data = s.path("cache-data");
-    let db = s.failed_db();
-    let config = write_config(
-        &s,
-        &format!(
-            "[redis]\nurl = \"{}\"\nprefix = \"laravel_database_\"\n[cache]\nstore = \"file\"\npath = \"{}\"\n[failed]\nurl = \"{db}\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            s.redis.url(0),
-            data.display(),
-            handler.display()
-        ),
-    );
+    let config = s.config().file_cache(&data).recording("exit 1").write();
     let job = Job::laravel8("App\\Jobs\\Flaky")
         .set("maxExceptions", json!(2))
         .set("maxTries", json!(10));
-    s.redis.push("default", &job.build());
-    let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
+    s.push(&job);
+    s.run(&config, &["--once", "--sleep=0"]);
     let counter = laravel_file_path(&data, &format!("job-exceptions:{}", job.uuid()));
-    let text = std::fs::read_to_string(&counter).unwrap();
+    let text = std::fs::read_to_string(&counter)
+        .unwrap_or_else(|e| panic!("no counter file {}: {e}", counter.display()));
     let (expiry, value) = text.split_at(10);
-    assert_eq!(value, "i:1;");
+    assert_eq!(value, "i:1;", "one exception counted: {text}");
     let expiry: i64 = expiry.parse().unwrap();
     assert!(
         (expiry - (now() + 86_400)).abs() <= 5,
@@ -139,17 +95,15 @@ fn file_cache_store_restart_and_max_exceptions() {
     );
 
     let mut w = s.work(&config, &["--sleep=0.05"]);
-    w.wait_stderr(|l| l.contains("worker started"));
-    let mut r = cli(&config, &["restart"]);
-    assert_eq!(r.code(), Some(0));
+    w.wait_log(&["worker started"]);
+    Daemon::cli(&config, &["restart"]).expect_exit(0);
     let restart =
         std::fs::read_to_string(laravel_file_path(&data, "illuminate:queue:restart")).unwrap();
     assert!(
         restart.starts_with("9999999999i:") && restart.ends_with(';'),
         "{restart}"
     );
-    assert_eq!(w.code(), Some(0));
-    assert!(w.stderr.iter().any(|l| l.contains("restart_signal")));
+    w.expect_stop(0, "restart_signal");
 }
 
 /// `{dir}/aa/bb/{sha1}` as Laravel's FileStore lays keys out.
@@ -168,28 +122,20 @@ fn laravel_file_path(dir: &Path, key: &str) -> PathBuf {
 #[test]
 fn maintenance_mode_and_force() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
     let app = s.path("app");
     std::fs::create_dir_all(app.join("storage/framework")).unwrap();
     std::fs::write(app.join("storage/framework/down"), "{}").unwrap();
-    let db = s.failed_db();
-    let config = s.config(&format!(
-        "[app]\npath = \"{}\"\n[failed]\nurl = \"{db}\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-        app.display(),
-        handler.display()
-    ));
+    let config = s.config().app_path(&app).recording("exit 0").write();
     let job = Job::laravel8("App\\Jobs\\Down");
-    s.redis.push("default", &job.build());
+    s.push(&job);
 
-    let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert!(s.log().is_empty());
-    assert_eq!(s.redis.lrange(&q("default")), vec![job.build()]);
+    s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(s.log(), Vec::<String>::new(), "no job ran while down");
+    s.assert_state(QueueState::empty().ready([&job]).notify(1));
 
-    let mut d = s.work_until_exit(&config, &["--once", "--force"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(s.log().len(), 1);
-    assert!(s.redis.keys(0).is_empty());
+    s.run(&config, &["--once", "--force"]);
+    assert_eq!(s.log(), vec![job.run_line(1)], "--force runs it");
+    s.assert_state(QueueState::empty());
 }
 
 /// `--env-file`: Redis, prefixes (the app's `_database_`/`_cache`
@@ -198,7 +144,6 @@ fn maintenance_mode_and_force() {
 #[test]
 fn env_file_configures_everything_from_the_app() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 1");
     let app = s.path("app");
     let files = [
         (
@@ -227,14 +172,9 @@ fn env_file_configures_everything_from_the_app() {
         std::fs::write(path, text).unwrap();
     }
     std::fs::create_dir_all(app.join("database")).unwrap();
-    common::sqlite::create_failed_jobs(&app.join("database/failed.sqlite"));
-    let config = write_config(
-        &s,
-        &format!(
-            "[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            handler.display()
-        ),
-    );
+    let rows_path = app.join("database/failed.sqlite");
+    common::sqlite::create_failed_jobs(&rows_path);
+    let config = s.config().settings_from_app().recording("exit 1").write();
     let job = Job::laravel8("App\\Jobs\\FromEnv");
     let key = "test_app_database_queues:default";
     let _: () = redis::pipe()
@@ -255,83 +195,61 @@ fn env_file_configures_everything_from_the_app() {
         ],
         &[],
     );
-    d.wait_stderr(|l| {
-        l.contains("worker started") && l.contains("test_app_database_queues:default")
+    d.wait_log(&["worker started", "test_app_database_queues:default"]);
+    common::wait_until("a failed row in the app's database", || {
+        !common::sqlite::rows(&rows_path).is_empty()
     });
-    let rows_path = app.join("database/failed.sqlite");
-    let deadline = std::time::Instant::now() + common::WAIT;
-    while common::sqlite::rows(&rows_path).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no failed row");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     let rows = common::sqlite::rows(&rows_path);
-    assert_eq!(rows[0].uuid, job.uuid());
-    assert_eq!(rows[0].connection, "redis");
+    assert_eq!(rows[0].uuid, job.uuid(), "the failed row: {rows:?}");
+    assert_eq!(rows[0].connection, "redis", "the failed row: {rows:?}");
 
     let restart = "test_app_database_test_app_cache:illuminate:queue:restart";
-    let _: () = redis::cmd("SET")
-        .arg(restart)
-        .arg(now())
-        .query(&mut s.redis.conn(1))
-        .unwrap();
-    assert_eq!(d.code(), Some(0));
-    assert!(d.stderr.iter().any(|l| l.contains("restart_signal")));
-    assert!(!s.redis.exists(key));
+    let _: () = s.redis.cache(&["SET", restart, &now().to_string()]);
+    d.expect_stop(0, "restart_signal");
+    assert!(
+        !s.redis.exists(key),
+        "{key} left: {:?}",
+        s.redis.lrange(key)
+    );
 }
 
 /// `clear` empties a queue's four keys and reports how many jobs they
 /// held; `monitor` reports each queue's size and parts.
 #[test]
 fn clear_and_monitor() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
+    let (s, config) = Scene::recording("exit 0");
     let newest = Job::laravel13("App\\Jobs\\A");
-    s.redis.push("default", &newest.build());
-    s.redis
-        .push("default", &Job::laravel13("App\\Jobs\\B").build());
-    s.redis.later(
-        "default",
-        now() + 60,
-        &Job::laravel13("App\\Jobs\\C").build(),
-    );
-    let _: () = redis::cmd("ZADD")
-        .arg(format!("{}:reserved", q("default")))
-        .arg(now() + 90)
-        .arg(
-            Job::laravel13("App\\Jobs\\D")
-                .set("attempts", json!(1))
-                .build(),
-        )
-        .query(&mut s.redis.conn(0))
-        .unwrap();
-    s.redis
-        .push("other", &Job::laravel8("App\\Jobs\\E").build());
+    s.push_on("default", [&newest, &Job::laravel13("App\\Jobs\\B")]);
+    let later = Job::laravel13("App\\Jobs\\C");
+    s.redis.later("default", now() + 60, &later.build());
+    let running = Job::laravel13("App\\Jobs\\D").set("attempts", json!(1));
+    let reserved = "laravel_database_queues:default:reserved";
+    let _: () = s.redis.cmd(&[
+        "ZADD",
+        reserved,
+        &(now() + 90).to_string(),
+        &running.build(),
+    ]);
+    let other = Job::laravel8("App\\Jobs\\E");
+    s.push_on("other", [&other]);
 
-    let mut m = cli(
-        &config,
-        &["monitor", "redis:default,other", "--max=3", "--json"],
-    );
-    assert_eq!(m.code(), Some(0));
+    let monitor = ["monitor", "redis:default,other", "--max=3", "--json"];
+    let mut m = Daemon::cli(&config, &monitor);
+    m.expect_exit(0);
     let report: serde_json::Value = serde_json::from_str(&m.stdout[0]).unwrap();
-    assert_eq!(report[0]["queue"], "default");
-    assert_eq!(report[0]["size"], 4);
-    assert_eq!(
-        (
-            report[0]["pending"].clone(),
-            report[0]["delayed"].clone(),
-            report[0]["reserved"].clone()
-        ),
-        (json!(2), json!(1), json!(1))
-    );
-    assert_eq!(report[0]["oldest_pending"], newest.get("createdAt"));
-    assert_eq!(report[0]["status"], "ALERT");
-    assert_eq!(report[1]["queue"], "other");
-    assert_eq!(report[1]["size"], 1);
-    assert_eq!(report[1]["status"], "OK");
+    let expected = json!([
+        {"queue": "default", "size": 4, "pending": 2, "delayed": 1, "reserved": 1,
+         "oldest_pending": newest.get("createdAt"), "status": "ALERT"},
+        {"queue": "other", "size": 1, "status": "OK"},
+    ]);
+    for (i, queue) in expected.as_array().unwrap().iter().enumerate() {
+        for (field, value) in queue.as_object().unwrap() {
+            assert_eq!(&report[i][field], value, "{field} of queue {i}: {report}");
+        }
+    }
 
-    let mut c = cli(&config, &["clear", "redis", "--queue=default"]);
-    assert_eq!(c.code(), Some(0));
+    let mut c = Daemon::cli(&config, &["clear", "redis", "--queue=default"]);
+    c.expect_exit(0);
     assert!(
         c.stdout
             .iter()
@@ -339,13 +257,12 @@ fn clear_and_monitor() {
         "{:?}",
         c.stdout
     );
-    for suffix in ["", ":delayed", ":reserved", ":notify"] {
-        assert!(
-            !s.redis.exists(&format!("{}{suffix}", q("default"))),
-            "{suffix} left"
-        );
-    }
-    assert_eq!(s.redis.llen(&q("other")), 1, "other queues untouched");
+    // Other queues untouched.
+    s.assert_state(
+        QueueState::empty()
+            .ready_on("other", [&other])
+            .notify_on("other", 1),
+    );
 }
 
 /// Laravel 11+ joins the cache prefix without a colon: with `colon = false`
@@ -354,29 +271,16 @@ fn clear_and_monitor() {
 #[test]
 fn restart_key_with_the_11_plus_prefix_rule() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = write_config(
-        &s,
-        &format!(
-            "[redis]\nurl = \"{}\"\n[cache]\nurl = \"{}\"\n[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            s.redis.url(0),
-            s.redis.url(1),
-            handler.display()
-        ),
-    );
+    let config = s
+        .config()
+        .default_prefixes()
+        .failed_driver("null")
+        .recording("exit 0")
+        .write();
     let mut w = s.work(&config, &["--sleep=0.05"]);
-    w.wait_stderr(|l| {
-        l.contains("worker started") && l.contains("laravel-database-queues:default")
-    });
-    let mut r = cli(&config, &["restart"]);
-    assert_eq!(r.code(), Some(0));
-    assert!(
-        cache_get(
-            &s,
-            "laravel-database-laravel-cache-illuminate:queue:restart"
-        )
-        .is_some()
-    );
-    assert_eq!(w.code(), Some(0));
-    assert!(w.stderr.iter().any(|l| l.contains("restart_signal")));
+    w.wait_log(&["worker started", "laravel-database-queues:default"]);
+    Daemon::cli(&config, &["restart"]).expect_exit(0);
+    let key = "laravel-database-laravel-cache-illuminate:queue:restart";
+    assert!(cache_get(&s, key).is_some(), "{key} written");
+    w.expect_stop(0, "restart_signal");
 }

@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use common::Scene;
-use common::payloads::Job;
+use common::{Handler, Job, QueueState, Scene};
 use serde_json::{Value, json};
 
 /// `serialize(new App\Jobs\SendEmail)` as PHP 8.2 writes it: a protected
@@ -31,14 +28,6 @@ fn job_with(command: &str) -> Job {
     )
 }
 
-fn config(s: &Scene, script: &Path, extra: &str) -> PathBuf {
-    let db = s.failed_db();
-    s.config(&format!(
-        "[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{extra}\n",
-        script.display()
-    ))
-}
-
 #[test]
 fn subprocess_handlers_get_the_command_as_a_json_file() {
     let s = Scene::new();
@@ -47,47 +36,36 @@ fn subprocess_handlers_get_the_command_as_a_json_file() {
         "n=$(cat \"$DIR/n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$DIR/n\"\n\
          if [ -n \"$LARAVEL_WORKER_COMMAND_FILE\" ]; then cp \"$LARAVEL_WORKER_COMMAND_FILE\" \"$DIR/command.$n.json\"; echo \"$LARAVEL_WORKER_COMMAND_FILE\" > \"$DIR/path.$n\"; fi",
     );
-    let config = config(&s, &handler, "");
-    s.redis.push("default", &job_with(COMMAND).build());
-    s.redis.push(
-        "default",
-        &job_with("eyJpdiI6IjEyMyIsInZhbHVlIjoiIn0=").build(),
-    );
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
+    let config = s.config_for(&handler);
+    let encrypted = job_with("eyJpdiI6IjEyMyIsInZhbHVlIjoiIn0=");
+    s.push_on("default", [&job_with(COMMAND), &encrypted]);
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
 
-    let decoded: Value =
-        serde_json::from_str(&std::fs::read_to_string(s.path("command.1.json")).unwrap()).unwrap();
-    assert_eq!(decoded, expected());
-    let path = std::fs::read_to_string(s.path("path.1")).unwrap();
+    let decoded: Value = serde_json::from_str(&s.read("command.1.json")).unwrap();
+    assert_eq!(decoded, expected(), "the command as JSON");
+    let path = s.read("path.1");
     assert!(
         !std::path::Path::new(path.trim()).exists(),
-        "removed after the call"
+        "{path} removed after the call"
     );
     assert!(
         !s.path("command.2.json").exists(),
         "an encrypted command is not decoded"
     );
-    assert_eq!(std::fs::read_to_string(s.path("n")).unwrap().trim(), "2");
+    assert_eq!(s.read("n"), "2", "handler calls");
 }
 
 #[test]
 fn persistent_requests_carry_the_command() {
     let s = Scene::new();
-    let handler = s.script(
-        "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
-         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
-    );
-    let config = config(&s, &handler, "mode = \"persistent\"");
-    s.redis.push("default", &job_with(COMMAND).build());
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
+    let log_requests = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done";
+    let config = s.config().script(log_requests).tune(Handler::persistent);
+    let config = config.write();
+    s.push(&job_with(COMMAND));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     let request: Value = serde_json::from_str(&s.log()[0]).unwrap();
-    assert_eq!(request["command"], expected());
-    assert!(
-        s.redis.keys(0).is_empty(),
-        "the answer was taken: {:?}",
-        s.redis.keys(0)
-    );
+    assert_eq!(request["command"], expected(), "the command as JSON");
+    // The answer was taken: the job is gone.
+    s.assert_redis(QueueState::empty());
 }

@@ -10,8 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
-use common::payloads::Job;
-use common::{Daemon, RedisServer, Scene, WAIT};
+use common::{Daemon, Job, RedisServer, Scene, WAIT};
 use laravel_worker::cli::{Cli, Command as Sub};
 use laravel_worker::config::Layer;
 use nix::sys::signal::Signal;
@@ -159,7 +158,10 @@ fn systemd_analyze_verifies_the_units() {
 #[test]
 fn supervisord_program_matches_laravels_and_runs_our_work_command() {
     let conf = repo_file("config/supervisord.conf");
-    assert!(conf.contains("[program:laravel-worker]"));
+    assert!(
+        conf.contains("[program:laravel-worker]"),
+        "no [program:laravel-worker] in:\n{conf}"
+    );
     for (key, value) in [
         ("process_name", "%(program_name)s_%(process_num)02d"),
         ("autostart", "true"),
@@ -172,14 +174,18 @@ fn supervisord_program_matches_laravels_and_runs_our_work_command() {
         assert_eq!(ini_value(&conf, key), Some(value), "{key}");
     }
     for key in ["user", "numprocs", "stdout_logfile", "directory"] {
-        assert!(ini_value(&conf, key).is_some(), "{key}");
+        assert!(ini_value(&conf, key).is_some(), "no {key}= in:\n{conf}");
     }
     let command = ini_value(&conf, "command").unwrap();
     for flag in ["work redis", "--sleep=3", "--tries=3", "--max-time=3600"] {
-        assert!(command.contains(flag), "{command}");
+        assert!(command.contains(flag), "no {flag} in {command}");
     }
     let (timeout, _) = parse_work(command);
-    assert!(seconds(&conf, "stopwaitsecs") > longest_job(timeout));
+    let (stop, longest) = (seconds(&conf, "stopwaitsecs"), longest_job(timeout));
+    assert!(
+        stop > longest,
+        "stopwaitsecs={stop} must exceed the longest job ({longest} s)"
+    );
 }
 
 #[test]
@@ -187,11 +193,21 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
     let dockerfile = repo_file("Dockerfile");
     let lines: Vec<&str> = dockerfile.lines().collect();
     let stages: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
-    assert!(stages.len() >= 2, "multi-stage");
-    assert!(lines.contains(&"STOPSIGNAL SIGTERM"));
-    assert!(dockerfile.contains("ca-certificates"));
-    assert!(dockerfile.contains(r#"CMD ["laravel-worker", "health""#));
-    assert!(dockerfile.contains("LARAVEL_WORKER_HEARTBEAT_FILE="));
+    assert!(stages.len() >= 2, "multi-stage: {stages:?}");
+    assert!(
+        lines.contains(&"STOPSIGNAL SIGTERM"),
+        "no STOPSIGNAL SIGTERM line"
+    );
+    for needed in [
+        "ca-certificates",
+        r#"CMD ["laravel-worker", "health""#,
+        "LARAVEL_WORKER_HEARTBEAT_FILE=",
+    ] {
+        assert!(
+            dockerfile.contains(needed),
+            "{needed} missing:\n{dockerfile}"
+        );
+    }
     // Every USER is numeric, and the last one is not root.
     let users: Vec<&str> = lines
         .iter()
@@ -200,9 +216,13 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
     assert!(
         users
             .iter()
-            .all(|u| u.split(':').all(|id| id.parse::<u32>().is_ok()))
+            .all(|u| u.split(':').all(|id| id.parse::<u32>().is_ok())),
+        "non-numeric USER: {users:?}"
     );
-    assert!(users.last().is_some_and(|u| !u.starts_with("0")));
+    assert!(
+        users.last().is_some_and(|u| !u.starts_with("0")),
+        "the last USER is root: {users:?}"
+    );
     // The files it copies exist.
     for line in &lines {
         if let Some(args) = line.strip_prefix("COPY ")
@@ -230,21 +250,17 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
     }
 }
 
-/// Runs `laravel-worker ARGS` to its end.
-fn run(args: &[&str]) -> Daemon {
-    let mut d = Daemon::start(args, &[]);
-    d.wait_exit();
-    d
-}
-
 /// Runs `health` on `file` with `--max-age=max_age`.
 fn health(file: &Path, max_age: u64) -> Daemon {
-    run(&[
-        "health",
-        "--file",
-        file.to_str().unwrap(),
-        &format!("--max-age={max_age}"),
-    ])
+    Daemon::run(
+        &[
+            "health",
+            "--file",
+            file.to_str().unwrap(),
+            &format!("--max-age={max_age}"),
+        ],
+        &[],
+    )
 }
 
 /// Waits until `health` says healthy and its output holds `shows` (the
@@ -252,7 +268,7 @@ fn health(file: &Path, max_age: u64) -> Daemon {
 fn wait_healthy(config: &Path, shows: &str) -> Daemon {
     let deadline = Instant::now() + WAIT;
     loop {
-        let mut d = run(&["--config", config.to_str().unwrap(), "health"]);
+        let mut d = Daemon::cli(config, &["health"]);
         if d.code() == Some(0) && d.stdout.concat().contains(shows) {
             return d;
         }
@@ -265,17 +281,11 @@ fn wait_healthy(config: &Path, shows: &str) -> Daemon {
 fn health_follows_the_heartbeat_of_a_running_worker() {
     let s = Scene::new();
     let heartbeat = s.path("heartbeat");
-    let handler = s.script("ok.sh", "exit 0");
-    let db = s.failed_db();
-    let config = s.config(&format!(
-        "[queue]\nblock_for = 30\n\n[failed]\nurl = \"{db}\"\n\n[worker]\nheartbeat_file = \"{}\"\n\n\
-         [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-        heartbeat.display(),
-        handler.display()
-    ));
+    let config = s.config().script("exit 0").block_for(30);
+    let config = config.heartbeat_file(&heartbeat).write();
     // Before the worker runs: unhealthy, the file is missing.
-    let mut before = run(&["--config", config.to_str().unwrap(), "health"]);
-    assert_eq!(before.code(), Some(1));
+    let mut before = Daemon::cli(&config, &["health"]);
+    before.expect_exit(1);
     assert!(
         before.stderr.concat().contains("no heartbeat file"),
         "{:?}",
@@ -301,44 +311,37 @@ fn health_follows_the_heartbeat_of_a_running_worker() {
         .set_modified(two_minutes_ago)
         .unwrap();
     let mut stale = health(&heartbeat, 60);
-    assert_eq!(stale.code(), Some(1));
+    stale.expect_exit(1);
     assert!(
         stale.stderr.concat().contains("s old"),
         "{:?}",
         stale.stderr
     );
-    assert_eq!(health(&heartbeat, 600).code(), Some(0));
+    health(&heartbeat, 600).expect_exit(0);
 
     // Moving again, it rewrites the file within its period, mid-wait.
     d.signal(Signal::SIGCONT);
     wait_healthy(&config, r#""processed":0"#);
 
     // Jobs still run, and the counts reach the file.
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Beat").build());
+    s.push(&Job::laravel8("App\\Jobs\\Beat"));
     d.wait_stdout(|l| l.contains("App\\Jobs\\Beat") && l.contains("DONE"));
     wait_healthy(&config, r#""processed":1"#);
 
     // Stopped: the file is gone, unhealthy again.
     d.signal(Signal::SIGTERM);
-    assert_eq!(d.code(), Some(0));
-    assert!(!heartbeat.exists());
-    assert_eq!(health(&heartbeat, 60).code(), Some(1));
+    d.expect_exit(0);
+    assert!(!heartbeat.exists(), "the heartbeat file is left");
+    health(&heartbeat, 60).expect_exit(1);
 }
 
 #[test]
 fn an_unwritable_heartbeat_file_stops_the_worker_at_start() {
     let s = Scene::new();
-    let handler = s.script("ok.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    let mut d = s.work(
-        &config,
-        &[
-            "--heartbeat-file",
-            s.path("no/such/dir/hb").to_str().unwrap(),
-        ],
-    );
-    assert_eq!(d.code(), Some(1));
+    let config = s.config().script("exit 0").write();
+    let heartbeat = s.path("no/such/dir/hb");
+    let mut d = s.work(&config, &["--heartbeat-file", heartbeat.to_str().unwrap()]);
+    d.expect_exit(1);
     assert!(
         d.stderr
             .concat()
@@ -356,17 +359,11 @@ fn count(lines: &[String], needle: &str) -> usize {
 #[test]
 fn a_dead_redis_does_not_flood_the_log_and_the_worker_recovers() {
     let s = Scene::new();
-    let handler = s.script("ok.sh", "exit 0");
     // Summaries every 2 s; the loop meets the errors about once a second.
-    let config = s.config_with_handler(&handler, "");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{text}\n[worker]\nerror_summary_interval = 2\n"),
-    )
-    .unwrap();
+    let config = s.config().script("exit 0").error_summary_interval(2);
+    let config = config.write();
     let mut d = s.work(&config, &["--sleep=0.2"]);
-    d.wait_stderr(|l| l.contains("worker started"));
+    d.wait_log(&["worker started"]);
     let started = d.stderr.len();
 
     // Kill Redis; keep the directory (and the socket path) for the restart.
@@ -402,6 +399,130 @@ fn a_dead_redis_does_not_flood_the_log_and_the_worker_recovers() {
     redis.push("default", &Job::laravel8("App\\Jobs\\AfterOutage").build());
     d.wait_stdout(|l| l.contains("App\\Jobs\\AfterOutage") && l.contains("DONE"));
     d.signal(Signal::SIGTERM);
-    assert_eq!(d.code(), Some(0));
+    d.expect_exit(0);
     drop(dir);
+}
+
+/// The worker under the shipped unit's file-system sandboxing records a
+/// failed job in the app's SQLite database (Laravel 11+'s default,
+/// `database/database.sqlite`). `ProtectSystem=strict` is played by making
+/// the app read-only and `ReadWritePaths=` (with `/srv/app` mapped to the
+/// test's app) by making those directories writable again, in a mount
+/// namespace of the worker's own (as root) or with file modes. Before:
+/// `database/` was not listed, SQLite could not write, and the job stayed
+/// reserved for ever.
+#[test]
+fn the_units_sandbox_lets_the_worker_record_failures_in_sqlite() {
+    use common::sandbox::Sandbox;
+    let Some(sandbox) = Sandbox::available() else {
+        return;
+    };
+    for name in ["laravel-worker.service", "laravel-worker@.service"] {
+        let unit = repo_file(&format!("systemd/{name}"));
+        assert_eq!(ini_value(&unit, "ProtectSystem"), Some("strict"), "{name}");
+        let s = Scene::new();
+        let app = s.path("srv/app");
+        for dir in ["storage/logs", "bootstrap/cache", "database"] {
+            std::fs::create_dir_all(app.join(dir)).unwrap();
+        }
+        std::fs::write(app.join(".env"), "APP_NAME=Laravel\nDB_CONNECTION=sqlite\n").unwrap();
+        common::sqlite::create_failed_jobs(&app.join("database/database.sqlite"));
+        let writable: Vec<std::path::PathBuf> = ini_value(&unit, "ReadWritePaths")
+            .unwrap()
+            .split_whitespace()
+            .filter_map(|p| p.trim_start_matches(['-', '+']).strip_prefix("/srv/app/"))
+            .map(|p| app.join(p))
+            .collect();
+        let writable: Vec<&Path> = writable.iter().map(|p| p.as_path()).collect();
+        let handler = s.script(
+            "fail.sh",
+            "[ \"$LARAVEL_WORKER_MODE\" = failed ] && exit 0\nexit 1",
+        );
+        let config = s.config().failed_from_app().command(&handler).write();
+        let job = Job::laravel8("App\\Jobs\\UnderTheUnit").set("maxTries", 1.into());
+        s.redis.push("default", &job.build());
+
+        let env_file = app.join(".env");
+        let mut d = sandbox.work(
+            &config,
+            &[
+                "--env-file",
+                env_file.to_str().unwrap(),
+                "--stop-when-empty",
+            ],
+            &[&app],
+            &writable,
+        );
+        assert_eq!(d.code(), Some(0), "{name}: {}", d.stderr.join("\n"));
+        sandbox.restore(&app);
+        let rows = common::sqlite::rows(&app.join("database/database.sqlite"));
+        assert_eq!(
+            rows.iter().map(|r| r.uuid.clone()).collect::<Vec<_>>(),
+            vec![job.uuid()],
+            "{name}: ReadWritePaths={:?}\n{}",
+            ini_value(&unit, "ReadWritePaths"),
+            d.stderr.join("\n")
+        );
+        assert_eq!(
+            s.redis.zcard(&format!("{}:reserved", common::q("default"))),
+            0
+        );
+    }
+}
+
+/// A symbolic link planted where the worker used to write its heartbeat
+/// (`{file}.{pid}.tmp`, a predictable name): the worker goes on rewriting
+/// its heartbeat and the link's target is not touched (before: it was
+/// truncated and overwritten with the heartbeat, and the heartbeat became
+/// that link).
+#[test]
+fn the_heartbeat_never_writes_through_a_planted_symlink() {
+    let s = Scene::new();
+    let heartbeat = s.path("heartbeat");
+    let handler = s.script("ok.sh", "exit 0");
+    let config = s.config().command(&handler).write();
+    let victim = s.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+
+    let mut d = s.work(&config, &["--heartbeat-file", heartbeat.to_str().unwrap()]);
+    d.wait_stderr(|l| l.contains("worker started"));
+    let planted = s.path(&format!("heartbeat.{}.tmp", d.pid()));
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let planted_at = SystemTime::now();
+
+    // Wait for a rewrite after the plant (every 5 s).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let rewritten = std::fs::symlink_metadata(&heartbeat)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at > planted_at);
+        if rewritten {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the heartbeat was not rewritten");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let meta = std::fs::symlink_metadata(&heartbeat).unwrap();
+    assert!(
+        meta.is_file(),
+        "the heartbeat is not a plain file: {meta:?}"
+    );
+    assert!(
+        std::fs::read_to_string(&heartbeat)
+            .unwrap()
+            .contains(r#""state":"running""#)
+    );
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+    // Nothing but the heartbeat, the link and the scene's own files.
+    let strays: Vec<String> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") && !n.starts_with("heartbeat."))
+        .collect();
+    assert!(strays.is_empty(), "temporary files left: {strays:?}");
+
+    d.signal(Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
 }

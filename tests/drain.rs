@@ -5,107 +5,79 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use common::payloads::Job;
-use common::{Scene, now, q};
+use common::{Daemon, Handler, Job, Payload, QueueState, Scene, Score};
 use nix::sys::signal::Signal;
 
-fn config(s: &Scene, handler: &Path, handler_extra: &str) -> PathBuf {
-    let db = s.failed_db();
-    s.config(&format!(
-        "[worker]\ndrain_timeout = 1\nkill_grace = 1\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n{handler_extra}\n",
-        handler.display()
-    ))
-}
-
-fn pid(s: &Scene, name: &str) -> i32 {
-    std::fs::read_to_string(s.path(name))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+/// Runs `job` through `handler` (a script running `body`, made a
+/// `Handler` by `kind`) with a one-second drain deadline and kill grace;
+/// SIGTERMs the worker (`work --json ARGS`) once the handler has touched
+/// `started`, and waits for it to exit 0.
+fn terminate_mid_job(
+    body: &str,
+    kind: fn(Handler) -> Handler,
+    job: &Job,
+    args: &[&str],
+) -> (Scene, Daemon) {
+    let s = Scene::new();
+    let handler = kind(Handler::command(&s.script("h.sh", body)));
+    let config = s
+        .config()
+        .drain_timeout(1)
+        .kill_grace(1)
+        .handler(handler)
+        .write();
+    s.push(job);
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let d = s.work(&config, &all);
+    s.wait_for_file("started");
+    d.signal(Signal::SIGTERM);
+    (s, d)
 }
 
 /// One process per job: the handler and the child it started are killed,
 /// the job is released with attempts 1, and the worker exits 0.
 #[test]
 fn a_job_running_past_the_drain_deadline_is_released() {
-    let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "sleep 300 & echo $! > \"$DIR/child\"; echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; wait",
-    );
-    let config = config(&s, &handler, "");
     let job = Job::laravel8("App\\Jobs\\Endless");
-    s.redis.push("default", &job.build());
+    let body = "sleep 300 & echo $! > \"$DIR/child\"; echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; wait";
+    let (s, mut d) = terminate_mid_job(body, |h| h, &job, &["--tries=3"]);
+    d.expect_exit(0);
+    let said = d.stderr_text();
+    assert!(said.contains("drain deadline passed"), "stderr:\n{said}");
+    common::wait_dead(s.read_pid("pid"));
+    common::wait_dead(s.read_pid("child"));
 
-    let mut d = s.work(&config, &["--json", "--tries=3"]);
-    d.wait_event("starting");
-    s.wait_for_file("started");
-    d.signal(Signal::SIGTERM);
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
-    assert!(d.stderr.iter().any(|l| l.contains("drain deadline passed")));
-    common::wait_dead(pid(&s, "pid"));
-    common::wait_dead(pid(&s, "child"));
-
-    let released = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "released_after_exception")
-        .unwrap();
+    let released = d.event("released_after_exception");
     assert_eq!(
-        released["exception"],
-        "LaravelWorker\\WorkerStoppedException"
+        released["exception"], "LaravelWorker\\WorkerStoppedException",
+        "{released}"
     );
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
-    let delayed = s.redis.zrange(&format!("{}:delayed", q("default")));
-    assert_eq!(delayed.len(), 1);
-    assert!(delayed[0].0.contains(&job.id()) && delayed[0].0.contains(r#""attempts":1"#));
-    assert!((delayed[0].1 - now()).abs() <= 2, "available again at once");
-    assert!(s.failed_rows().is_empty());
+    // Available again at once.
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(0)));
 }
 
 /// Persistent mode: the busy process is killed and the job released.
 #[test]
 fn a_persistent_call_past_the_drain_deadline_is_released() {
-    let s = Scene::new();
-    let handler = s.script(
-        "p.sh",
-        "while IFS= read -r line; do echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; sleep 300; done",
-    );
-    let config = config(&s, &handler, "mode = \"persistent\"");
     let job = Job::laravel13("App\\Jobs\\Endless");
-    s.redis.push("default", &job.build());
-
-    let mut d = s.work(&config, &["--json", "--tries=3"]);
-    s.wait_for_file("started");
-    d.signal(Signal::SIGTERM);
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
-    common::wait_dead(pid(&s, "pid"));
-    let delayed = s.redis.zrange(&format!("{}:delayed", q("default")));
-    assert_eq!(delayed.len(), 1);
-    assert!(delayed[0].0.contains(&job.id()));
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
+    let body = "while IFS= read -r line; do echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; sleep 300; done";
+    let (s, mut d) = terminate_mid_job(body, Handler::persistent, &job, &["--tries=3"]);
+    d.expect_exit(0);
+    common::wait_dead(s.read_pid("pid"));
+    let released = Payload::containing([&job.id()]);
+    s.assert_state(QueueState::empty().delayed(released, Score::Any));
 }
 
 /// A job that finishes within the deadline is simply done.
 #[test]
 fn a_job_finishing_within_the_drain_deadline_is_done() {
-    let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done",
-    );
-    let config = config(&s, &handler, "");
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Quick").build());
-    let mut d = s.work(&config, &["--json"]);
-    s.wait_for_file("started");
-    d.signal(Signal::SIGTERM);
-    d.wait_stderr(|l| l.contains("signal received"));
+    let job = Job::laravel8("App\\Jobs\\Quick");
+    let body = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done";
+    let (s, mut d) = terminate_mid_job(body, |h| h, &job, &[]);
+    d.wait_log(&["signal received"]);
     s.touch("go");
-    assert_eq!(d.code(), Some(0));
-    assert!(d.events().iter().any(|e| e["status"] == "success"));
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    d.expect_exit(0);
+    assert_eq!(d.events_with("success").len(), 1, "done: {:?}", d.stdout);
+    s.assert_state(QueueState::empty());
 }

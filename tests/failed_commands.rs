@@ -11,9 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::databases::{FailedDb, MariaDb, Postgres};
-use common::payloads::Job;
 use common::sqlite::FailedRow;
-use common::{Daemon, Scene, now, q};
+use common::{Daemon, Job, QueueState, Scene, now};
 use serde_json::json;
 
 /// The Redis store's keys under the test prefix.
@@ -38,11 +37,11 @@ impl Store {
         Store::Db(FailedDb::sqlite(&s.path("failed.sqlite")))
     }
 
-    /// The body of `[failed]`.
-    fn failed_section(&self) -> String {
+    /// `config` with `[failed]` set for this store.
+    fn configure<'s>(&self, config: common::Config<'s>) -> common::Config<'s> {
         match self {
-            Store::Db(db) => format!("url = \"{}\"", db.url()),
-            Store::Redis => "driver = \"redis\"".into(),
+            Store::Db(db) => config.failed_url(db.url()),
+            Store::Redis => config.failed_driver("redis"),
         }
     }
 
@@ -103,81 +102,66 @@ impl Store {
     }
 }
 
-/// A config for `store`, with one handler for every job when given.
+/// A config for `store`, with one handler, `handler`, for every job when
+/// given.
 fn config(s: &Scene, store: &Store, handler: Option<&Path>) -> PathBuf {
-    let mut extra = format!("[failed]\n{}\n", store.failed_section());
-    if let Some(h) = handler {
-        extra.push_str(&format!(
-            "\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            h.display()
-        ));
+    let config = store.configure(s.config());
+    match handler {
+        Some(h) => config.command(h).write(),
+        None => config.write(),
     }
-    s.config(&extra)
 }
 
-/// A finished command.
-struct Ran {
-    code: Option<i32>,
-    /// stdout lines.
-    lines: Vec<String>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `laravel-worker --config CONFIG ARGS...` to its end.
-fn cli(config: &Path, args: &[&str]) -> Ran {
+/// Runs `laravel-worker --config CONFIG ARGS...` to its end, in a
+/// terminal `COLUMNS` wide.
+fn cli(config: &Path, args: &[&str]) -> Daemon {
     let mut all = vec!["--config", config.to_str().unwrap()];
     all.extend_from_slice(args);
     let columns = COLUMNS.to_string();
-    let mut d = Daemon::start(&all, &[("COLUMNS", &columns)]);
-    let code = d.code();
-    Ran {
-        code,
-        lines: d.stdout.clone(),
-        stdout: d.stdout.join("\n"),
-        stderr: d.stderr.join("\n"),
-    }
+    Daemon::run(&all, &[("COLUMNS", &columns)])
 }
 
-impl Ran {
-    /// Asserts the exit status, showing the output when it differs.
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
+/// What the commands print, as artisan lays it out.
+trait Printed {
     /// Asserts that stdout has `line` (exactly, as a whole line).
-    fn has_line(&self, line: &str) -> &Self {
-        assert!(
-            self.lines.iter().any(|l| l == line),
-            "no line {line:?} in:\n{}",
-            self.stdout
-        );
-        self
-    }
+    fn has_line(&self, line: &str) -> &Self;
 
     /// The `  ID ..... 1.23ms DONE` task lines, as ids, in order; each
     /// checked to fill the line like artisan's task component.
+    fn done_ids(&self) -> Vec<String>;
+
+    /// stdout as one text.
+    fn out(&self) -> String;
+}
+
+impl Printed for Daemon {
+    fn has_line(&self, line: &str) -> &Self {
+        assert!(
+            self.stdout.iter().any(|l| l == line),
+            "no line {line:?} in:\n{}",
+            self.out()
+        );
+        self
+    }
+
+    fn out(&self) -> String {
+        self.stdout.join("\n")
+    }
+
     fn done_ids(&self) -> Vec<String> {
-        self.lines
+        self.stdout
             .iter()
             .filter(|l| l.ends_with(" DONE"))
             .map(|l| {
                 assert_eq!(l.chars().count(), COLUMNS - 2, "task line width: {l:?}");
-                let mut words = l.split_whitespace();
-                let id = words.next().unwrap().to_string();
-                let dots = words.next().unwrap();
-                assert!(dots.chars().all(|c| c == '.'), "{l:?}");
-                let took = words.next().unwrap();
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let [id, dots, took, _] = words[..] else {
+                    panic!("not ID DOTS TIME DONE: {l:?}");
+                };
+                assert!(dots.chars().all(|c| c == '.'), "dots after the id: {l:?}");
                 let ms = took.strip_suffix("ms").expect("a run time in ms");
-                assert!(ms.parse::<f64>().is_ok(), "{l:?}");
-                id
+                assert!(ms.parse::<f64>().is_ok(), "a run time in ms: {l:?}");
+                id.to_string()
             })
             .collect()
     }
@@ -231,10 +215,6 @@ fn fields(rows: &[FailedRow]) -> Vec<[String; 6]> {
         .collect()
 }
 
-fn notify(queue: &str) -> String {
-    format!("{}:notify", q(queue))
-}
-
 // ---------------------------------------------------------------------------
 // Scenarios, each run on every store
 // ---------------------------------------------------------------------------
@@ -253,8 +233,8 @@ fn failed_lists_newest_first(s: &Scene, store: &Store) {
     store.insert(s, &row(&beta, "mail/é", t - 200));
     store.insert(s, &row(&gamma, "default", t - 100));
 
-    let ran = cli(&config, &["failed", "--json"]);
-    ran.expect(0);
+    let mut ran = cli(&config, &["failed", "--json"]);
+    ran.expect_exit(0);
     let entry = |job: &Job, queue: &str, class: &str, at: i64| {
         format!(
             r#"{{"id":"{}","connection":"redis","queue":"{queue}","class":"{class}","failed_at":"{}"}}"#,
@@ -268,17 +248,17 @@ fn failed_lists_newest_first(s: &Scene, store: &Store) {
         entry(&beta, r"mail\/\u00e9", r"App\\Jobs\\Beta@handle", t - 200),
         entry(&alpha, "default", r"App\\Jobs\\Alpha", t - 300),
     );
-    assert_eq!(ran.lines, vec![expected]);
+    assert_eq!(ran.stdout, vec![expected], "failed --json");
 
-    let ran = cli(&config, &["failed"]);
-    ran.expect(0);
+    let mut ran = cli(&config, &["failed"]);
+    ran.expect_exit(0);
     let line = |job: &Job, queue: &str, class: &str, at: i64| {
         let first = format!("{} {}", stamp(at), job.uuid());
         let second = format!("redis@{queue} {class}");
         let dots = COLUMNS - 6 - first.chars().count() - second.chars().count();
         format!("  {first} {} {second}", ".".repeat(dots))
     };
-    let listed: Vec<&String> = ran.lines.iter().filter(|l| !l.is_empty()).collect();
+    let listed: Vec<&String> = ran.stdout.iter().filter(|l| !l.is_empty()).collect();
     assert_eq!(
         listed,
         vec![
@@ -290,14 +270,15 @@ fn failed_lists_newest_first(s: &Scene, store: &Store) {
 
     // Nothing was changed by listing.
     assert_eq!(store.ids(s), vec![alpha.uuid(), beta.uuid(), gamma.uuid()]);
-    assert!(s.redis.keys(0).iter().all(|k| !k.contains("queues:")));
+    s.assert_queues(QueueState::empty());
 
-    let ran = cli(&config, &["flush"]);
-    ran.expect(0);
+    cli(&config, &["flush"]).expect_exit(0);
     cli(&config, &["failed"])
-        .expect(0)
+        .expect_exit(0)
         .has_line("   INFO  No failed jobs found.");
-    cli(&config, &["failed", "--json"]).expect(0).has_line("[]");
+    cli(&config, &["failed", "--json"])
+        .expect_exit(0)
+        .has_line("[]");
 }
 
 /// `retry ID`: the payload goes back with `attempts` 0, every other field
@@ -308,7 +289,7 @@ fn failed_lists_newest_first(s: &Scene, store: &Store) {
 fn retry_rewrites_the_payload(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let waiting = Job::laravel8("App\\Jobs\\Waiting");
-    s.redis.push("default", &waiting.build());
+    s.push(&waiting);
     let uuid = "0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11";
     // As PHP writes it (JSON_UNESCAPED_UNICODE): `\/`, raw UTF-8; then
     // counted to 2 attempts by the pop script.
@@ -331,21 +312,15 @@ fn retry_rewrites_the_payload(s: &Scene, store: &Store) {
     let other = Job::laravel8("App\\Jobs\\Other");
     store.insert(s, &row(&other, "other", t - 30));
 
-    let ran = cli(&config, &["retry", uuid, "nope"]);
-    ran.expect(0)
+    let mut ran = cli(&config, &["retry", uuid, "nope"]);
+    ran.expect_exit(0)
         .has_line("   INFO  Pushing failed queue jobs back onto the queue.")
         .has_line("   ERROR  Unable to find failed job with ID [nope].");
     assert_eq!(ran.done_ids(), vec![uuid.to_string()]);
 
-    assert_eq!(
-        s.redis.lrange(&q("default")),
-        vec![waiting.build(), expected.to_string()]
-    );
-    assert_eq!(s.redis.llen(&notify("default")), 2);
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
-    assert_eq!(s.redis.zcard(&format!("{}:delayed", q("default"))), 0);
-    assert!(!s.redis.exists(&q("other")));
-    assert_eq!(store.ids(s), vec![other.uuid()]);
+    let pushed = [waiting.build(), expected.to_string()];
+    s.assert_queues(QueueState::empty().ready(pushed).notify(2));
+    assert_eq!(store.ids(s), vec![other.uuid()], "the other one is kept");
 }
 
 /// `retry all`: every failed job, newest first (artisan's `ids()` order),
@@ -362,20 +337,22 @@ fn retry_all(s: &Scene, store: &Store) {
     store.insert(s, &row(&b, "other", t - 200));
     store.insert(s, &row(&c, "default", t - 100));
 
-    let ran = cli(&config, &["retry", "all"]);
-    ran.expect(0);
+    let mut ran = cli(&config, &["retry", "all"]);
+    ran.expect_exit(0);
     assert_eq!(ran.done_ids(), vec![c.uuid(), b.uuid(), a.uuid()]);
     // ASCII payloads PHP wrote with attempts 0 come back byte for byte.
-    assert_eq!(s.redis.lrange(&q("default")), vec![c.build(), a.build()]);
-    assert_eq!(s.redis.lrange(&q("other")), vec![b.build()]);
-    assert_eq!(s.redis.llen(&notify("default")), 2);
-    assert_eq!(s.redis.llen(&notify("other")), 1);
-    assert!(store.rows(s).is_empty());
+    let pushed = QueueState::empty()
+        .ready([&c, &a])
+        .notify(2)
+        .ready_on("other", [&b])
+        .notify_on("other", 1);
+    s.assert_queues(pushed.clone());
+    assert_eq!(store.rows(s).len(), 0, "the store is left empty");
 
     cli(&config, &["retry", "all"])
-        .expect(0)
+        .expect_exit(0)
         .has_line("   INFO  No retryable jobs found.");
-    assert_eq!(s.redis.llen(&q("default")), 2);
+    s.assert_queues(pushed);
 }
 
 /// `retry --queue=Q`: only Q's failed jobs, newest first; `--queue` wins
@@ -383,31 +360,28 @@ fn retry_all(s: &Scene, store: &Store) {
 fn retry_by_queue(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (a, b, c) = (
-        Job::laravel8("App\\Jobs\\A"),
-        Job::laravel8("App\\Jobs\\B"),
-        Job::laravel8("App\\Jobs\\C"),
-    );
+    let [a, b, c] = Job::named(["A", "B", "C"]);
     store.insert(s, &row(&a, "default", t - 300));
     store.insert(s, &row(&b, "other", t - 200));
     store.insert(s, &row(&c, "other", t - 100));
 
-    let ran = cli(&config, &["retry", "--queue=other"]);
-    ran.expect(0);
+    let mut ran = cli(&config, &["retry", "--queue=other"]);
+    ran.expect_exit(0);
     assert_eq!(ran.done_ids(), vec![c.uuid(), b.uuid()]);
-    assert_eq!(s.redis.lrange(&q("other")), vec![c.build(), b.build()]);
-    assert_eq!(s.redis.llen(&notify("other")), 2);
-    assert!(!s.redis.exists(&q("default")));
-    assert_eq!(store.ids(s), vec![a.uuid()]);
+    let pushed = QueueState::empty()
+        .ready_on("other", [&c, &b])
+        .notify_on("other", 2);
+    s.assert_queues(pushed.clone());
+    assert_eq!(store.ids(s), vec![a.uuid()], "default's job is kept");
 
     // `a` is named, but --queue decides: nothing of `other` is left.
-    let ran = cli(&config, &["retry", &a.uuid(), "--queue=other"]);
-    ran.expect(0)
+    let mut ran = cli(&config, &["retry", &a.uuid(), "--queue=other"]);
+    ran.expect_exit(0)
         .has_line("   ERROR  Unable to find failed jobs for queue [other].")
         .has_line("   INFO  No retryable jobs found.");
-    assert!(ran.done_ids().is_empty());
-    assert!(!s.redis.exists(&q("default")));
-    assert_eq!(store.ids(s), vec![a.uuid()]);
+    assert_eq!(ran.done_ids(), Vec::<String>::new(), "nothing retried");
+    s.assert_queues(pushed);
+    assert_eq!(store.ids(s), vec![a.uuid()], "default's job is kept");
 }
 
 /// `forget ID`: deletes that one (exit 0); an id that is not there: exit 1
@@ -415,17 +389,17 @@ fn retry_by_queue(s: &Scene, store: &Store) {
 fn forget_one(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (a, b) = (Job::laravel8("App\\Jobs\\A"), Job::laravel8("App\\Jobs\\B"));
+    let [a, b] = Job::named(["A", "B"]);
     store.insert(s, &row(&a, "default", t - 20));
     store.insert(s, &row(&b, "default", t - 10));
 
     cli(&config, &["forget", &a.uuid()])
-        .expect(0)
+        .expect_exit(0)
         .has_line("   INFO  Failed job deleted successfully.");
-    assert_eq!(store.ids(s), vec![b.uuid()]);
+    assert_eq!(store.ids(s), vec![b.uuid()], "only that one is deleted");
 
     cli(&config, &["forget", &a.uuid()])
-        .expect(1)
+        .expect_exit(1)
         .has_line("   ERROR  No failed job matches the given ID.");
     assert_eq!(
         fields(&store.rows(s)),
@@ -438,34 +412,35 @@ fn forget_one(s: &Scene, store: &Store) {
 fn flush_by_age(s: &Scene, store: &Store) {
     let config = config(s, store, None);
     let t = now();
-    let (old, mid, new) = (
-        Job::laravel8("App\\Jobs\\Old"),
-        Job::laravel8("App\\Jobs\\Mid"),
-        Job::laravel8("App\\Jobs\\New"),
-    );
+    let [old, mid, new] = Job::named(["Old", "Mid", "New"]);
     store.insert(s, &row(&old, "default", t - 3 * 3600));
     store.insert(s, &row(&mid, "default", t - 90 * 60));
     store.insert(s, &row(&new, "default", t - 60));
 
-    cli(&config, &["flush", "--hours=2"]).expect(0).has_line(
-        "   INFO  All jobs that failed more than 2 hours ago have been deleted successfully.",
+    cli(&config, &["flush", "--hours=2"])
+        .expect_exit(0)
+        .has_line(
+            "   INFO  All jobs that failed more than 2 hours ago have been deleted successfully.",
+        );
+    assert_eq!(
+        store.ids(s),
+        vec![mid.uuid(), new.uuid()],
+        "after --hours=2"
     );
-    assert_eq!(store.ids(s), vec![mid.uuid(), new.uuid()]);
 
-    cli(&config, &["flush", "--hours=1"]).expect(0);
-    assert_eq!(store.ids(s), vec![new.uuid()]);
+    cli(&config, &["flush", "--hours=1"]).expect_exit(0);
+    assert_eq!(store.ids(s), vec![new.uuid()], "after --hours=1");
 
-    cli(&config, &["flush"])
-        .expect(0)
-        .has_line("   INFO  All failed jobs deleted successfully.");
-    assert!(store.rows(s).is_empty());
-
-    store.insert(s, &row(&new, "default", t - 60));
-    cli(&config, &["flush", "--hours=0"])
-        .expect(0)
-        .has_line("   INFO  All failed jobs deleted successfully.");
-    assert!(store.rows(s).is_empty());
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    for (i, flush) in [&["flush"][..], &["flush", "--hours=0"]].iter().enumerate() {
+        if i > 0 {
+            store.insert(s, &row(&new, "default", t - 60));
+        }
+        cli(&config, flush)
+            .expect_exit(0)
+            .has_line("   INFO  All failed jobs deleted successfully.");
+        assert_eq!(store.ids(s), Vec::<String>::new(), "after {flush:?}");
+    }
+    s.assert_state(QueueState::empty());
 }
 
 /// Jobs `retry` must not push: one of another connection (this worker
@@ -488,28 +463,28 @@ fn retry_refuses_what_it_cannot_push(s: &Scene, store: &Store) {
     let good = Job::laravel8("App\\Jobs\\Good");
     store.insert(s, &row(&good, "default", t - 10));
 
-    let ran = cli(&config, &["retry", "all"]);
-    ran.expect(1);
+    let mut ran = cli(&config, &["retry", "all"]);
+    ran.expect_exit(1);
     assert_eq!(ran.done_ids(), vec![good.uuid()]);
-    assert!(
-        ran.stdout.contains(&format!(
+    for refused in [
+        format!(
             "ERROR  Failed job [{}] belongs to connection [redis-long]",
             elsewhere.uuid()
-        )),
-        "{}",
-        ran.stdout
-    );
-    assert!(
-        ran.stdout.contains(&format!(
+        ),
+        format!(
             "ERROR  Failed job [{}] cannot be retried: the payload is not valid JSON",
             broken.uuid
-        )),
-        "{}",
-        ran.stdout
+        ),
+    ] {
+        let out = ran.out();
+        assert!(out.contains(&refused), "no {refused:?} in:\n{out}");
+    }
+    s.assert_queues(QueueState::empty().ready([&good]).notify(1));
+    assert_eq!(
+        fields(&store.rows(s)),
+        fields(&[foreign, broken]),
+        "both are kept"
     );
-    assert_eq!(s.redis.lrange(&q("default")), vec![good.build()]);
-    assert_eq!(s.redis.llen(&notify("default")), 1);
-    assert_eq!(fields(&store.rows(s)), fields(&[foreign, broken]));
 }
 
 /// End to end: the worker fails a job (row written, payload = the original
@@ -522,41 +497,49 @@ fn failed_by_the_worker_then_retried_runs_again(s: &Scene, store: &Store) {
     );
     let config = config(s, store, Some(&handler));
     let job = Job::laravel8("App\\Jobs\\Flaky").set("maxTries", 1.into());
-    s.redis.push("default", &job.build());
+    s.push(&job);
 
     let before = now();
-    let ran = cli(&config, &["work", "--stop-when-empty"]);
+    let mut ran = cli(&config, &["work", "--stop-when-empty"]);
     let after = now();
-    ran.expect(0);
+    ran.expect_exit(0);
     let rows = store.rows(s);
-    assert_eq!(rows.len(), 1, "{}", ran.stderr);
-    assert_eq!(rows[0].uuid, job.uuid());
-    assert_eq!(rows[0].connection, "redis");
-    assert_eq!(rows[0].queue, "default");
-    assert_eq!(rows[0].payload, job.build());
+    let row = match &rows[..] {
+        [row] => row,
+        _ => panic!("one row expected: {rows:?}\nstderr:\n{}", ran.stderr_text()),
+    };
+    let expected = [
+        job.uuid(),
+        "redis".into(),
+        "default".into(),
+        job.build(),
+        row.exception.clone(),
+        row.failed_at.clone(),
+    ];
+    assert_eq!(fields(&rows), [expected], "the failed row");
     assert!(
-        rows[0].exception.starts_with(
+        row.exception.starts_with(
             "LaravelWorker\\HandlerFailedException: App\\Jobs\\Flaky exited with status 1"
         ),
         "{}",
-        rows[0].exception
+        row.exception
     );
-    let failed_at = parse_stamp(&rows[0].failed_at);
+    let failed_at = parse_stamp(&row.failed_at);
     assert!(
         (before..=after).contains(&failed_at),
-        "{}",
-        rows[0].failed_at
+        "failed_at {} not in {before}..={after}",
+        row.failed_at
     );
-    assert!(!s.redis.exists(&q("default")));
+    s.assert_queues(QueueState::empty());
 
-    let ran = cli(&config, &["retry", &job.uuid()]);
-    ran.expect(0);
+    let mut ran = cli(&config, &["retry", &job.uuid()]);
+    ran.expect_exit(0);
     assert_eq!(ran.done_ids(), vec![job.uuid()]);
-    assert_eq!(s.redis.lrange(&q("default")), vec![job.build()]);
-    assert!(store.rows(s).is_empty());
+    s.assert_queues(QueueState::empty().ready([&job]).notify(1));
+    assert_eq!(store.ids(s), Vec::<String>::new(), "the row is deleted");
 
     s.touch("ok");
-    cli(&config, &["work", "--stop-when-empty"]).expect(0);
+    cli(&config, &["work", "--stop-when-empty"]).expect_exit(0);
     let run = format!("run App\\Jobs\\Flaky {} 1 default", job.id());
     assert_eq!(
         s.log(),
@@ -566,8 +549,8 @@ fn failed_by_the_worker_then_retried_runs_again(s: &Scene, store: &Store) {
             run,
         ]
     );
-    assert!(store.rows(s).is_empty());
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    assert_eq!(store.ids(s), Vec::<String>::new(), "no row again");
+    s.assert_state(QueueState::empty());
 }
 
 type Scenario = fn(&Scene, &Store);
@@ -625,18 +608,22 @@ on_sqlite_and_redis!(
     failed_by_the_worker_then_retried_runs_again,
 );
 
+/// Runs every scenario, each on a fresh database of the one `server`
+/// (its `database` creates one by name, with Laravel's schema for it).
+fn every_scenario(server: &str, database: impl Fn(&str) -> FailedDb) {
+    for (i, (name, scenario)) in SCENARIOS.iter().enumerate() {
+        eprintln!("{server}: {name}");
+        let s = Scene::new();
+        scenario(&s, &Store::Db(database(&format!("scenario_{i}"))));
+    }
+}
+
 /// Every scenario on a real PostgreSQL (one private server, a fresh
 /// database per scenario), with Laravel's PostgreSQL schema.
 #[test]
 fn postgres_every_scenario() {
-    let Some(server) = Postgres::start() else {
-        return;
-    };
-    for (i, (name, scenario)) in SCENARIOS.iter().enumerate() {
-        eprintln!("postgres: {name}");
-        let s = Scene::new();
-        let store = Store::Db(server.database(&format!("scenario_{i}")));
-        scenario(&s, &store);
+    if let Some(server) = Postgres::start() {
+        every_scenario("postgres", |name| server.database(name));
     }
 }
 
@@ -644,14 +631,8 @@ fn postgres_every_scenario() {
 /// per scenario), with Laravel's MySQL schema.
 #[test]
 fn mariadb_every_scenario() {
-    let Some(server) = MariaDb::start() else {
-        return;
-    };
-    for (i, (name, scenario)) in SCENARIOS.iter().enumerate() {
-        eprintln!("mariadb: {name}");
-        let s = Scene::new();
-        let store = Store::Db(server.database(&format!("scenario_{i}")));
-        scenario(&s, &store);
+    if let Some(server) = MariaDb::start() {
+        every_scenario("mariadb", |name| server.database(name));
     }
 }
 
@@ -660,24 +641,27 @@ fn mariadb_every_scenario() {
 #[test]
 fn null_store_keeps_nothing() {
     let s = Scene::new();
-    let config = s.config("[failed]\ndriver = \"null\"\n");
-    cli(&config, &["failed"])
-        .expect(0)
-        .has_line("   INFO  No failed jobs found.");
-    cli(&config, &["failed", "--json"]).expect(0).has_line("[]");
-    cli(&config, &["retry", "all"])
-        .expect(0)
-        .has_line("   INFO  No retryable jobs found.");
-    let ran = cli(&config, &["retry", "0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11"]);
-    ran.expect(0).has_line(
-        "   ERROR  Unable to find failed job with ID [0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11].",
-    );
-    assert!(ran.done_ids().is_empty());
-    cli(&config, &["forget", "anything"])
-        .expect(0)
-        .has_line("   INFO  Failed job deleted successfully.");
-    cli(&config, &["flush", "--hours=3"]).expect(0).has_line(
-        "   INFO  All jobs that failed more than 3 hours ago have been deleted successfully.",
-    );
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    let config = s.config().failed_driver("null").write();
+    for (args, line) in [
+        (&["failed"][..], "   INFO  No failed jobs found."),
+        (&["failed", "--json"], "[]"),
+        (&["retry", "all"], "   INFO  No retryable jobs found."),
+        (
+            &["retry", "0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11"],
+            "   ERROR  Unable to find failed job with ID [0b0e6c46-3f0a-4d43-9d8e-5f3c1f0e2a11].",
+        ),
+        (
+            &["forget", "anything"],
+            "   INFO  Failed job deleted successfully.",
+        ),
+        (
+            &["flush", "--hours=3"],
+            "   INFO  All jobs that failed more than 3 hours ago have been deleted successfully.",
+        ),
+    ] {
+        let mut ran = cli(&config, args);
+        ran.expect_exit(0).has_line(line);
+        assert_eq!(ran.done_ids(), Vec::<String>::new(), "{args:?} retried");
+    }
+    s.assert_state(QueueState::empty());
 }

@@ -5,18 +5,14 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::payloads::Job;
-use common::{Scene, q};
+use common::{Job, QueueState, Scene, q};
 use serde_json::json;
 
 #[test]
 fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_QUEUE\" >> \"$LOG\"",
-    );
-    let config = s.config_with_handler(&handler, "");
+    let log_id = "echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_QUEUE\" >> \"$LOG\"";
+    let config = s.config().script(log_id).write();
 
     let mut pushed: HashMap<String, &str> = HashMap::new();
     let mut pipe = redis::pipe();
@@ -38,13 +34,13 @@ fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
     ];
     let mut daemons = [s.work(&config, &args), s.work(&config, &args)];
     for d in &mut daemons {
-        assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+        d.expect_exit(0);
     }
 
     // Exactly once: every pushed id ran one time, on the queue it was pushed to.
     let mut runs: HashMap<String, usize> = HashMap::new();
     for line in s.log() {
-        let (id, queue) = line.split_once(' ').unwrap();
+        let (id, queue) = line.split_once(' ').expect("ID QUEUE lines");
         assert_eq!(
             pushed.get(id).copied(),
             Some(queue),
@@ -53,18 +49,18 @@ fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
         *runs.entry(id.to_string()).or_default() += 1;
     }
     assert_eq!(runs.len(), 2000, "every job ran");
-    assert!(runs.values().all(|&n| n == 1), "a job ran twice");
+    let twice: Vec<&String> = runs
+        .iter()
+        .filter(|(_, n)| **n != 1)
+        .map(|(id, _)| id)
+        .collect();
+    assert!(twice.is_empty(), "jobs ran more than once: {twice:?}");
 
     // Priority within each daemon: once it took a default job, no high job
     // was left for it to take.
     let mut reserved_total = 0;
     for d in &daemons {
-        let order: Vec<String> = d
-            .events()
-            .iter()
-            .filter(|e| e["status"] == "starting")
-            .map(|e| e["queue"].as_str().unwrap().to_string())
-            .collect();
+        let order = d.event_fields("starting", "queue");
         reserved_total += order.len();
         if let Some(first_default) = order.iter().position(|q| q == "default") {
             assert!(
@@ -72,20 +68,10 @@ fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
                 "a high job was reserved after a default one"
             );
         }
-        let done = d
-            .events()
-            .iter()
-            .filter(|e| e["status"] == "success")
-            .count();
+        let done = d.events_with("success").len();
         assert_eq!(done, order.len(), "every reserved job was settled");
     }
     assert_eq!(reserved_total, 2000);
 
-    for queue in ["high", "default"] {
-        for suffix in ["", ":reserved", ":delayed", ":notify"] {
-            let key = format!("{}{suffix}", q(queue));
-            assert!(!s.redis.exists(&key), "{key} is not empty");
-        }
-    }
-    assert!(s.failed_rows().is_empty());
+    s.assert_state(QueueState::empty());
 }

@@ -7,14 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use common::Scene;
-use common::payloads::Job;
+use common::{Daemon, Failed, Handler, Job, QueueState, Scene};
 use serde_json::json;
-
-/// The daemon's log (stderr) as one text.
-fn logs(d: &common::Daemon) -> String {
-    d.stderr.join("\n")
-}
 
 /// The `NAME=value` entries of a file written by `env -0`.
 fn env_file(path: &Path) -> Vec<(String, String)> {
@@ -47,15 +41,13 @@ fn metadata_an_environment_cannot_hold_is_passed_safely() {
         "env -0 > \"$DIR/env.$LARAVEL_WORKER_MODE\"\ncat > \"$DIR/stdin.$LARAVEL_WORKER_MODE\"\n\
          case \"$LARAVEL_WORKER_MODE:$LARAVEL_WORKER_JOB_NAME\" in\n  run:*Fails*) printf 'bad\\000byte\\n' >&2; exit 1 ;;\nesac",
     );
-    let config = s.config_with_handler(&handler, "");
+    let config = s.config_for(&handler);
     let long_id = "i".repeat(200 * 1024);
     let odd = Job::laravel8("App\\Jobs\\Nul\u{0}Name").set("id", json!(long_id));
-    s.redis.push("default", &odd.build());
-    let mut d = s.work_until_exit(&config, &["--once", "--tries=1"]);
-    assert_eq!(d.code(), Some(0), "{}", logs(&d));
-    let failures: Vec<String> = s.failed_rows().into_iter().map(|r| r.exception).collect();
-    assert!(failures.is_empty(), "the job ran: {failures:?}");
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    s.push(&odd);
+    s.run(&config, &["--once", "--tries=1"]);
+    // The job ran and is done.
+    s.assert_state(QueueState::empty());
     let env = env_file(&s.path("env.run"));
     assert_eq!(
         env_var(&env, "LARAVEL_WORKER_JOB_NAME"),
@@ -71,30 +63,21 @@ fn metadata_an_environment_cannot_hold_is_passed_safely() {
 
     // A failure whose recorded text holds a NUL still gets its failed hook.
     let fails = Job::laravel8("App\\Jobs\\Fails");
-    s.redis.push("default", &fails.build());
-    let mut d = s.work_until_exit(&config, &["--once", "--tries=1"]);
-    assert_eq!(d.code(), Some(0), "{}", logs(&d));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1, "one failure");
-    assert!(
-        rows[0].exception.contains("bad\0byte"),
-        "{}",
-        rows[0].exception
-    );
+    s.push(&fails);
+    s.run(&config, &["--once", "--tries=1"]);
+    let row = Failed::job(&fails).containing("bad\0byte");
+    s.assert_state(QueueState::empty().failed([row]));
     let env = env_file(&s.path("env.failed"));
     let exception = env_var(&env, "LARAVEL_WORKER_EXCEPTION").expect("the failed hook ran");
     assert!(exception.contains("bad\u{fffd}byte"), "{exception}");
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
 }
 
 /// The daemon started with `work ARGS` and extra environment `env`, run to
 /// its end.
-fn work_with_env(config: &Path, args: &[&str], env: &[(&str, &str)]) -> common::Daemon {
+fn work_with_env(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
     let mut all = vec!["--config", config.to_str().unwrap(), "work"];
     all.extend_from_slice(args);
-    let mut d = common::Daemon::start(&all, env);
-    d.wait_exit();
-    d
+    Daemon::run(&all, env)
 }
 
 /// Handlers used to inherit the daemon's whole environment, secrets named
@@ -117,20 +100,29 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
          env -0 > \"$DIR/env.$queue\"\n  \
          call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3\ndone",
     );
-    let db = s.failed_db();
-    let config = s.config(&format!(
-        "[failed]\nurl = \"{db}\"\n\n\
-         [[handlers]]\nmatch = \"*\"\nqueues = [\"inherit\"]\ncommand = [\"{p}\"]\nenv = {{ EXTRA = \"added\" }}\n\n\
-         [[handlers]]\nmatch = \"*\"\nqueues = [\"clear\"]\ncommand = [\"{p}\"]\nenv_clear = true\nenv = {{ ONLY = \"this\", PATH = \"/usr/bin:/bin\" }}\n\n\
-         [[handlers]]\nmatch = \"*\"\nqueues = [\"warm\"]\ncommand = [\"{w}\"]\nmode = \"persistent\"\n\n\
-         [[handlers]]\nmatch = \"*\"\nqueues = [\"web\"]\nurl = \"http://127.0.0.1:9/q\"\n\
-         secret_env = \"QUEUE_HANDLER_SECRET\"\ntoken_env = \"QUEUE_HANDLER_TOKEN\"\n",
-        p = process.display(),
-        w = persistent.display(),
-    ));
+    let config = s
+        .config()
+        .handler(
+            Handler::command(&process)
+                .queues(&["inherit"])
+                .env(&[("EXTRA", "added")]),
+        )
+        .handler(
+            Handler::command(&process)
+                .queues(&["clear"])
+                .env_clear()
+                .env(&[("ONLY", "this"), ("PATH", "/usr/bin:/bin")]),
+        )
+        .handler(Handler::command(&persistent).queues(&["warm"]).persistent())
+        .handler(
+            Handler::url("http://127.0.0.1:9/q")
+                .queues(&["web"])
+                .secret_env("QUEUE_HANDLER_SECRET")
+                .token_env("QUEUE_HANDLER_TOKEN"),
+        )
+        .write();
     for queue in ["inherit", "clear", "warm"] {
-        s.redis
-            .push(queue, &Job::laravel8("App\\Jobs\\Env").build());
+        s.push_on(queue, [&Job::laravel8("App\\Jobs\\Env")]);
     }
     let mut d = work_with_env(
         &config,
@@ -145,9 +137,9 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
             ("INHERITED", "daemon-value"),
         ],
     );
-    assert_eq!(d.code(), Some(0), "{}", logs(&d));
-    let failures: Vec<String> = s.failed_rows().into_iter().map(|r| r.exception).collect();
-    assert!(failures.is_empty(), "{failures:?}");
+    d.expect_exit(0);
+    // Every job ran and is done.
+    s.assert_state(QueueState::empty());
 
     for queue in ["inherit", "clear", "warm"] {
         let env = env_file(&s.path(&format!("env.{queue}")));
@@ -192,7 +184,6 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
             "{queue}: command file and its directory"
         );
     }
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
 }
 
 /// A handler program that cannot run, or no `[[handlers]]` at all, used to
@@ -203,19 +194,26 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
 #[test]
 fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
     let s = Scene::new();
-    let db = s.failed_db();
     let not_executable = s.path("plain.sh");
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
-    let handler = |program: &str| {
-        format!(
-            "[[handlers]]\nmatch = \"App\\\\Jobs\\\\*\"\ncommand = [\"{program}\", \"--flag\"]\n"
-        )
+    let not_executable = not_executable.display().to_string();
+    // The config with one handler for `App\Jobs\*` running `program
+    // --flag`, or with no handler at all.
+    let config_with = |program: Option<&str>| {
+        let config = s.config();
+        match program {
+            Some(program) => {
+                config.handler(Handler::argv(&[program, "--flag"]).matching("App\\Jobs\\*"))
+            }
+            None => config,
+        }
+        .write()
     };
     let job = Job::laravel8("App\\Jobs\\Waiting");
-    s.redis.push("default", &job.build());
-    for (handlers, expected) in [
+    s.push(&job);
+    for (program, expected) in [
         (
-            handler("/nonexistent/handler.sh"),
+            Some("/nonexistent/handler.sh"),
             vec![
                 "match = \"App\\\\Jobs\\\\*\"",
                 "\"/nonexistent/handler.sh\"",
@@ -223,53 +221,45 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
             ],
         ),
         (
-            handler(&not_executable.display().to_string()),
-            vec![
-                &*format!("{:?}", not_executable.display().to_string()),
-                "is not executable",
-            ],
+            Some(not_executable.as_str()),
+            vec![&*format!("{not_executable:?}"), "is not executable"],
         ),
         (
-            handler("handlers/missing.sh"),
+            Some("handlers/missing.sh"),
             vec![
                 "\"handlers/missing.sh\"",
                 "resolved against the working directory",
                 "does not exist",
             ],
         ),
-        (String::new(), vec!["no [[handlers]] are configured"]),
+        (None, vec!["no [[handlers]] are configured"]),
     ] {
-        let config = s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"));
+        let config = config_with(program);
         let mut d = s.work_until_exit(&config, &["--once"]);
-        assert_eq!(d.code(), Some(1), "{handlers}: {}", logs(&d));
-        let logs = logs(&d);
+        d.expect_exit(1);
+        let logs = d.stderr_text();
         for part in expected {
-            assert!(logs.contains(part), "{handlers}: {part:?} not in:\n{logs}");
+            assert!(logs.contains(part), "{program:?}: {part:?} not in:\n{logs}");
         }
         assert!(!logs.contains("worker started"), "{logs}");
-        assert_eq!(
-            s.redis.lrange(&common::q("default")),
-            vec![job.build()],
-            "{handlers}: the queue is untouched"
-        );
-        assert!(s.failed_rows().is_empty());
+        // The queue is untouched.
+        s.assert_state(QueueState::empty().ready([&job]).notify(1));
     }
 
     // Runnable: a relative path from the working directory (the crate's
     // root for tests), and a bare name PATH may provide later (a warning).
     s.redis.cmd::<i64>(&["DEL", &common::q("default")]);
-    for (handlers, warns) in [
-        (handler("examples/handlers/hello.sh"), false),
-        (handler("lw-surely-not-installed"), true),
+    for (program, warns) in [
+        ("examples/handlers/hello.sh", false),
+        ("lw-surely-not-installed", true),
     ] {
-        let config = s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"));
-        let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-        assert_eq!(d.code(), Some(0), "{handlers}: {}", logs(&d));
-        let logs = logs(&d);
+        let config = config_with(Some(program));
+        let d = s.run(&config, &["--once", "--sleep=0"]);
+        let logs = d.stderr_text();
         assert_eq!(
             logs.contains("WARN") && logs.contains("not found as an executable file in its PATH"),
             warns,
-            "{handlers}: {logs}"
+            "{program}: {logs}"
         );
     }
 }
@@ -285,18 +275,11 @@ fn an_oversized_result_file_is_an_exception() {
         "head -c 2097152 /dev/zero | tr '\\0' ' ' > \"$LARAVEL_WORKER_RESULT\"\n\
          printf '{\"action\":\"delete\"}' >> \"$LARAVEL_WORKER_RESULT\"",
     );
-    let config = s.config_with_handler(&handler, "");
+    let config = s.config_for(&handler);
     let job = Job::laravel8("App\\Jobs\\Verbose");
-    s.redis.push("default", &job.build());
-    let mut d = s.work_until_exit(&config, &["--once", "--tries=1"]);
-    assert_eq!(d.code(), Some(0), "{}", logs(&d));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1, "the job failed");
-    assert!(
-        rows[0]
-            .exception
-            .contains("the handler wrote a result file of more than 1048576 bytes"),
-        "{}",
-        rows[0].exception
-    );
+    s.push(&job);
+    s.run(&config, &["--once", "--tries=1"]);
+    let row =
+        Failed::job(&job).containing("the handler wrote a result file of more than 1048576 bytes");
+    s.assert_state(QueueState::empty().failed([row]));
 }

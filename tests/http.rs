@@ -1,246 +1,56 @@
 //! HTTP handlers (`url = ...`) against a real HTTP/1.1 server on
-//! 127.0.0.1, started by each test: the real daemon binary POSTs real jobs
-//! over real sockets. Each test asserts the Redis state and failed_jobs
-//! afterwards.
-//!
-//! The server is a small std `TcpListener` one written here rather than a
-//! framework: a test needs to count accepted connections (keep-alive), hold
-//! a request without answering (timeouts), and see the request bytes
-//! exactly as sent (signatures), which is simplest with nothing in between.
+//! 127.0.0.1 (`common::http_server`), started by each test: the real daemon
+//! binary POSTs real jobs over real sockets. Each test asserts the Redis
+//! state and failed_jobs afterwards.
 
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
 
-use common::payloads::Job;
-use common::{Daemon, Scene, now, q};
+use common::http_server::{Reply, Request, Server, ok, status};
+use common::{Daemon, Failed, Handler, Job, Payload, QueueState, Scene, Score, now};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-/// One request as the server read it.
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    path: String,
-    /// Lower-cased names.
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-    /// Which accepted connection carried it (from 1).
-    connection: usize,
+const DELAYED: &str = "laravel_database_queues:default:delayed";
+
+/// The default config with one catch-all HTTP handler.
+fn config(s: &Scene, handler: Handler) -> PathBuf {
+    s.config().handler(handler).write()
 }
 
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-
-    fn h(&self, name: &str) -> &str {
-        self.header(name)
-            .unwrap_or_else(|| panic!("no {name} header in {:?}", self.headers))
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-
-    fn mode(&self) -> &str {
-        self.h("x-laravel-worker-mode")
-    }
-
-    fn name(&self) -> &str {
-        self.h("x-laravel-worker-job-name")
-    }
-}
-
-/// What the server does with a request.
-enum Reply {
-    /// Answer with this status, extra headers and body.
-    Send(u16, Vec<(&'static str, String)>, String),
-    /// Never answer; wait until the client closes the connection.
-    Hang,
-}
-
-fn ok() -> Reply {
-    Reply::Send(200, vec![], String::new())
-}
-
-fn status(code: u16, body: &str) -> Reply {
-    Reply::Send(code, vec![], body.to_string())
-}
-
-type Script = dyn Fn(&Request) -> Reply + Send + Sync;
-
-struct Server {
-    addr: SocketAddr,
-    requests: Arc<Mutex<Vec<Request>>>,
-    connections: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Server {
-    /// Starts a server answering each request with `script`.
-    fn start(script: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let connections = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let script: Arc<Script> = Arc::new(script);
-        {
-            let (requests, connections, stop) =
-                (requests.clone(), connections.clone(), stop.clone());
-            std::thread::spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let id = connections.fetch_add(1, Ordering::SeqCst) + 1;
-                    let (requests, script) = (requests.clone(), script.clone());
-                    std::thread::spawn(move || serve(stream, id, &requests, &*script));
-                }
-            });
-        }
-        Server {
-            addr,
-            requests,
-            connections,
-            stop,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn requests(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-/// Serves one connection: requests one after another (keep-alive) until
-/// the client closes it.
-fn serve(stream: TcpStream, connection: usize, log: &Mutex<Vec<Request>>, script: &Script) {
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let path = parts.next().unwrap_or_default().to_string();
-        let mut headers = HashMap::new();
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (name, value) = line.split_once(':').unwrap();
-            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-        }
-        let length: usize = headers
-            .get("content-length")
-            .map_or(0, |v| v.parse().unwrap());
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let request = Request {
-            method,
-            path,
-            headers,
-            body,
-            connection,
-        };
-        let reply = script(&request);
-        log.lock().unwrap().push(request);
-        match reply {
-            Reply::Send(code, extra, body) => {
-                let mut head = format!(
-                    "HTTP/1.1 {code} Status\r\nContent-Length: {}\r\n",
-                    body.len()
-                );
-                for (name, value) in extra {
-                    head.push_str(&format!("{name}: {value}\r\n"));
-                }
-                head.push_str("\r\n");
-                if writer.write_all(head.as_bytes()).is_err()
-                    || writer.write_all(body.as_bytes()).is_err()
-                {
-                    return;
-                }
-            }
-            Reply::Hang => {
-                // Until the client gives up and closes the connection.
-                let mut sink = [0u8; 1024];
-                while reader.read(&mut sink).unwrap_or(0) > 0 {}
-                return;
-            }
-        }
-    }
-}
-
-/// A config with a SQLite failed store and `handlers` (TOML text).
-fn config(s: &Scene, handlers: &str) -> std::path::PathBuf {
-    let db = s.failed_db();
-    s.config(&format!("[failed]\nurl = \"{db}\"\n\n{handlers}"))
-}
-
-/// One `[[handlers]]` entry matching everything, POSTing to `url`.
-fn http_handler(url: &str, extra: &str) -> String {
-    format!("[[handlers]]\nmatch = \"*\"\nurl = \"{url}\"\n{extra}\n")
-}
-
-/// Runs `work ARGS` with `env` until the daemon exits.
-fn work(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+/// Runs `work ARGS` with `env` until the daemon exits, and asserts it
+/// exited `code`.
+fn work(config: &Path, args: &[&str], env: &[(&str, &str)], code: i32) -> Daemon {
     let mut all = vec!["--config", config.to_str().unwrap(), "work"];
     all.extend_from_slice(args);
     let mut env = env.to_vec();
     // An HTTP proxy from the environment must not sit between the daemon
     // and the test server.
     env.push(("NO_PROXY", "*"));
-    let mut d = Daemon::start(&all, &env);
-    d.wait_exit();
+    let mut d = Daemon::run(&all, &env);
+    d.expect_exit(code);
     d
 }
 
-fn delayed(s: &Scene) -> Vec<(String, i64)> {
-    s.redis.zrange(&format!("{}:delayed", q("default")))
+/// Runs `work ARGS` to its end; it must exit 0.
+fn run(config: &Path, args: &[&str]) -> Daemon {
+    work(config, args, &[], 0)
 }
 
-fn assert_near(score: i64, expected: i64) {
-    assert!(
-        (score - expected).abs() <= 2,
-        "score {score}, expected {expected}"
-    );
-}
-
-fn assert_no_keys(s: &Scene) {
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+/// The last try of the job `job` that the first run released: makes it
+/// due, runs `work ARGS` again, and asserts the job failed with an
+/// exception starting `exception` and containing `detail`.
+#[track_caller]
+fn last_try_fails(s: &Scene, config: &Path, args: &[&str], job: &Job, exception: [&str; 2]) {
+    s.redis.make_due(DELAYED);
+    run(config, args);
+    let row = Failed::job(job)
+        .exception(exception[0])
+        .containing(exception[1]);
+    s.assert_state(QueueState::empty().failed([row]));
 }
 
 /// A 2xx answer is done, whatever its body (empty, plain text, JSON without
@@ -258,33 +68,25 @@ fn done_on_2xx_with_metadata_headers() {
             r#"{"ok":true}"#.into(),
         ),
     });
-    let config = config(&s, &http_handler(&server.url("/_queue"), ""));
+    let config = config(&s, Handler::url(&server.url("/_queue")));
     let first = Job::laravel13("App\\Jobs\\Empty")
         .set("maxTries", json!(3))
         .set("timeout", json!(40));
-    s.redis.push("default", &first.build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Text").build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Json").build());
+    let others = Job::named(["Text", "Json"]);
+    s.push(&first);
+    s.push_on("default", &others);
 
-    let mut d = work(&config, &["--stop-when-empty", "--sleep=0", "--json"], &[]);
-    assert_eq!(d.code(), Some(0));
-    let done: Vec<_> = d
-        .events()
-        .into_iter()
-        .filter(|e| e["status"] == "success")
-        .collect();
-    assert_eq!(done.len(), 3, "{:?}", d.stdout);
+    let d = run(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
+    let done = d.events_with("success");
+    assert_eq!(done.len(), 3, "three jobs done: {:?}", d.stdout);
 
     let requests = server.requests();
-    assert_eq!(requests.len(), 3);
+    assert_eq!(requests.len(), 3, "one request a job");
     let r = &requests[0];
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/_queue"));
     assert_eq!(r.h("content-type"), "application/json");
-    let mut expected: Value = serde_json::from_str(&first.build()).unwrap();
-    expected["attempts"] = json!(1);
-    assert_eq!(r.json(), expected, "the body is the reserved payload");
+    let body = Payload::Bytes(String::from_utf8_lossy(&r.body).into_owned());
+    assert_eq!(body, Payload::reserved(&first, 1), "the reserved payload");
     for (header, value) in [
         ("x-laravel-worker-mode", "run"),
         ("x-laravel-worker-job-id", first.id().as_str()),
@@ -301,12 +103,15 @@ fn done_on_2xx_with_metadata_headers() {
     assert_eq!(requests[1].h("x-laravel-worker-max-tries"), "1", "--tries");
     assert_eq!(requests[1].h("x-laravel-worker-timeout"), "60", "--timeout");
     for r in &requests {
-        assert!(r.header("authorization").is_none());
-        assert!(r.header("x-laravel-worker-signature").is_none());
-        assert!(r.header("x-laravel-worker-exception").is_none());
+        for unsent in [
+            "authorization",
+            "x-laravel-worker-signature",
+            "x-laravel-worker-exception",
+        ] {
+            assert_eq!(r.header(unsent), None, "{unsent} header sent");
+        }
     }
-    assert_no_keys(&s);
-    assert!(s.failed_rows().is_empty());
+    s.assert_state(QueueState::empty());
 }
 
 /// A 2xx JSON body may release the job with a delay, fail it with a reason
@@ -319,41 +124,16 @@ fn json_body_asks_for_release_fail_or_delete() {
         "App\\Jobs\\Bad" => status(200, r#"{"action":"fail","reason":"bad input"}"#),
         _ => status(200, r#"{"action":"delete"}"#),
     });
-    let config = config(&s, &http_handler(&server.url("/q"), ""));
-    let later = Job::laravel8("App\\Jobs\\Later");
-    let bad = Job::laravel8("App\\Jobs\\Bad");
-    s.redis.push("default", &later.build());
-    s.redis.push("default", &bad.build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Gone").build());
+    let config = config(&s, Handler::url(&server.url("/q")));
+    let [later, bad, gone] = Job::named(["Later", "Bad", "Gone"]);
+    s.push_on("default", [&later, &bad, &gone]);
 
-    let mut d = work(
-        &config,
-        &["--stop-when-empty", "--sleep=0", "--tries=3"],
-        &[],
-    );
-    assert_eq!(d.code(), Some(0));
-
-    let delayed = delayed(&s);
-    assert_eq!(delayed.len(), 1);
-    let member: Value = serde_json::from_str(&delayed[0].0).unwrap();
-    assert_eq!(
-        (member["uuid"].as_str(), member["attempts"].as_i64()),
-        (Some(later.uuid().as_str()), Some(1))
-    );
-    assert_near(delayed[0].1, now() + 30);
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
-
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].uuid, bad.uuid());
-    assert!(
-        rows[0]
-            .exception
-            .starts_with("Illuminate\\Queue\\ManuallyFailedException: bad input"),
-        "{}",
-        rows[0].exception
-    );
+    run(&config, &["--stop-when-empty", "--sleep=0", "--tries=3"]);
+    let row = Failed::job(&bad).exception("Illuminate\\Queue\\ManuallyFailedException: bad input");
+    let expected = QueueState::empty()
+        .delayed(Payload::job(&later, 1), Score::In(30))
+        .failed([row]);
+    s.assert_state(expected);
     let names: Vec<String> = server
         .requests()
         .iter()
@@ -380,52 +160,30 @@ fn retry_after_in_seconds_and_as_an_http_date_releases() {
         }
         _ => status(503, "down for maintenance"),
     });
-    let config = config(&s, &http_handler(&server.url("/q"), ""));
-    let seconds = Job::laravel8("App\\Jobs\\Seconds");
-    let date = Job::laravel8("App\\Jobs\\Date");
-    let bare = Job::laravel8("App\\Jobs\\Bare");
-    for job in [&seconds, &date, &bare] {
-        s.redis.push("default", &job.build());
-    }
+    let config = config(&s, Handler::url(&server.url("/q")));
+    let [seconds, date, bare] = Job::named(["Seconds", "Date", "Bare"]);
+    s.push_on("default", [&seconds, &date, &bare]);
 
-    let mut d = work(
-        &config,
-        &[
-            "--stop-when-empty",
-            "--sleep=0",
-            "--tries=3",
-            "--backoff=7",
-            "--json",
-        ],
-        &[],
-    );
-    assert_eq!(d.code(), Some(0));
-    let released = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "released_after_exception")
-        .expect("the bare 503 is an exception");
-    assert_eq!(released["id"], bare.id());
-    assert!(
-        released["message"].as_str().unwrap().contains("HTTP 503"),
-        "{released}"
-    );
+    let args = [
+        "--stop-when-empty",
+        "--sleep=0",
+        "--tries=3",
+        "--backoff=7",
+        "--json",
+    ];
+    let d = run(&config, &args);
+    // The bare 503 is an exception.
+    let released = d.event("released_after_exception");
+    assert_eq!(released["id"], bare.id(), "{released}");
+    let message = released["message"].as_str().unwrap_or_default();
+    assert!(message.contains("HTTP 503"), "{released}");
 
-    let by_uuid: HashMap<String, (Value, i64)> = delayed(&s)
-        .into_iter()
-        .map(|(m, score)| {
-            let v: Value = serde_json::from_str(&m).unwrap();
-            (v["uuid"].as_str().unwrap().to_string(), (v, score))
-        })
-        .collect();
-    assert_eq!(by_uuid.len(), 3);
-    for (job, delay) in [(&seconds, 120), (&date, 300), (&bare, 7)] {
-        let (member, score) = &by_uuid[&job.uuid()];
-        assert_eq!(member["attempts"], 1);
-        assert_near(*score, now() + delay);
-    }
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
-    assert!(s.failed_rows().is_empty());
+    // Lowest score first: each after its own delay.
+    let expected = QueueState::empty()
+        .delayed(Payload::job(&bare, 1), Score::In(7))
+        .delayed(Payload::job(&seconds, 1), Score::In(120))
+        .delayed(Payload::job(&date, 1), Score::In(300));
+    s.assert_state(expected);
 }
 
 /// Any other 4xx fails the job at once, though tries are left, with the
@@ -438,40 +196,24 @@ fn other_client_errors_fail_now() {
         "App\\Jobs\\Missing" => status(404, "no such route"),
         _ => status(422, &huge),
     });
-    let config = config(&s, &http_handler(&server.url("/q"), ""));
-    let missing = Job::laravel8("App\\Jobs\\Missing");
-    let invalid = Job::laravel8("App\\Jobs\\Invalid");
-    s.redis.push("default", &missing.build());
-    s.redis.push("default", &invalid.build());
+    let config = config(&s, Handler::url(&server.url("/q")));
+    let [missing, invalid] = Job::named(["Missing", "Invalid"]);
+    s.push_on("default", [&missing, &invalid]);
 
-    let mut d = work(
-        &config,
-        &["--stop-when-empty", "--sleep=0", "--tries=5"],
-        &[],
+    run(&config, &["--stop-when-empty", "--sleep=0", "--tries=5"]);
+    let not_found = format!(
+        "Illuminate\\Queue\\ManuallyFailedException: HTTP 404 Not Found from {}: no such route",
+        server.url("/q")
     );
-    assert_eq!(d.code(), Some(0));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].uuid, missing.uuid());
-    assert!(
-        rows[0].exception.starts_with(&format!(
-            "Illuminate\\Queue\\ManuallyFailedException: HTTP 404 Not Found from {}: no such route",
-            server.url("/q")
-        )),
-        "{}",
-        rows[0].exception
-    );
-    assert_eq!(rows[1].uuid, invalid.uuid());
-    assert!(rows[1].exception.contains("HTTP 422 Unprocessable Entity"));
-    assert!(rows[1].exception.contains("start xxx"));
-    assert!(
-        rows[1].exception.len() < 2048,
-        "{}",
-        rows[1].exception.len()
-    );
-    assert_eq!(rows[1].payload, invalid.build());
+    let unprocessable = Failed::job(&invalid)
+        .payload(&invalid)
+        .containing("HTTP 422 Unprocessable Entity")
+        .containing("start xxx");
+    let rows = [Failed::job(&missing).exception(&not_found), unprocessable];
+    s.assert_state(QueueState::empty().failed(rows));
+    let excerpt = s.failed_rows()[1].exception.len();
+    assert!(excerpt < 2048, "a bounded excerpt: {excerpt} bytes");
     assert_eq!(server.requests().len(), 2, "no retry, no failed-mode call");
-    assert_no_keys(&s);
 }
 
 /// A 5xx is an exception: released with backoff while tries are left, then
@@ -484,34 +226,19 @@ fn server_error_releases_with_backoff_then_fails_with_a_failed_call() {
         "run" => status(500, "boom"),
         _ => ok(),
     });
-    let config = config(&s, &http_handler(&server.url("/q"), ""));
+    let config = config(&s, Handler::url(&server.url("/q")));
     let job = Job::laravel8("App\\Jobs\\Flaky");
-    s.redis.push("default", &job.build());
+    s.push(&job);
 
     let args = ["--once", "--tries=2", "--backoff=5"];
-    let mut d = work(&config, &args, &[]);
-    assert_eq!(d.code(), Some(0));
-    let delayed = delayed(&s);
-    assert_eq!(delayed.len(), 1);
-    assert!(delayed[0].0.contains(r#""attempts":1"#), "{}", delayed[0].0);
-    assert_near(delayed[0].1, now() + 5);
-    assert!(s.failed_rows().is_empty());
+    run(&config, &args);
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(5)));
 
-    s.redis.make_due(&format!("{}:delayed", q("default")));
-    let mut d = work(&config, &args, &[]);
-    assert_eq!(d.code(), Some(0));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].uuid, job.uuid());
-    assert!(
-        rows[0].exception.starts_with(
-            "LaravelWorker\\HandlerFailedException: App\\Jobs\\Flaky: HTTP 500 Internal Server Error"
-        ),
-        "{}",
-        rows[0].exception
-    );
-    assert!(rows[0].exception.contains("Its body began with:\nboom"));
-    assert_no_keys(&s);
+    let exception = [
+        "LaravelWorker\\HandlerFailedException: App\\Jobs\\Flaky: HTTP 500 Internal Server Error",
+        "Its body began with:\nboom",
+    ];
+    last_try_fails(&s, &config, &args, &job, exception);
 
     let requests = server.requests();
     let modes: Vec<(&str, &str)> = requests
@@ -522,17 +249,13 @@ fn server_error_releases_with_backoff_then_fails_with_a_failed_call() {
     let failed = &requests[2];
     let exception = failed.h("x-laravel-worker-exception");
     assert!(!exception.contains(' '), "percent-encoded: {exception}");
+    let decoded = percent_encoding::percent_decode_str(exception).decode_utf8_lossy();
     assert!(
-        rows[0].exception.starts_with(
-            percent_encoding::percent_decode_str(exception)
-                .decode_utf8()
-                .unwrap()
-                .as_ref()
-        ),
+        s.failed_rows()[0].exception.starts_with(decoded.as_ref()),
         "the header carries the start of the recorded text: {exception}"
     );
-    assert_eq!(failed.json()["uuid"], job.uuid());
-    assert_eq!(failed.json()["attempts"], 2);
+    assert_eq!(failed.json()["uuid"], job.uuid(), "the failed call's body");
+    assert_eq!(failed.json()["attempts"], 2, "the failed call's body");
 }
 
 /// No answer within the job's time limit is a timeout (so failOnTimeout
@@ -545,68 +268,49 @@ fn timeout_is_timed_out_and_the_daemon_carries_on() {
         ("App\\Jobs\\Slow", "run") => Reply::Hang,
         _ => ok(),
     });
-    let config = config(&s, &http_handler(&server.url("/q"), "timeout = 30"));
+    let config = config(&s, Handler::url(&server.url("/q")).timeout(30));
     let slow = Job::laravel8("App\\Jobs\\Slow")
         .set("timeout", json!(1))
         .set("failOnTimeout", json!(true));
     let next = Job::laravel8("App\\Jobs\\Next");
-    s.redis.push("default", &slow.build());
-    s.redis.push("default", &next.build());
+    s.push_on("default", [&slow, &next]);
 
-    let mut d = work(
+    let d = run(
         &config,
         &["--stop-when-empty", "--sleep=0", "--tries=3", "--json"],
-        &[],
     );
-    assert_eq!(d.code(), Some(0));
     let statuses: Vec<(String, String)> = d
         .events()
         .iter()
         .filter(|e| e["status"] != "starting")
         .map(|e| {
             (
-                e["id"].as_str().unwrap().into(),
-                e["status"].as_str().unwrap().into(),
+                e["id"].as_str().unwrap_or_default().into(),
+                e["status"].as_str().unwrap_or_default().into(),
             )
         })
         .collect();
-    assert_eq!(
-        statuses,
-        [
-            (slow.id(), "failed".to_string()),
-            (next.id(), "success".to_string())
-        ]
-    );
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert!(
-        rows[0].exception.starts_with(
-            "Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\Slow has timed out."
-        ),
-        "{}",
-        rows[0].exception
-    );
-    assert!(rows[0].exception.contains("no complete answer within 1 s"));
-    let calls: Vec<(String, String, String)> = server
+    let expected = [(slow.id(), "failed".into()), (next.id(), "success".into())];
+    assert_eq!(statuses, expected, "(id, status) of each settled job");
+    let row = Failed::job(&slow)
+        .exception("Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\Slow has timed out.")
+        .containing("no complete answer within 1 s");
+    s.assert_state(QueueState::empty().failed([row]));
+    let calls: Vec<[String; 3]> = server
         .requests()
         .iter()
-        .map(|r| {
-            (
-                r.name().into(),
-                r.mode().into(),
-                r.h("x-laravel-worker-timeout").into(),
-            )
-        })
+        .map(|r| [r.name(), r.mode(), r.h("x-laravel-worker-timeout")].map(str::to_string))
         .collect();
     assert_eq!(
         calls,
         [
-            ("App\\Jobs\\Slow".into(), "run".into(), "1".into()),
-            ("App\\Jobs\\Slow".into(), "failed".into(), "1".into()),
-            ("App\\Jobs\\Next".into(), "run".into(), "30".into()),
+            ["App\\Jobs\\Slow", "run", "1"],
+            ["App\\Jobs\\Slow", "failed", "1"],
+            ["App\\Jobs\\Next", "run", "30"],
         ]
+        .map(|call| call.map(str::to_string)),
+        "(name, mode, timeout) of each request"
     );
-    assert_no_keys(&s);
 }
 
 /// Nothing listening: an exception (released with backoff), then failed on
@@ -615,51 +319,26 @@ fn timeout_is_timed_out_and_the_daemon_carries_on() {
 fn connection_refused_is_an_exception() {
     let s = Scene::new();
     let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{port}/q");
-    let config = config(&s, &http_handler(&url, "connect_timeout = 2"));
+    let config = config(&s, Handler::url(&url).connect_timeout(2));
     let job = Job::laravel8("App\\Jobs\\Nowhere");
-    s.redis.push("default", &job.build());
+    s.push(&job);
 
     let args = ["--once", "--tries=2", "--backoff=3", "--json"];
-    let mut d = work(&config, &args, &[]);
-    assert_eq!(d.code(), Some(0));
-    let released = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "released_after_exception")
-        .unwrap();
-    assert!(
-        released["message"]
-            .as_str()
-            .unwrap()
-            .contains("HTTP request failed"),
-        "{released}"
-    );
-    let delayed = delayed(&s);
-    assert_eq!(delayed.len(), 1);
-    assert_near(delayed[0].1, now() + 3);
+    let d = run(&config, &args);
+    let released = d.event("released_after_exception");
+    let message = released["message"].as_str().unwrap_or_default();
+    assert!(message.contains("HTTP request failed"), "{released}");
+    s.assert_state(QueueState::empty().delayed(Payload::Any, Score::In(3)));
 
-    s.redis.make_due(&format!("{}:delayed", q("default")));
-    let mut d = work(&config, &args, &[]);
-    assert_eq!(d.code(), Some(0));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert!(
-        rows[0].exception.starts_with(
-            "LaravelWorker\\HandlerFailedException: App\\Jobs\\Nowhere: the HTTP request failed"
-        ),
-        "{}",
-        rows[0].exception
-    );
-    assert!(
-        rows[0].exception.contains("Connection refused"),
-        "{}",
-        rows[0].exception
-    );
-    assert_no_keys(&s);
+    let exception = [
+        "LaravelWorker\\HandlerFailedException: App\\Jobs\\Nowhere: the HTTP request failed",
+        "Connection refused",
+    ];
+    last_try_fails(&s, &config, &args, &job, exception);
 }
 
 /// Jobs one after another share one kept-alive TCP connection.
@@ -667,26 +346,19 @@ fn connection_refused_is_an_exception() {
 fn keep_alive_reuses_one_connection() {
     let s = Scene::new();
     let server = Server::start(|_| ok());
-    let config = config(&s, &http_handler(&server.url("/q"), ""));
-    for i in 0..5 {
-        s.redis.push(
-            "default",
-            &Job::string("App\\Jobs\\Ping@handle", json!({"i": i})).build(),
-        );
-    }
-    let mut d = work(&config, &["--stop-when-empty", "--sleep=0"], &[]);
-    assert_eq!(d.code(), Some(0));
+    let config = config(&s, Handler::url(&server.url("/q")));
+    s.push_on("default", &Job::numbered("App\\Jobs\\Ping@handle", 5));
+    run(&config, &["--stop-when-empty", "--sleep=0"]);
     let requests = server.requests();
-    assert_eq!(requests.len(), 5);
     let order: Vec<i64> = requests
         .iter()
-        .map(|r| r.json()["data"]["i"].as_i64().unwrap())
+        .map(|r| r.json()["data"]["i"].as_i64().unwrap_or(-1))
         .collect();
-    assert_eq!(order, [0, 1, 2, 3, 4]);
-    assert!(requests.iter().all(|r| r.connection == 1));
-    assert_eq!(server.connections(), 1);
-    assert_no_keys(&s);
-    assert!(s.failed_rows().is_empty());
+    assert_eq!(order, [0, 1, 2, 3, 4], "one request a job, in order");
+    let carried: Vec<usize> = requests.iter().map(|r| r.connection).collect();
+    assert_eq!(carried, [1; 5], "the connection each request came on");
+    assert_eq!(server.connections(), 1, "connections accepted");
+    s.assert_state(QueueState::empty());
 }
 
 const SECRET: &str = "s3cr3t-signing-key-8f2a";
@@ -817,6 +489,16 @@ fn python_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
     }
 }
 
+/// stdout and stderr of `d`, asserted to hold neither `secrets`.
+#[track_caller]
+fn assert_no_secret(d: &Daemon, secrets: [&str; 2]) -> String {
+    let logs = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    for secret in secrets {
+        assert!(!logs.contains(secret), "a secret leaked: {logs}");
+    }
+    logs
+}
+
 /// With `secret_env` and `token_env`, each request carries a bearer token
 /// and a signature the server can verify (in Rust and in PHP); the server
 /// rejects a wrong one with 401, which fails the job. Neither secret shows
@@ -832,70 +514,58 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
             status(401, "bad signature")
         }
     });
-    let handler = http_handler(
-        &server.url("/q"),
-        "token_env = \"QUEUE_TOKEN\"\nsecret_env = \"QUEUE_SECRET\"",
-    );
-    let config = config(&s, &handler);
-    let good = Job::laravel13("App\\Jobs\\Signed");
-    s.redis.push("default", &good.build());
+    let handler = Handler::url(&server.url("/q"))
+        .token_env("QUEUE_TOKEN")
+        .secret_env("QUEUE_SECRET");
+    let config = config(&s, handler);
+    s.push(&Job::laravel13("App\\Jobs\\Signed"));
     let env = [
         ("QUEUE_TOKEN", TOKEN),
         ("QUEUE_SECRET", SECRET),
         ("RUST_LOG", "trace"),
     ];
-    let mut d = work(&config, &["--once"], &env);
-    assert_eq!(d.code(), Some(0));
-    assert_no_keys(&s);
-    assert!(
-        s.failed_rows().is_empty(),
-        "the server accepted the signature"
-    );
+    let d = work(&config, &["--once"], &env, 0);
+    // The server accepted the signature: no failed row.
+    s.assert_state(QueueState::empty());
     let r = &server.requests()[0];
     assert!(php_verifies(&s, r, SECRET), "PHP's hash_hmac agrees");
-    assert!(!php_verifies(&s, r, "another key"));
+    assert!(
+        !php_verifies(&s, r, "another key"),
+        "PHP rejects another key"
+    );
     assert_ne!(
         python_verifies(&s, r, SECRET),
         Some(false),
         "Python's hmac agrees"
     );
-    assert_ne!(python_verifies(&s, r, "another key"), Some(true));
-    let logs = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    assert_ne!(
+        python_verifies(&s, r, "another key"),
+        Some(true),
+        "Python rejects another key"
+    );
+    let logs = assert_no_secret(&d, [TOKEN, SECRET]);
     // The HTTP client's own trace lines and ours are in the output.
     assert!(
         logs.contains("TRACE") && logs.contains("HTTP handler answered"),
         "trace logging is on: {logs}"
     );
-    assert!(
-        !logs.contains(TOKEN) && !logs.contains(SECRET),
-        "a secret leaked"
-    );
 
     // A wrong key: 401, the job fails at once.
     let bad = Job::laravel8("App\\Jobs\\Forged");
-    s.redis.push("default", &bad.build());
+    s.push(&bad);
     let env = [
         ("QUEUE_TOKEN", TOKEN),
         ("QUEUE_SECRET", "wrong-key-0000"),
         ("RUST_LOG", "debug"),
     ];
-    let mut d = work(&config, &["--once", "--tries=3"], &env);
-    assert_eq!(d.code(), Some(0));
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].uuid, bad.uuid());
-    assert!(
-        rows[0].exception.contains("HTTP 401 Unauthorized"),
-        "{}",
-        rows[0].exception
-    );
-    assert!(!rows[0].exception.contains("wrong-key-0000") && !rows[0].exception.contains(TOKEN));
-    let logs = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
-    assert!(
-        !logs.contains("wrong-key-0000") && !logs.contains(TOKEN),
-        "a secret leaked"
-    );
-    assert_no_keys(&s);
+    let d = work(&config, &["--once", "--tries=3"], &env, 0);
+    let row = Failed::job(&bad).containing("HTTP 401 Unauthorized");
+    s.assert_state(QueueState::empty().failed([row]));
+    let exception = s.failed_rows().remove(0).exception;
+    for secret in ["wrong-key-0000", TOKEN] {
+        assert!(!exception.contains(secret), "a secret leaked: {exception}");
+    }
+    assert_no_secret(&d, ["wrong-key-0000", TOKEN]);
 }
 
 /// The signature covers every header the endpoint acts on: a captured
@@ -909,16 +579,15 @@ fn a_signed_request_with_any_header_changed_does_not_verify() {
         "run" => status(500, "no"),
         _ => ok(),
     });
-    let handler = http_handler(&server.url("/q"), "secret_env = \"QUEUE_SECRET\"");
-    let config = config(&s, &handler);
-    s.redis
-        .push("default", &Job::laravel13("App\\Jobs\\Signed").build());
-    let mut d = work(
+    let handler = Handler::url(&server.url("/q")).secret_env("QUEUE_SECRET");
+    let config = config(&s, handler);
+    s.push(&Job::laravel13("App\\Jobs\\Signed"));
+    work(
         &config,
         &["--once", "--tries=1"],
         &[("QUEUE_SECRET", SECRET)],
+        0,
     );
-    assert_eq!(d.code(), Some(0), "{}", d.stderr.join("\n"));
     let requests = server.requests();
     let modes: Vec<&str> = requests.iter().map(Request::mode).collect();
     assert_eq!(modes, ["run", "failed"]);
@@ -961,24 +630,17 @@ fn a_signed_request_with_any_header_changed_does_not_verify() {
 #[test]
 fn missing_secret_variable_is_a_startup_error() {
     let s = Scene::new();
-    let config = config(
-        &s,
-        &http_handler(
-            "http://127.0.0.1:9/q",
-            "secret_env = \"LW_TEST_UNSET_SECRET\"",
-        ),
-    );
+    let handler = Handler::url("http://127.0.0.1:9/q").secret_env("LW_TEST_UNSET_SECRET");
+    let config = config(&s, handler);
     let job = Job::laravel8("App\\Jobs\\Waiting");
-    s.redis.push("default", &job.build());
-    let mut d = work(&config, &["--once"], &[]);
-    assert_eq!(d.code(), Some(1));
-    let err = d.stderr.join("\n");
+    s.push(&job);
+    let d = work(&config, &["--once"], &[], 1);
+    let err = d.stderr_text();
     assert!(
         err.contains("secret_env = \"LW_TEST_UNSET_SECRET\": the environment variable is not set"),
-        "{err}"
+        "the variable is named: {err}"
     );
-    assert_eq!(s.redis.lrange(&q("default")), vec![job.build()]);
-    assert!(s.failed_rows().is_empty());
+    s.assert_state(QueueState::empty().ready([&job]).notify(1));
 }
 
 /// Subprocess and HTTP handlers in one config; the HTTP entry takes only
@@ -988,39 +650,35 @@ fn mixed_transports_with_a_queue_restriction() {
     let s = Scene::new();
     let server = Server::start(|_| ok());
     let script = s.recording_script("h.sh", "exit 0");
-    let handlers = format!(
-        "[[handlers]]\nmatch = \"App\\\\Jobs\\\\*\"\nurl = \"{}\"\nqueues = [\"high\"]\n\n\
-         [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-        server.url("/q"),
-        script.display()
-    );
-    let config = config(&s, &handlers);
+    let config = s
+        .config()
+        .handler(
+            Handler::url(&server.url("/q"))
+                .matching("App\\Jobs\\*")
+                .queues(&["high"]),
+        )
+        .command(&script)
+        .write();
     let high = Job::laravel8("App\\Jobs\\Mail");
     let low = Job::laravel8("App\\Jobs\\Mail");
     let other = Job::laravel8("App\\Other\\Report");
-    s.redis.push("high", &high.build());
-    s.redis.push("high", &other.build());
-    s.redis.push("default", &low.build());
+    s.push_on("high", [&high, &other]);
+    s.push(&low);
 
-    let mut d = work(
+    run(
         &config,
         &["--queue=high,default", "--stop-when-empty", "--sleep=0"],
-        &[],
     );
-    assert_eq!(d.code(), Some(0));
     let requests = server.requests();
-    assert_eq!(requests.len(), 1);
+    assert_eq!(requests.len(), 1, "one job went over HTTP");
     assert_eq!(requests[0].h("x-laravel-worker-job-id"), high.id());
     assert_eq!(requests[0].h("x-laravel-worker-queue"), "high");
     assert_eq!(
         s.log(),
-        vec![
-            format!("run App\\Other\\Report {} 1 high", other.id()),
-            format!("run App\\Jobs\\Mail {} 1 default", low.id()),
-        ]
+        vec![other.line("run", 1, "high"), low.run_line(1)],
+        "the rest ran through the script"
     );
-    assert_no_keys(&s);
-    assert!(s.failed_rows().is_empty());
+    s.assert_state(QueueState::empty());
 }
 
 /// Every field of the call metadata (`handler::metadata::FIELDS`) reaches
@@ -1050,24 +708,21 @@ fn every_metadata_field_reaches_every_transport() {
          case \"$line\" in\n    *'\"mode\":\"run\"'*) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"exception\\\",\\\"message\\\":\\\"warm says no\\\"}\" >&3 ;;\n    \
          *) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"done\\\"}\" >&3 ;;\n  esac\ndone",
     );
-    let handlers = format!(
-        "[[handlers]]\nmatch = \"*\"\nqueues = [\"proc\"]\ncommand = [\"{}\"]\n\n\
-         [[handlers]]\nmatch = \"*\"\nqueues = [\"warm\"]\ncommand = [\"{}\"]\nmode = \"persistent\"\n\n\
-         {}",
-        process.display(),
-        persistent.display(),
-        http_handler(&server.url("/q"), "queues = [\"web\"]"),
-    );
-    let config = config(&s, &handlers);
+    let config = s
+        .config()
+        .handler(Handler::command(&process).queues(&["proc"]))
+        .handler(Handler::command(&persistent).queues(&["warm"]).persistent())
+        .handler(Handler::url(&server.url("/q")).queues(&["web"]))
+        .write();
     let jobs: Vec<(&str, Job)> = ["proc", "warm", "web"]
         .into_iter()
         .map(|queue| {
             let job = Job::laravel13(&format!("App\\Jobs\\On{queue}")).set("timeout", json!(45));
-            s.redis.push(queue, &job.build());
+            s.push_on(queue, [&job]);
             (queue, job)
         })
         .collect();
-    let mut d = work(
+    run(
         &config,
         &[
             "--queue=proc,warm,web",
@@ -1075,9 +730,7 @@ fn every_metadata_field_reaches_every_transport() {
             "--sleep=0",
             "--tries=1",
         ],
-        &[],
     );
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
     let rows = s.failed_rows();
     assert_eq!(rows.len(), 3, "each job failed once: {rows:?}");
 

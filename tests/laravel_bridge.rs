@@ -23,14 +23,42 @@ fn reserve(s: &Scene, attempt: u64) -> Value {
     payload
 }
 
+/// `php BRIDGE --app=APP`, as the one-process-per-job handler runs it;
+/// stdin piped.
+fn per_job(app: &App) -> Command {
+    let mut cmd = Command::new("php");
+    cmd.arg(bridge())
+        .arg(format!("--app={}", app.dir.display()))
+        .env_remove("LARAVEL_WORKER_PROTOCOL")
+        .stdin(Stdio::piped());
+    cmd
+}
+
+/// The bridge as a persistent handler: its fd 3 (responses) is our stdout
+/// pipe, and the job's own stdout goes to its stderr; stdin piped.
+fn persistent(app: &App) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec \"$@\" 3>&1 1>&2", "sh", "php"])
+        .arg(bridge())
+        .arg(format!("--app={}", app.dir.display()))
+        .env("LARAVEL_WORKER_PROTOCOL", "persistent")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    cmd
+}
+
+/// Writes `payload` to the child's stdin and closes it.
+fn feed(child: &mut std::process::Child, payload: &Value) {
+    let mut stdin = child.stdin.take().expect("stdin piped");
+    stdin.write_all(payload.to_string().as_bytes()).unwrap();
+}
+
 /// Runs the bridge once (one-process-per-job transport) and returns the
 /// JSON it wrote to the result file.
 fn run_once(app: &App, s: &Scene, payload: &Value, env: &[(&str, &str)]) -> Value {
     let result = s.path("result.json");
     let _ = std::fs::remove_file(&result);
-    let mut child = Command::new("php")
-        .arg(bridge())
-        .arg(format!("--app={}", app.dir.display()))
+    let mut child = per_job(app)
         .env("LARAVEL_WORKER_MODE", "run")
         .env("LARAVEL_WORKER_JOB_ID", payload["id"].as_str().unwrap())
         .env("LARAVEL_WORKER_JOB_UUID", payload["uuid"].as_str().unwrap())
@@ -44,19 +72,12 @@ fn run_once(app: &App, s: &Scene, payload: &Value, env: &[(&str, &str)]) -> Valu
         .env("LARAVEL_WORKER_MAX_TRIES", "1")
         .env("LARAVEL_WORKER_TIMEOUT", "60")
         .env("LARAVEL_WORKER_RESULT", &result)
-        .env_remove("LARAVEL_WORKER_PROTOCOL")
         .envs(env.iter().copied())
-        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
+    feed(&mut child, payload);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -71,9 +92,11 @@ fn run_once(app: &App, s: &Scene, payload: &Value, env: &[(&str, &str)]) -> Valu
 /// Redis holds nothing the bridge could have written: no reserved or
 /// delayed job, and the ready list as the test left it.
 fn assert_queue_untouched(s: &Scene, ready: i64) {
-    assert_eq!(s.redis.llen(&q("default")), ready);
-    assert!(!s.redis.exists(&format!("{}:delayed", q("default"))));
-    assert!(!s.redis.exists(&format!("{}:reserved", q("default"))));
+    assert_eq!(s.redis.llen(&q("default")), ready, "jobs ready");
+    for part in [":delayed", ":reserved"] {
+        let key = format!("{}{part}", q("default"));
+        assert!(!s.redis.exists(&key), "{key}: {:?}", s.redis.zrange(&key));
+    }
 }
 
 #[test]
@@ -261,15 +284,8 @@ fn persistent_transport_serves_many_jobs_from_one_boot() {
     ]));
     let jobs: Vec<Value> = (0..5).map(|_| reserve(&s, 1)).collect();
 
-    // fd 3 becomes our stdout pipe; the job's stdout goes to stderr.
-    let mut child = Command::new("sh")
-        .args(["-c", "exec \"$@\" 3>&1 1>&2", "sh", "php"])
-        .arg(bridge())
-        .arg(format!("--app={}", app.dir.display()))
-        .env("LARAVEL_WORKER_PROTOCOL", "persistent")
+    let mut child = persistent(&app)
         .env("LARAVEL_WORKER_CONNECTION", "redis")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .stderr(std::fs::File::create(s.path("bridge.err")).unwrap())
         .spawn()
         .unwrap();
@@ -308,13 +324,9 @@ fn persistent_transport_serves_many_jobs_from_one_boot() {
     );
     // A line that is not JSON is answered, and the process goes on.
     let garbage = call(json!("not an object"));
-    assert_eq!(garbage["action"], "exception");
-    assert!(
-        garbage["message"]
-            .as_str()
-            .unwrap()
-            .contains("unreadable request")
-    );
+    assert_eq!(garbage["action"], "exception", "{garbage}");
+    let message = garbage["message"].as_str().unwrap_or_default();
+    assert!(message.contains("unreadable request"), "{garbage}");
     // Failed mode on the same process.
     let mut fail = request("failed", &jobs[3]);
     fail["exception"] = "RuntimeException: gave up\nStack trace:\n#0 {main}".into();
@@ -351,39 +363,21 @@ fn boot_failure_is_reported_as_the_jobs_exception() {
     .unwrap();
 
     let result = s.path("result.json");
-    let mut child = Command::new("php")
-        .arg(bridge())
-        .arg(format!("--app={}", app.dir.display()))
+    let mut child = per_job(&app)
         .env("LARAVEL_WORKER_RESULT", &result)
-        .env_remove("LARAVEL_WORKER_PROTOCOL")
-        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
+    feed(&mut child, &payload);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(1), "the bridge's exit status");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
     assert_eq!(r["action"], "exception");
     assert_eq!(r["class"], "LogicException");
     assert_eq!(r["message"], "config is broken");
 
-    let mut child = Command::new("sh")
-        .args(["-c", "exec \"$@\" 3>&1 1>&2", "sh", "php"])
-        .arg(bridge())
-        .arg(format!("--app={}", app.dir.display()))
-        .env("LARAVEL_WORKER_PROTOCOL", "persistent")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = persistent(&app).stderr(Stdio::null()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(
         stdin,
@@ -396,7 +390,11 @@ fn boot_failure_is_reported_as_the_jobs_exception() {
         .read_line(&mut line)
         .unwrap();
     let r: Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(r["class"], "LogicException");
-    assert_eq!(child.wait().unwrap().code(), Some(1));
-    assert!(app.records().is_empty());
+    assert_eq!(r["class"], "LogicException", "{r}");
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(1),
+        "exits after the answer"
+    );
+    assert_eq!(app.records(), Vec::<Value>::new(), "no job ran");
 }

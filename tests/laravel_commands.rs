@@ -5,15 +5,15 @@
 
 mod common;
 
-use common::laravel::{App, Transport};
-use common::{Scene, q};
+use common::laravel::{self, Transport};
+use common::{Daemon, QueueState, Scene, q};
 use serde_json::{Value, json};
 
 #[test]
 fn queue_restart_stops_laravel_worker_and_queue_work() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
 
     // Each worker proves it is in its loop (and has read the restart key)
     // by running a job from its own queue.
@@ -23,7 +23,7 @@ fn queue_restart_stops_laravel_worker_and_queue_work() {
     let mut d = s.work(&config, &["--sleep=0.1", "--json"]);
     app.dispatch(json!([{"kind": "plain", "tag": "for-us"}]));
     let done = d.wait_event("success");
-    assert_eq!(done["job"], "App\\Jobs\\PlainJob");
+    assert_eq!(done["job"], "App\\Jobs\\PlainJob", "{done}");
     assert_eq!(
         app.events("handle", "for-us")[0]["runner"],
         "LaravelWorker\\BridgeJob"
@@ -31,13 +31,11 @@ fn queue_restart_stops_laravel_worker_and_queue_work() {
 
     let out = app.artisan_ok(&["queue:restart"]);
     assert!(out.contains("Broadcasting queue restart signal."), "{out}");
-    let stamp: String = redis::cmd("GET")
-        .arg("laravel_database_laravel_cache:illuminate:queue:restart")
-        .query(&mut s.redis.conn(1))
-        .unwrap();
+    let key = "laravel_database_laravel_cache:illuminate:queue:restart";
+    let stamp: String = s.redis.cache(&["GET", key]);
     assert!(stamp.bytes().all(|b| b.is_ascii_digit()), "{stamp}");
 
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+    d.expect_exit(0);
     let status = php.wait();
     assert!(status.success(), "{status}: {}", php.output());
 }
@@ -51,11 +49,31 @@ fn ready(s: &Scene) -> Vec<Value> {
         .collect()
 }
 
+/// The ready list holds one job, back from the failed store: `pushed`'s
+/// uuid and id, attempts 0.
+#[track_caller]
+fn assert_retried(s: &Scene, pushed: &Value) {
+    let retried = ready(s);
+    assert_eq!(retried.len(), 1, "one job back: {retried:?}");
+    for field in ["uuid", "id"] {
+        assert_eq!(retried[0][field], pushed[field], "{field} kept");
+    }
+    assert_eq!(retried[0]["attempts"], 0, "attempts reset");
+}
+
+/// Runs laravel-worker until the queue is empty (exit 0); returns the
+/// uuid of the first job it ran successfully.
+#[track_caller]
+fn run_again(s: &Scene, config: &std::path::Path) -> Value {
+    let d = s.run(config, &["--stop-when-empty", "--sleep=0", "--json"]);
+    d.event("success")["uuid"].clone()
+}
+
 #[test]
 fn queue_failed_retry_forget_and_flush_use_our_rows() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
     let gate = s.path("gate");
     let gate_str = gate.display().to_string();
     app.dispatch(json!([
@@ -67,14 +85,14 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
     let pushed = ready(&s);
 
     // laravel-worker fails all four (one try each) and writes the rows.
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     let rows = s.failed_rows();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 4, "{rows:?}");
     let uuids: Vec<&str> = pushed.iter().map(|p| p["uuid"].as_str().unwrap()).collect();
     assert_eq!(
         rows.iter().map(|r| r.uuid.as_str()).collect::<Vec<_>>(),
-        uuids
+        uuids,
+        "rows in the order failed"
     );
 
     // queue:failed lists them: id (uuid), connection, queue, class.
@@ -96,22 +114,11 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
     std::fs::write(&gate, "").unwrap();
     let out = app.artisan_ok(&["queue:retry", uuids[0]]);
     assert!(out.contains(uuids[0]), "{out}");
-    let retried = ready(&s);
-    assert_eq!(retried.len(), 1);
-    assert_eq!(retried[0]["uuid"], pushed[0]["uuid"]);
-    assert_eq!(retried[0]["id"], pushed[0]["id"]);
-    assert_eq!(retried[0]["attempts"], 0);
-    assert_eq!(s.failed_rows().len(), 3);
+    assert_retried(&s, &pushed[0]);
+    assert_eq!(s.failed_rows().len(), 3, "the other rows are kept");
 
     // ...and laravel-worker runs it again, successfully this time.
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
-    assert_eq!(d.code(), Some(0));
-    let done = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "success")
-        .expect("the retried job ran");
-    assert_eq!(done["uuid"], uuids[0]);
+    assert_eq!(run_again(&s, &config), uuids[0], "the retried job ran");
     assert_eq!(app.attempts("g1"), [1, 1]);
     assert_eq!(app.attempts("g2"), [1]);
 
@@ -119,18 +126,15 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
     let out = app.artisan_ok(&["queue:forget", uuids[1]]);
     assert!(out.contains("Failed job deleted successfully!"), "{out}");
     let left: Vec<String> = s.failed_rows().into_iter().map(|r| r.uuid).collect();
-    assert_eq!(left, [uuids[2], uuids[3]]);
+    assert_eq!(left, [uuids[2], uuids[3]], "rows left");
     let out = app.artisan_ok(&["queue:flush"]);
     assert!(
         out.contains("All failed jobs deleted successfully!"),
         "{out}"
     );
-    assert!(s.failed_rows().is_empty());
-    assert!(
-        app.artisan_ok(&["queue:failed"])
-            .contains("No failed jobs!")
-    );
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    let listed = app.artisan_ok(&["queue:failed"]);
+    assert!(listed.contains("No failed jobs!"), "{listed}");
+    s.assert_state(QueueState::empty());
 }
 
 /// The other direction: `php artisan queue:work` fails a job and writes the
@@ -138,41 +142,28 @@ fn queue_failed_retry_forget_and_flush_use_our_rows() {
 /// worker runs it again.
 #[test]
 fn our_retry_of_a_row_written_by_queue_work() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::PerJob, "");
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
     let gate = s.path("gate");
     app.dispatch(
         json!([{"kind": "gated", "tag": "php-failed", "gate": gate.display().to_string()}]),
     );
     let pushed = ready(&s);
-    let uuid = pushed[0]["uuid"].as_str().unwrap().to_string();
+    let uuid = pushed[0]["uuid"].as_str().unwrap_or_default().to_string();
 
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0", "--tries=1"]);
     assert!(php.wait().success(), "{}", php.output());
     let rows = s.failed_rows();
     assert_eq!(rows.len(), 1, "queue:work wrote the row");
-    assert_eq!(rows[0].uuid, uuid);
+    assert_eq!(rows[0].uuid, uuid, "the row's uuid");
 
     std::fs::write(&gate, "").unwrap();
-    let mut retry =
-        common::Daemon::start(&["--config", config.to_str().unwrap(), "retry", &uuid], &[]);
-    assert_eq!(retry.code(), Some(0), "{}", retry.stderr.join("\n"));
-    let retried = ready(&s);
-    assert_eq!(retried.len(), 1);
-    assert_eq!(retried[0]["uuid"], pushed[0]["uuid"]);
-    assert_eq!(retried[0]["id"], pushed[0]["id"]);
-    assert_eq!(retried[0]["attempts"], 0);
-    assert!(s.failed_rows().is_empty());
+    Daemon::cli(&config, &["retry", &uuid]).expect_exit(0);
+    assert_retried(&s, &pushed[0]);
+    assert_eq!(s.failed_rows().len(), 0, "the row is deleted");
 
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
-    assert_eq!(d.code(), Some(0));
-    let done = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "success")
-        .expect("ran again");
-    assert_eq!(done["uuid"], uuid.as_str());
+    assert_eq!(run_again(&s, &config), uuid.as_str(), "ran again");
     assert_eq!(app.attempts("php-failed"), [1, 1]);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    s.assert_state(QueueState::empty());
 }

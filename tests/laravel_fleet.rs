@@ -6,17 +6,17 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::laravel::{App, Transport};
-use common::{Scene, q};
+use common::laravel::{self, Transport};
+use common::{QueueState, q};
 use serde_json::json;
 
 const JOBS: usize = 2000;
 
 #[test]
 fn php_and_two_daemons_run_2000_jobs_exactly_once() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, Transport::Persistent(2), "");
+    let Some((s, app, config)) = laravel::scene(Transport::Persistent(2)) else {
+        return;
+    };
     app.dispatch(json!([{"kind": "plain", "tag": "job", "count": JOBS}]));
     assert_eq!(s.redis.llen(&q("default")), JOBS as i64);
 
@@ -31,7 +31,7 @@ fn php_and_two_daemons_run_2000_jobs_exactly_once() {
     let status = php.wait();
     assert!(status.success(), "queue:work: {status}\n{}", php.output());
     for d in &mut daemons {
-        assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+        d.expect_exit(0);
     }
 
     // Exactly once, first attempt, nothing failed.
@@ -65,22 +65,15 @@ fn php_and_two_daemons_run_2000_jobs_exactly_once() {
     assert!(php_jobs > 0, "queue:work ran none");
     let mut daemon_jobs = 0;
     for d in &daemons {
-        let started = d
-            .events()
-            .iter()
-            .filter(|e| e["status"] == "starting")
-            .count();
-        let done = d
-            .events()
-            .iter()
-            .filter(|e| e["status"] == "success")
-            .count();
+        let started = d.events_with("starting").len();
+        let done = d.events_with("success").len();
         assert!(started > 0, "a daemon ran no job");
-        assert_eq!(started, done);
+        assert_eq!(started, done, "every job a daemon reserved is done");
         daemon_jobs += done;
     }
-    assert_eq!(daemon_jobs, bridge_jobs);
-
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
-    assert!(s.failed_rows().is_empty());
+    assert_eq!(
+        daemon_jobs, bridge_jobs,
+        "the daemons' jobs ran in the bridge"
+    );
+    s.assert_state(QueueState::empty());
 }

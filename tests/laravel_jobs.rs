@@ -7,12 +7,37 @@
 
 mod common;
 
-use common::laravel::{App, Transport};
-use common::{Daemon, Scene, q};
+use common::laravel::{self, App, Transport};
+use common::{Daemon, QueueState, Scene, q};
 use serde_json::{Value, json};
 
 const PER_JOB: Transport = Transport::PerJob;
 const PERSISTENT: Transport = Transport::Persistent(2);
+
+/// Two `#[test]`s running `scenario`: one a PHP process per job, one with
+/// two warm persistent processes.
+macro_rules! on_both_transports {
+    ($($scenario:ident: $per_job:ident, $persistent:ident;)*) => {
+        $(
+            #[test]
+            fn $per_job() {
+                $scenario(PER_JOB);
+            }
+
+            #[test]
+            fn $persistent() {
+                $scenario(PERSISTENT);
+            }
+        )*
+    };
+}
+
+on_both_transports! {
+    every_kind_runs_once: every_kind_runs_once_per_job, every_kind_runs_once_persistent;
+    retries_backoff_and_failed_rows: retries_backoff_and_failed_rows_per_job, retries_backoff_and_failed_rows_persistent;
+    timeouts_deadlines_and_max_exceptions: timeouts_deadlines_and_max_exceptions_per_job, timeouts_deadlines_and_max_exceptions_persistent;
+    releases_failures_and_delays: releases_failures_and_delays_per_job, releases_failures_and_delays_persistent;
+}
 
 /// The unique lock of `UniqueJob` with `key` (cache prefix on DB 0, the
 /// skeleton's `lock_connection`).
@@ -20,13 +45,20 @@ fn unique_lock(key: &str) -> String {
     format!("laravel_database_laravel_cache:laravel_unique_job:App\\Jobs\\UniqueJob{key}")
 }
 
+/// The scene, app and config for `transport`, with `jobs` dispatched
+/// through the app's bus; `None` (after a note) when PHP or Laravel is
+/// missing.
+fn dispatched(transport: Transport, jobs: Value) -> Option<(Scene, App, std::path::PathBuf)> {
+    let (s, app, config) = laravel::scene(transport)?;
+    app.dispatch(jobs);
+    Some((s, app, config))
+}
+
 /// Runs the daemon once to its end (it must exit 0) and returns it.
 fn run(s: &Scene, config: &std::path::Path, args: &[&str]) -> Daemon {
     let mut all = vec!["--stop-when-empty", "--sleep=0", "--json"];
     all.extend_from_slice(args);
-    let mut d = s.work_until_exit(config, &all);
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
-    d
+    s.run(config, &all)
 }
 
 /// Runs the daemon until no job is ready or delayed, making delayed jobs
@@ -96,15 +128,15 @@ fn row_of(s: &Scene, tag: &str) -> common::sqlite::FailedRow {
         .unwrap_or_else(|| panic!("no failed_jobs row for {tag}"))
 }
 
-fn assert_no_queue_keys(s: &Scene) {
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+/// No `event` line of `tag` was recorded.
+#[track_caller]
+fn assert_none(app: &App, event: &str, tag: &str) {
+    let seen = app.events(event, tag);
+    assert!(seen.is_empty(), "{event} of {tag} recorded: {seen:?}");
 }
 
 fn every_kind_runs_once(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "plain", "tag": "plain", "data": {"city": "Zürich", "n": [1, 2]}},
         {"kind": "string", "tag": "str", "data": {"x": "y"}},
         {"kind": "encrypted", "tag": "enc", "secret": "s3cret"},
@@ -113,18 +145,16 @@ fn every_kind_runs_once(transport: Transport) {
         {"kind": "chain", "tag": "c", "steps": ["a", "b", "c"]},
         {"kind": "unique", "tag": "u", "key": "k"},
         {"kind": "unique", "tag": "u-again", "key": "k"},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     // The second unique job was not queued: the lock was held.
-    assert!(s.redis.exists(&unique_lock("k")));
-    assert_eq!(s.redis.llen(&q("default")), 7);
+    assert!(s.redis.exists(&unique_lock("k")), "the unique lock is held");
+    assert_eq!(s.redis.llen(&q("default")), 7, "jobs queued");
 
     let d = run(&s, &config, &[]);
-    let names: Vec<String> = d
-        .events()
-        .iter()
-        .filter(|e| e["status"] == "success")
-        .map(|e| e["job"].as_str().unwrap().to_string())
-        .collect();
+    let names = d.event_fields("success", "job");
     assert_eq!(
         names,
         [
@@ -156,47 +186,53 @@ fn every_kind_runs_once(transport: Transport) {
     );
     assert_eq!(app.events("handle", "enc")[0]["secret"], "s3cret");
     let sent = app.events("notification", "inv-1");
-    assert_eq!(sent.len(), 1);
+    assert_eq!(sent.len(), 1, "one notification: {sent:?}");
     assert_eq!(sent[0]["to"], "ada@example.com");
-    assert!(app.events("handle", "u-again").is_empty());
+    assert_none(&app, "handle", "u-again");
 
     // The chain ran in order, each step dispatched by the one before.
-    let time = |tag| app.events("handle", tag)[0]["time"].as_f64().unwrap();
-    assert!(time("c.a") < time("c.b") && time("c.b") < time("c.c"));
+    let times: Vec<f64> = ["c.a", "c.b", "c.c"]
+        .map(|tag| {
+            app.events("handle", tag)[0]["time"]
+                .as_f64()
+                .unwrap_or_default()
+        })
+        .to_vec();
+    assert!(
+        times[0] < times[1] && times[1] < times[2],
+        "chain steps' start times: {times:?}"
+    );
 
     // Running the unique job released its lock; it can be dispatched again.
-    assert!(!s.redis.exists(&unique_lock("k")));
+    assert!(
+        !s.redis.exists(&unique_lock("k")),
+        "the unique lock is released"
+    );
     app.dispatch(json!([{"kind": "unique", "tag": "u-later", "key": "k"}]));
-    assert_eq!(s.redis.llen(&q("default")), 1);
+    assert_eq!(s.redis.llen(&q("default")), 1, "dispatched again");
     run(&s, &config, &[]);
     assert_eq!(app.attempts("u-later"), [1]);
 
-    assert!(app.records().iter().all(|r| r["event"] != "failed"));
-    assert!(s.failed_rows().is_empty());
-    assert_no_queue_keys(&s);
-}
-
-#[test]
-fn every_kind_runs_once_per_job() {
-    every_kind_runs_once(PER_JOB);
-}
-
-#[test]
-fn every_kind_runs_once_persistent() {
-    every_kind_runs_once(PERSISTENT);
+    let failed: Vec<_> = app
+        .records()
+        .into_iter()
+        .filter(|r| r["event"] == "failed")
+        .collect();
+    assert!(failed.is_empty(), "failed() ran: {failed:?}");
+    s.assert_state(QueueState::empty());
 }
 
 /// `$tries` and `$backoff` from the job, `--tries` and `--backoff` for a
 /// job pushed by name; failed rows carry PHP's exception text.
 fn retries_backoff_and_failed_rows(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "flaky", "tag": "ok", "failures": 1},
         {"kind": "flaky", "tag": "doomed", "failures": 9},
         {"kind": "string", "tag": "str", "data": {"fail": true}},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let uuids: Vec<String> = s
         .redis
         .lrange(&q("default"))
@@ -212,16 +248,12 @@ fn retries_backoff_and_failed_rows(transport: Transport) {
 
     // Round 1: every job throws once; released with its backoff.
     let d = run(&s, &config, &args);
-    let released = d
-        .events()
-        .iter()
-        .filter(|e| e["status"] == "released_after_exception")
-        .count();
-    assert_eq!(released, 3);
+    let released = d.events_with("released_after_exception").len();
+    assert_eq!(released, 3, "every job released once");
     assert_release_delay(&app, &s, "ok", 2);
     assert_release_delay(&app, &s, "doomed", 2);
     assert_release_delay(&app, &s, "str", 4);
-    assert!(s.failed_rows().is_empty());
+    assert_eq!(s.failed_rows().len(), 0, "no failed row yet");
 
     // Round 2: "ok" succeeds; "doomed" is released for 5 s (second
     // backoff); the string job fails on its second try (--tries=2).
@@ -242,10 +274,10 @@ fn retries_backoff_and_failed_rows(transport: Transport) {
     let hooks = app.events("failed", "doomed");
     assert_eq!(hooks.len(), 1);
     assert_eq!(hooks[0]["message"], "flaky doomed failed attempt 3");
-    assert!(app.events("failed", "ok").is_empty());
+    assert_none(&app, "failed", "ok");
 
     let rows = s.failed_rows();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 2, "{rows:?}");
     let (str_row, doomed_row) = (&rows[0], &rows[1]);
     assert_eq!(str_row.uuid, uuids[2]);
     assert_eq!(doomed_row.uuid, uuids[1]);
@@ -271,31 +303,21 @@ fn retries_backoff_and_failed_rows(transport: Transport) {
         let payload: Value = serde_json::from_str(&row.payload).unwrap();
         assert_eq!(payload["attempts"], attempts);
     }
-    assert_no_queue_keys(&s);
-}
-
-#[test]
-fn retries_backoff_and_failed_rows_per_job() {
-    retries_backoff_and_failed_rows(PER_JOB);
-}
-
-#[test]
-fn retries_backoff_and_failed_rows_persistent() {
-    retries_backoff_and_failed_rows(PERSISTENT);
+    s.assert_redis(QueueState::empty());
 }
 
 /// `$timeout`, `$failOnTimeout`, `retryUntil()` and `$maxExceptions`.
 fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "timeout", "tag": "slow", "sleep": 30},
         {"kind": "timeout", "tag": "slow-fot", "sleep": 30, "fail_on_timeout": true},
         {"kind": "deadline", "tag": "deadline", "seconds": 3600, "failures": 2},
         {"kind": "deadline", "tag": "too-late", "seconds": -10, "failures": 0},
         {"kind": "max-exceptions", "tag": "max-ex"},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let uuid_of = |name: &str| -> String {
         s.redis
             .lrange(&q("default"))
@@ -336,9 +358,9 @@ fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
 
     // retryUntil() in the future: retried past $tries = 1 until it succeeds.
     assert_eq!(app.attempts("deadline"), [1, 2, 3]);
-    assert!(app.events("failed", "deadline").is_empty());
+    assert_none(&app, "failed", "deadline");
     // retryUntil() already passed: failed without running.
-    assert!(app.attempts("too-late").is_empty());
+    assert_none(&app, "handle", "too-late");
     let hook = &app.events("failed", "too-late")[0];
     assert_eq!(
         hook["exception"],
@@ -366,33 +388,26 @@ fn timeouts_deadlines_and_max_exceptions(transport: Transport) {
             "{e}"
         );
     }
-    assert!(
-        exception_of("too-late")
-            .starts_with("Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times")
-    );
-    assert!(
-        exception_of("max-ex").starts_with("RuntimeException: max exceptions max-ex attempt 3 in ")
-    );
-    assert_no_queue_keys(&s);
-}
-
-#[test]
-fn timeouts_deadlines_and_max_exceptions_per_job() {
-    timeouts_deadlines_and_max_exceptions(PER_JOB);
-}
-
-#[test]
-fn timeouts_deadlines_and_max_exceptions_persistent() {
-    timeouts_deadlines_and_max_exceptions(PERSISTENT);
+    for (tag, start) in [
+        (
+            "too-late",
+            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times",
+        ),
+        (
+            "max-ex",
+            "RuntimeException: max exceptions max-ex attempt 3 in ",
+        ),
+    ] {
+        let e = exception_of(tag);
+        assert!(e.starts_with(start), "{tag}: {e}");
+    }
+    s.assert_redis(QueueState::empty());
 }
 
 /// `$this->release()`, `$this->fail()`, delayed dispatch, failing unique
 /// jobs, chains and listeners.
 fn releases_failures_and_delays(transport: Transport) {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
-    let config = app.config(&s, transport, "");
-    app.dispatch(json!([
+    let jobs = json!([
         {"kind": "releasing", "tag": "rel", "release": 30},
         {"kind": "plain", "tag": "late", "delay": 45},
         {"kind": "string", "tag": "str-late", "delay": 50},
@@ -400,7 +415,10 @@ fn releases_failures_and_delays(transport: Transport) {
         {"kind": "unique", "tag": "uniq", "key": "k2", "fail": true},
         {"kind": "chain", "tag": "cf", "steps": ["a", "b"], "fail": "a"},
         {"kind": "event", "tag": "order-2", "fail": true},
-    ]));
+    ]);
+    let Some((s, app, config)) = dispatched(transport, jobs) else {
+        return;
+    };
     let dispatched = common::now();
     // Delayed dispatch: in :delayed, due 45 s and 50 s from now.
     let mut scores: Vec<i64> = delayed(&s).iter().map(|(_, at)| at - dispatched).collect();
@@ -409,12 +427,15 @@ fn releases_failures_and_delays(transport: Transport) {
         (44..=46).contains(&scores[0]) && (49..=51).contains(&scores[1]),
         "{scores:?}"
     );
-    assert!(s.redis.exists(&unique_lock("k2")));
+    assert!(
+        s.redis.exists(&unique_lock("k2")),
+        "the unique lock is held"
+    );
 
     run(&s, &config, &[]);
     // Not due yet.
-    assert!(app.events("handle", "late").is_empty());
-    assert!(app.events("handle", "str-late").is_empty());
+    assert_none(&app, "handle", "late");
+    assert_none(&app, "handle", "str-late");
     // $this->release(30).
     assert_eq!(app.attempts("rel"), [1]);
     assert_release_delay(&app, &s, "rel", 30);
@@ -427,7 +448,7 @@ fn releases_failures_and_delays(transport: Transport) {
     // A failing unique job: failed() ran and the lock is released.
     assert_eq!(app.attempts("uniq"), [1]);
     assert_eq!(app.events("failed", "uniq").len(), 1);
-    assert!(!s.redis.exists(&unique_lock("k2")));
+    assert!(!s.redis.exists(&unique_lock("k2")), "the lock is released");
 
     // A failing chain step: its failed(), the chain's catch callback, and
     // no next step.
@@ -474,7 +495,9 @@ fn releases_failures_and_delays(transport: Transport) {
     assert!(
         rows[1]
             .exception
-            .starts_with("RuntimeException: unique uniq failed in ")
+            .starts_with("RuntimeException: unique uniq failed in "),
+        "{}",
+        rows[1].exception
     );
 
     // Everything due now: the released and the delayed jobs run.
@@ -483,17 +506,7 @@ fn releases_failures_and_delays(transport: Transport) {
     assert_eq!(app.attempts("rel"), [1, 2]);
     assert_eq!(app.attempts("late"), [1]);
     assert_eq!(app.attempts("str-late"), [1]);
-    assert!(app.events("handle", "cf.b").is_empty());
-    assert_eq!(s.failed_rows().len(), 4);
-    assert_no_queue_keys(&s);
-}
-
-#[test]
-fn releases_failures_and_delays_per_job() {
-    releases_failures_and_delays(PER_JOB);
-}
-
-#[test]
-fn releases_failures_and_delays_persistent() {
-    releases_failures_and_delays(PERSISTENT);
+    assert_none(&app, "handle", "cf.b");
+    assert_eq!(s.failed_rows().len(), 4, "no new failed row");
+    s.assert_redis(QueueState::empty());
 }

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::laravel::{App, Transport};
-use common::{Scene, q};
+use common::{Failed, Payload, QueueState, Scene, Score, q};
 use serde_json::{Value, json};
 
 /// Both runs use one APP_KEY, so that serialized closures (chain catch
@@ -58,6 +58,10 @@ fn scenario() -> Value {
         {"kind": "plain", "tag": "late", "delay": 40},
     ])
 }
+
+/// The start of both workers' failed row for a job that timed out on its
+/// last try (Laravel 8.83's class and wording).
+const TIMED_OUT: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long.";
 
 /// The worker options of both runs.
 const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
@@ -170,7 +174,7 @@ fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
     let s = Scene::new();
     let app = App::new(&s)?;
     app.set_env("APP_KEY", APP_KEY);
-    let config = app.config(&s, Transport::Persistent(1), "");
+    let config = app.config(&s, Transport::Persistent(1));
     let dispatched = common::now();
     app.dispatch(scenario());
     let mut rounds = vec![];
@@ -192,8 +196,7 @@ fn php_worker(app: &App, _: &Scene, _: &Path) {
 fn laravel_worker(_: &App, s: &Scene, config: &Path) {
     let mut args = ARGS.to_vec();
     args.push("--json");
-    let mut d = s.work_until_exit(config, &args);
-    assert_eq!(d.code(), Some(0), "stderr:\n{}", d.stderr.join("\n"));
+    s.run(config, &args);
 }
 
 /// Drops the named differences from a round, returning them apart.
@@ -275,7 +278,8 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
     assert!(
         php_self
             .2
-            .starts_with("InvalidArgumentException: bad input for self in ")
+            .starts_with("InvalidArgumentException: bad input for self in "),
+        "{php_self:?}"
     );
 
     // The named differences, as they are today.
@@ -290,8 +294,12 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
     // "8.83"); PHP's line adds the file and line it was thrown at, which the
     // worker, having no PHP frame, cannot.
     let message = "too-late: Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
-    assert!(row(&php_apart, "too-late").starts_with(&format!("{message} in ")));
-    assert_eq!(row(&our_apart, "too-late"), message);
+    let php_row = row(&php_apart, "too-late");
+    assert!(
+        php_row.starts_with(&format!("{message} in ")),
+        "queue:work's row: {php_row}"
+    );
+    assert_eq!(row(&our_apart, "too-late"), message, "our row");
 }
 
 /// Timeouts, the deliberate difference. A job with `$timeout = 1` and two
@@ -319,52 +327,40 @@ fn timeouts_differ_on_purpose() {
         Some(9),
         "queue:work kills itself: {status}"
     );
-    let left = s.redis.zrange(&reserved);
-    assert_eq!(left.len(), 1, "the job stays reserved");
-    assert!(left[0].0.contains("\"attempts\":1"));
-    assert!(s.failed_rows().is_empty());
+    // The job stays reserved, attempt 1 counted.
+    let left = Payload::containing(["\"attempts\":1"]);
+    s.assert_state(QueueState::empty().reserved(left, Score::Any));
     // Reclaimed after retry_after (made due here): the last try fails it.
     s.redis.make_due(&reserved);
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(php.wait().signal(), Some(9));
+    assert_eq!(php.wait().signal(), Some(9), "queue:work kills itself");
     assert_eq!(app.attempts("slow"), [1, 2]);
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
-    assert!(rows[0].exception.starts_with(
-        "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long."
-    ));
-    assert_eq!(app.events("failed", "slow").len(), 1);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    let row = Failed::row().exception(TIMED_OUT);
+    s.assert_state(QueueState::empty().failed([row]));
+    assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");
 
     // laravel-worker, same job, same layout: one run, no reclaim wait.
     let s = Scene::new();
     let app = App::new(&s).unwrap();
-    let config = app.config(&s, Transport::PerJob, "");
+    let config = app.config(&s, Transport::PerJob);
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
-    assert_eq!(d.code(), Some(0), "the worker lives on");
+    // The worker lives on.
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0", "--json"]);
     let statuses: Vec<String> = d
         .events()
         .iter()
-        .map(|e| e["status"].as_str().unwrap().to_string())
+        .map(|e| e["status"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(
         statuses,
         ["starting", "released_after_exception", "starting", "failed"]
     );
     assert_eq!(app.attempts("slow"), [1, 2]);
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 1);
     // The same class and message as queue:work's row ([app] laravel = "8.83");
     // the detail below says how the handler was stopped.
-    assert!(rows[0].exception.starts_with(
-        "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long."
-    ));
-    assert!(
-        rows[0].exception.contains("was killed after 1 s"),
-        "{}",
-        rows[0].exception
-    );
-    assert_eq!(app.events("failed", "slow").len(), 1);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    let row = Failed::row()
+        .exception(TIMED_OUT)
+        .containing("was killed after 1 s");
+    s.assert_state(QueueState::empty().failed([row]));
+    assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");
 }

@@ -6,8 +6,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::Scene;
-use common::payloads::Job;
+use common::{Job, Scene};
 
 /// `GET path` → (status, body).
 fn get(address: &str, path: &str) -> (u16, String) {
@@ -30,45 +29,31 @@ fn get(address: &str, path: &str) -> (u16, String) {
 #[test]
 fn metrics_count_jobs_and_health_answers() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]",
-    );
-    let db = s.failed_db();
-    let config = s.config(&format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-        handler.display()
-    ));
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Good").build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Good").build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Bad").build());
+    let fail_bad = "[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Bad' ]";
+    let config = s.config().script(fail_bad).metrics_listen("127.0.0.1:0");
+    let config = config.write();
+    let jobs = Job::named(["Good", "Good", "Bad"]);
+    s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);
     let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
     let address = line
         .split("address=")
         .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
     for _ in 0..2 {
         d.wait_stdout(|l| l.contains("\"status\":\"success\""));
     }
     d.wait_event("failed");
     // The worker polls again after the third job, so readiness is set.
-    let deadline = std::time::Instant::now() + common::WAIT;
-    while get(&address, "/readyz").0 != 200 {
-        assert!(std::time::Instant::now() < deadline, "never ready");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_until("/readyz to answer 200", || {
+        get(&address, "/readyz").0 == 200
+    });
 
     let (status, text) = get(&address, "/metrics");
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "GET /metrics: {text}");
     let metric = |needle: &str| {
         text.lines()
             .find(|l| l.starts_with(needle))
@@ -93,8 +78,8 @@ fn metrics_count_jobs_and_health_answers() {
     assert_eq!(metric("laravel_worker_jobs_in_flight"), "0");
     assert_eq!(metric("laravel_worker_reserve_errors_total"), "0");
     assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
-    assert_eq!(get(&address, "/nope").0, 404);
+    assert_eq!(get(&address, "/nope").0, 404, "GET /nope");
 
     d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.code(), Some(0));
+    d.expect_exit(0);
 }

@@ -13,8 +13,7 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::payloads::Job;
-use common::{Daemon, Scene, WAIT};
+use common::{Daemon, Job, Scene, WAIT};
 use nix::sys::signal::Signal;
 
 /// The watchdog period the tests give the worker: pings are due every
@@ -160,7 +159,7 @@ fn ready_watchdog_status_and_stopping_in_order() {
     let mut systemd = NotifySocket::bind(&socket_path);
     // Idle waits are a 30 s BLPOP (a push wakes it at once); a job is held
     // open for several watchdog periods: neither may starve the pings.
-    let config = s.config_with_handler(&gated_handler(&s), "block_for = 30");
+    let config = s.config().command(&gated_handler(&s)).block_for(30).write();
     let env = systemd_env(&socket_path);
     let mut d = work(&config, &[], &as_env(&env));
 
@@ -171,8 +170,7 @@ fn ready_watchdog_status_and_stopping_in_order() {
     systemd.watchdog_pings(3);
 
     // A job starts: the status says so; it runs for several periods.
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Long").build());
+    s.push(&Job::laravel8("App\\Jobs\\Long"));
     let busy = systemd.until(|m| m.status().is_some());
     assert_eq!(busy.status(), Some("1 in flight, 0 processed"));
     s.wait_for_file("started.0");
@@ -183,8 +181,7 @@ fn ready_watchdog_status_and_stopping_in_order() {
 
     // A second job is in flight when SIGTERM comes: STOPPING while it
     // drains, pings during the drain, and a last status when it is done.
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Long").build());
+    s.push(&Job::laravel8("App\\Jobs\\Long"));
     s.wait_for_file("started.1");
     systemd.until(|m| m.status() == Some("1 in flight, 1 processed"));
     d.signal(Signal::SIGTERM);
@@ -200,7 +197,7 @@ fn ready_watchdog_status_and_stopping_in_order() {
         drained.status(),
         Some("stopping (interrupted): 0 in flight, 2 processed")
     );
-    assert_eq!(d.code(), Some(0));
+    d.expect_exit(0);
     let exited = Instant::now();
 
     // systemd would never have fired: no gap reached WATCHDOG_USEC, idle,
@@ -210,16 +207,21 @@ fn ready_watchdog_status_and_stopping_in_order() {
     assert!(gap < Duration::from_micros(WATCHDOG_USEC), "a {gap:?} gap");
     // Nothing came out of order: one READY, first; one STOPPING, after
     // which every status is a stopping one; nothing after the exit.
-    assert_eq!(all.iter().filter(|m| m.has("READY=1")).count(), 1);
-    assert!(all[0].has("READY=1"));
-    let stop_at = all.iter().position(|m| m.has("STOPPING=1")).unwrap();
-    assert_eq!(all.iter().filter(|m| m.has("STOPPING=1")).count(), 1);
+    let count = |line: &str| all.iter().filter(|m| m.has(line)).count();
+    assert_eq!(count("READY=1"), 1, "one READY: {all:?}");
+    assert!(all[0].has("READY=1"), "READY first: {all:?}");
+    assert_eq!(count("STOPPING=1"), 1, "one STOPPING: {all:?}");
+    let stop_at = all.iter().position(|m| m.has("STOPPING=1")).unwrap_or(0);
     assert!(
         all[stop_at + 1..]
             .iter()
-            .all(|m| m.status().is_none_or(|st| st.starts_with("stopping")))
+            .all(|m| m.status().is_none_or(|st| st.starts_with("stopping"))),
+        "only stopping statuses after STOPPING: {all:?}"
     );
-    assert!(all.iter().all(|m| m.at <= exited));
+    assert!(
+        all.iter().all(|m| m.at <= exited),
+        "nothing after the exit: {all:?}"
+    );
 }
 
 #[test]
@@ -229,15 +231,20 @@ fn a_long_sleep_does_not_starve_the_watchdog() {
     let mut systemd = NotifySocket::bind(&socket_path);
     let handler = s.script("ok.sh", "exit 0");
     // No block_for: the idle wait is the 30 s --sleep.
-    let config = s.config_with_handler(&handler, "");
+    let config = s.config_for(&handler);
     let env = systemd_env(&socket_path);
     let mut d = work(&config, &["--sleep=30"], &as_env(&env));
-    assert!(systemd.next().has("READY=1"));
+    let ready = systemd.next();
+    assert!(ready.has("READY=1"), "READY first: {ready:?}");
     systemd.watchdog_pings(4);
     d.signal(Signal::SIGTERM);
     let stopping = systemd.until(|m| m.has("STOPPING=1"));
-    assert!(stopping.has("STATUS=stopping (interrupted): 0 in flight, 0 processed"));
-    assert_eq!(d.code(), Some(0));
+    assert_eq!(
+        stopping.status(),
+        Some("stopping (interrupted): 0 in flight, 0 processed"),
+        "{stopping:?}"
+    );
+    d.expect_exit(0);
     let gap = longest_watchdog_gap(&systemd.all(), Instant::now());
     assert!(gap < Duration::from_micros(WATCHDOG_USEC), "a {gap:?} gap");
 }
@@ -246,9 +253,8 @@ fn a_long_sleep_does_not_starve_the_watchdog() {
 fn no_watchdog_pings_unless_the_watchdog_is_for_this_process() {
     let s = Scene::new();
     let handler = s.script("ok.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Quick").build());
+    let config = s.config_for(&handler);
+    s.push(&Job::laravel8("App\\Jobs\\Quick"));
     for (name, env) in [
         ("no WATCHDOG_USEC", vec![]),
         (
@@ -264,8 +270,7 @@ fn no_watchdog_pings_unless_the_watchdog_is_for_this_process() {
         if name != "no WATCHDOG_USEC" {
             env.push(("WATCHDOG_USEC", "200000"));
         }
-        let mut d = work(&config, &["--stop-when-empty"], &env);
-        assert_eq!(d.code(), Some(0), "{name}");
+        work(&config, &["--stop-when-empty"], &env).expect_exit(0);
         let all = systemd.all();
         assert!(
             all.first().is_some_and(|m| m.has("READY=1")),

@@ -4,88 +4,57 @@
 
 mod common;
 
-use common::payloads::Job;
-use common::{Scene, now, q};
+use common::{Failed, GATED, Job, Payload, QueueState, Scene, Score, now};
 use serde_json::json;
+
+const DELAYED: &str = "laravel_database_queues:default:delayed";
 
 /// Case 1: a job pushed the way PHP pushes it is reserved with attempts 1,
 /// scored now + retry_after, and the ready and notify lists are emptied.
 #[test]
 fn case01_push_interop_reserves_like_laravel() {
     let s = Scene::new();
-    let handler = s.recording_script(
-        "h.sh",
-        "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done",
-    );
-    let config = s.config_with_handler(&handler, "retry_after = 90");
+    let config = s.config().recording(GATED).retry_after(90).write();
     let job = Job::laravel8("App\\Jobs\\SendMail");
-    s.redis.push("default", &job.build());
+    s.push(&job);
 
     let mut d = s.work(&config, &["--once", "--json"]);
     let starting = d.wait_event("starting");
-    assert_eq!(starting["attempts"], 1);
+    assert_eq!(starting["attempts"], 1, "{starting}");
     s.wait_for_file("started");
-
-    assert_eq!(s.redis.llen(&q("default")), 0);
-    assert!(!s.redis.exists(&format!("{}:notify", q("default"))));
-    let reserved = s.redis.zrange(&format!("{}:reserved", q("default")));
-    assert_eq!(reserved.len(), 1);
-    let member: serde_json::Value = serde_json::from_str(&reserved[0].0).unwrap();
-    assert_eq!(member["attempts"], 1);
-    assert_eq!(member["uuid"], job.uuid());
-    assert!(
-        (reserved[0].1 - (now() + 90)).abs() <= 2,
-        "score {}",
-        reserved[0].1
-    );
+    let reserved = Payload::job(&job, 1);
+    s.assert_state(QueueState::empty().reserved(reserved, Score::In(90)));
 
     s.touch("go");
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(
-        s.log(),
-        vec![format!("run App\\Jobs\\SendMail {} 1 default", job.id())]
-    );
+    d.expect_exit(0);
+    assert_eq!(s.log(), vec![job.run_line(1)]);
 }
 
 /// Case 3: after success the reserved member is gone and no key is left.
 #[test]
 fn case03_success_leaves_no_keys() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    s.redis
-        .push("default", &Job::laravel13("App\\Jobs\\Ok").build());
-
-    let mut d = s.work_until_exit(&config, &["--once", "--json"]);
-    assert_eq!(d.code(), Some(0));
-    let done = d
-        .events()
-        .into_iter()
-        .find(|e| e["status"] == "success")
-        .unwrap();
-    assert_eq!(done["result"], "deleted");
-    assert_eq!(done["connection"], "redis");
-    assert_eq!(done["queue"], "default");
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
-    assert!(s.failed_rows().is_empty());
+    let (s, config) = Scene::recording("exit 0");
+    s.push(&Job::laravel13("App\\Jobs\\Ok"));
+    let d = s.run(&config, &["--once", "--json"]);
+    let done = d.event("success");
+    for (field, value) in [
+        ("result", "deleted"),
+        ("connection", "redis"),
+        ("queue", "default"),
+    ] {
+        assert_eq!(done[field], value, "{field} of {done}");
+    }
+    s.assert_state(QueueState::empty());
 }
 
 /// Case 21: N pushes and N pops leave the notify list absent.
 #[test]
 fn case21_notify_list_ends_empty() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    for i in 0..5 {
-        s.redis.push(
-            "default",
-            &Job::string("App\\Jobs\\N@handle", json!({"i": i})).build(),
-        );
-    }
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(s.log().len(), 5);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    let (s, config) = Scene::recording("exit 0");
+    s.push_on("default", &Job::numbered("App\\Jobs\\N@handle", 5));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(s.log().len(), 5, "every job ran: {:?}", s.log());
+    s.assert_state(QueueState::empty());
 }
 
 /// Case 32: a payload that is not JSON is not lost: it leaves the ready
@@ -93,32 +62,21 @@ fn case21_notify_list_ends_empty() {
 /// to the next job.
 #[test]
 fn case32_poison_payload_goes_to_the_failed_store() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
+    let (s, config) = Scene::recording("exit 0");
     s.redis.push("default", "not json");
     s.redis.push("default", r#"{"job":"no attempts"}"#);
-    let good = Job::laravel8("App\\Jobs\\Good");
-    s.redis.push("default", &good.build());
+    s.push(&Job::laravel8("App\\Jobs\\Good"));
 
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(s.log().len(), 1, "only the good job runs");
-    let rows = s.failed_rows();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].payload, "not json");
-    assert!(
-        rows[0]
-            .exception
-            .starts_with("Illuminate\\Queue\\InvalidPayloadException: "),
-        "{}",
-        rows[0].exception
-    );
-    assert!(rows[0].exception.contains("not a JSON object"));
-    assert_eq!(rows[1].payload, r#"{"job":"no attempts"}"#);
-    assert!(rows[1].exception.contains("attempts"));
-    assert_eq!(rows[0].queue, "default");
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(s.log().len(), 1, "only the good job runs: {:?}", s.log());
+    let not_json = Failed::row()
+        .payload("not json")
+        .exception("Illuminate\\Queue\\InvalidPayloadException: ")
+        .containing("not a JSON object");
+    let no_attempts = Failed::row()
+        .payload(r#"{"job":"no attempts"}"#)
+        .containing("attempts");
+    s.assert_state(QueueState::empty().failed([not_json, no_attempts]));
 }
 
 /// Case 4: a delayed job is not popped before its time and stays in
@@ -126,28 +84,19 @@ fn case32_poison_payload_goes_to_the_failed_store() {
 /// token), reserved and run, and nothing is left behind.
 #[test]
 fn case04_delayed_job_waits_for_its_time() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
+    let (s, config) = Scene::recording("exit 0");
     let job = Job::laravel8("App\\Jobs\\Later");
     let at = now() + 3600;
     s.redis.later("default", at, &job.build());
 
-    let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert!(s.log().is_empty());
-    let delayed = s.redis.zrange(&format!("{}:delayed", q("default")));
-    assert_eq!(delayed, vec![(job.build(), at)]);
-    assert!(!s.redis.exists(&q("default")));
+    s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(s.log(), Vec::<String>::new(), "not run before its time");
+    s.assert_state(QueueState::empty().delayed(&job, Score::At(at)));
 
-    s.redis.make_due(&format!("{}:delayed", q("default")));
-    let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(
-        s.log(),
-        vec![format!("run App\\Jobs\\Later {} 1 default", job.id())]
-    );
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    s.redis.make_due(DELAYED);
+    s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(s.log(), vec![job.run_line(1)]);
+    s.assert_state(QueueState::empty());
 }
 
 /// Case 5: with `migration_batch_size = 2` one pop migrates exactly the two
@@ -155,109 +104,73 @@ fn case04_delayed_job_waits_for_its_time() {
 #[test]
 fn case05_migration_batch_size_limits_each_migrate() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "migration_batch_size = 2");
+    let config = s.config().recording("exit 0").migration_batch_size(2);
+    let config = config.write();
     let jobs: Vec<Job> = (0..5).map(|_| Job::laravel8("App\\Jobs\\Batch")).collect();
     for (i, job) in jobs.iter().enumerate() {
         s.redis
             .later("default", now() - 50 + i as i64 * 10, &job.build());
     }
 
-    let mut d = s.work_until_exit(&config, &["--once", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(
-        s.log(),
-        vec![format!("run App\\Jobs\\Batch {} 1 default", jobs[0].id())]
-    );
-    assert_eq!(s.redis.lrange(&q("default")), vec![jobs[1].build()]);
-    let left: Vec<String> = s
-        .redis
-        .zrange(&format!("{}:delayed", q("default")))
-        .into_iter()
-        .map(|(m, _)| m)
-        .collect();
-    assert_eq!(
-        left,
-        vec![jobs[2].build(), jobs[3].build(), jobs[4].build()]
-    );
+    s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(s.log(), vec![jobs[0].run_line(1)]);
     // Two tokens pushed by the migration, one taken by the pop.
-    assert_eq!(s.redis.llen(&format!("{}:notify", q("default"))), 1);
+    let migrated = QueueState::empty().ready([&jobs[1]]).notify(1);
+    let expected = jobs[2..]
+        .iter()
+        .fold(migrated, |state, job| state.delayed(job, Score::Any));
+    s.assert_state(expected);
 }
 
 /// Case 19: `--queue=high,low` serves high first, then low.
 #[test]
 fn case19_priority_queues_in_order() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "");
-    for i in 0..3 {
-        s.redis.push(
-            "low",
-            &Job::string("App\\Jobs\\Low@handle", json!({"i": i})).build(),
-        );
-        s.redis.push(
-            "high",
-            &Job::string("App\\Jobs\\High@handle", json!({"i": i})).build(),
-        );
-    }
-    let mut d = s.work_until_exit(
-        &config,
-        &[
-            "--queue=high,low",
-            "--stop-when-empty",
-            "--sleep=0",
-            "--json",
-        ],
+    let (s, config) = Scene::recording("exit 0");
+    let (low, high) = (
+        Job::numbered("App\\Jobs\\Low@handle", 3),
+        Job::numbered("App\\Jobs\\High@handle", 3),
     );
-    assert_eq!(d.code(), Some(0));
-    let order: Vec<String> = d
-        .events()
-        .iter()
-        .filter(|e| e["status"] == "starting")
-        .map(|e| e["queue"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(order, ["high", "high", "high", "low", "low", "low"]);
+    for (l, h) in low.iter().zip(&high) {
+        s.push_on("low", [l]);
+        s.push_on("high", [h]);
+    }
+    let args = [
+        "--queue=high,low",
+        "--stop-when-empty",
+        "--sleep=0",
+        "--json",
+    ];
+    let d = s.run(&config, &args);
+    let order = ["high", "high", "high", "low", "low", "low"];
+    let reserved_from = d.event_fields("starting", "queue");
+    assert_eq!(reserved_from, order, "queues in the order reserved");
     let queues: Vec<String> = s
         .log()
         .iter()
-        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(queues, ["high", "high", "high", "low", "low", "low"]);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    assert_eq!(queues, order, "queues in the order run");
+    s.assert_state(QueueState::empty());
 }
 
 /// Case 31: cjson rewrites the reserved copy (big integers at 14 digits,
 /// `[]` as `{}`); the worker releases and deletes by those exact bytes.
 #[test]
 fn case31_cjson_reserved_bytes_are_the_handle() {
-    let s = Scene::new();
-    let handler = s.recording_script(
-        "h.sh",
-        "[ \"$LARAVEL_WORKER_ATTEMPT\" = 2 ] && exit 0; exit 1",
-    );
-    let config = s.config_with_handler(&handler, "");
-    let job = Job::string(
+    let (s, config) = Scene::recording("[ \"$LARAVEL_WORKER_ATTEMPT\" = 2 ] && exit 0; exit 1");
+    s.push(&Job::string(
         "App\\Jobs\\Big@handle",
         json!({"n": 123456789012345678u64, "e": []}),
-    );
-    s.redis.push("default", &job.build());
+    ));
 
-    let mut d = s.work_until_exit(&config, &["--once", "--tries=2"]);
-    assert_eq!(d.code(), Some(0));
-    let delayed = s.redis.zrange(&format!("{}:delayed", q("default")));
-    assert_eq!(delayed.len(), 1);
-    let member = &delayed[0].0;
-    assert!(member.contains("1.2345678901235e+17"), "{member}");
-    assert!(member.contains(r#""e":{}"#), "{member}");
-    assert!(member.contains(r#""attempts":1"#), "{member}");
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
+    s.run(&config, &["--once", "--tries=2"]);
+    let cjson = Payload::containing(["1.2345678901235e+17", r#""e":{}"#, r#""attempts":1"#]);
+    s.assert_state(QueueState::empty().delayed(cjson, Score::Any));
 
-    s.redis.make_due(&format!("{}:delayed", q("default")));
-    let mut d = s.work_until_exit(&config, &["--once", "--tries=2"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(s.log().len(), 2);
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
-    assert!(s.failed_rows().is_empty());
+    s.redis.make_due(DELAYED);
+    s.run(&config, &["--once", "--tries=2"]);
+    assert_eq!(s.log().len(), 2, "run twice: {:?}", s.log());
+    s.assert_state(QueueState::empty());
 }
 
 /// Case 20: an idle worker blocked on BLPOP of `:notify` wakes for a push.
@@ -266,34 +179,25 @@ fn case31_cjson_reserved_bytes_are_the_handle() {
 #[test]
 fn case20_block_for_wakes_on_push() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 0");
-    let config = s.config_with_handler(&handler, "block_for = 60");
-    let mut d = s.work(
-        &config,
-        &[
-            "--queue=high,default",
-            "--sleep=60",
-            "--json",
-            "--max-jobs=1",
-        ],
-    );
-    // Wait until the worker is blocked in BLPOP.
-    let deadline = std::time::Instant::now() + common::WAIT;
-    loop {
+    let config = s.config().recording("exit 0").block_for(60).write();
+    let args = [
+        "--queue=high,default",
+        "--sleep=60",
+        "--json",
+        "--max-jobs=1",
+    ];
+    let mut d = s.work(&config, &args);
+    common::wait_until("the worker to block in BLPOP", || {
         let info: String = s.redis.cmd(&["INFO", "clients"]);
-        if info.contains("blocked_clients:1") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "worker never blocked");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+        info.contains("blocked_clients:1")
+    });
     let job = Job::laravel13("App\\Jobs\\Wake");
-    s.redis.push("default", &job.build());
+    s.push(&job);
     let starting = d.wait_event("starting");
-    assert_eq!(starting["id"], job.id());
-    assert_eq!(starting["queue"], "default");
-    assert_eq!(d.code(), Some(0));
-    assert!(s.redis.keys(0).is_empty(), "left: {:?}", s.redis.keys(0));
+    assert_eq!(starting["id"], job.id(), "{starting}");
+    assert_eq!(starting["queue"], "default", "{starting}");
+    d.expect_exit(0);
+    s.assert_state(QueueState::empty());
 }
 
 /// Without `--json`, one artisan-style line per job: time, displayName,
@@ -301,33 +205,30 @@ fn case20_block_for_wakes_on_push() {
 #[test]
 fn artisan_style_line_per_job() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]",
-    );
-    let config = s.config_with_handler(&handler, "");
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Good").build());
-    s.redis
-        .push("default", &Job::laravel8("App\\Jobs\\Bad").build());
-    let mut d = s.work_until_exit(&config, &["--stop-when-empty", "--sleep=0"]);
-    assert_eq!(d.code(), Some(0));
-    assert_eq!(d.stdout.len(), 2, "{:?}", d.stdout);
+    let good_only = "[ \"$LARAVEL_WORKER_JOB_NAME\" = 'App\\Jobs\\Good' ]";
+    let config = s.config().script(good_only).write();
+    let pair = Job::named(["Good", "Bad"]);
+    s.push_on("default", &pair);
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(d.stdout.len(), 2, "one line a job: {:?}", d.stdout);
     for (line, name, word) in [
         (&d.stdout[0], "App\\Jobs\\Good", "DONE"),
         (&d.stdout[1], "App\\Jobs\\Bad", "FAIL"),
     ] {
-        let rest = line.strip_prefix("  ").unwrap();
+        let rest = line.strip_prefix("  ").expect("two spaces first");
         let (date, rest) = rest.split_at(19);
         assert!(
             chrono::NaiveDateTime::parse_from_str(date, "%Y-%m-%d %H:%M:%S").is_ok(),
-            "{line}"
+            "a date first: {line}"
         );
-        let rest = rest.strip_prefix(' ').unwrap().strip_prefix(name).unwrap();
-        assert!(rest.starts_with(" ..."), "{line}");
+        let rest = rest
+            .strip_prefix(' ')
+            .and_then(|r| r.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} after the date: {line}"));
+        assert!(rest.starts_with(" ..."), "dots after the name: {line}");
         assert!(
             rest.ends_with(&format!("ms {word}")) || rest.ends_with(&format!("s {word}")),
-            "{line}"
+            "the run time and {word} at the end: {line}"
         );
     }
 }

@@ -8,7 +8,7 @@ use crate::config::Settings;
 /// # Errors
 /// Redis errors.
 pub async fn run(settings: Settings, args: ClearArgs) -> anyhow::Result<u8> {
-    let queue = super::work::open_queue(&settings).await?;
+    let queue = crate::app::open_queue(&settings).await?;
     let names = args.queue.unwrap_or_else(|| settings.default_queue.clone());
     let mut total = 0;
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {

@@ -12,11 +12,11 @@ use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
-use super::work::{open_failed_store, open_queue};
+use crate::app::{open_failed_store, open_queue};
 use crate::cli::{FailedArgs, FlushArgs, ForgetArgs, RetryArgs};
 use crate::config::Settings;
-use crate::failed::FailedJobStore;
 use crate::failed::php_json::{PhpValue, retry_payload};
+use crate::failed::{FailedJobStore, StoredJob};
 
 /// `queue:failed`: lists every failed job, newest first, as artisan's
 /// `failed_at id ..... connection@queue class` lines, or with `--json` as
@@ -71,6 +71,10 @@ pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
 /// onto its queue on the configured Redis with the push script (RPUSH plus
 /// a notify token), and the failed job is deleted.
 ///
+/// An id with several records (the Redis store keeps every record of a
+/// uuid) retries each of them, newest first, each deleted once pushed;
+/// Laravel's `file` driver would push the newest and delete them all.
+///
 /// As artisan, an unknown id is reported and skipped (exit status 0). Not
 /// retried, reported, and kept in the store (exit status 1 at the end): a
 /// job whose connection is not the configured `[queue] connection` (this
@@ -81,19 +85,16 @@ pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
 /// with that job still in the store.
 pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
     let store = open_failed_store(&settings).await?;
-    let ids = retry_ids(&store, &args).await?;
-    if ids.is_empty() {
+    let jobs = retry_jobs(&store, &args).await?;
+    if jobs.is_empty() {
         info("No retryable jobs found.");
         return Ok(0);
     }
     let queue = open_queue(&settings).await?;
     info("Pushing failed queue jobs back onto the queue.");
     let mut refused = false;
-    for id in ids {
-        let Some(job) = store.find(&id).await? else {
-            error(&format!("Unable to find failed job with ID [{id}]."));
-            continue;
-        };
+    for job in jobs {
+        let id = &job.id;
         if job.connection != settings.connection {
             error(&format!(
                 "Failed job [{id}] belongs to connection [{}]; this worker pushes to [{}] \
@@ -113,46 +114,55 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
         };
         let started = Instant::now();
         let pushed = queue.push(&queue.keys(&job.queue), &payload).await;
-        task_line(&id, started.elapsed(), pushed.is_ok());
+        task_line(id, started.elapsed(), pushed.is_ok());
         pushed.with_context(|| format!("push failed job {id} back onto queue {}", job.queue))?;
-        store.forget(&id).await?;
+        store.delete(&job).await?;
         tracing::debug!(id, queue = job.queue, "failed job pushed back");
     }
     println!();
     Ok(u8::from(refused))
 }
 
-/// The ids `retry` works through, in order, as artisan picks them.
-async fn retry_ids(store: &FailedJobStore, args: &RetryArgs) -> anyhow::Result<Vec<String>> {
+/// The failed jobs `retry` works through, in order, as artisan picks them;
+/// an unknown id is reported here.
+async fn retry_jobs(store: &FailedJobStore, args: &RetryArgs) -> anyhow::Result<Vec<StoredJob>> {
     if let [only] = args.ids.as_slice()
         && only == "all"
     {
-        return Ok(store.all().await?.into_iter().map(|job| job.id).collect());
+        return store.all().await;
     }
     if let Some(queue) = args.queue.as_deref().filter(|q| !q.is_empty()) {
-        let ids: Vec<String> = store
+        let jobs: Vec<StoredJob> = store
             .all()
             .await?
             .into_iter()
             .filter(|job| job.queue == queue)
-            .map(|job| job.id)
             .collect();
-        if ids.is_empty() {
+        if jobs.is_empty() {
             error(&format!("Unable to find failed jobs for queue [{queue}]."));
         }
-        return Ok(ids);
+        return Ok(jobs);
     }
-    let mut ids: Vec<String> = Vec::new();
+    let mut ids: Vec<&String> = Vec::new();
     for id in &args.ids {
-        if !id.is_empty() && !ids.contains(id) {
-            ids.push(id.clone());
+        if !id.is_empty() && !ids.contains(&id) {
+            ids.push(id);
         }
     }
-    Ok(ids)
+    let mut jobs = Vec::new();
+    for id in ids {
+        let found = store.find_all(id).await?;
+        if found.is_empty() {
+            error(&format!("Unable to find failed job with ID [{id}]."));
+        }
+        jobs.extend(found);
+    }
+    Ok(jobs)
 }
 
-/// `queue:forget`: deletes one failed job by uuid. Exit status 0 when it
-/// was there, 1 ("No failed job matches the given ID.") when not.
+/// `queue:forget`: deletes the failed job with this uuid (every record of
+/// it, as Laravel's `file` driver). Exit status 0 when there was one, 1
+/// ("No failed job matches the given ID.") when not.
 ///
 /// # Errors
 /// The store cannot be opened or written.

@@ -24,7 +24,7 @@ struct Report<'a> {
 /// # Errors
 /// Redis errors.
 pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
-    let queue = super::work::open_queue(&settings).await?;
+    let queue = crate::app::open_queue(&settings).await?;
     let (connection, list) = match args.queues.split_once(':') {
         Some((c, l)) => (c, l),
         None => (settings.connection.as_str(), args.queues.as_str()),

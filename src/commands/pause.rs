@@ -20,7 +20,7 @@ pub fn parse_target<'a>(target: &'a str, default_connection: &'a str) -> (&'a st
 /// # Errors
 /// No cache store, or the cache cannot be written.
 pub async fn run(settings: Settings, args: PauseArgs, pause: bool) -> anyhow::Result<u8> {
-    let cache = super::work::open_cache(&settings).await?;
+    let cache = crate::app::open_cache(&settings).await?;
     let (connection, queue) = parse_target(&args.queue, &settings.connection);
     cache.set_paused(connection, queue, pause).await?;
     let done = if pause { "paused" } else { "resumed" };

@@ -59,7 +59,7 @@ pub fn payload(name: &str, data: &str) -> anyhow::Result<String> {
 /// # Errors
 /// Bad `--data`, or Redis errors.
 pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
-    let queue = super::work::open_queue(&settings).await?;
+    let queue = crate::app::open_queue(&settings).await?;
     let keys = queue.keys(&args.queue);
     for _ in 0..args.count {
         let body = payload(&args.job, &args.data)?;

@@ -10,7 +10,7 @@ use crate::queue::redis_queue::now;
 /// # Errors
 /// No cache store, or the cache cannot be written.
 pub async fn run(settings: Settings) -> anyhow::Result<u8> {
-    let cache = super::work::open_cache(&settings).await?;
+    let cache = crate::app::open_cache(&settings).await?;
     if matches!(cache, CacheStore::None) {
         anyhow::bail!("no cache store is configured; workers cannot be told to restart");
     }

@@ -46,8 +46,10 @@ const NOT_REDIS: &[&str] = &[
 /// The file cannot be read or parsed.
 pub fn layer(path: &Path) -> anyhow::Result<Layer> {
     let vars: HashMap<String, String> = dotenvy::from_path_iter(path)
+        .map_err(|e| env_error(path, e))
         .with_context(|| format!("cannot read env file {}", path.display()))?
         .collect::<Result<_, _>>()
+        .map_err(|e| env_error(path, e))
         .with_context(|| format!("invalid env file {}", path.display()))?;
     let app = app_root(path);
     let config =
@@ -99,6 +101,28 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         layer.failed.url = Some(format!("sqlite://{}", file.display()));
     }
     Ok(layer)
+}
+
+/// A `.env` error without the line's value (dotenvy's own message quotes
+/// the whole line, password included): the line's number and variable name.
+fn env_error(path: &Path, e: dotenvy::Error) -> anyhow::Error {
+    match e {
+        dotenvy::Error::LineParse(line, index) => {
+            let first = line.lines().next().unwrap_or_default().trim_end();
+            let number = std::fs::read_to_string(path).ok().and_then(|text| {
+                text.lines()
+                    .position(|l| l.trim_end() == first)
+                    .map(|i| format!("line {} ", i + 1))
+            });
+            anyhow::anyhow!(
+                "cannot parse {}({}), at character {} of it",
+                number.unwrap_or_default(),
+                super::redact::env_line(&line),
+                index + 1
+            )
+        }
+        other => anyhow::Error::new(other),
+    }
 }
 
 /// The app's root: the `.env`'s directory, made absolute.
@@ -234,6 +258,14 @@ mod tests {
             l.queue.connection, None,
             "database is not a Redis connection"
         );
+    }
+
+    #[test]
+    fn a_parse_error_names_the_line_not_its_value() {
+        let dir = app(&[(".env", "APP_NAME=x\nREDIS_PASSWORD=s3cret pw'\n")]);
+        let e = format!("{:#}", layer(&dir.path().join(".env")).unwrap_err());
+        assert!(e.contains("line 2 (REDIS_PASSWORD=***)"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
     }
 
     #[test]

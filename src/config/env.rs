@@ -64,6 +64,22 @@ pub fn layer_with(
         })?),
         None => None,
     };
+    // A port that is not a number would make a URL that does not parse,
+    // and its error would show the whole URL, password included: say so
+    // here, naming only the port.
+    let redis_port_used =
+        get("REDIS_URL").is_none() && !get("REDIS_HOST").is_some_and(|h| h.starts_with('/'));
+    let db_port_used = matches!(
+        get("DB_CONNECTION").as_deref(),
+        Some("mysql" | "mariadb" | "pgsql")
+    );
+    for (port, used) in [("REDIS_PORT", redis_port_used), ("DB_PORT", db_port_used)] {
+        if let Some(v) = get(port).filter(|_| used)
+            && v.trim().parse::<u16>().is_err()
+        {
+            anyhow::bail!("{port}={v:?} is not a port number");
+        }
+    }
     let cache_db = match get("REDIS_CACHE_DB") {
         Some(v) => Some(
             v.trim()

@@ -13,6 +13,7 @@
 pub mod dotenv;
 pub mod env;
 pub mod file;
+pub mod redact;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -142,7 +143,7 @@ impl Settings {
         let redis = redis_url
             .as_str()
             .into_connection_info()
-            .with_context(|| format!("invalid Redis URL {redis_url:?}"))?;
+            .with_context(|| format!("invalid Redis URL {:?}", redact::url(&redis_url)))?;
         let redis_prefix = layer
             .redis
             .prefix
@@ -151,10 +152,9 @@ impl Settings {
         let cache = match layer.cache.store.as_deref().unwrap_or("redis") {
             "redis" => {
                 let connection = match layer.cache.url {
-                    Some(url) => url
-                        .as_str()
-                        .into_connection_info()
-                        .with_context(|| format!("invalid cache Redis URL {url:?}"))?,
+                    Some(url) => url.as_str().into_connection_info().with_context(|| {
+                        format!("invalid cache Redis URL {:?}", redact::url(&url))
+                    })?,
                     None => {
                         let db = layer.cache.database.unwrap_or(1);
                         let settings = redis.redis_settings().clone().set_db(db);
@@ -226,6 +226,12 @@ impl Settings {
             }
         }
 
+        let retry_after = layer
+            .queue
+            .retry_after
+            .map_or(Some(90), file::Nullable::seconds);
+        let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
+        crate::worker::options::check_reservation(retry_after, block_for)?;
         Ok(Settings {
             app_path: layer.app.path,
             redis,
@@ -233,11 +239,8 @@ impl Settings {
             cluster: layer.redis.cluster.unwrap_or(false),
             connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
-            retry_after: layer
-                .queue
-                .retry_after
-                .map_or(Some(90), file::Nullable::seconds),
-            block_for: layer.queue.block_for.and_then(file::Nullable::seconds),
+            retry_after,
+            block_for,
             migration_batch_size: layer.queue.migration_batch_size.unwrap_or(-1),
             unmatched,
             cache,

@@ -2,6 +2,9 @@
 //!
 //! - `database-uuids`: Laravel's `failed_jobs` table, on SQLite, MySQL/MariaDB
 //!   or PostgreSQL, so `php artisan queue:failed` and friends see our rows.
+//!   A record the database refuses for good (see [`Logged`]) goes to the
+//!   Redis store under the queue connection's prefix instead, its
+//!   *fallback*; the commands read both.
 //! - `redis`: for setups with no database; a hash and an index in Redis.
 //! - `null`: discards (as Laravel's `null` driver).
 
@@ -9,10 +12,15 @@ pub mod database;
 pub mod php_json;
 pub mod redis_store;
 
+use anyhow::Context;
 use chrono::{DateTime, Utc};
+use redis::ConnectionInfo;
+use tokio::sync::OnceCell;
 
-pub use database::DatabaseStore;
+pub use database::{DatabaseStore, ErrorClass, InsertError};
 pub use redis_store::RedisFailedStore;
+
+use crate::config::{FailedSettings, Settings};
 
 /// One failed job, as `FailedJobProviderInterface::log` receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,12 +57,56 @@ pub struct StoredJob {
     /// `Y-m-d H:i:s` as stored: UTC when this worker wrote it, the app's
     /// timezone when Laravel did.
     pub failed_at: String,
+    /// Where this record is, so that exactly it can be deleted.
+    pub place: Place,
+}
+
+/// Where one stored failed job is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A row of the `failed_jobs` table (one per uuid: the column is unique).
+    Table,
+    /// A record of the Redis store (the `redis` driver, or the table's
+    /// fallback), under this key of its hash.
+    Redis(String),
+}
+
+/// What became of a failed job given to [`FailedJobStore::log`]: the
+/// settle step removes the job from `:reserved` after the first two, and
+/// leaves it there (reclaimed after `retry_after`) after the third.
+#[must_use]
+#[derive(Debug)]
+pub enum Logged {
+    /// In the configured store.
+    Recorded,
+    /// The database refused the record for a reason retrying cannot fix
+    /// (a duplicate uuid, a value too long for its column, a byte the
+    /// encoding does not allow, a record over the packet size...); it was
+    /// written to the fallback, the Redis store under the queue
+    /// connection's prefix, where `failed`, `retry`, `forget` and `flush`
+    /// see it.
+    RecordedInFallback {
+        /// The database's answer.
+        refusal: String,
+        /// The fallback's hash key and the record's key in it.
+        fallback: String,
+    },
+    /// Written nowhere: the store is down (connection refused, timeout,
+    /// read-only, too many connections...), or it refused the record and
+    /// the fallback could not be written either. Retry later: the job stays
+    /// reserved.
+    StoreDown(anyhow::Error),
 }
 
 /// A configured failed-job store.
 pub enum FailedJobStore {
     /// Laravel's `failed_jobs` table (`database-uuids` driver).
-    Database(DatabaseStore),
+    Database {
+        /// The table.
+        table: DatabaseStore,
+        /// Where the records it refuses go.
+        fallback: Box<Fallback>,
+    },
     /// A Redis hash plus a time index.
     Redis(RedisFailedStore),
     /// Nothing is kept.
@@ -62,67 +114,154 @@ pub enum FailedJobStore {
 }
 
 impl FailedJobStore {
-    /// Records `job`.
+    /// The store `settings` name. The database is connected on first use,
+    /// so a database that is down at start does not stop the worker; the
+    /// `redis` driver connects now.
     ///
     /// # Errors
-    /// The store could not be written; the caller must then keep the job
-    /// (it stays reserved and is reclaimed), so nothing is lost.
-    pub async fn log(&self, job: &FailedJob) -> anyhow::Result<()> {
+    /// A database URL that cannot be used, or an unreachable Redis.
+    pub async fn open(settings: &Settings) -> anyhow::Result<FailedJobStore> {
+        Ok(match &settings.failed {
+            FailedSettings::Database { url, table } => FailedJobStore::Database {
+                table: DatabaseStore::new(url, table).with_context(|| {
+                    format!("[failed] url = {:?}", crate::config::redact::url(url))
+                })?,
+                fallback: Box::new(Fallback::new(
+                    settings.redis.clone(),
+                    &settings.redis_prefix,
+                )),
+            },
+            FailedSettings::Redis => {
+                let conn = crate::queue::connect::connect(
+                    settings.redis.clone(),
+                    Some(crate::queue::connect::COMMAND_TIMEOUT),
+                )
+                .await
+                .context("cannot connect to Redis for the failed job store")?;
+                FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
+            }
+            FailedSettings::Null => FailedJobStore::Null,
+        })
+    }
+
+    /// Records `job`: in the configured store, else (the table refused it
+    /// for good) in the fallback. See [`Logged`] for what the caller must
+    /// do with the job.
+    pub async fn log(&self, job: &FailedJob) -> Logged {
         match self {
-            FailedJobStore::Database(db) => db.log(job).await,
-            FailedJobStore::Redis(r) => r.log(job).await,
-            FailedJobStore::Null => Ok(()),
+            FailedJobStore::Database { table, fallback } => match table.log(job).await {
+                Ok(()) => Logged::Recorded,
+                Err(e) if e.class == ErrorClass::Down => Logged::StoreDown(e.error),
+                Err(refused) => {
+                    let refusal = format!("{:#}", refused.error);
+                    match fallback.log(job).await {
+                        Ok(fallback) => Logged::RecordedInFallback { refusal, fallback },
+                        Err(e) => Logged::StoreDown(e.context(format!(
+                            "the failed jobs table refused the record ({refusal}), \
+                             and it cannot be written to the fallback in Redis either"
+                        ))),
+                    }
+                }
+            },
+            FailedJobStore::Redis(r) => match r.log(job).await {
+                Ok(_) => Logged::Recorded,
+                Err(e) => Logged::StoreDown(e),
+            },
+            FailedJobStore::Null => Logged::Recorded,
         }
     }
 
     /// Every failed job, newest first (`FailedJobProviderInterface::all`):
     /// by descending `id` in the table, by descending time of failure in
-    /// Redis (jobs failed in the same second in descending uuid order).
+    /// Redis (jobs failed in the same second in descending key order). The
+    /// table's fallback records are merged in by time of failure; when the
+    /// fallback cannot be read, a warning says so and the table's rows are
+    /// listed alone.
     ///
     /// # Errors
     /// The store cannot be read.
     pub async fn all(&self) -> anyhow::Result<Vec<StoredJob>> {
         match self {
-            FailedJobStore::Database(db) => db.all().await,
+            FailedJobStore::Database { table, fallback } => {
+                let rows = table.all().await?;
+                let records = fallback.read(|r| r.all()).await;
+                Ok(newest_first(rows, records.unwrap_or_default()))
+            }
             FailedJobStore::Redis(r) => r.all().await,
             FailedJobStore::Null => Ok(Vec::new()),
         }
     }
 
-    /// The failed job with uuid `id`, if there is one.
+    /// Every failed job with uuid `id`, newest first: the table holds one at
+    /// most (plus any its fallback holds); the Redis store keeps every
+    /// record of a uuid.
     ///
     /// # Errors
     /// The store cannot be read.
-    pub async fn find(&self, id: &str) -> anyhow::Result<Option<StoredJob>> {
+    pub async fn find_all(&self, id: &str) -> anyhow::Result<Vec<StoredJob>> {
         match self {
-            FailedJobStore::Database(db) => db.find(id).await,
-            FailedJobStore::Redis(r) => r.find(id).await,
-            FailedJobStore::Null => Ok(None),
+            FailedJobStore::Database { table, fallback } => {
+                let rows = table.find(id).await?.into_iter().collect();
+                let records = fallback.read(|r| r.find_all(id)).await;
+                Ok(newest_first(rows, records.unwrap_or_default()))
+            }
+            FailedJobStore::Redis(r) => r.find_all(id).await,
+            FailedJobStore::Null => Ok(Vec::new()),
         }
     }
 
-    /// Deletes the failed job with uuid `id`; whether one was deleted. The
-    /// `null` store answers `true`, as Laravel's `NullFailedJobProvider`.
+    /// Deletes every failed job with uuid `id` (as Laravel's `file` driver
+    /// deletes every entry of an id; the table's fallback too); whether one
+    /// was deleted. The `null` store answers `true`, as Laravel's
+    /// `NullFailedJobProvider`.
     ///
     /// # Errors
     /// The store cannot be written.
     pub async fn forget(&self, id: &str) -> anyhow::Result<bool> {
         match self {
-            FailedJobStore::Database(db) => db.forget(id).await,
+            FailedJobStore::Database { table, fallback } => {
+                let row = table.forget(id).await?;
+                let records = fallback.read(|r| r.forget(id)).await;
+                Ok(row || records.unwrap_or(false))
+            }
             FailedJobStore::Redis(r) => r.forget(id).await,
             FailedJobStore::Null => Ok(true),
         }
     }
 
+    /// Deletes exactly `job` (one of [`FailedJobStore::all`] or
+    /// [`FailedJobStore::find_all`]), leaving other records of its uuid;
+    /// whether it was still there.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub async fn delete(&self, job: &StoredJob) -> anyhow::Result<bool> {
+        match (self, &job.place) {
+            (FailedJobStore::Database { table, .. }, Place::Table) => table.forget(&job.id).await,
+            (FailedJobStore::Database { fallback, .. }, Place::Redis(key)) => {
+                fallback.store().await?.delete(key).await
+            }
+            (FailedJobStore::Redis(r), Place::Redis(key)) => r.delete(key).await,
+            (FailedJobStore::Null, _) => Ok(true),
+            (FailedJobStore::Redis(_), Place::Table) => {
+                anyhow::bail!("the redis failed job store has no table")
+            }
+        }
+    }
+
     /// Deletes every failed job (`older_than` = `None`), or those that failed
-    /// at or before `older_than` (whole seconds, UTC); returns how many were
-    /// deleted.
+    /// at or before `older_than` (whole seconds, UTC), the table's fallback
+    /// records included; returns how many were deleted.
     ///
     /// # Errors
     /// The store cannot be written.
     pub async fn flush(&self, older_than: Option<DateTime<Utc>>) -> anyhow::Result<u64> {
         match self {
-            FailedJobStore::Database(db) => db.flush(older_than).await,
+            FailedJobStore::Database { table, fallback } => {
+                let rows = table.flush(older_than).await?;
+                let records = fallback.read(|r| r.flush(older_than)).await;
+                Ok(rows + records.unwrap_or(0))
+            }
             FailedJobStore::Redis(r) => r.flush(older_than).await,
             FailedJobStore::Null => Ok(0),
         }
@@ -131,9 +270,91 @@ impl FailedJobStore {
     /// A short name for logs.
     pub fn describe(&self) -> &'static str {
         match self {
-            FailedJobStore::Database(_) => "database-uuids",
+            FailedJobStore::Database { .. } => "database-uuids",
             FailedJobStore::Redis(_) => "redis",
             FailedJobStore::Null => "null",
+        }
+    }
+}
+
+/// The table's fallback: the Redis store under the queue connection's
+/// prefix (the keys of the `redis` driver), connected on first use.
+pub struct Fallback {
+    redis: ConnectionInfo,
+    prefix: String,
+    store: OnceCell<RedisFailedStore>,
+}
+
+impl Fallback {
+    /// The Redis store at `redis` with keys under `prefix`; nothing is
+    /// connected yet.
+    pub fn new(redis: ConnectionInfo, prefix: &str) -> Self {
+        Fallback {
+            redis,
+            prefix: prefix.to_string(),
+            store: OnceCell::new(),
+        }
+    }
+
+    /// The store, connecting on first use (a failed connection is tried
+    /// again next time).
+    async fn store(&self) -> anyhow::Result<&RedisFailedStore> {
+        self.store
+            .get_or_try_init(|| async {
+                let conn = crate::queue::connect::connect(
+                    self.redis.clone(),
+                    Some(crate::queue::connect::COMMAND_TIMEOUT),
+                )
+                .await
+                .context("cannot connect to Redis for the failed jobs fallback")?;
+                anyhow::Ok(RedisFailedStore::new(conn, &self.prefix))
+            })
+            .await
+    }
+
+    /// Writes `job`; returns where (`hash key` / `record key`).
+    async fn log(&self, job: &FailedJob) -> anyhow::Result<String> {
+        let store = self.store().await?;
+        let key = store.log(job).await?;
+        Ok(format!("{} / {key}", store.key()))
+    }
+
+    /// Runs `op` on the store; on an error, logs a warning (the commands go
+    /// on with the table alone) and returns `None`.
+    async fn read<'a, T, F, Fut>(&'a self, op: F) -> Option<T>
+    where
+        F: FnOnce(&'a RedisFailedStore) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<T>>,
+    {
+        let result = match self.store().await {
+            Ok(store) => op(store).await,
+            Err(e) => Err(e),
+        };
+        result
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "the failed jobs fallback in Redis cannot be used, so only the table is: {e:#}"
+                );
+            })
+            .ok()
+    }
+}
+
+/// Merges two newest-first lists by `failed_at` (`Y-m-d H:i:s` text, so
+/// compared as text), `first`'s entries before `second`'s on a tie.
+fn newest_first(first: Vec<StoredJob>, second: Vec<StoredJob>) -> Vec<StoredJob> {
+    let mut merged = Vec::with_capacity(first.len() + second.len());
+    let mut a = first.into_iter().peekable();
+    let mut b = second.into_iter().peekable();
+    loop {
+        let take_b = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => y.failed_at > x.failed_at,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        match if take_b { b.next() } else { a.next() } {
+            Some(job) => merged.push(job),
+            None => return merged,
         }
     }
 }
@@ -141,4 +362,40 @@ impl FailedJobStore {
 /// `failed_at` as Laravel writes it: `Y-m-d H:i:s`.
 pub fn format_failed_at(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, at: &str) -> StoredJob {
+        StoredJob {
+            id: id.into(),
+            connection: "redis".into(),
+            queue: "default".into(),
+            payload: "{}".into(),
+            exception: String::new(),
+            failed_at: at.into(),
+            place: Place::Table,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_both_orders_and_puts_the_newest_first() {
+        let rows = vec![
+            job("r3", "2026-01-01 00:00:03"),
+            job("r1", "2026-01-01 00:00:01"),
+        ];
+        let records = vec![
+            job("f3", "2026-01-01 00:00:03"),
+            job("f2", "2026-01-01 00:00:02"),
+            job("f0", "2026-01-01 00:00:00"),
+        ];
+        let ids: Vec<String> = newest_first(rows, records)
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
+        assert_eq!(ids, ["r3", "f3", "f2", "r1", "f0"]);
+        assert!(newest_first(vec![], vec![]).is_empty());
+    }
 }

@@ -1,14 +1,26 @@
-//! A failed-job store in Redis, for setups with no database.
+//! A failed-job store in Redis, for setups with no database, and the
+//! fallback of the database store (see [`super::FailedJobStore::log`]).
 //!
 //! Keys (under the queue connection's prefix):
-//! - `{prefix}laravel-worker:failed_jobs`: HASH uuid → JSON record
+//! - `{prefix}laravel-worker:failed_jobs`: HASH record key → JSON record
 //!   `{uuid, connection, queue, payload, exception, failed_at}` (the columns
-//!   of Laravel's table, `failed_at` as `Y-m-d H:i:s` UTC);
-//! - `{prefix}laravel-worker:failed_jobs:index`: ZSET uuid scored by the
-//!   UNIX time of failure, for listing newest first.
+//!   of Laravel's table, `failed_at` as `Y-m-d H:i:s` UTC). The record key
+//!   is the uuid for the first record of a uuid; a later record with the
+//!   same uuid gets `uuid#2`, `uuid#3`, …: a record is never overwritten;
+//! - `{prefix}laravel-worker:failed_jobs:index`: ZSET record key scored by
+//!   the UNIX time of failure, for listing newest first;
+//! - `{prefix}laravel-worker:failed_jobs:duplicates`: HASH uuid → how many
+//!   `#N` keys were handed out for it (so a lookup by uuid knows where to
+//!   stop).
 //!
-//! The commands read and delete both keys together: `forget` and `flush` run
-//! as one MULTI or script, so a record never outlives its index entry.
+//! A uuid's records are found by trying its own key and its `#N` keys and
+//! keeping those whose stored `uuid` is the one asked for (a payload's uuid
+//! may itself end in `#2`). The commands treat them as Laravel's `file`
+//! driver treats two entries with one id: `failed` lists each, `forget`
+//! deletes them all; `retry` pushes each (see `commands::failed`).
+//!
+//! Writes keep the hash and the index together (one script or MULTI), so a
+//! record never outlives its index entry.
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
@@ -16,7 +28,41 @@ use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{FailedJob, StoredJob, format_failed_at};
+use super::{FailedJob, Place, StoredJob, format_failed_at};
+
+/// Stores a record under the uuid, or under the next free `uuid#N` when the
+/// uuid's key is taken; returns the key used.
+/// KEYS: the hash, the index, the duplicates hash. ARGV: uuid, record,
+/// UNIX time of failure.
+const LOG: &str = r"
+local key = ARGV[1]
+if redis.call('hsetnx', KEYS[1], key, ARGV[2]) == 0 then
+    repeat
+        local n = redis.call('hincrby', KEYS[3], ARGV[1], 1)
+        key = ARGV[1] .. '#' .. (n + 1)
+    until redis.call('hsetnx', KEYS[1], key, ARGV[2]) == 1
+end
+redis.call('zadd', KEYS[2], ARGV[3], key)
+return key
+";
+
+/// Deletes the records whose keys are ARGV[3..], and the uuid ARGV[1]'s
+/// duplicates count when it still is ARGV[2] ('' = none; a record logged
+/// meanwhile changed it). KEYS: the hash, the index, the duplicates hash.
+/// Returns how many records were deleted.
+const FORGET: &str = r"
+local deleted = 0
+for i = 3, #ARGV do
+    deleted = deleted + redis.call('hdel', KEYS[1], ARGV[i])
+    redis.call('zrem', KEYS[2], ARGV[i])
+end
+local seen = ARGV[2]
+if seen == '' then seen = false end
+if redis.call('hget', KEYS[3], ARGV[1]) == seen then
+    redis.call('hdel', KEYS[3], ARGV[1])
+end
+return deleted
+";
 
 /// Deletes the records indexed at or before ARGV[1] (UNIX seconds).
 /// KEYS: the hash, the index. Returns how many were deleted.
@@ -30,6 +76,9 @@ end
 return #ids
 ";
 
+/// Keys read per HMGET.
+const CHUNK: usize = 100;
+
 /// One record of the hash.
 #[derive(Deserialize)]
 struct Record {
@@ -41,15 +90,16 @@ struct Record {
     failed_at: String,
 }
 
-impl From<Record> for StoredJob {
-    fn from(r: Record) -> Self {
+impl Record {
+    fn stored(self, key: String) -> StoredJob {
         StoredJob {
-            id: r.uuid,
-            connection: r.connection,
-            queue: r.queue,
-            payload: r.payload,
-            exception: r.exception,
-            failed_at: r.failed_at,
+            id: self.uuid,
+            connection: self.connection,
+            queue: self.queue,
+            payload: self.payload,
+            exception: self.exception,
+            failed_at: self.failed_at,
+            place: Place::Redis(key),
         }
     }
 }
@@ -59,6 +109,7 @@ pub struct RedisFailedStore {
     conn: ConnectionManager,
     hash: String,
     index: String,
+    duplicates: String,
 }
 
 impl RedisFailedStore {
@@ -68,15 +119,22 @@ impl RedisFailedStore {
         RedisFailedStore {
             conn,
             index: format!("{hash}:index"),
+            duplicates: format!("{hash}:duplicates"),
             hash,
         }
     }
 
-    /// Records `job` (both keys in one MULTI).
+    /// The hash's full key, for messages.
+    pub fn key(&self) -> &str {
+        &self.hash
+    }
+
+    /// Records `job`, beside any record of the same uuid (one script);
+    /// returns the record's key in the hash.
     ///
     /// # Errors
     /// Any Redis error.
-    pub async fn log(&self, job: &FailedJob) -> anyhow::Result<()> {
+    pub async fn log(&self, job: &FailedJob) -> anyhow::Result<String> {
         let record = json!({
             "uuid": job.uuid,
             "connection": job.connection,
@@ -85,78 +143,142 @@ impl RedisFailedStore {
             "exception": job.exception,
             "failed_at": format_failed_at(&job.failed_at),
         });
-        redis::pipe()
-            .atomic()
-            .hset(&self.hash, &job.uuid, record.to_string())
-            .ignore()
-            .zadd(&self.index, &job.uuid, job.failed_at.timestamp())
-            .ignore()
-            .query_async::<()>(&mut self.conn.clone())
+        let key: String = redis::Script::new(LOG)
+            .key(&self.hash)
+            .key(&self.index)
+            .key(&self.duplicates)
+            .arg(&job.uuid)
+            .arg(record.to_string())
+            .arg(job.failed_at.timestamp())
+            .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(())
+        Ok(key)
     }
 
     /// Every record, newest first (descending time of failure; records of
-    /// the same second in descending uuid order). A record that is not
+    /// the same second in descending key order). A record that is not
     /// valid JSON is skipped with a warning.
     ///
     /// # Errors
     /// Any Redis error.
     pub async fn all(&self) -> anyhow::Result<Vec<StoredJob>> {
         let mut conn = self.conn.clone();
-        let ids: Vec<String> = redis::cmd("ZREVRANGE")
+        let keys: Vec<String> = redis::cmd("ZREVRANGE")
             .arg(&self.index)
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)
             .await?;
-        let mut jobs = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(100) {
-            let records: Vec<Option<String>> = redis::cmd("HMGET")
-                .arg(&self.hash)
-                .arg(chunk)
-                .query_async(&mut conn)
-                .await?;
-            for (id, record) in chunk.iter().zip(records) {
-                let Some(record) = record else { continue };
-                match serde_json::from_str::<Record>(&record) {
-                    Ok(r) => jobs.push(r.into()),
-                    Err(e) => tracing::warn!(id, "unreadable failed job record: {e}"),
-                }
+        let mut jobs = Vec::with_capacity(keys.len());
+        for (key, record) in self.records(&keys).await? {
+            match serde_json::from_str::<Record>(&record) {
+                Ok(r) => jobs.push(r.stored(key)),
+                Err(e) => tracing::warn!(key, "unreadable failed job record: {e}"),
             }
         }
         Ok(jobs)
     }
 
-    /// The record of uuid `id`.
-    ///
-    /// # Errors
-    /// Any Redis error, or a record that is not valid JSON.
-    pub async fn find(&self, id: &str) -> anyhow::Result<Option<StoredJob>> {
-        let record: Option<String> = redis::cmd("HGET")
-            .arg(&self.hash)
+    /// The records of `keys` that exist, in that order.
+    async fn records(&self, keys: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+        let mut conn = self.conn.clone();
+        let mut found = Vec::new();
+        for chunk in keys.chunks(CHUNK) {
+            let records: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&self.hash)
+                .arg(chunk)
+                .query_async(&mut conn)
+                .await?;
+            found.extend(
+                chunk
+                    .iter()
+                    .zip(records)
+                    .filter_map(|(key, record)| Some((key.clone(), record?))),
+            );
+        }
+        Ok(found)
+    }
+
+    /// The keys of uuid `id`'s records that exist, with each one's record
+    /// when it is readable, and the duplicates count read (`None`: none).
+    /// The uuid's own key always belongs to it; a `#N` key only when its
+    /// record says so.
+    async fn keys_of(
+        &self,
+        id: &str,
+    ) -> anyhow::Result<(Vec<(String, Option<Record>)>, Option<u64>)> {
+        let count: Option<u64> = redis::cmd("HGET")
+            .arg(&self.duplicates)
             .arg(id)
             .query_async(&mut self.conn.clone())
             .await?;
-        record
-            .map(|r| {
-                serde_json::from_str::<Record>(&r)
-                    .map(StoredJob::from)
-                    .with_context(|| format!("unreadable failed job record {id}"))
-            })
-            .transpose()
+        let candidates: Vec<String> = std::iter::once(id.to_string())
+            .chain((2..=count.unwrap_or(0).saturating_add(1)).map(|n| format!("{id}#{n}")))
+            .collect();
+        let mut mine = Vec::new();
+        for (key, text) in self.records(&candidates).await? {
+            let record = serde_json::from_str::<Record>(&text).ok();
+            let own_key = key == id;
+            if own_key || record.as_ref().is_some_and(|r| r.uuid == id) {
+                mine.push((key, record));
+            }
+        }
+        Ok((mine, count))
     }
 
-    /// Deletes the record of uuid `id` and its index entry (one MULTI);
-    /// whether a record was there.
+    /// The records of uuid `id`, newest first (later `#N` first within a
+    /// second).
+    ///
+    /// # Errors
+    /// Any Redis error, or a record under the uuid's own key that is not
+    /// valid JSON.
+    pub async fn find_all(&self, id: &str) -> anyhow::Result<Vec<StoredJob>> {
+        let (mine, _) = self.keys_of(id).await?;
+        let mut jobs = Vec::with_capacity(mine.len());
+        for (key, record) in mine {
+            let record = record.with_context(|| format!("unreadable failed job record {key}"))?;
+            jobs.push(record.stored(key));
+        }
+        jobs.sort_by(|a, b| {
+            b.failed_at
+                .cmp(&a.failed_at)
+                .then_with(|| suffix(id, &b.place).cmp(&suffix(id, &a.place)))
+        });
+        Ok(jobs)
+    }
+
+    /// Deletes every record of uuid `id` and their index entries (one
+    /// script); whether there was one.
     ///
     /// # Errors
     /// Any Redis error.
     pub async fn forget(&self, id: &str) -> anyhow::Result<bool> {
+        let (mine, count) = self.keys_of(id).await?;
+        let forget = redis::Script::new(FORGET);
+        let mut script = forget.prepare_invoke();
+        script
+            .key(&self.hash)
+            .key(&self.index)
+            .key(&self.duplicates)
+            .arg(id)
+            .arg(count.map(|c| c.to_string()).unwrap_or_default());
+        for (key, _) in &mine {
+            script.arg(key);
+        }
+        let deleted: u64 = script.invoke_async(&mut self.conn.clone()).await?;
+        Ok(deleted > 0)
+    }
+
+    /// Deletes the one record under `key` and its index entry (one MULTI);
+    /// whether it was there.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn delete(&self, key: &str) -> anyhow::Result<bool> {
         let (deleted, _): (u64, u64) = redis::pipe()
             .atomic()
-            .hdel(&self.hash, id)
-            .zrem(&self.index, id)
+            .hdel(&self.hash, key)
+            .zrem(&self.index, key)
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(deleted > 0)
@@ -174,7 +296,7 @@ impl RedisFailedStore {
                 let (count, _): (u64, u64) = redis::pipe()
                     .atomic()
                     .hlen(&self.hash)
-                    .del(&[&self.hash, &self.index])
+                    .del(&[&self.hash, &self.index, &self.duplicates])
                     .query_async(&mut conn)
                     .await?;
                 count
@@ -190,5 +312,18 @@ impl RedisFailedStore {
                     .await?
             }
         })
+    }
+}
+
+/// The `N` of uuid `id`'s `id#N` key (1 for its own key), for ordering a
+/// uuid's records.
+fn suffix(id: &str, place: &Place) -> u64 {
+    match place {
+        Place::Redis(key) => key
+            .strip_prefix(id)
+            .and_then(|rest| rest.strip_prefix('#'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1),
+        Place::Table => 0,
     }
 }

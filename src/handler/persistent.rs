@@ -150,7 +150,7 @@ struct RequestLine<'a> {
     call: u64,
     metadata: &'a CallMetadata<'a>,
     payload: &'a str,
-    command: Option<serde_json::Value>,
+    command: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl Serialize for RequestLine<'_> {

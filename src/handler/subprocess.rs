@@ -140,7 +140,7 @@ impl SubprocessHandler {
             .create_new(true)
             .mode(0o600)
             .open(&path)
-            .and_then(|mut file| file.write_all(command.to_string().as_bytes()));
+            .and_then(|mut file| file.write_all(command.get().as_bytes()));
         match written {
             Ok(()) => Some(path),
             Err(e) => {

@@ -17,6 +17,23 @@ use std::time::{Duration, SystemTime};
 /// How often the loop rewrites the file: 5 seconds.
 pub const PERIOD: Duration = Duration::from_secs(5);
 
+/// Random temporary names tried before giving up (each taken one means
+/// something else is there).
+const TMP_TRIES: usize = 16;
+
+/// Opens `path` for writing only if it does not exist yet, never through a
+/// symbolic link (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644 before the
+/// umask).
+fn create_exclusive(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(path)
+}
+
 /// `health`'s default `--max-age`: 60 seconds, above [`PERIOD`] plus the
 /// longest a single Redis command may hold the loop (30 s).
 pub const DEFAULT_MAX_AGE: u64 = 60;
@@ -38,35 +55,54 @@ impl Heartbeat {
         &self.path
     }
 
-    /// The temporary file each write goes through, beside the real one.
-    fn tmp(&self) -> PathBuf {
-        let mut tmp = self.path.clone().into_os_string();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        PathBuf::from(tmp)
+    /// Creates a new temporary file beside the real one, under a random
+    /// name (`.{name}.{random}.tmp`), with `O_CREAT | O_EXCL | O_NOFOLLOW`:
+    /// whatever already sits at that name (a file, a planted symbolic link)
+    /// is never opened, let alone truncated; the next random name is tried.
+    fn create_tmp(&self) -> std::io::Result<(PathBuf, std::fs::File)> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut last = None;
+        for _ in 0..TMP_TRIES {
+            let tmp = dir.join(format!(".{name}.{:016x}.tmp", rand::random::<u64>()));
+            match create_exclusive(&tmp) {
+                Ok(file) => return Ok((tmp, file)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
     }
 
     /// Checks that the file can be written, without writing it (so `health`
-    /// does not say healthy before the loop runs): creates and removes the
+    /// does not say healthy before the loop runs): creates and removes a
     /// temporary file beside it.
     ///
     /// # Errors
     /// The directory is missing or not writable.
     pub fn check_writable(&self) -> std::io::Result<()> {
-        let tmp = self.tmp();
-        std::fs::File::create(&tmp)?;
+        let (tmp, _) = self.create_tmp()?;
         std::fs::remove_file(&tmp)
     }
 
     /// Replaces the file with `content` (plus a newline) atomically: written
-    /// beside it, then renamed, so `health` never reads half a file.
+    /// to a new temporary file beside it (see [`Heartbeat::create_tmp`]),
+    /// then renamed over it, so `health` never reads half a file and a
+    /// symbolic link at the path is replaced, not followed.
     ///
     /// # Errors
     /// The directory is missing or not writable.
     pub fn write(&self, content: &str) -> std::io::Result<()> {
-        let tmp = self.tmp();
-        let result = std::fs::File::create(&tmp)
-            .and_then(|mut f| writeln!(f, "{content}"))
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        let (tmp, mut file) = self.create_tmp()?;
+        let result = writeln!(file, "{content}").and_then(|()| std::fs::rename(&tmp, &self.path));
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -177,6 +213,29 @@ mod tests {
         beat.remove();
         assert!(!path.exists());
         beat.remove();
+    }
+
+    #[test]
+    fn a_planted_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = create_exclusive(&link).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        // A link to nowhere is not followed either (no file is created).
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("created?"), &dangling).unwrap();
+        assert!(create_exclusive(&dangling).is_err());
+        assert!(!dir.path().join("created?").exists());
+
+        // The heartbeat path itself a link: replaced, the target untouched.
+        let beat = Heartbeat::new(link.clone());
+        beat.write("{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "{}\n");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Laravel stores a queued object as PHP's `serialize()` text in
 //! `data.command` (`O:16:"App\Jobs\SendMail":2:{s:4:"user";i:5;...}`). This
-//! module reads that text into JSON without running PHP:
+//! module reads that text into JSON text without running PHP:
 //!
 //! | PHP                       | JSON                                           |
 //! |---------------------------|------------------------------------------------|
@@ -15,156 +15,449 @@
 //! | `C:3:"Foo":5:{…}`         | `{"__class": "Foo", "__serialized": "…"}`      |
 //! | `r:2;` `R:2;`             | `{"__ref": 2}`                                 |
 //!
-//! Private and protected property names lose PHP's `\0Class\0` and `\0*\0`
-//! markers. An encrypted command (`ShouldBeEncrypted`, not starting with
-//! `O:`) cannot be read without the app key and yields `None`.
+//! Keys keep PHP's order. Private and protected property names lose PHP's
+//! `\0Class\0` and `\0*\0` markers. An encrypted command
+//! (`ShouldBeEncrypted`, not starting with `O:`) cannot be read without the
+//! app key and is not decoded.
+//!
+//! What PHP's `unserialize()` refuses (a malformed value, a key that is not
+//! an integer or a string, `b:2;`) is refused here too; like PHP, an integer
+//! out of range saturates and bytes after the value are ignored. The text is
+//! read twice, without building a tree: once to check it and find which
+//! arrays are lists, once to write the JSON. Nesting is limited to
+//! [`MAX_DEPTH`] levels, so no input can exhaust the stack, and the output
+//! is at most a few times the size of the input.
 
-use serde_json::{Map, Number, Value};
+use serde_json::value::RawValue;
 
-/// The decoded `data.command` of a payload's fields, when it has a
-/// readable one.
-pub fn decode(payload: &Map<String, Value>) -> Option<Value> {
-    let command = payload.get("data")?.get("command")?.as_str()?;
-    if !command.starts_with("O:") {
-        return None;
-    }
-    unserialize(command.as_bytes()).ok()
+/// The deepest nesting of JSON arrays and objects a decoded command may
+/// have. PHP's `json_decode()` accepts 511 levels (its default depth of
+/// 512); a persistent handler's request line wraps the command in one more
+/// object, so 510 keeps that line readable by PHP. PHP's own
+/// `unserialize()` stops at 4096 (`unserialize_max_depth`); a command
+/// between the two runs as usual but is not decoded.
+pub const MAX_DEPTH: usize = 510;
+
+/// Why a command was not decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// Not PHP serialized object text (an encrypted command, or none).
+    #[error("the command is not a serialized object (encrypted?)")]
+    NotAnObject,
+    /// Nested deeper than [`MAX_DEPTH`].
+    #[error("the command is nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// Text PHP's `unserialize()` would refuse; says where.
+    #[error("the command is not valid serialized PHP: {0}")]
+    Malformed(String),
 }
 
-/// Reads one serialized value and requires that nothing follows it.
+/// Decodes the serialized object text of `data.command` into JSON.
 ///
 /// # Errors
-/// A description of the first malformed byte.
-pub fn unserialize(text: &[u8]) -> Result<Value, String> {
-    let mut reader = Reader { text, at: 0 };
-    let value = reader.value()?;
-    if reader.at != text.len() {
-        return Err(format!("trailing bytes at {}", reader.at));
+/// [`CommandError::NotAnObject`] for text that does not start with `O:`
+/// (an encrypted command), [`CommandError::TooDeep`] past [`MAX_DEPTH`],
+/// [`CommandError::Malformed`] for anything PHP would not unserialize.
+pub fn decode(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
+    if !text.starts_with(b"O:") {
+        return Err(CommandError::NotAnObject);
     }
-    Ok(value)
+    unserialize(text)
+}
+
+/// Reads one serialized value of any type into JSON text.
+///
+/// # Errors
+/// As [`decode`], except that any type is accepted at the top.
+pub fn unserialize(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
+    // Pass 1: check everything and note which arrays are lists.
+    let mut check = Reader::new(text, Pass::Check(Vec::new()));
+    check.run()?;
+    let Pass::Check(lists) = check.pass else {
+        unreachable!("pass 1 keeps its pass")
+    };
+    // Pass 2: write. It reads what pass 1 accepted, so it cannot fail
+    // except on a bug, which then shows as an error, not as bad JSON.
+    let mut write = Reader::new(
+        text,
+        Pass::Write {
+            lists,
+            next: 0,
+            out: Vec::with_capacity(text.len() + text.len() / 8),
+        },
+    );
+    write.run()?;
+    let Pass::Write { out, .. } = write.pass else {
+        unreachable!("pass 2 keeps its pass")
+    };
+    let json = String::from_utf8(out).map_err(|e| CommandError::Malformed(e.to_string()))?;
+    // Re-reading the output costs one more pass and guarantees valid JSON
+    // (serde_json checks it without recursing).
+    RawValue::from_string(json).map_err(|e| CommandError::Malformed(e.to_string()))
+}
+
+enum Pass {
+    /// Pass 1: one entry per array, in the order they open: is it a list?
+    Check(Vec<bool>),
+    /// Pass 2: the list flags of pass 1, the next to use, and the output.
+    Write {
+        lists: Vec<bool>,
+        next: usize,
+        out: Vec<u8>,
+    },
+}
+
+/// An array or object whose entries are being read.
+#[derive(Default)]
+struct Open {
+    kind: Kind,
+    /// Entries still to read.
+    left: usize,
+    /// Entries read so far.
+    at: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+enum Kind {
+    /// `slot`: its list flag in the check pass; `list`: whether its keys
+    /// so far are 0, 1, 2…; `written_as_list`: what the check pass found.
+    Array {
+        slot: usize,
+        list: bool,
+        written_as_list: bool,
+    },
+    #[default]
+    Object,
+}
+
+/// An array or object key, as PHP stores it.
+enum Key<'a> {
+    Int(i64),
+    Str(&'a [u8]),
 }
 
 struct Reader<'a> {
     text: &'a [u8],
     at: usize,
+    pass: Pass,
 }
 
 impl<'a> Reader<'a> {
-    fn value(&mut self) -> Result<Value, String> {
+    fn new(text: &'a [u8], pass: Pass) -> Self {
+        Reader { text, at: 0, pass }
+    }
+
+    fn out(&mut self) -> Option<&mut Vec<u8>> {
+        match &mut self.pass {
+            Pass::Check(_) => None,
+            Pass::Write { out, .. } => Some(out),
+        }
+    }
+
+    fn raw(&mut self, s: &str) {
+        if let Some(out) = self.out() {
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+
+    fn string_out(&mut self, bytes: &[u8]) {
+        if let Some(out) = self.out() {
+            write_str(out, bytes);
+        }
+    }
+
+    /// Reads the whole value with an explicit stack of open arrays and
+    /// objects (no recursion), writing JSON in the write pass.
+    fn run(&mut self) -> Result<(), CommandError> {
+        let mut open: Vec<Open> = Vec::new();
+        loop {
+            // A value: a scalar, or the head of a container.
+            if let Some(container) = self.value_head(open.len())? {
+                open.push(container);
+            }
+            // Then close what is complete and read the next key.
+            loop {
+                let Some(top) = open.last_mut() else {
+                    return Ok(());
+                };
+                if top.left == 0 {
+                    let done = open.pop().unwrap_or_default();
+                    self.expect(b'}')?;
+                    self.close(&done);
+                    continue;
+                }
+                let first = top.at == 0;
+                top.at += 1;
+                top.left -= 1;
+                let (kind, at) = (top.kind, top.at - 1);
+                let key = self.key()?;
+                if let Some(Open {
+                    kind: Kind::Array { list, .. },
+                    ..
+                }) = open.last_mut()
+                {
+                    *list = *list && key.index() == Some(at);
+                }
+                if !first || matches!(kind, Kind::Object) {
+                    self.raw(",");
+                }
+                match kind {
+                    Kind::Array {
+                        written_as_list: true,
+                        ..
+                    } => {}
+                    Kind::Array { .. } => {
+                        self.key_out(&key, false);
+                        self.raw(":");
+                    }
+                    Kind::Object => {
+                        self.key_out(&key, true);
+                        self.raw(":");
+                    }
+                }
+                break;
+            }
+        }
+    }
+
+    /// Reads one value's head. A scalar (or leaf object) is read whole and
+    /// `None` returned; an array or object is opened and returned, its
+    /// entries still to read. `depth` is the number of containers open.
+    fn value_head(&mut self, depth: usize) -> Result<Option<Open>, CommandError> {
         let kind = self.byte()?;
         match kind {
             b'N' => {
                 self.expect(b';')?;
-                Ok(Value::Null)
+                self.raw("null");
             }
             b'b' => {
                 self.expect(b':')?;
-                let n = self.until(b';')?;
-                Ok(Value::Bool(n != b"0"))
+                let b = self.byte()?;
+                self.expect(b';')?;
+                match b {
+                    b'0' => self.raw("false"),
+                    b'1' => self.raw("true"),
+                    _ => return Err(self.error("0 or 1")),
+                }
             }
             b'i' => {
                 self.expect(b':')?;
-                let n = self.number::<i64>(b';')?;
-                Ok(Value::Number(n.into()))
+                let n = self.int(b';')?;
+                self.raw(&n.to_string());
             }
             b'd' => {
                 self.expect(b':')?;
-                let text = self.until(b';')?;
-                let f: f64 = std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .ok_or_else(|| self.error("a float"))?;
-                Ok(Number::from_f64(f).map_or(Value::Null, Value::Number))
+                let f = self.float()?;
+                if let Some(out) = self.out() {
+                    // Infinite and NaN floats have no JSON form: null.
+                    let _ = serde_json::to_writer(out, &f);
+                }
             }
             b's' => {
                 let s = self.string()?;
                 self.expect(b';')?;
-                Ok(Value::String(s))
+                self.string_out(s);
             }
             b'a' => {
+                Self::enter(depth)?;
                 self.expect(b':')?;
-                let count = self.number::<usize>(b':')?;
+                let count = self.count(b':')?;
                 self.expect(b'{')?;
-                let mut entries = Vec::with_capacity(count.min(1024));
-                for _ in 0..count {
-                    let key = self.value()?;
-                    let value = self.value()?;
-                    entries.push((key, value));
-                }
-                self.expect(b'}')?;
-                Ok(array(entries))
+                let (slot, written_as_list) = match &mut self.pass {
+                    Pass::Check(lists) => {
+                        // Noted at the opening, so that the write pass meets
+                        // the flags in the same order; settled at the close.
+                        lists.push(true);
+                        (lists.len() - 1, false)
+                    }
+                    Pass::Write { lists, next, .. } => {
+                        let flag = lists.get(*next).copied().ok_or_else(|| {
+                            CommandError::Malformed("arrays changed between passes".into())
+                        })?;
+                        *next += 1;
+                        (0, flag)
+                    }
+                };
+                self.raw(if written_as_list { "[" } else { "{" });
+                return Ok(Some(Open {
+                    kind: Kind::Array {
+                        slot,
+                        list: true,
+                        written_as_list,
+                    },
+                    left: count,
+                    at: 0,
+                }));
             }
             b'O' => {
+                Self::enter(depth)?;
                 let class = self.string()?;
                 self.expect(b':')?;
-                let count = self.number::<usize>(b':')?;
+                let count = self.count(b':')?;
                 self.expect(b'{')?;
-                let mut object = Map::new();
-                object.insert("__class".into(), Value::String(class));
-                for _ in 0..count {
-                    let key = match self.value()? {
-                        Value::String(s) => property_name(&s),
-                        other => other.to_string(),
-                    };
-                    let value = self.value()?;
-                    object.insert(key, value);
-                }
-                self.expect(b'}')?;
-                Ok(Value::Object(object))
+                self.raw("{\"__class\":");
+                self.string_out(class);
+                return Ok(Some(Open {
+                    kind: Kind::Object,
+                    left: count,
+                    at: 0,
+                }));
             }
             b'E' => {
+                Self::enter(depth)?;
                 let case = self.string()?;
                 self.expect(b';')?;
-                Ok(single("__enum", Value::String(case)))
+                self.raw("{\"__enum\":");
+                self.string_out(case);
+                self.raw("}");
             }
             b'C' => {
+                Self::enter(depth)?;
                 let class = self.string()?;
                 self.expect(b':')?;
-                let len = self.number::<usize>(b':')?;
+                let len = self.count(b':')?;
                 self.expect(b'{')?;
                 let data = self.take(len)?;
                 self.expect(b'}')?;
-                let mut object = single("__class", Value::String(class));
-                if let Value::Object(o) = &mut object {
-                    o.insert(
-                        "__serialized".into(),
-                        Value::String(String::from_utf8_lossy(data).into_owned()),
-                    );
-                }
-                Ok(object)
+                self.raw("{\"__class\":");
+                self.string_out(class);
+                self.raw(",\"__serialized\":");
+                self.string_out(data);
+                self.raw("}");
             }
             b'r' | b'R' => {
+                Self::enter(depth)?;
                 self.expect(b':')?;
-                let n = self.number::<i64>(b';')?;
-                Ok(single("__ref", Value::Number(n.into())))
+                let n = self.int(b';')?;
+                self.raw(&format!("{{\"__ref\":{n}}}"));
             }
-            _ => Err(self.error("a type letter")),
+            _ => {
+                self.at -= 1;
+                return Err(self.error("a type letter"));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Closes a container whose entries are all read.
+    fn close(&mut self, done: &Open) {
+        match done.kind {
+            Kind::Array {
+                slot,
+                list,
+                written_as_list,
+            } => {
+                if let Pass::Check(lists) = &mut self.pass
+                    && let Some(flag) = lists.get_mut(slot)
+                {
+                    *flag = list;
+                }
+                self.raw(if written_as_list { "]" } else { "}" });
+            }
+            Kind::Object => self.raw("}"),
+        }
+    }
+
+    /// Refuses a container inside `depth` open ones past [`MAX_DEPTH`].
+    fn enter(depth: usize) -> Result<(), CommandError> {
+        if depth >= MAX_DEPTH {
+            return Err(CommandError::TooDeep);
+        }
+        Ok(())
+    }
+
+    /// An array or object key: `i:N;` or `s:N:"…";`, as PHP requires.
+    fn key(&mut self) -> Result<Key<'a>, CommandError> {
+        match self.byte()? {
+            b'i' => {
+                self.expect(b':')?;
+                Ok(Key::Int(self.int(b';')?))
+            }
+            b's' => {
+                let s = self.string()?;
+                self.expect(b';')?;
+                Ok(Key::Str(s))
+            }
+            _ => {
+                self.at -= 1;
+                Err(self.error("an integer or string key"))
+            }
+        }
+    }
+
+    fn key_out(&mut self, key: &Key<'_>, property: bool) {
+        match key {
+            Key::Int(n) => self.raw(&format!("\"{n}\"")),
+            Key::Str(s) if property => self.string_out(property_name(s)),
+            Key::Str(s) => self.string_out(s),
         }
     }
 
     /// `:LEN:"bytes"` (the type letter already read).
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<&'a [u8], CommandError> {
         self.expect(b':')?;
-        let len = self.number::<usize>(b':')?;
+        let len = self.count(b':')?;
         self.expect(b'"')?;
         let bytes = self.take(len)?;
         self.expect(b'"')?;
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        Ok(bytes)
     }
 
-    fn number<T: std::str::FromStr>(&mut self, end: u8) -> Result<T, String> {
-        let text = self.until(end)?;
-        std::str::from_utf8(text)
+    /// A length or count: decimal digits up to `end`.
+    fn count(&mut self, end: u8) -> Result<usize, CommandError> {
+        let digits = self.until(end)?;
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return Err(self.error("a count"));
+        }
+        std::str::from_utf8(digits)
             .ok()
             .and_then(|t| t.parse().ok())
-            .ok_or_else(|| self.error("a number"))
+            .ok_or_else(|| self.error("a count"))
+    }
+
+    /// `[+-]?[0-9]+` up to `end`; out of range saturates, as in PHP.
+    fn int(&mut self, end: u8) -> Result<i64, CommandError> {
+        let text = self.until(end)?;
+        let (negative, digits) = match text.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            Some((b'+', rest)) => (false, rest),
+            _ => (false, text),
+        };
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return Err(self.error("an integer"));
+        }
+        let mut n: i64 = 0;
+        for &d in digits {
+            let d = i64::from(d - b'0');
+            n = if negative {
+                n.saturating_mul(10).saturating_sub(d)
+            } else {
+                n.saturating_mul(10).saturating_add(d)
+            };
+        }
+        Ok(n)
+    }
+
+    fn float(&mut self) -> Result<f64, CommandError> {
+        let text = self.until(b';')?;
+        std::str::from_utf8(text)
+            .ok()
+            .filter(|t| {
+                t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-'))
+            })
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| self.error("a float"))
     }
 
     /// The bytes up to `end`, which is consumed.
-    fn until(&mut self, end: u8) -> Result<&'a [u8], String> {
+    fn until(&mut self, end: u8) -> Result<&'a [u8], CommandError> {
         let text = self.text;
         let start = self.at;
-        let len = text[start..]
+        let rest = text.get(start..).unwrap_or_default();
+        // Numbers are short: do not scan far for a delimiter that is missing.
+        let window = &rest[..rest.len().min(32)];
+        let len = window
             .iter()
             .position(|&b| b == end)
             .ok_or_else(|| self.error(&format!("'{}'", end as char)))?;
@@ -172,16 +465,16 @@ impl<'a> Reader<'a> {
         Ok(&text[start..start + len])
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], CommandError> {
         let text = self.text;
-        let end = self.at.checked_add(len).filter(|&e| e <= self.text.len());
+        let end = self.at.checked_add(len).filter(|&e| e <= text.len());
         let end = end.ok_or_else(|| self.error(&format!("{len} more bytes")))?;
         let bytes = &text[self.at..end];
         self.at = end;
         Ok(bytes)
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, CommandError> {
         let b = *self
             .text
             .get(self.at)
@@ -190,102 +483,126 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    fn expect(&mut self, want: u8) -> Result<(), String> {
+    fn expect(&mut self, want: u8) -> Result<(), CommandError> {
         if self.byte()? == want {
             Ok(())
         } else {
-            Err(format!(
-                "expected '{}' at byte {}",
-                want as char,
-                self.at - 1
-            ))
+            self.at -= 1;
+            Err(self.error(&format!("'{}'", want as char)))
         }
     }
 
-    fn error(&self, what: &str) -> String {
-        format!("expected {what} at byte {}", self.at)
+    fn error(&self, what: &str) -> CommandError {
+        CommandError::Malformed(format!("expected {what} at byte {}", self.at))
     }
 }
 
-/// A PHP array: a JSON list when its keys are 0, 1, 2…, else an object.
-fn array(entries: Vec<(Value, Value)>) -> Value {
-    let is_list = entries
-        .iter()
-        .enumerate()
-        .all(|(i, (k, _))| k.as_u64() == Some(i as u64));
-    if is_list {
-        return Value::Array(entries.into_iter().map(|(_, v)| v).collect());
+impl Key<'_> {
+    /// The key as a list position: an integer, or a string PHP would store
+    /// as one (`"0"`, `"12"`; not `"01"` or `"+1"`).
+    fn index(&self) -> Option<usize> {
+        match self {
+            Key::Int(n) => usize::try_from(*n).ok(),
+            Key::Str(s) => {
+                let canonical = s.first().is_some_and(u8::is_ascii_digit)
+                    && (s.len() == 1 || s[0] != b'0')
+                    && s.iter().all(u8::is_ascii_digit);
+                if !canonical {
+                    return None;
+                }
+                std::str::from_utf8(s).ok()?.parse().ok()
+            }
+        }
     }
-    Value::Object(
-        entries
-            .into_iter()
-            .map(|(k, v)| match k {
-                Value::String(s) => (s, v),
-                other => (other.to_string(), v),
-            })
-            .collect(),
-    )
+}
+
+/// Writes `bytes` as a JSON string; bytes that are not UTF-8 are replaced.
+fn write_str(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(out, &*String::from_utf8_lossy(bytes));
 }
 
 /// `\0Class\0name` (private) and `\0*\0name` (protected) become `name`.
-fn property_name(raw: &str) -> String {
-    match raw.strip_prefix('\0').and_then(|r| r.split_once('\0')) {
-        Some((_, name)) => name.to_string(),
-        None => raw.to_string(),
+fn property_name(raw: &[u8]) -> &[u8] {
+    match raw.strip_prefix(b"\0") {
+        Some(rest) => match rest.iter().position(|&b| b == 0) {
+            Some(at) => &rest[at + 1..],
+            None => raw,
+        },
+        None => raw,
     }
-}
-
-fn single(key: &str, value: Value) -> Value {
-    let mut o = Map::new();
-    o.insert(key.into(), value);
-    Value::Object(o)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    fn read(text: &[u8]) -> Result<Value, CommandError> {
+        let raw = unserialize(text)?;
+        Ok(serde_json::from_str(raw.get()).unwrap())
+    }
 
     #[test]
     fn a_laravel_job() {
         // Made by PHP 8.2: serialize(new App\Jobs\SendEmail) with a protected
         // model identifier, a private array, a null and a mixed array.
         let text = "O:18:\"App\\Jobs\\SendEmail\":4:{s:7:\"\0*\0user\";O:45:\"Illuminate\\Contracts\\Database\\ModelIdentifier\":2:{s:5:\"class\";s:8:\"App\\User\";s:2:\"id\";i:7;}s:24:\"\0App\\Jobs\\SendEmail\0tags\";a:2:{i:0;s:1:\"a\";i:1;s:3:\"bé\";}s:5:\"delay\";N;s:4:\"opts\";a:2:{s:1:\"x\";d:1.5;s:1:\"y\";b:1;}}";
-        let v = unserialize(text.as_bytes()).unwrap();
+        let raw = decode(text.as_bytes()).unwrap();
         assert_eq!(
-            v,
-            json!({
-                "__class": "App\\Jobs\\SendEmail",
-                "user": {"__class": "Illuminate\\Contracts\\Database\\ModelIdentifier", "class": "App\\User", "id": 7},
-                "tags": ["a", "bé"],
-                "delay": null,
-                "opts": {"x": 1.5, "y": true}
-            })
+            raw.get(),
+            r#"{"__class":"App\\Jobs\\SendEmail","user":{"__class":"Illuminate\\Contracts\\Database\\ModelIdentifier","class":"App\\User","id":7},"tags":["a","bé"],"delay":null,"opts":{"x":1.5,"y":true}}"#,
+            "PHP's key order is kept"
         );
     }
 
     #[test]
     fn lengths_are_bytes_and_strings_may_hold_quotes_and_semicolons() {
-        let v = unserialize("s:7:\"é\";\"x;\";".as_bytes()).unwrap();
+        let v = read("s:7:\"é\";\"x;\";".as_bytes()).unwrap();
         assert_eq!(v, json!("é\";\"x;"));
     }
 
     #[test]
     fn enums_refs_custom_and_sparse_arrays() {
         assert_eq!(
-            unserialize(b"E:13:\"Status:Active\";").unwrap(),
+            read(b"E:13:\"Status:Active\";").unwrap(),
             json!({"__enum": "Status:Active"})
         );
-        assert_eq!(unserialize(b"r:2;").unwrap(), json!({"__ref": 2}));
+        assert_eq!(read(b"r:2;").unwrap(), json!({"__ref": 2}));
         assert_eq!(
-            unserialize(b"C:3:\"Foo\":3:{abc}").unwrap(),
+            read(b"C:3:\"Foo\":3:{abc}").unwrap(),
             json!({"__class": "Foo", "__serialized": "abc"})
         );
         assert_eq!(
-            unserialize(b"a:2:{i:1;s:1:\"a\";i:5;N;}").unwrap(),
+            read(b"a:2:{i:1;s:1:\"a\";i:5;N;}").unwrap(),
             json!({"1": "a", "5": null})
         );
-        assert_eq!(unserialize(b"d:INF;").unwrap(), Value::Null);
+        assert_eq!(read(b"d:INF;").unwrap(), Value::Null);
+        assert_eq!(read(b"a:0:{}").unwrap(), json!([]));
+        assert_eq!(
+            read(b"a:2:{s:1:\"0\";N;s:1:\"1\";b:0;}").unwrap(),
+            json!([null, false]),
+            "numeric string keys are integer keys in PHP"
+        );
+        assert_eq!(
+            read(b"a:1:{i:0;a:2:{i:0;N;i:7;N;}}").unwrap(),
+            json!([{"0": null, "7": null}]),
+            "each array is judged on its own"
+        );
+    }
+
+    #[test]
+    fn numbers_read_as_php_reads_them() {
+        assert_eq!(read(b"i:+5;").unwrap(), json!(5));
+        assert_eq!(read(b"i:007;").unwrap(), json!(7));
+        assert_eq!(
+            read(b"i:99999999999999999999;").unwrap(),
+            json!(i64::MAX),
+            "saturates"
+        );
+        assert_eq!(read(b"d:1.0E+25;").unwrap(), json!(1.0e25));
+        assert_eq!(read(b"d:.5;").unwrap(), json!(0.5));
+        assert_eq!(read(b"N;trailing").unwrap(), Value::Null);
     }
 
     #[test]
@@ -295,12 +612,17 @@ mod tests {
             b"O:3:\"Foo\":1:{",
             b"x",
             b"i:12",
+            b"i: 5;",
+            b"b:2;",
             b"a:1:{i:0;}",
-            b"N;N;",
+            b"a:1:{N;N;}",
+            b"a:1:{d:1.5;N;}",
+            b"a:-1:{}",
+            b"s:-1:\"\";",
             b"",
         ] {
             assert!(
-                unserialize(bad).is_err(),
+                matches!(unserialize(bad), Err(CommandError::Malformed(_))),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -308,12 +630,42 @@ mod tests {
     }
 
     #[test]
+    fn nesting_is_bounded() {
+        let nest = |n: usize| {
+            let mut s = "a:1:{i:0;".repeat(n);
+            s.push_str("N;");
+            s.push_str(&"}".repeat(n));
+            s
+        };
+        assert!(unserialize(nest(MAX_DEPTH).as_bytes()).is_ok());
+        assert_eq!(
+            unserialize(nest(MAX_DEPTH + 1).as_bytes()).unwrap_err(),
+            CommandError::TooDeep
+        );
+        // The crash of the past: tens of thousands of levels.
+        assert_eq!(
+            unserialize(nest(100_000).as_bytes()).unwrap_err(),
+            CommandError::TooDeep
+        );
+        // An enum at the bottom is one more JSON level.
+        let mut s = "a:1:{i:0;".repeat(MAX_DEPTH);
+        s.push_str("E:3:\"A:B\";");
+        s.push_str(&"}".repeat(MAX_DEPTH));
+        assert_eq!(
+            unserialize(s.as_bytes()).unwrap_err(),
+            CommandError::TooDeep
+        );
+    }
+
+    #[test]
     fn only_plain_commands_are_decoded() {
-        let fields = |v: Value| v.as_object().cloned().unwrap();
-        let plain = fields(json!({"data": {"command": "O:3:\"Foo\":0:{}"}}));
-        assert_eq!(decode(&plain), Some(json!({"__class": "Foo"})));
-        let encrypted = fields(json!({"data": {"command": "eyJpdiI6IjEyMyJ9"}}));
-        assert_eq!(decode(&encrypted), None);
-        assert_eq!(decode(&fields(json!({"data": {"x": 1}}))), None);
+        assert_eq!(
+            decode(b"O:3:\"Foo\":0:{}").unwrap().get(),
+            r#"{"__class":"Foo"}"#
+        );
+        assert_eq!(
+            decode(b"eyJpdiI6IjEyMyJ9").unwrap_err(),
+            CommandError::NotAnObject
+        );
     }
 }

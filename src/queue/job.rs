@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
 
@@ -9,6 +11,10 @@ use super::payload::{Payload, PayloadError};
 ///
 /// `reserved` is the only handle for delete and release: Redis re-encoded it
 /// with cjson, so it is kept byte for byte and never rebuilt (protocol §5.6).
+///
+/// Both byte strings are [`Bytes`]: the buffers Redis's reply was read into,
+/// shared (a clone is a reference count, not a copy) by the parsed payload
+/// and by every handler call, however large the job.
 #[derive(Debug, Clone)]
 pub struct ReservedJob {
     /// The queue the job was popped from.
@@ -16,16 +22,13 @@ pub struct ReservedJob {
     /// The original payload, before the attempt was counted. This is what
     /// Laravel calls the raw body: the source of `attempts` and the text
     /// written to `failed_jobs.payload`.
-    pub raw: Vec<u8>,
+    pub raw: Bytes,
     /// The member now in `:reserved` (attempts + 1, cjson-encoded).
-    pub reserved: Vec<u8>,
+    pub reserved: Bytes,
     /// The parsed payload, or why it cannot be run (a poison payload, which
     /// the pop script reserved as its own bytes so that it is not lost).
     pub payload: Result<Payload, PayloadError>,
 }
-
-/// The outcome of one pop.
-pub type Popped = Option<ReservedJob>;
 
 impl ReservedJob {
     /// The number of this attempt: the original `attempts` + 1, as

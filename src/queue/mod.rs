@@ -3,9 +3,11 @@
 //! Everything the worker needs to reserve, finish, release, fail and reclaim a
 //! job lives here: the key names ([`keys`]), the Lua scripts that keep each step
 //! atomic ([`scripts`]), the payload fields the worker reads ([`payload`]), the
-//! reserved job handed to the rest of the daemon ([`job`]) and the Redis calls
-//! themselves ([`redis_queue`]).
+//! reserved job handed to the rest of the daemon ([`job`]), the Redis calls
+//! themselves ([`redis_queue`]) and the pipelining of the deletes and releases
+//! of jobs that finish together ([`batch`]).
 
+pub mod batch;
 pub mod command;
 pub mod connect;
 pub mod job;
@@ -14,7 +16,7 @@ pub mod payload;
 pub mod redis_queue;
 pub mod scripts;
 
-pub use job::{Popped, ReservedJob};
+pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
 pub use redis_queue::RedisQueue;

@@ -1,15 +1,18 @@
 //! The Redis calls of a Laravel queue connection (protocol §4).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
 use redis::{RedisResult, Value};
 
-use super::job::{Popped, ReservedJob};
+use super::batch::{Write, WriteBatch};
+use super::job::ReservedJob;
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
 use super::scripts;
+use bytes::Bytes;
 
 /// A queue connection: one Redis database, one key prefix, and the
 /// connection's `retry_after`, `block_for` and `migration_batch_size`.
@@ -17,10 +20,20 @@ use super::scripts;
 /// Cloning is cheap; clones share the underlying connections.
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    /// The command connection. Behind a lock so that it can be replaced
+    /// after a large job ([`RedisQueue::renew_connection`]); each call
+    /// clones it (a handle) and releases the lock at once.
+    conn: Arc<std::sync::Mutex<ConnectionManager>>,
+    /// Where `conn` goes.
+    url: redis::ConnectionInfo,
     /// A second connection for BLPOP, so a blocked wait never holds up the
-    /// deletes and releases of running jobs.
-    blocking: Option<ConnectionManager>,
+    /// deletes and releases of running jobs. It has no response timeout of
+    /// its own: each BLPOP bounds its wait (see [`Self::block_on_notify`]).
+    blocking: ConnectionManager,
+    /// Deletes and releases, pipelined with those of other jobs.
+    writes: WriteBatch,
+    /// When each queue was last migrated (see [`Self::pop`]).
+    migrations: Arc<MigrationTicks>,
     prefix: String,
     cluster: bool,
     /// Seconds a reservation lasts; `None` turns reclaiming off.
@@ -80,25 +93,47 @@ impl RedisQueue {
     /// # Errors
     /// A bad URL or an unreachable server.
     pub async fn connect(url: &redis::ConnectionInfo, options: QueueOptions) -> RedisResult<Self> {
-        let conn =
-            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?;
-        let blocking = match options.block_for {
-            None => None,
-            // Leave the server time to answer after its own timeout.
-            Some(0) => Some(super::connect::connect(url.clone(), None).await?),
-            Some(s) => {
-                Some(super::connect::connect(url.clone(), Some(Duration::from_secs(s + 10))).await?)
-            }
-        };
+        let conn = Arc::new(std::sync::Mutex::new(
+            super::connect::connect(url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await?,
+        ));
+        let blocking = super::connect::connect(url.clone(), None).await?;
         Ok(RedisQueue {
+            writes: WriteBatch::start(Arc::clone(&conn)),
             conn,
+            url: url.clone(),
             blocking,
+            migrations: Arc::new(MigrationTicks::default()),
             prefix: options.prefix,
             cluster: options.cluster,
             retry_after: options.retry_after,
             block_for: options.block_for,
             migration_batch_size: options.migration_batch_size,
         })
+    }
+
+    /// A handle on the command connection.
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the command connection with a new one. The client library
+    /// keeps its read and write buffers at the size of the largest reply or
+    /// command it has seen, so after a job of many megabytes the daemon would
+    /// otherwise hold that much for ever. Calls in flight finish on the old
+    /// connection, which closes when they are done. On failure the old
+    /// connection stays.
+    pub async fn renew_connection(&self) {
+        match super::connect::connect(self.url.clone(), Some(super::connect::COMMAND_TIMEOUT)).await
+        {
+            Ok(fresh) => match self.conn.lock() {
+                Ok(mut conn) => *conn = fresh,
+                Err(poisoned) => *poisoned.into_inner() = fresh,
+            },
+            Err(e) => tracing::debug!("cannot open a fresh queue connection: {e}"),
+        }
     }
 
     /// The keys of queue `name` on this connection.
@@ -111,38 +146,45 @@ impl RedisQueue {
         self.retry_after
     }
 
-    /// Migrates due delayed jobs (and, unless `retry_after` is null, expired
-    /// reservations) to the ready list, then reserves the head of the list.
+    /// Reserves up to `count` jobs from the head of `queue` (Laravel's
+    /// `RedisQueue::pop`, `count` times, without the blocking part).
     ///
-    /// This is Laravel's `RedisQueue::pop` without the blocking part: the
-    /// three scripts go out in one pipelined round trip, each still atomic.
+    /// First, at most once per second per queue (scores are whole seconds,
+    /// so a second call within the same second could find nothing new),
+    /// due delayed jobs and, unless `retry_after` is null, expired
+    /// reservations are migrated to the ready list; a release with delay 0
+    /// by this worker makes the next call migrate at once. The migrate
+    /// scripts and the pop go out in one pipelined round trip, each atomic.
     ///
     /// # Errors
     /// Any Redis error; nothing was reserved then unless the pop script ran,
-    /// in which case the job is in `:reserved` and is reclaimed after
+    /// in which case its jobs are in `:reserved` and are reclaimed after
     /// `retry_after`.
-    pub async fn pop(&self, queue: &Arc<QueueKeys>) -> RedisResult<Popped> {
+    pub async fn pop(&self, queue: &Arc<QueueKeys>, count: usize) -> RedisResult<Vec<ReservedJob>> {
         let now = now();
         let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(scripts::MIGRATE_EXPIRED)
-            .arg(3)
-            .arg(&queue.delayed)
-            .arg(&queue.ready)
-            .arg(&queue.notify)
-            .arg(now)
-            .arg(self.migration_batch_size)
-            .ignore();
-        if self.retry_after.is_some() {
+        let migrate = self.migrations.due(&queue.ready, now);
+        if migrate {
             pipe.cmd("EVAL")
                 .arg(scripts::MIGRATE_EXPIRED)
                 .arg(3)
-                .arg(&queue.reserved)
+                .arg(&queue.delayed)
                 .arg(&queue.ready)
                 .arg(&queue.notify)
                 .arg(now)
                 .arg(self.migration_batch_size)
                 .ignore();
+            if self.retry_after.is_some() {
+                pipe.cmd("EVAL")
+                    .arg(scripts::MIGRATE_EXPIRED)
+                    .arg(3)
+                    .arg(&queue.reserved)
+                    .arg(&queue.ready)
+                    .arg(&queue.notify)
+                    .arg(now)
+                    .arg(self.migration_batch_size)
+                    .ignore();
+            }
         }
         pipe.cmd("EVAL")
             .arg(scripts::POP)
@@ -150,28 +192,67 @@ impl RedisQueue {
             .arg(&queue.ready)
             .arg(&queue.reserved)
             .arg(&queue.notify)
-            .arg(now + self.retry_after.unwrap_or(0) as i64);
-        let (popped,): (Vec<Value>,) = pipe.query_async(&mut self.conn.clone()).await?;
-        Ok(reserved_job(queue, popped))
+            .arg(now + self.retry_after.unwrap_or(0) as i64)
+            .arg(count.max(1));
+        let result: RedisResult<(Vec<Value>,)> = pipe.query_async(&mut self.conn()).await;
+        if result.is_err() && migrate {
+            // The migration may not have run: try again next call.
+            self.migrations.expire(&queue.ready);
+        }
+        let (popped,) = result?;
+        Ok(reserved_jobs(queue, popped))
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
-    /// `block_for` seconds. Returns true when a token arrived, false on
-    /// time-out or when blocking is off.
+    /// `wait` (`None`: without a time limit). Returns true when a token
+    /// arrived, false on time-out.
+    ///
+    /// BLPOP takes whole or (Redis 6+) decimal seconds; a `wait` under a
+    /// millisecond returns false at once without asking Redis.
     ///
     /// # Errors
     /// Any Redis error.
-    pub async fn block_on_notify(&self, queues: &[Arc<QueueKeys>]) -> RedisResult<bool> {
-        let (Some(conn), Some(block_for)) = (&self.blocking, self.block_for) else {
-            return Ok(false);
+    pub async fn block_on_notify(
+        &self,
+        queues: &[Arc<QueueKeys>],
+        wait: Option<Duration>,
+    ) -> RedisResult<bool> {
+        let seconds = match wait {
+            None => 0.0,
+            Some(w) if w < Duration::from_millis(1) => return Ok(false),
+            Some(w) => (w.as_secs_f64() * 1000.0).round() / 1000.0,
         };
         let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
-        let token: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(&keys)
-            .arg(block_for)
-            .query_async(&mut conn.clone())
-            .await?;
+        let mut blpop = redis::cmd("BLPOP");
+        blpop.arg(&keys);
+        if seconds.fract() == 0.0 {
+            // Whole seconds as an integer, for servers older than Redis 6.
+            blpop.arg(seconds as u64);
+        } else {
+            blpop.arg(seconds);
+        }
+        let mut conn = self.blocking.clone();
+        let query = blpop.query_async::<Option<(String, String)>>(&mut conn);
+        let token = match wait {
+            None => query.await?,
+            // The server answers at the end of its own timeout; allow it
+            // the command timeout on top before giving up on the socket.
+            Some(w) => tokio::time::timeout(w + super::connect::COMMAND_TIMEOUT, query)
+                .await
+                .map_err(|_| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "BLPOP on the notify lists got no answer",
+                    ))
+                })??,
+        };
         Ok(token.is_some())
+    }
+
+    /// The connection's `block_for` (seconds; `None`: the connection does
+    /// not ask to block, `Some(0)`: block without a time limit).
+    pub fn block_for(&self) -> Option<u64> {
+        self.block_for
     }
 
     /// Deletes a reserved job: `ZREM` of its reserved string.
@@ -180,12 +261,12 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn delete(&self, job: &ReservedJob) -> RedisResult<bool> {
-        let removed: i64 = redis::cmd("ZREM")
-            .arg(&job.queue.reserved)
-            .arg(&job.reserved)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(removed > 0)
+        self.writes
+            .send(Write::Delete {
+                reserved: job.queue.reserved.clone(),
+                member: job.reserved.clone(),
+            })
+            .await
     }
 
     /// Releases a reserved job back to `:delayed`, available `delay` seconds
@@ -195,7 +276,12 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
-        self.move_to_delayed(job, delay, &job.reserved).await
+        let released = self.move_to_delayed(job, delay, &job.reserved).await?;
+        if delay == 0 {
+            // Due now: the next pop migrates it instead of waiting a tick.
+            self.migrations.expire(&job.queue.ready);
+        }
+        Ok(released)
     }
 
     /// Hands a reserved job back *uncounted*: its original string goes to
@@ -212,19 +298,17 @@ impl RedisQueue {
         &self,
         job: &ReservedJob,
         delay: u64,
-        member: &[u8],
+        member: &Bytes,
     ) -> RedisResult<bool> {
-        let released: i64 = redis::cmd("EVAL")
-            .arg(scripts::RELEASE)
-            .arg(2)
-            .arg(&job.queue.delayed)
-            .arg(&job.queue.reserved)
-            .arg(&job.reserved)
-            .arg(now() + delay as i64)
-            .arg(member)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(released == 1)
+        self.writes
+            .send(Write::Release {
+                delayed: job.queue.delayed.clone(),
+                reserved: job.queue.reserved.clone(),
+                member: job.reserved.clone(),
+                at: now() + delay as i64,
+                add: member.clone(),
+            })
+            .await
     }
 
     /// Pushes the reservation of a running job to now + `retry_after`.
@@ -241,9 +325,9 @@ impl RedisQueue {
             .arg(scripts::RENEW)
             .arg(1)
             .arg(&job.queue.reserved)
-            .arg(&job.reserved)
+            .arg(&job.reserved[..])
             .arg(now() + retry_after as i64)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         Ok(renewed == 1)
     }
@@ -260,7 +344,7 @@ impl RedisQueue {
             .arg(&queue.ready)
             .arg(&queue.notify)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -279,7 +363,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(available_at)
             .arg(payload)
-            .query_async::<()>(&mut self.conn.clone())
+            .query_async::<()>(&mut self.conn())
             .await
     }
 
@@ -294,7 +378,7 @@ impl RedisQueue {
             .zcard(&queue.delayed)
             .zcard(&queue.reserved)
             .lindex(&queue.ready, 0)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await?;
         let oldest_pending = oldest
             .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
@@ -319,32 +403,67 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(&queue.reserved)
             .arg(&queue.notify)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.conn())
             .await
     }
 }
 
-/// Turns the pop script's `{original, reserved, poison}` into a job.
+/// Turns the pop script's flat `{original, reserved, poison, …}` into jobs.
 ///
 /// The script's poison flag is authoritative: a payload the script could not
 /// count an attempt on is never run, whatever the Rust parser makes of it.
-fn reserved_job(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Popped {
+fn reserved_jobs(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Vec<ReservedJob> {
     let mut parts = popped.into_iter();
-    let mut bytes = || match parts.next() {
-        Some(Value::BulkString(b)) => Some(b),
-        _ => None,
-    };
-    let raw = bytes()?;
-    let reserved = bytes()?;
-    let poison = matches!(parts.next(), Some(Value::Int(1)));
-    let payload = match Payload::parse(&raw) {
-        Ok(_) if poison => Err(PayloadError::NoAttempts),
-        parsed => parsed,
-    };
-    Some(ReservedJob {
-        queue: Arc::clone(queue),
-        raw,
-        reserved,
-        payload,
-    })
+    let mut jobs = Vec::new();
+    loop {
+        let (Some(Value::BulkString(raw)), Some(Value::BulkString(reserved)), poison) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return jobs;
+        };
+        let (raw, reserved) = (Bytes::from(raw), Bytes::from(reserved));
+        let poison = matches!(poison, Some(Value::Int(1)));
+        let payload = match Payload::parse(raw.clone()) {
+            Ok(_) if poison => Err(PayloadError::NoAttempts),
+            parsed => parsed,
+        };
+        jobs.push(ReservedJob {
+            queue: Arc::clone(queue),
+            raw,
+            reserved,
+            payload,
+        });
+    }
+}
+
+/// The second (UNIX time) each queue was last migrated, by ready-list key,
+/// shared by every clone of a [`RedisQueue`].
+#[derive(Debug, Default)]
+struct MigrationTicks(Mutex<HashMap<String, i64>>);
+
+impl MigrationTicks {
+    /// True, and noted, when `queue` was not migrated during second `now`.
+    fn due(&self, queue: &str, now: i64) -> bool {
+        let Ok(mut ticks) = self.0.lock() else {
+            return true;
+        };
+        match ticks.get_mut(queue) {
+            Some(last) if *last == now => false,
+            Some(last) => {
+                *last = now;
+                true
+            }
+            None => {
+                ticks.insert(queue.to_string(), now);
+                true
+            }
+        }
+    }
+
+    /// Makes the next [`Self::due`] of `queue` true.
+    fn expire(&self, queue: &str) {
+        if let Ok(mut ticks) = self.0.lock() {
+            ticks.remove(queue);
+        }
+    }
 }

@@ -7,40 +7,58 @@
 //! Every script runs with `EVAL`; Redis caches the compiled script by its SHA,
 //! so sending the text costs bandwidth only.
 
-/// Reserve the job at the head of a ready list.
+/// Reserve up to `count` jobs from the head of a ready list.
 ///
 /// KEYS: ready list, reserved zset, notify list. ARGV\[1\]: reservation
-/// expiry, UNIX seconds (now + `retry_after`).
+/// expiry, UNIX seconds (now + `retry_after`). ARGV\[2\]: the most jobs to
+/// reserve (at least 1).
 ///
-/// Like Laravel: LPOP, decode, `attempts + 1`, re-encode with cjson (this is
-/// the *reserved* string: keys reordered, `[]` turned to `{}`, numbers at 14
-/// significant digits), ZADD it to reserved, LPOP one notify token, and return
-/// `{original, reserved}`.
+/// For each job, like Laravel's pop: LPOP, decode, `attempts + 1`, re-encode
+/// with cjson (this is the *reserved* string: keys reordered, `[]` turned to
+/// `{}`, numbers at 14 significant digits), ZADD it to reserved, LPOP one
+/// notify token. Returns `{original, reserved, poison}` per job, flattened,
+/// in list order; an empty list when the queue is empty. One call with
+/// `count` 1 is Laravel's pop; a larger `count` is that pop repeated inside
+/// one atomic call, so PHP workers on the same queue see exactly what `count`
+/// pops would have left.
+///
+/// Like Laravel, `attempts` may be a numeric string (`"0"`): Lua's `+ 1`
+/// converts it, as `tonumber` does here, and the reserved copy holds a number.
 ///
 /// Unlike Laravel: a payload that is not a JSON object with a numeric
 /// `attempts` makes Laravel's script fail *after* its LPOP, so the job is lost.
-/// Here it is reserved as its own bytes and the third element is `1`, so the
+/// Here it is reserved as its own bytes and its poison flag is `1`, so the
 /// worker can move it to the failed store (and, should the worker die first,
 /// it is reclaimed after `retry_after` like any reserved job).
 pub const POP: &str = r#"
-local original = redis.call('lpop', KEYS[1])
-if not original then
-    return {false, false, 0}
-end
-local reserved = original
-local poison = 1
-local decoded_ok, job = pcall(cjson.decode, original)
-if decoded_ok and type(job) == 'table' and type(job['attempts']) == 'number' then
-    job['attempts'] = job['attempts'] + 1
-    local encoded_ok, encoded = pcall(cjson.encode, job)
-    if encoded_ok then
-        reserved = encoded
-        poison = 0
+local out = {}
+for _ = 1, tonumber(ARGV[2]) do
+    local original = redis.call('lpop', KEYS[1])
+    if not original then
+        break
     end
+    local reserved = original
+    local poison = 1
+    local decoded_ok, job = pcall(cjson.decode, original)
+    local attempts = nil
+    if decoded_ok and type(job) == 'table' then
+        attempts = tonumber(job['attempts'])
+    end
+    if attempts then
+        job['attempts'] = attempts + 1
+        local encoded_ok, encoded = pcall(cjson.encode, job)
+        if encoded_ok then
+            reserved = encoded
+            poison = 0
+        end
+    end
+    redis.call('zadd', KEYS[2], ARGV[1], reserved)
+    redis.call('lpop', KEYS[3])
+    out[#out + 1] = original
+    out[#out + 1] = reserved
+    out[#out + 1] = poison
 end
-redis.call('zadd', KEYS[2], ARGV[1], reserved)
-redis.call('lpop', KEYS[3])
-return {original, reserved, poison}
+return out
 "#;
 
 /// Move the due members of a zset (delayed or reserved) to the ready list.

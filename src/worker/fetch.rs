@@ -1,48 +1,87 @@
-//! Reserving the next job (`Worker::getNextJob` + `RedisQueue::pop`).
+//! Reserving the next jobs (`Worker::getNextJob` + `RedisQueue::pop`).
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::queue::{Popped, QueueKeys, RedisQueue};
+use crate::queue::{QueueKeys, RedisQueue, ReservedJob};
 
-/// Polls `queues` in priority order and reserves the first job found; the
-/// first queue that has one wins, so a lower queue is served only when every
-/// queue before it is empty *at this poll*.
+/// How long to wait for work when every queue is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleWait {
+    /// Do not wait (`--sleep=0` with no `block_for`): poll again at once.
+    None,
+    /// BLPOP on the notify lists for at most this long (`None`: for ever,
+    /// as `block_for = 0`).
+    Block(Option<Duration>),
+}
+
+/// What one fetch gave.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The jobs reserved, all from one queue, in list order.
+    Jobs(Vec<ReservedJob>),
+    /// Nothing to do; `waited` tells whether the idle wait already took
+    /// the place of the loop's `--sleep`.
+    Empty {
+        /// True when the fetch blocked on the notify lists (whether or
+        /// not a token came).
+        waited: bool,
+    },
+}
+
+/// Polls `queues` in priority order and reserves up to `count` jobs from
+/// the first one that has any: a lower queue gives jobs only when every
+/// queue before it came back empty in this same fetch.
 ///
-/// When all are empty and the connection has `block_for`, waits on all their
-/// notify lists at once (BLPOP takes the keys in priority order) and, if a
-/// token arrives, polls once more. Laravel 13 blocks only on the first
-/// queue; one wait on all of them wakes for work on any queue and still
-/// serves them in order.
+/// When all are empty and `idle` says to block, waits on all their notify
+/// lists at once (BLPOP takes the keys in priority order) and, if a token
+/// arrives, polls once more. Laravel 13 blocks only on the first queue; one
+/// wait on all of them wakes for work on any queue and still serves them
+/// in order.
 ///
 /// Only the wait is cut short by `interrupted`: a pop in flight always
 /// completes, so a job Redis has reserved is never dropped on the floor.
 ///
 /// # Errors
 /// Any Redis error (the caller logs it and pauses).
-pub async fn next_job(
+pub async fn next_jobs(
     queue: &RedisQueue,
     queues: &[Arc<QueueKeys>],
+    count: usize,
+    idle: IdleWait,
     interrupted: impl Future<Output = ()>,
-) -> redis::RedisResult<Popped> {
-    if let Some(job) = poll(queue, queues).await? {
-        return Ok(Some(job));
+) -> redis::RedisResult<Fetched> {
+    let jobs = poll(queue, queues, count).await?;
+    if !jobs.is_empty() {
+        return Ok(Fetched::Jobs(jobs));
     }
+    let IdleWait::Block(wait) = idle else {
+        return Ok(Fetched::Empty { waited: false });
+    };
     let woken = tokio::select! {
-        woken = queue.block_on_notify(queues) => woken?,
+        woken = queue.block_on_notify(queues, wait) => woken?,
         () = interrupted => false,
     };
     if woken {
-        return poll(queue, queues).await;
-    }
-    Ok(None)
-}
-
-async fn poll(queue: &RedisQueue, queues: &[Arc<QueueKeys>]) -> redis::RedisResult<Popped> {
-    for keys in queues {
-        if let Some(job) = queue.pop(keys).await? {
-            return Ok(Some(job));
+        let jobs = poll(queue, queues, count).await?;
+        if !jobs.is_empty() {
+            return Ok(Fetched::Jobs(jobs));
         }
     }
-    Ok(None)
+    Ok(Fetched::Empty { waited: true })
+}
+
+async fn poll(
+    queue: &RedisQueue,
+    queues: &[Arc<QueueKeys>],
+    count: usize,
+) -> redis::RedisResult<Vec<ReservedJob>> {
+    for keys in queues {
+        let jobs = queue.pop(keys, count).await?;
+        if !jobs.is_empty() {
+            return Ok(jobs);
+        }
+    }
+    Ok(Vec::new())
 }

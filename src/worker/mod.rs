@@ -8,27 +8,35 @@
 //!   timeouts, backoff) while its handler runs;
 //! - [`lease`]: keep the reservation alive while the handler runs;
 //! - [`settle`]: carry out the decision in Redis and the failed store;
+//! - [`task`]: one job's task, run handler → settle → settled event;
+//! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
 //! - [`stop`]: the stop conditions and their exit codes;
+//! - [`events`]: the job events the loop emits to its listeners (output,
+//!   metrics), which it never calls by name;
 //! - [`daemon`]: the loop that ties them together.
 
 pub mod backoff;
 pub mod daemon;
+pub mod events;
 pub mod fetch;
 pub mod lease;
 pub mod options;
 pub mod process;
 pub mod settle;
 pub mod stop;
+pub mod task;
+pub mod verdict;
 
 use crate::cache::CacheStore;
 use crate::failed::FailedJobStore;
 use crate::handler::Router;
-use crate::output::Reporter;
 use crate::queue::RedisQueue;
 
 pub use daemon::Daemon;
+pub use events::{JobEvents, Listeners};
 pub use options::WorkerOptions;
 pub use stop::StopReason;
+pub use verdict::Verdict;
 
 /// What every job task needs, shared read-only between them.
 pub struct Services {
@@ -42,18 +50,16 @@ pub struct Services {
     pub failed: FailedJobStore,
     /// displayName → handler.
     pub router: Router,
-    /// Per-job output lines.
-    pub reporter: Reporter,
+    /// Who hears the job events (output lines, metrics).
+    pub events: Listeners,
     /// The worker's flags.
     pub options: WorkerOptions,
     /// The app's `storage/framework/down`: while it exists the worker takes
     /// no jobs (maintenance mode). `None` with `--force` or no app path.
     pub down_file: Option<std::path::PathBuf>,
     /// Turns true when the drain deadline passes: jobs still running are
-    /// abandoned (their handlers killed) and released.
-    pub hand_back: tokio::sync::watch::Receiver<bool>,
+    /// abandoned (their handlers killed) and released, the attempt counted.
+    pub drain_deadline: tokio::sync::watch::Receiver<bool>,
     /// The Laravel version whose exception classes and wording are recorded.
     pub laravel: crate::exception::LaravelVersion,
-    /// Counters and readiness for the metrics endpoint.
-    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }

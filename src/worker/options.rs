@@ -59,3 +59,133 @@ impl Default for WorkerOptions {
         }
     }
 }
+
+/// The largest number of seconds any duration option takes (`--sleep`,
+/// `--rest`, `retry_after`, `block_for`): 2,147,483,647, the largest PHP
+/// integer on 32-bit builds, 68 years. Laravel sets no bound; past this a
+/// timer or a reservation score (now + `retry_after`, signed 64-bit) would
+/// overflow, so a larger value is refused as a typo rather than run wrong.
+pub const MAX_SECONDS: u64 = i32::MAX as u64;
+
+/// The largest `--memory`, in MB: 16 TiB, far above any machine, and small
+/// enough that the limit in bytes cannot overflow.
+pub const MAX_MEMORY_MB: u64 = 16 * 1024 * 1024;
+
+/// `--sleep` / `--rest`: seconds, fractions allowed, from 0 to
+/// [`MAX_SECONDS`].
+///
+/// # Errors
+/// A negative, infinite, NaN or too large value, naming `--{flag}`.
+pub fn wait_seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    anyhow::ensure!(
+        value.is_finite() && (0.0..=MAX_SECONDS as f64).contains(&value),
+        "--{flag} must be a number of seconds from 0 to {MAX_SECONDS}, not {value}"
+    );
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// `--memory` in MB: 0 turns the check off (as Laravel 13); otherwise a
+/// positive number up to [`MAX_MEMORY_MB`]. Laravel would read a negative
+/// value as "always exceeded" and stop after every job; here it is refused.
+///
+/// # Errors
+/// A negative or too large value, naming `--memory`.
+pub fn memory_mb(value: i64) -> anyhow::Result<u64> {
+    u64::try_from(value)
+        .ok()
+        .filter(|&mb| mb <= MAX_MEMORY_MB)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--memory must be 0 (no limit) or a number of MB up to {MAX_MEMORY_MB}, not {value}"
+            )
+        })
+}
+
+/// The queues to work, in priority order: `--queue` split on `,` (not
+/// trimmed, as Laravel), else the connection's default queue. An empty
+/// `--queue=` means the default, as artisan's `option('queue') ?: default`.
+///
+/// # Errors
+/// An empty name in the list (`--queue=a,,b`, or an empty `[queue] queue` /
+/// `REDIS_QUEUE`), which Laravel would poll as the key `queues:` (no job is
+/// ever pushed there); the message names the flag or setting it came from.
+pub fn queue_list(flag: Option<&str>, default: &str) -> anyhow::Result<Vec<String>> {
+    let (list, source) = match flag {
+        Some(list) if !list.is_empty() => (list, "--queue"),
+        _ => (default, "[queue] queue (REDIS_QUEUE)"),
+    };
+    let queues: Vec<String> = list.split(',').map(str::to_string).collect();
+    anyhow::ensure!(
+        queues.iter().all(|q| !q.is_empty()),
+        "{source} = {list:?}: every queue name must be non-empty"
+    );
+    Ok(queues)
+}
+
+/// `retry_after` and `block_for` (seconds; `None` is null): at most
+/// [`MAX_SECONDS`].
+///
+/// # Errors
+/// A value above the bound, naming the setting.
+pub fn check_reservation(retry_after: Option<u64>, block_for: Option<u64>) -> anyhow::Result<()> {
+    for (name, value) in [("retry_after", retry_after), ("block_for", block_for)] {
+        if let Some(v) = value {
+            anyhow::ensure!(
+                v <= MAX_SECONDS,
+                "[queue] {name} = {v}: at most {MAX_SECONDS} seconds (or null)"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_values_are_refused_with_the_flag_named() {
+        assert_eq!(
+            wait_seconds("sleep", 0.5).unwrap(),
+            Duration::from_millis(500)
+        );
+        for bad in [1e20, -1.0, f64::NAN, f64::INFINITY] {
+            let e = wait_seconds("sleep", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--sleep must be"), "{e}");
+        }
+        assert_eq!(memory_mb(0).unwrap(), 0);
+        assert_eq!(memory_mb(128).unwrap(), 128);
+        assert!(memory_mb(-1).unwrap_err().to_string().contains("--memory"));
+        assert!(memory_mb(i64::MAX).is_err());
+        assert!(check_reservation(Some(90), None).is_ok());
+        assert!(
+            check_reservation(Some(u64::MAX), None)
+                .unwrap_err()
+                .to_string()
+                .contains("retry_after")
+        );
+        assert!(check_reservation(None, Some(1 << 40)).is_err());
+    }
+
+    #[test]
+    fn queue_lists_follow_artisan() {
+        assert_eq!(
+            queue_list(Some("high,low"), "default").unwrap(),
+            ["high", "low"]
+        );
+        assert_eq!(queue_list(Some(""), "default").unwrap(), ["default"]);
+        assert_eq!(queue_list(None, "default").unwrap(), ["default"]);
+        assert!(
+            queue_list(Some("a,,b"), "default")
+                .unwrap_err()
+                .to_string()
+                .contains("--queue")
+        );
+        assert!(
+            queue_list(None, "")
+                .unwrap_err()
+                .to_string()
+                .contains("[queue] queue")
+        );
+    }
+}

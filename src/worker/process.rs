@@ -15,39 +15,12 @@
 
 use std::time::Duration;
 
+use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
 use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
 use crate::queue::redis_queue::now;
 use crate::queue::{Payload, ReservedJob};
-
-/// What happens to a job once its handler is done.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// It ran: ZREM it.
-    Delete,
-    /// Back to `:delayed` with the attempt counted, available in `delay`
-    /// seconds; `exception` is set when an exception caused it.
-    Release {
-        /// Seconds.
-        delay: u64,
-        /// The exception, for a release after one.
-        exception: Option<JobException>,
-    },
-    /// Record it in the failed store, ZREM it, and, when `failed_hook`,
-    /// call the handler in failed mode.
-    Fail {
-        /// What is recorded.
-        exception: JobException,
-        /// Whether the app's `failed()` hook must still run.
-        failed_hook: bool,
-    },
-    /// Back to `:delayed` uncounted (no handler here for it).
-    HandBack {
-        /// Seconds.
-        delay: u64,
-    },
-}
 
 /// The attempt limits of one job, from its payload and the worker flags.
 #[derive(Debug, Clone, Copy)]
@@ -88,8 +61,9 @@ impl Limits {
     }
 }
 
-/// Runs `job` through its handler and decides its fate.
-pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
+/// Runs `job` through its handler (`route`, the one its displayName and
+/// queue matched, if any) and decides its fate.
+pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Services) -> Verdict {
     let payload = match &job.payload {
         Ok(p) => p,
         Err(e) => {
@@ -112,7 +86,7 @@ pub async fn decide(job: &ReservedJob, services: &Services) -> Verdict {
         };
     }
 
-    let Some(route) = services.router.route(name, &job.queue.name) else {
+    let Some(route) = route else {
         return match services.router.unmatched {
             Unmatched::Fail => Verdict::Fail {
                 exception: JobException::new(
@@ -185,10 +159,10 @@ async fn after_exception(
         exception,
         failed_hook: true,
     };
-    if limits.will_exceed(now()) {
-        return fail(exception);
-    }
-    if max_exceptions_reached(payload, services).await {
+    // Laravel counts the exception towards maxExceptions even when this
+    // was the last try (`handleJobException` runs both checks).
+    let out_of_tries = limits.will_exceed(now());
+    if max_exceptions_reached(payload, services).await || out_of_tries {
         return fail(exception);
     }
     if timed_out && payload.fail_on_timeout() {

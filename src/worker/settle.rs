@@ -10,17 +10,24 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::Services;
-use super::process::{Verdict, invocation};
+use super::process::invocation;
+use super::verdict::Verdict;
 use crate::exception::JobException;
-use crate::failed::FailedJob;
-use crate::handler::Mode;
+use crate::failed::{FailedJob, Logged};
+use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
 
 /// Tries of a Redis write before the job is left for reclaiming.
 const WRITE_TRIES: u32 = 5;
 
-/// Applies `verdict` to `job`.
-pub async fn settle(job: &ReservedJob, verdict: &Verdict, services: &Services) {
+/// Applies `verdict` to `job`; `route` is the job's handler, called in
+/// failed mode when the verdict asks for the `failed()` hook.
+pub async fn settle(
+    job: &ReservedJob,
+    route: Option<&Route>,
+    verdict: &Verdict,
+    services: &Services,
+) {
     let queue = &services.queue;
     let done = match verdict {
         Verdict::Delete => retry("delete", || queue.delete(job)).await,
@@ -29,7 +36,15 @@ pub async fn settle(job: &ReservedJob, verdict: &Verdict, services: &Services) {
         Verdict::Fail {
             exception,
             failed_hook,
-        } => fail(job, exception, *failed_hook, services).await,
+        } => {
+            fail(
+                job,
+                exception,
+                failed_hook.then_some(route).flatten(),
+                services,
+            )
+            .await
+        }
     };
     match done {
         Some(true) => {}
@@ -47,14 +62,15 @@ pub async fn settle(job: &ReservedJob, verdict: &Verdict, services: &Services) {
     }
 }
 
-/// `Job::fail`: record, ZREM, then the app's `failed()` hook.
+/// `Job::fail`: record, ZREM, then the app's `failed()` hook through
+/// `hook` (the job's route, when the hook must run).
 ///
 /// The record is written first: if the store is down the job stays
 /// reserved (and comes back after `retry_after`) rather than vanish.
 async fn fail(
     job: &ReservedJob,
     exception: &JobException,
-    failed_hook: bool,
+    hook: Option<&Route>,
     services: &Services,
 ) -> Option<bool> {
     let text = exception.to_string();
@@ -68,28 +84,36 @@ async fn fail(
         exception: text.clone(),
         failed_at: Utc::now(),
     };
-    if let Err(e) = services.failed.log(&record).await {
-        tracing::error!(
+    match services.failed.log(&record).await {
+        Logged::Recorded => {}
+        Logged::RecordedInFallback { refusal, fallback } => tracing::warn!(
             job = job.display_name(),
             id = %job.id(),
             store = services.failed.describe(),
-            "cannot record the failed job: {e:#}"
-        );
-        return None;
+            fallback,
+            "the failed job store refused the record for good, so it was recorded in the \
+             fallback instead (see `failed`): {refusal}"
+        ),
+        Logged::StoreDown(e) => {
+            tracing::error!(
+                job = job.display_name(),
+                id = %job.id(),
+                store = services.failed.describe(),
+                "cannot record the failed job: {e:#}"
+            );
+            return None;
+        }
     }
     let deleted = retry("delete", || services.queue.delete(job)).await;
-    if failed_hook {
-        call_failed_hook(job, &text, services).await;
+    if let Some(route) = hook {
+        call_failed_hook(job, route, &text, services).await;
     }
     deleted
 }
 
 /// Calls the job's handler in failed mode, so the app's `failed()` method,
 /// unique-lock release and batch bookkeeping run.
-async fn call_failed_hook(job: &ReservedJob, exception: &str, services: &Services) {
-    let Some(route) = services.router.route(job.display_name(), &job.queue.name) else {
-        return;
-    };
+async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, services: &Services) {
     let invocation = invocation(job, route, services, Mode::Failed { exception });
     let outcome = route.handler.call(&invocation).await;
     tracing::debug!(job = job.display_name(), id = %job.id(), ?outcome, "failed hook ran");

@@ -11,12 +11,18 @@ use nix::unistd::Pid;
 
 use super::WAIT;
 
+/// A running (or exited) laravel-worker process.
 pub struct Daemon {
     child: Child,
+    /// The command line after the program name.
+    args: Vec<String>,
     out: Receiver<String>,
     err: Receiver<String>,
+    /// stdout lines seen so far (all of them after `wait_exit`).
     pub stdout: Vec<String>,
+    /// stderr (log) lines seen so far, with their colours.
     pub stderr: Vec<String>,
+    /// The exit status, once exited.
     pub status: Option<ExitStatus>,
 }
 
@@ -59,8 +65,26 @@ fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
 }
 
 impl Daemon {
+    /// Starts `laravel-worker ARGS` with `env` (and `RUST_LOG=info`, and
+    /// none of the machine's Laravel variables).
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_laravel-worker"));
+        Self::start_wrapped(&[], args, env)
+    }
+
+    /// Starts the daemon through `wrapper` (a program and its arguments, to
+    /// which the binary's path and `args` are appended; it must exec them,
+    /// so that [`Daemon::pid`] is the daemon's): e.g. `unshare` to run it
+    /// in a mount namespace of its own.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Self {
+        let bin = env!("CARGO_BIN_EXE_laravel-worker");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(bin);
+                cmd
+            }
+            None => Command::new(bin),
+        };
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -77,6 +101,7 @@ impl Daemon {
         let err = pump(child.stderr.take().unwrap());
         Daemon {
             child,
+            args: args.iter().map(|a| a.to_string()).collect(),
             out,
             err,
             stdout: vec![],
@@ -85,10 +110,12 @@ impl Daemon {
         }
     }
 
+    /// The process id.
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
 
+    /// Sends `signal` to the process.
     pub fn signal(&self, signal: Signal) {
         kill(self.pid(), signal).unwrap();
     }
@@ -192,6 +219,135 @@ impl Daemon {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+
+    /// The JSON events with `status` seen on stdout, in order.
+    pub fn events_with(&self, status: &str) -> Vec<serde_json::Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["status"] == status)
+            .collect()
+    }
+
+    /// The first JSON event with `status`; fails the test, showing stdout,
+    /// when there is none.
+    #[track_caller]
+    pub fn event(&self, status: &str) -> serde_json::Value {
+        self.events_with(status)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no {status:?} event; stdout:\n{}", self.stdout.join("\n")))
+    }
+
+    /// Field `field` (a string) of every `status` event, in order: e.g. the
+    /// queues jobs were reserved from, `("starting", "queue")`.
+    pub fn event_fields(&self, status: &str, field: &str) -> Vec<String> {
+        self.events_with(status)
+            .iter()
+            .map(|e| e[field].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Waits for the exit and asserts its status is `code`, showing the
+    /// daemon's stderr when it is not.
+    #[track_caller]
+    pub fn expect_exit(&mut self, code: i32) -> &mut Self {
+        let got = self.code();
+        assert_eq!(
+            got,
+            Some(code),
+            "exit status of laravel-worker {:?}; stdout:\n{}\nstderr:\n{}",
+            self.args,
+            self.stdout.join("\n"),
+            self.stderr_text()
+        );
+        self
+    }
+
+    /// Runs `laravel-worker ARGS` with `env` to its end.
+    pub fn run(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut d = Daemon::start(args, env);
+        d.wait_exit();
+        d
+    }
+
+    /// Runs `laravel-worker --config CONFIG ARGS` to its end (a command
+    /// such as `restart`, `retry` or `monitor`).
+    pub fn cli(config: &std::path::Path, args: &[&str]) -> Self {
+        let mut all = vec!["--config", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Daemon::run(&all, &[])
+    }
+
+    /// Waits for a stderr (log) line containing every one of `parts`
+    /// (colours aside); returns it without colours.
+    pub fn wait_log(&mut self, parts: &[&str]) -> String {
+        plain(&self.wait_stderr(|l| {
+            let p = plain(l);
+            parts.iter().all(|part| p.contains(part))
+        }))
+    }
+
+    /// All of stderr seen so far, without colours.
+    pub fn stderr_text(&self) -> String {
+        self.stderr
+            .iter()
+            .map(|l| plain(l))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The `reason` of the "worker stopped" log line (after exit).
+    #[track_caller]
+    pub fn stop_reason(&self) -> String {
+        let text = self.stderr_text();
+        let line = text
+            .lines()
+            .find(|l| l.contains("worker stopped"))
+            .unwrap_or_else(|| panic!("no 'worker stopped' line; stderr:\n{text}"));
+        let at = line
+            .find("reason=")
+            .unwrap_or_else(|| panic!("no reason in {line:?}"))
+            + "reason=".len();
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .trim_matches('"')
+            .to_string()
+    }
+
+    /// Asserts that the daemon stopped (it has exited) with `code` and the
+    /// "worker stopped" line gave `reason`.
+    #[track_caller]
+    pub fn expect_stop(&mut self, code: i32, reason: &str) -> &mut Self {
+        self.expect_exit(code);
+        assert_eq!(
+            self.stop_reason(),
+            reason,
+            "stop reason; stderr:\n{}",
+            self.stderr_text()
+        );
+        self
+    }
+}
+
+/// `line` without its ANSI colour codes.
+pub fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Drop for Daemon {

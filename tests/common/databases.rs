@@ -18,18 +18,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use sqlx::{Connection, MySqlConnection, PgConnection, Row, SqliteConnection};
 
-use super::sqlite::FailedRow;
+use super::sqlite::{FailedRow, block_on};
 
 /// How long a server may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
@@ -73,6 +65,30 @@ fn stop(child: &mut Child, signal: Signal) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `program`, to run in `dir` with no stdin nor stdout and its stderr
+/// written to `log` (truncated).
+fn quiet(program: &Path, dir: &Path, log: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(log).unwrap());
+    cmd
+}
+
+/// Runs `cmd` (a set-up step called `what`) to its end; fails the test,
+/// showing `log`, when it does not succeed.
+fn set_up(cmd: &mut Command, what: &str, log: &Path) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        status.success(),
+        "{what} failed ({status}):\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
 }
 
 /// Waits until `connect` succeeds; panics with `log` if the server exits
@@ -160,51 +176,23 @@ impl Postgres {
         let data = dir.path().join("data");
         let log = dir.path().join("postgres.log");
 
-        let mut init = Command::new(&initdb);
+        let mut init = quiet(&initdb, dir.path(), &log);
         init.arg("-D")
             .arg(&data)
-            .args([
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
+            .args("-U postgres -A trust -E UTF8 --locale=C --no-sync".split(' '));
         as_owner(&mut init);
-        let status = init.status().expect("run initdb");
-        assert!(
-            status.success(),
-            "initdb failed ({status}):\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        set_up(&mut init, "initdb", &log);
 
-        let mut server = Command::new(&postgres);
-        server
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(dir.path())
-            .args([
-                "-c",
-                "listen_addresses=",
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-            ])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap());
+        let mut server = quiet(&postgres, dir.path(), &log);
+        server.arg("-D").arg(&data).arg("-k").arg(dir.path());
+        for setting in [
+            "listen_addresses=",
+            "fsync=off",
+            "synchronous_commit=off",
+            "full_page_writes=off",
+        ] {
+            server.args(["-c", setting]);
+        }
         as_owner(&mut server);
         let mut child = server.spawn().expect("start postgres");
         let url = format!(
@@ -285,7 +273,8 @@ impl MariaDb {
             &[]
         };
 
-        let status = Command::new(&install)
+        let mut install = quiet(&install, dir.path(), &log);
+        install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
             .args([
@@ -293,18 +282,8 @@ impl MariaDb {
                 "--skip-test-db",
                 "--skip-name-resolve",
             ])
-            .args(user)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .status()
-            .expect("run mariadb-install-db");
-        assert!(
-            status.success(),
-            "mariadb-install-db failed ({status}):\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+            .args(user);
+        set_up(&mut install, "mariadb-install-db", &log);
 
         let socket = dir.path().join("mariadb.sock");
         let mut child = Command::new(&server)
@@ -370,6 +349,27 @@ impl Drop for MariaDb {
 // The failed_jobs table
 // ---------------------------------------------------------------------------
 
+/// Runs `$body` with `$c` bound to a fresh connection to `$db`'s database
+/// (each arm has its own connection type, so one body serves all three).
+macro_rules! on_connection {
+    ($db:expr, |$c:ident| $body:expr) => {
+        match $db {
+            FailedDb::Sqlite(url) => {
+                let mut $c = SqliteConnection::connect(url).await.unwrap();
+                $body
+            }
+            FailedDb::Postgres(url) => {
+                let mut $c = PgConnection::connect(url).await.unwrap();
+                $body
+            }
+            FailedDb::MySql(url) => {
+                let mut $c = MySqlConnection::connect(url).await.unwrap();
+                $body
+            }
+        }
+    };
+}
+
 /// Laravel's `failed_jobs` table in one database, by URL.
 pub enum FailedDb {
     /// `sqlite://path`.
@@ -425,32 +425,13 @@ impl FailedDb {
 
     fn execute(&self, sql: &'static str, binds: &[&str]) {
         block_on(async {
-            match self {
-                FailedDb::Sqlite(url) => {
-                    let mut c = SqliteConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
+            on_connection!(self, |c| {
+                let mut q = sqlx::query(sql);
+                for b in binds {
+                    q = q.bind(*b);
                 }
-                FailedDb::Postgres(url) => {
-                    let mut c = PgConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
-                }
-                FailedDb::MySql(url) => {
-                    let mut c = MySqlConnection::connect(url).await.unwrap();
-                    let mut q = sqlx::query(sql);
-                    for b in binds {
-                        q = q.bind(*b);
-                    }
-                    q.execute(&mut c).await.unwrap();
-                }
-            }
+                q.execute(&mut c).await.unwrap();
+            })
         });
     }
 
@@ -489,48 +470,30 @@ impl FailedDb {
             exception: r(4),
             failed_at: r(5),
         };
-        block_on(async {
-            match self {
-                FailedDb::Sqlite(url) => {
-                    let mut c = SqliteConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, failed_at \
-                         FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
-                FailedDb::Postgres(url) => {
-                    let mut c = PgConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, \
-                         to_char(failed_at, 'YYYY-MM-DD HH24:MI:SS') FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
-                FailedDb::MySql(url) => {
-                    let mut c = MySqlConnection::connect(url).await.unwrap();
-                    sqlx::query(
-                        "SELECT uuid, connection, queue, payload, exception, \
-                         DATE_FORMAT(failed_at, '%Y-%m-%d %H:%i:%s') FROM failed_jobs ORDER BY id",
-                    )
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|row| read(&|i| row.get(i)))
-                    .collect()
-                }
+        let select = match self {
+            FailedDb::Sqlite(_) => {
+                "SELECT uuid, connection, queue, payload, exception, failed_at \
+                 FROM failed_jobs ORDER BY id"
             }
+            FailedDb::Postgres(_) => {
+                "SELECT uuid, connection, queue, payload, exception, \
+                 to_char(failed_at, 'YYYY-MM-DD HH24:MI:SS') FROM failed_jobs ORDER BY id"
+            }
+            FailedDb::MySql(_) => {
+                "SELECT uuid, connection, queue, payload, exception, \
+                 DATE_FORMAT(failed_at, '%Y-%m-%d %H:%i:%s') FROM failed_jobs ORDER BY id"
+            }
+        };
+        block_on(async {
+            on_connection!(self, |c| {
+                sqlx::query(select)
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|row| read(&|i| row.get(i)))
+                    .collect()
+            })
         })
     }
 }

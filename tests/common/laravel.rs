@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{Scene, WAIT};
+use super::{Handler, Scene, WAIT};
 
 /// The bridge users copy into their app.
 pub fn bridge() -> PathBuf {
@@ -47,6 +47,16 @@ fn missing() -> Option<&'static str> {
             }
         })
         .as_deref()
+}
+
+/// A scene with the test app and a daemon config that runs every job
+/// through the bridge with `transport`; `None` (after a note) when PHP or
+/// Laravel is missing: the test should return.
+pub fn scene(transport: Transport) -> Option<(Scene, App, PathBuf)> {
+    let s = Scene::new();
+    let app = App::new(&s)?;
+    let config = app.config(&s, transport);
+    Some((s, app, config))
 }
 
 /// How the daemon runs the bridge.
@@ -223,27 +233,23 @@ impl App {
     }
 
     /// The `[[handlers]]` entry that runs every job through the bridge.
-    pub fn handler(&self, transport: Transport) -> String {
-        let mut entry = format!(
-            "[[handlers]]\nmatch = \"*\"\ncommand = [\"php\", \"{}\", \"--app={}\"]\n",
-            bridge().display(),
-            self.dir.display()
-        );
-        if let Transport::Persistent(n) = transport {
-            entry.push_str(&format!("mode = \"persistent\"\nprocesses = {n}\n"));
+    pub fn handler(&self, transport: Transport) -> Handler {
+        let app = format!("--app={}", self.dir.display());
+        let handler = Handler::argv(&["php", bridge().to_str().unwrap(), &app]);
+        match transport {
+            Transport::PerJob => handler,
+            Transport::Persistent(n) => handler.persistent().processes(n as i64),
         }
-        entry
     }
 
-    /// The scene's daemon config with the bridge handler, the app's
-    /// failed_jobs database and `queue_extra` in `[queue]`.
-    pub fn config(&self, s: &Scene, transport: Transport, queue_extra: &str) -> PathBuf {
+    /// The scene's daemon config with the bridge handler and the app's
+    /// failed_jobs database.
+    pub fn config(&self, s: &Scene, transport: Transport) -> PathBuf {
         // The test app is Laravel 8.83: exceptions are worded as it words them.
-        s.config(&format!(
-            "[app]\nlaravel = \"8.83\"\n\n[queue]\n{queue_extra}\n\n[failed]\nurl = \"{}\"\n\n{}",
-            s.failed_db(),
-            self.handler(transport)
-        ))
+        s.config()
+            .laravel("8.83")
+            .handler(self.handler(transport))
+            .write()
     }
 
     /// Waits until the job log has `n` lines of `event`.

@@ -1,19 +1,39 @@
 //! Test harness: real redis-server, real daemon binary, real handler
 //! processes. Nothing is mocked.
-#![allow(dead_code)]
+//!
+//! - [`Scene`]: a scratch directory with a private Redis, handler scripts
+//!   and a job log; [`Scene::config`] builds its config file
+//!   ([`config::Config`], a setter per key).
+//! - [`QueueState`]: what the queue keys and the failed store hold, compared
+//!   with one `assert_eq!` ([`Scene::assert_state`]) that lists each
+//!   difference.
+//! - [`Daemon`]: the binary as a subprocess; `expect_exit`/`expect_stop`
+//!   print its output when the status differs.
+//! - [`payloads::Job`]: payloads as Laravel writes them;
+//!   [`http_server::Server`]: an HTTP endpoint for HTTP handlers;
+//!   [`laravel`]: a real Laravel app beside the daemon; [`databases`]:
+//!   private PostgreSQL and MariaDB servers.
+#![allow(dead_code, unused_imports)]
 
+pub mod config;
 pub mod daemon;
 pub mod databases;
+pub mod http_server;
 pub mod laravel;
 pub mod payloads;
 pub mod redis_server;
+pub mod sandbox;
 pub mod sqlite;
+pub mod state;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use config::{Config, Handler};
 pub use daemon::Daemon;
+pub use payloads::Job;
 pub use redis_server::RedisServer;
+pub use state::{Failed, Payload, QueueState, Score};
 
 /// UNIX seconds now.
 pub fn now() -> i64 {
@@ -22,6 +42,10 @@ pub fn now() -> i64 {
         .unwrap()
         .as_secs() as i64
 }
+
+/// Handler body: mark the job as started (file `started`), then wait for
+/// the test to create the `go` gate.
+pub const GATED: &str = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done";
 
 /// The longest any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -43,6 +67,15 @@ impl Scene {
         Scene { dir, redis }
     }
 
+    /// A scene whose default config (returned beside it) runs
+    /// `recording_script("h.sh", then)` for every job.
+    pub fn recording(then: &str) -> (Self, PathBuf) {
+        let s = Scene::new();
+        let config = s.config().recording(then).write();
+        (s, config)
+    }
+
+    /// The path of `name` in the scene directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -81,28 +114,15 @@ impl Scene {
             .collect()
     }
 
-    /// Writes the config file: `extra` is appended (handlers, failed store...).
-    /// Defaults: prefix `laravel_database_`, Laravel 8 cache prefix rule,
-    /// retry_after 90, failed jobs in SQLite at `failed.sqlite`.
-    pub fn config(&self, extra: &str) -> PathBuf {
-        let path = self.path("config.toml");
-        let text = format!(
-            r#"[redis]
-url = "{url}"
-prefix = "laravel_database_"
+    /// The config builder, with the scene's defaults (see [`Config`]).
+    pub fn config(&self) -> Config<'_> {
+        Config::new(self)
+    }
 
-[cache]
-url = "{cache_url}"
-prefix = "laravel_cache"
-colon = true
-
-{extra}
-"#,
-            url = self.redis.url(0),
-            cache_url = self.redis.url(1),
-        );
-        std::fs::write(&path, text).unwrap();
-        path
+    /// The default config with one handler, running `handler`, for every
+    /// job.
+    pub fn config_for(&self, handler: &Path) -> PathBuf {
+        self.config().command(handler).write()
     }
 
     /// SQLite URL of the scene's failed_jobs database (created with
@@ -111,15 +131,6 @@ colon = true
         let path = self.path("failed.sqlite");
         sqlite::create_failed_jobs(&path);
         format!("sqlite://{}", path.display())
-    }
-
-    /// A config with one handler matching everything and a SQLite failed store.
-    pub fn config_with_handler(&self, handler: &Path, queue_extra: &str) -> PathBuf {
-        let db = self.failed_db();
-        self.config(&format!(
-            "[queue]\n{queue_extra}\n\n[failed]\nurl = \"{db}\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            handler.display()
-        ))
     }
 
     /// Rows of failed_jobs: (uuid, connection, queue, payload, exception).
@@ -141,17 +152,49 @@ colon = true
         d
     }
 
+    /// Runs `work` to its end, asserts it exited 0, and returns it.
+    #[track_caller]
+    pub fn run(&self, config: &Path, args: &[&str]) -> Daemon {
+        let mut d = self.work_until_exit(config, args);
+        d.expect_exit(0);
+        d
+    }
+
+    /// Pushes `job` onto `default` as Laravel does.
+    pub fn push(&self, job: &Job) {
+        self.redis.push("default", &job.build());
+    }
+
+    /// Pushes each of `jobs` onto `queue`, in order.
+    pub fn push_on<'j>(&self, queue: &str, jobs: impl IntoIterator<Item = &'j Job>) {
+        for job in jobs {
+            self.redis.push(queue, &job.build());
+        }
+    }
+
+    /// The text of file `name` in the scene directory, without its
+    /// trailing white space.
+    #[track_caller]
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name))
+            .unwrap_or_else(|e| panic!("read {name}: {e}"))
+            .trim_end()
+            .to_string()
+    }
+
+    /// The process id written to file `name`.
+    #[track_caller]
+    pub fn read_pid(&self, name: &str) -> i32 {
+        let text = self.read(name);
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name} holds {text:?}, not a pid: {e}"))
+    }
+
     /// Waits until file `name` exists in the scene directory.
     pub fn wait_for_file(&self, name: &str) {
         let path = self.path(name);
-        let deadline = std::time::Instant::now() + WAIT;
-        while !path.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{name} never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(&format!("{name} to appear"), || path.exists());
     }
 
     /// Creates file `name` (a gate for handler scripts).
@@ -183,11 +226,18 @@ pub fn alive(pid: i32) -> bool {
 
 /// Waits until process `pid` is gone; fails the test after [`WAIT`].
 pub fn wait_dead(pid: i32) {
+    wait_until(&format!("process {pid} to end"), || !alive(pid));
+}
+
+/// Polls `done` every 10 ms until it holds; fails the test, saying it
+/// waited for `what`, after [`WAIT`].
+#[track_caller]
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + WAIT;
-    while alive(pid) {
+    while !done() {
         assert!(
             std::time::Instant::now() < deadline,
-            "process {pid} survived"
+            "waited {WAIT:?} for {what} in vain"
         );
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -48,6 +48,11 @@ impl Job {
         }
     }
 
+    /// Laravel 8 object jobs `App\Jobs\<name>`, one per name.
+    pub fn named<const N: usize>(names: [&str; N]) -> [Self; N] {
+        names.map(|n| Self::laravel8(&format!("App\\Jobs\\{n}")))
+    }
+
     /// A Laravel 13 object job (adds deleteWhenMissingModels, batchId,
     /// createdAt and delay).
     pub fn laravel13(class: &str) -> Self {
@@ -84,6 +89,13 @@ impl Job {
         }
     }
 
+    /// `n` string jobs `job` with data `{"i": 0}` to `{"i": n - 1}`.
+    pub fn numbered(job: &str, n: i64) -> Vec<Self> {
+        (0..n)
+            .map(|i| Self::string(job, json!({ "i": i })))
+            .collect()
+    }
+
     /// Sets (or adds) a top-level field.
     pub fn set(mut self, key: &str, value: Value) -> Self {
         match self.fields.iter_mut().find(|(k, _)| k == key) {
@@ -93,6 +105,7 @@ impl Job {
         self
     }
 
+    /// Top-level field `key` (null when absent).
     pub fn get(&self, key: &str) -> Value {
         self.fields
             .iter()
@@ -101,10 +114,33 @@ impl Job {
             .unwrap_or(Value::Null)
     }
 
+    /// The job-log line `Scene::recording_script` writes for a call of
+    /// this job: `MODE NAME ID ATTEMPT QUEUE`.
+    pub fn line(&self, mode: &str, attempt: i64, queue: &str) -> String {
+        let name = self.get("displayName");
+        format!(
+            "{mode} {} {} {attempt} {queue}",
+            name.as_str().unwrap_or_default(),
+            self.id()
+        )
+    }
+
+    /// The job-log line of run `attempt` on `default`.
+    pub fn run_line(&self, attempt: i64) -> String {
+        self.line("run", attempt, "default")
+    }
+
+    /// The job-log line of the failed-mode call after `attempt` on `default`.
+    pub fn failed_line(&self, attempt: i64) -> String {
+        self.line("failed", attempt, "default")
+    }
+
+    /// The `uuid` field.
     pub fn uuid(&self) -> String {
         self.get("uuid").as_str().unwrap().to_string()
     }
 
+    /// The `id` field (32 characters).
     pub fn id(&self) -> String {
         self.get("id").as_str().unwrap().to_string()
     }

@@ -4,12 +4,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A redis-server private to one scene.
 pub struct RedisServer {
     child: Child,
     pub socket: PathBuf,
 }
 
 impl RedisServer {
+    /// Starts a server with its socket (`redis.sock`) in `dir`; waits until
+    /// it answers (at most 10 s).
     pub fn start(dir: &Path) -> Self {
         let socket = dir.join("redis.sock");
         let child = Command::new("redis-server")
@@ -48,6 +51,7 @@ impl RedisServer {
         format!("unix://{}?db={db}", self.socket.display())
     }
 
+    /// A client of DB 0.
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url(0)).unwrap()
     }
@@ -62,21 +66,35 @@ impl RedisServer {
 
     /// Runs a command on DB 0.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        self.cmd_on(0, args)
+    }
+
+    /// Runs a command on DB 1 (the cache).
+    pub fn cache<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        self.cmd_on(1, args)
+    }
+
+    /// Runs a command on DB `db`.
+    pub fn cmd_on<T: redis::FromRedisValue>(&self, db: i64, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
             c.arg(*a);
         }
-        c.query(&mut self.conn(0)).unwrap()
+        c.query(&mut self.conn(db))
+            .unwrap_or_else(|e| panic!("redis {args:?} on DB {db}: {e}"))
     }
 
+    /// LLEN of `key` on DB 0.
     pub fn llen(&self, key: &str) -> i64 {
         self.cmd(&["LLEN", key])
     }
 
+    /// ZCARD of `key` on DB 0.
     pub fn zcard(&self, key: &str) -> i64 {
         self.cmd(&["ZCARD", key])
     }
 
+    /// The whole list `key` on DB 0, head first.
     pub fn lrange(&self, key: &str) -> Vec<String> {
         self.cmd(&["LRANGE", key, "0", "-1"])
     }
@@ -86,6 +104,7 @@ impl RedisServer {
         self.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"])
     }
 
+    /// Whether `key` exists on DB 0.
     pub fn exists(&self, key: &str) -> bool {
         self.cmd::<i64>(&["EXISTS", key]) == 1
     }

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::{Connection, SqliteConnection};
 
 /// The columns the tests look at.
 #[derive(Debug, Clone)]
@@ -15,7 +15,8 @@ pub struct FailedRow {
     pub failed_at: String,
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// Runs `f` to its end on a fresh single-threaded runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -29,6 +30,8 @@ async fn open(path: &Path) -> SqliteConnection {
         .unwrap()
 }
 
+/// Creates the SQLite file at `path` (if missing) with Laravel's
+/// failed_jobs table and its uuid index.
 pub fn create_failed_jobs(path: &Path) {
     block_on(async {
         let mut c = open(path).await;
@@ -54,25 +57,11 @@ pub fn create_failed_jobs(path: &Path) {
     });
 }
 
+/// Every row of the failed_jobs table in the SQLite file at `path`, in id
+/// order (none when the file does not exist).
 pub fn rows(path: &Path) -> Vec<FailedRow> {
     if !path.exists() {
         return vec![];
     }
-    block_on(async {
-        let mut c = open(path).await;
-        sqlx::query("SELECT uuid, connection, queue, payload, exception, failed_at FROM failed_jobs ORDER BY id")
-            .fetch_all(&mut c)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| FailedRow {
-                uuid: r.get(0),
-                connection: r.get(1),
-                queue: r.get(2),
-                payload: r.get(3),
-                exception: r.get(4),
-                failed_at: r.get(5),
-            })
-            .collect()
-    })
+    super::databases::FailedDb::Sqlite(format!("sqlite://{}", path.display())).rows()
 }

@@ -1,0 +1,194 @@
+//! Opening what a command works on, from the [`Settings`]: the queue, the
+//! cache, the failed-job store, the handlers' router and the heartbeat
+//! file. Every command opens them here, so each rule (retries at start,
+//! which handler transport an entry means) lives in one place.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cache::{CacheStore, FileCache, RedisCache};
+use crate::config::{CacheSettings, Settings};
+use crate::failed::FailedJobStore;
+use crate::handler::{
+    Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
+};
+use crate::lifecycle::Heartbeat;
+use crate::queue::RedisQueue;
+use crate::queue::redis_queue::QueueOptions;
+
+/// Connection attempts at start before the worker gives up (exit 1).
+const CONNECT_TRIES: u32 = 5;
+
+/// Connects to the queue Redis, retrying a few times at start.
+///
+/// # Errors
+/// Redis unreachable after [`CONNECT_TRIES`] tries.
+pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
+    let options = QueueOptions {
+        prefix: settings.redis_prefix.clone(),
+        cluster: settings.cluster,
+        retry_after: settings.retry_after,
+        block_for: settings.block_for,
+        migration_batch_size: settings.migration_batch_size,
+    };
+    let mut pause = Duration::from_millis(500);
+    for attempt in 1..=CONNECT_TRIES {
+        match RedisQueue::connect(&settings.redis, options.clone()).await {
+            Ok(queue) => return Ok(queue),
+            Err(e) if attempt < CONNECT_TRIES => {
+                tracing::warn!(attempt, "cannot connect to the queue Redis: {e}");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("the queue Redis is unreachable after {CONNECT_TRIES} tries")
+                });
+            }
+        }
+    }
+    unreachable!("the loop returns on its last try")
+}
+
+/// Opens the cache store.
+///
+/// # Errors
+/// The cache Redis is unreachable.
+pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
+    Ok(match &settings.cache {
+        CacheSettings::Redis {
+            connection,
+            key_prefix,
+        } => {
+            let conn = crate::queue::connect::connect(
+                connection.clone(),
+                Some(crate::queue::connect::COMMAND_TIMEOUT),
+            )
+            .await
+            .context("cannot connect to the cache Redis")?;
+            CacheStore::Redis(RedisCache::new(conn, key_prefix.clone()))
+        }
+        CacheSettings::File { dir } => CacheStore::File(FileCache::new(dir.clone())),
+        CacheSettings::None => CacheStore::None,
+    })
+}
+
+/// Opens the failed-job store (with its fallback for records the store
+/// refuses for good; see [`FailedJobStore::open`]).
+///
+/// # Errors
+/// A database URL that cannot be used, or an unreachable Redis.
+pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobStore> {
+    FailedJobStore::open(settings).await
+}
+
+/// Builds the router from `[[handlers]]`.
+///
+/// # Errors
+/// No handlers, or a command handler's program that cannot run
+/// ([`crate::handler::preflight`]); the temporary directory for handler
+/// results cannot be made; an HTTP handler's `token_env` or `secret_env`
+/// variable is unset or empty, or its client cannot be set up.
+pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
+    use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
+    use crate::handler::{HttpHandler, HttpOptions, Secret};
+
+    crate::handler::preflight::require_handlers(settings.handlers.len())?;
+    let result_dir = Arc::new(
+        crate::handler::subprocess::result_dir()
+            .context("cannot create a directory for handler results")?,
+    );
+    // Secrets named in the config are kept from every handler process.
+    let secrets: Vec<String> = settings
+        .handlers
+        .iter()
+        .flat_map(|h| [h.token_env.clone(), h.secret_env.clone()])
+        .flatten()
+        .collect();
+    let routes = settings
+        .handlers
+        .iter()
+        .map(|entry| -> anyhow::Result<Route> {
+            let command = entry.command.clone().unwrap_or_default();
+            let environment = crate::handler::process_group::Environment {
+                clear: entry.env_clear.unwrap_or(false),
+                set: entry.env.clone().unwrap_or_default().into_iter().collect(),
+                remove: secrets.clone(),
+            };
+            if entry.url.is_none() {
+                crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
+            }
+            let handler = if let Some(url) = &entry.url {
+                let secret = |key, var: &Option<String>| {
+                    var.as_deref()
+                        .map(|var| Secret::from_env(&entry.pattern, key, var))
+                        .transpose()
+                };
+                Handler::Http(
+                    HttpHandler::new(HttpOptions {
+                        url: reqwest::Url::parse(url)
+                            .with_context(|| format!("[[handlers]] url = {url:?}"))?,
+                        connect_timeout: entry
+                            .connect_timeout
+                            .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
+                        token: secret("token_env", &entry.token_env)?,
+                        secret: secret("secret_env", &entry.secret_env)?,
+                    })
+                    .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))?,
+                )
+            } else if entry.mode.as_deref() == Some("persistent") {
+                Handler::Persistent(PersistentHandler::new(PersistentOptions {
+                    command,
+                    processes: entry.processes.unwrap_or(1),
+                    max_jobs: entry.max_jobs.unwrap_or(0),
+                    max_memory_mb: entry.max_memory.unwrap_or(0),
+                    kill_grace: settings.kill_grace,
+                    output_limit: settings.output_limit,
+                    environment,
+                }))
+            } else {
+                Handler::Subprocess(SubprocessHandler::new(
+                    command,
+                    settings.kill_grace,
+                    settings.output_limit,
+                    Arc::clone(&result_dir),
+                    environment,
+                ))
+            };
+            let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);
+            Ok(match &entry.queues {
+                Some(queues) => route.with_queues(queues.clone()),
+                None => route,
+            })
+        })
+        .collect::<anyhow::Result<Vec<Route>>>()?;
+    Ok(Router::new(routes, settings.unmatched))
+}
+
+/// The heartbeat file (`--heartbeat-file`, else `[worker] heartbeat_file`),
+/// checked writable at start so a wrong path fails at once rather than as a
+/// container that never turns healthy.
+///
+/// # Errors
+/// The file cannot be written (missing directory, no permission).
+pub fn open_heartbeat(
+    flag: Option<&std::path::Path>,
+    settings: &Settings,
+) -> anyhow::Result<Option<Heartbeat>> {
+    let Some(path) = flag
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| settings.heartbeat_file.clone())
+    else {
+        return Ok(None);
+    };
+    let heartbeat = Heartbeat::new(path);
+    heartbeat.check_writable().with_context(|| {
+        format!(
+            "cannot write the heartbeat file {}",
+            heartbeat.path().display()
+        )
+    })?;
+    Ok(Some(heartbeat))
+}

@@ -1,0 +1,84 @@
+//! Escaping text that comes from outside (a job's displayName, a handler's
+//! output) before it is printed, so it cannot forge a line of its own or
+//! steer the terminal.
+//!
+//! [`control`] is the one rule, used by the artisan job lines and by every
+//! log line (see [`log_fields`]). JSON output needs nothing more: serde
+//! already escapes control characters there.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use tracing_subscriber::field::MakeExt;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{Writer, debug_fn};
+
+/// `s` with every character that could break a line or drive a terminal
+/// written as an escape: `\n`, `\r`, `\t`, other C0 controls, DEL and the C1
+/// controls as `\xNN` / `\u{NN}`, and the Unicode line separators and
+/// bidirectional overrides (which reorder what a reader sees) as `\u{NNNN}`.
+/// Everything else, backslashes included (`App\Jobs\Foo`), is unchanged;
+/// borrowed when nothing needs escaping.
+pub fn control(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && needs_escape(c) => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if needs_escape(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// The field formatter of the daemon's log: as tracing's default (the
+/// message, then `name=value` pairs), with the message and every value passed
+/// through [`control`], so one event is always one line. String values keep
+/// their quoted form (`job="App\\Jobs\\Foo"`).
+pub fn log_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
+    debug_fn(|writer: &mut Writer<'_>, field, value| {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            write!(writer, "{}", control(&text))
+        } else {
+            write!(writer, "{}={}", field.name(), control(&text))
+        }
+    })
+    .delimited(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_borrowed() {
+        assert!(matches!(control("App\\Jobs\\Foo é"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn controls_are_escaped() {
+        assert_eq!(
+            control("A\nB\r\t\x1b[31mC\x7f\u{9b}D\u{202e}E\0"),
+            "A\\nB\\r\\t\\x1b[31mC\\x7f\\u{9b}D\\u{202e}E\\x00"
+        );
+    }
+}

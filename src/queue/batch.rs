@@ -1,0 +1,162 @@
+//! Settling in batches: the deletes and releases of jobs that finish close
+//! together go to Redis as one pipeline instead of one round trip each.
+//!
+//! Job tasks hand their write to a [`WriteBatch`] and await the answer; one
+//! task takes every write waiting at that moment (up to [`MAX_BATCH`]),
+//! pipelines them, and answers each. Each write stays atomic on its own (a
+//! ZREM, or the release script), so PHP workers on the same queue see
+//! nothing new. A batch that fails as a whole (connection lost) fails each
+//! of its writes, and every caller retries as it would after a failed round
+//! trip of its own; a batch that Redis answered with an error reply is sent
+//! again one write at a time, so one bad write cannot fail the others.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use redis::aio::ConnectionManager;
+use redis::{Pipeline, RedisResult, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::scripts;
+
+/// The most writes sent in one pipeline.
+pub const MAX_BATCH: usize = 256;
+
+/// One write that settles a reserved job.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// `ZREM reserved member`: delete the job.
+    Delete {
+        /// The `:reserved` key.
+        reserved: String,
+        /// The reserved string, byte for byte.
+        member: Bytes,
+    },
+    /// The release script: move the reservation to `:delayed`.
+    Release {
+        /// The `:delayed` key.
+        delayed: String,
+        /// The `:reserved` key.
+        reserved: String,
+        /// The reserved string, byte for byte.
+        member: Bytes,
+        /// Available-at, UNIX seconds.
+        at: i64,
+        /// What goes into `:delayed` (the reserved string to count the
+        /// attempt, the original to hand the job back uncounted).
+        add: Bytes,
+    },
+}
+
+impl Write {
+    fn add_to(&self, pipe: &mut Pipeline) {
+        match self {
+            Write::Delete { reserved, member } => {
+                pipe.cmd("ZREM").arg(reserved).arg(&member[..]);
+            }
+            Write::Release {
+                delayed,
+                reserved,
+                member,
+                at,
+                add,
+            } => {
+                pipe.cmd("EVAL")
+                    .arg(scripts::RELEASE)
+                    .arg(2)
+                    .arg(delayed)
+                    .arg(reserved)
+                    .arg(&member[..])
+                    .arg(*at)
+                    .arg(&add[..]);
+            }
+        }
+    }
+}
+
+type Request = (Write, oneshot::Sender<RedisResult<bool>>);
+
+/// The connection the writes go through, shared with the queue, which may
+/// replace it (see `RedisQueue::renew_connection`).
+pub type SharedConnection = Arc<Mutex<ConnectionManager>>;
+
+/// The sending side of the batching task; cheap to clone.
+#[derive(Clone)]
+pub struct WriteBatch {
+    requests: mpsc::UnboundedSender<Request>,
+}
+
+impl WriteBatch {
+    /// Starts the batching task on `conn`; it ends when the last
+    /// [`WriteBatch`] clone is dropped.
+    pub fn start(conn: SharedConnection) -> Self {
+        let (requests, queue) = mpsc::unbounded_channel();
+        tokio::spawn(run(conn, queue));
+        WriteBatch { requests }
+    }
+
+    /// Sends `write` with whatever else is waiting; true when it removed
+    /// a reservation (false: the reservation was already gone).
+    ///
+    /// # Errors
+    /// The Redis error of the round trip that carried it.
+    pub async fn send(&self, write: Write) -> RedisResult<bool> {
+        let (reply, answer) = oneshot::channel();
+        let closed =
+            || redis::RedisError::from((redis::ErrorKind::Client, "the settle task has ended"));
+        self.requests.send((write, reply)).map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+}
+
+async fn run(conn: SharedConnection, mut queue: mpsc::UnboundedReceiver<Request>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let current = match conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        settle(&current, &mut batch).await;
+    }
+}
+
+/// Pipelines every write of `batch` and answers each; empties `batch`.
+async fn settle(conn: &ConnectionManager, batch: &mut Vec<Request>) {
+    let mut pipe = redis::pipe();
+    for (write, _) in batch.iter() {
+        write.add_to(&mut pipe);
+    }
+    match pipe.query_async::<Vec<Value>>(&mut conn.clone()).await {
+        Ok(answers) => {
+            for ((_, reply), answer) in batch.drain(..).zip(answers) {
+                let _ = reply.send(Ok(removed(&answer)));
+            }
+        }
+        Err(e) if batch.len() > 1 && !lost_connection(&e) => {
+            // An error reply: find whose, one write at a time.
+            for (write, reply) in batch.drain(..) {
+                let mut one = redis::pipe();
+                write.add_to(&mut one);
+                let answer = one.query_async::<Vec<Value>>(&mut conn.clone()).await;
+                let _ = reply.send(answer.map(|a| a.first().is_some_and(removed)));
+            }
+        }
+        Err(e) => {
+            for (_, reply) in batch.drain(..) {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// ZREM and the release script both answer 1 when they removed the
+/// reservation.
+fn removed(answer: &Value) -> bool {
+    matches!(answer, Value::Int(n) if *n > 0)
+}
+
+/// True for errors of the connection itself, which every write of the
+/// batch shares (as opposed to an error reply to one of them).
+fn lost_connection(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}

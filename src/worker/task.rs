@@ -1,0 +1,47 @@
+//! One job's task, start to end: run its handler and decide
+//! ([`process`](super::process)), settle ([`settle`](super::settle)),
+//! emit [`settled`](super::events::JobEvents::settled).
+//!
+//! The route is looked up once, here, and travels with the job to both
+//! the run and the failed hook.
+
+use std::time::Instant;
+
+use super::Services;
+use super::events::JobEvents;
+use super::process::decide;
+use super::settle::settle;
+use super::verdict::Verdict;
+use crate::exception::{JobException, WORKER_STOPPED};
+use crate::queue::ReservedJob;
+
+/// Runs `job` to its end: decide (runs the handler), settle, report.
+///
+/// If the drain deadline passes first, the handler call is abandoned (its
+/// process group is killed as the call is dropped) and the job released at
+/// once, the attempt counted, as a reclaim after a crash would count it.
+pub async fn run_job(job: ReservedJob, services: &Services) {
+    let started = Instant::now();
+    let route = services.router.route(job.display_name(), &job.queue.name);
+    let verdict = tokio::select! {
+        verdict = decide(&job, route, services) => verdict,
+        () = drain_deadline(services) => Verdict::Release {
+            delay: 0,
+            exception: Some(JobException::new(
+                WORKER_STOPPED,
+                format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
+            )),
+        },
+    };
+    settle(&job, route, &verdict, services).await;
+    services.events.settled(&job, &verdict, started.elapsed());
+    crate::memory::after_job(job, &services.queue).await;
+}
+
+/// Resolves when the drain deadline passes; never, when none can come.
+async fn drain_deadline(services: &Services) {
+    let mut deadline = services.drain_deadline.clone();
+    if deadline.wait_for(|&passed| passed).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

@@ -1,0 +1,38 @@
+//! [`Verdict`]: what becomes of a reserved job once its handler is done.
+//!
+//! [`process`](super::process) decides it, [`settle`](super::settle)
+//! carries it out, and the job's [`settled`](super::events::JobEvents::settled)
+//! event reports it.
+
+use crate::exception::JobException;
+
+/// What happens to a job once its handler is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It ran: ZREM it.
+    Delete,
+    /// Back to `:delayed` with the attempt counted, available in `delay`
+    /// seconds; `exception` is set when an exception caused it (the
+    /// handler's, a timeout, or the drain deadline passing).
+    Release {
+        /// Seconds.
+        delay: u64,
+        /// The exception, for a release after one.
+        exception: Option<JobException>,
+    },
+    /// Record it in the failed store, ZREM it, and, when `failed_hook`,
+    /// call the handler in failed mode.
+    Fail {
+        /// What is recorded.
+        exception: JobException,
+        /// Whether the app's `failed()` hook must still run.
+        failed_hook: bool,
+    },
+    /// Handed back to `:delayed` uncounted: this worker has no handler for
+    /// it (`[queue] unmatched = "release"`), so the attempt it took at
+    /// reservation is given back. The only uncounted return.
+    HandBack {
+        /// Seconds.
+        delay: u64,
+    },
+}
