@@ -33,7 +33,14 @@ store = "none"
 driver = "null"
 TOML
 if [ "$mode" = persistent ]; then
-  printf '#!/bin/sh\nwhile IFS= read -r line; do echo \x27{"action":"done"}\x27 >&3; done\n' >"$dir/warm.sh"
+  # Answers each request with its call number (the request's first key).
+  cat >"$dir/warm.sh" <<'SH'
+#!/bin/sh
+while IFS= read -r line; do
+  call=${line#{\"call\":}
+  printf '{"call":%s,"action":"done"}\n' "${call%%,*}" >&3
+done
+SH
   chmod +x "$dir/warm.sh"
   printf '[[handlers]]\nmatch = "*"\ncommand = ["%s"]\nmode = "persistent"\nprocesses = %s\n' \
     "$dir/warm.sh" "$concurrency" >>"$dir/bench.toml"

@@ -31,8 +31,9 @@
  *    JSON to the file named by LARAVEL_WORKER_RESULT;
  *  - persistent (LARAVEL_WORKER_PROTOCOL=persistent): the app is booted
  *    once; requests arrive on stdin as one JSON object per line, and one
- *    response line per request goes to file descriptor 3. End of stdin
- *    means exit.
+ *    answer line per request goes to file descriptor 3, carrying the
+ *    request's "call" number unchanged (the daemon matches answers by it).
+ *    End of stdin means exit.
  *
  * In "failed" mode (LARAVEL_WORKER_MODE=failed, or "mode":"failed") the
  * daemon has failed the job; the bridge runs the app's failure logic as
@@ -295,6 +296,10 @@ namespace LaravelWorker {
                 $outcome = is_array($decoded)
                     ? self::handle(Request::fromLine($decoded))
                     : Outcome::exception(new HandlerFailedException('the bridge got an unreadable request: '.substr($line, 0, 200)));
+                // The answer names the request it answers.
+                if (is_array($decoded) && array_key_exists('call', $decoded)) {
+                    $outcome = ['call' => $decoded['call']] + $outcome;
+                }
                 fwrite($out, Outcome::encode($outcome)."\n");
                 fflush($out);
                 if (self::$app === null) {

@@ -94,24 +94,39 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
 /// Builds the router from `[[handlers]]`.
 ///
 /// # Errors
-/// The temporary directory for handler results cannot be made; an HTTP
-/// handler's `token_env` or `secret_env` variable is unset or empty, or its
-/// client cannot be set up.
+/// No handlers, or a command handler's program that cannot run
+/// ([`crate::handler::preflight`]); the temporary directory for handler
+/// results cannot be made; an HTTP handler's `token_env` or `secret_env`
+/// variable is unset or empty, or its client cannot be set up.
 pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
     use crate::handler::{HttpHandler, HttpOptions, Secret};
 
+    crate::handler::preflight::require_handlers(settings.handlers.len())?;
     let result_dir = Arc::new(
-        tempfile::Builder::new()
-            .prefix("laravel-worker-")
-            .tempdir()
+        crate::handler::subprocess::result_dir()
             .context("cannot create a directory for handler results")?,
     );
+    // Secrets named in the config are kept from every handler process.
+    let secrets: Vec<String> = settings
+        .handlers
+        .iter()
+        .flat_map(|h| [h.token_env.clone(), h.secret_env.clone()])
+        .flatten()
+        .collect();
     let routes = settings
         .handlers
         .iter()
         .map(|entry| -> anyhow::Result<Route> {
             let command = entry.command.clone().unwrap_or_default();
+            let environment = crate::handler::process_group::Environment {
+                clear: entry.env_clear.unwrap_or(false),
+                set: entry.env.clone().unwrap_or_default().into_iter().collect(),
+                remove: secrets.clone(),
+            };
+            if entry.url.is_none() {
+                crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
+            }
             let handler = if let Some(url) = &entry.url {
                 let secret = |key, var: &Option<String>| {
                     var.as_deref()
@@ -137,6 +152,8 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     max_jobs: entry.max_jobs.unwrap_or(0),
                     max_memory_mb: entry.max_memory.unwrap_or(0),
                     kill_grace: settings.kill_grace,
+                    output_limit: settings.output_limit,
+                    environment,
                 }))
             } else {
                 Handler::Subprocess(SubprocessHandler::new(
@@ -144,6 +161,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     settings.kill_grace,
                     settings.output_limit,
                     Arc::clone(&result_dir),
+                    environment,
                 ))
             };
             let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);

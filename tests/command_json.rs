@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Handler, Job, Scene};
+use common::{Handler, Job, QueueState, Scene};
 use serde_json::{Value, json};
 
 /// `serialize(new App\Jobs\SendEmail)` as PHP 8.2 writes it: a protected
@@ -58,11 +58,14 @@ fn subprocess_handlers_get_the_command_as_a_json_file() {
 #[test]
 fn persistent_requests_carry_the_command() {
     let s = Scene::new();
-    let log_requests = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done";
+    let log_requests = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done";
     let config = s.config().script(log_requests).tune(Handler::persistent);
     let config = config.write();
     s.push(&job_with(COMMAND));
     s.run(&config, &["--stop-when-empty", "--sleep=0"]);
     let request: Value = serde_json::from_str(&s.log()[0]).unwrap();
     assert_eq!(request["command"], expected(), "the command as JSON");
+    // The answer was taken: the job is gone.
+    s.assert_redis(QueueState::empty());
 }

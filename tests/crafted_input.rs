@@ -73,7 +73,8 @@ fn persistent_requests_carry_the_command_only_within_the_depth_limit() {
     let s = Scene::new();
     let handler = s.script(
         "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done",
+        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
     );
     let config = s
         .config()
@@ -200,7 +201,8 @@ fn odd_display_names_and_ids_do_not_fail_the_job() {
     let s = Scene::new();
     let handler = s.script(
         "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; echo '{\"action\":\"done\"}' >&3; done",
+        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
     );
     let config = s
         .config()

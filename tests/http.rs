@@ -5,12 +5,13 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use common::http_server::{Reply, Request, Server, ok, status};
 use common::{Daemon, Failed, Handler, Job, Payload, QueueState, Scene, Score, now};
 use hmac::{Hmac, KeyInit, Mac};
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::Sha256;
 
 const DELAYED: &str = "laravel_database_queues:default:delayed";
@@ -363,8 +364,21 @@ fn keep_alive_reuses_one_connection() {
 const SECRET: &str = "s3cr3t-signing-key-8f2a";
 const TOKEN: &str = "t0ken-bearer-77c1";
 
-/// The server's check: HMAC-SHA256 over `"{timestamp}.{body}"`, timestamp
-/// within 300 s of now.
+/// The headers a signature covers, in order: the timestamp, then every
+/// metadata header (`handler::metadata::FIELDS`).
+fn signed_headers() -> Vec<&'static str> {
+    std::iter::once("x-laravel-worker-timestamp")
+        .chain(
+            laravel_worker::handler::metadata::FIELDS
+                .iter()
+                .map(|f| f.header),
+        )
+        .collect()
+}
+
+/// The server's check: HMAC-SHA256 over the timestamp and every metadata
+/// header as received (absent ones empty), one per line, then the body;
+/// timestamp within 300 s of now.
 fn verify(r: &Request, secret: &str) -> bool {
     let (Some(ts), Some(sig)) = (
         r.header("x-laravel-worker-timestamp"),
@@ -376,7 +390,10 @@ fn verify(r: &Request, secret: &str) -> bool {
         return false;
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(format!("{ts}.").as_bytes());
+    for name in signed_headers() {
+        mac.update(r.header(name).unwrap_or("").as_bytes());
+        mac.update(b"\n");
+    }
     mac.update(&r.body);
     let Ok(sig) = hex::decode(sig) else {
         return false;
@@ -384,28 +401,92 @@ fn verify(r: &Request, secret: &str) -> bool {
     (now() - at).abs() <= 300 && mac.verify_slice(&sig).is_ok()
 }
 
-/// The README's PHP check, run by PHP on the request as received.
-fn php_verifies(s: &Scene, r: &Request, secret: &str) -> bool {
+/// The README's code block that starts with `first` (up to its closing
+/// fence), so the tests run the verification code the README shows.
+fn readme_block(first: &str) -> String {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find(first)
+        .unwrap_or_else(|| panic!("the README has no code starting {first:?}"));
+    let end = start + readme[start..].find("\n```").expect("a closing fence");
+    readme[start..end].to_string()
+}
+
+/// Writes `r`'s headers (as JSON) and body for a verifier in another
+/// language; returns the two paths.
+fn request_files(s: &Scene, r: &Request) -> [std::path::PathBuf; 2] {
+    let headers = s.path("signed-headers.json");
     let body = s.path("signed-body");
+    std::fs::write(&headers, json!(r.headers).to_string()).unwrap();
     std::fs::write(&body, &r.body).unwrap();
-    let code = r#"
-        [$_, $file, $ts, $sig, $secret] = $argv;
-        $body = file_get_contents($file);
-        $ok = ctype_digit($ts) && abs(time() - (int) $ts) <= 300
-            && hash_equals(hash_hmac('sha256', $ts.'.'.$body, $secret), $sig);
-        exit($ok ? 0 : 1);
-    "#;
-    std::process::Command::new("php")
-        .args(["-r", code, "--"])
-        .arg(&body)
-        .args([
-            r.h("x-laravel-worker-timestamp"),
-            r.h("x-laravel-worker-signature"),
-            secret,
-        ])
+    [headers, body]
+}
+
+/// The README's PHP check (from the Laravel route), run by PHP on the
+/// request as received, with `$request`, `config()` and `abort_unless()`
+/// standing in for Laravel's.
+fn php_verifies(s: &Scene, r: &Request, secret: &str) -> bool {
+    let route = readme_block("Route::post('/_queue'");
+    let check_start = route.find("    $h = fn").expect("the route builds $h");
+    let end_marker = "        401\n    );";
+    let check_end = route.find(end_marker).expect("the route aborts with 401") + end_marker.len();
+    let code = format!(
+        r#"
+        [$_, $headers, $body, $secret] = $argv;
+        $request = new class(json_decode(file_get_contents($headers), true), file_get_contents($body)) {{
+            public function __construct(private array $headers, private string $body) {{}}
+            public function header(string $name) {{ return $this->headers[strtolower($name)] ?? null; }}
+            public function getContent(): string {{ return $this->body; }}
+        }};
+        function config($key) {{ global $secret; return $secret; }}
+        function abort_unless($ok, $code) {{ exit($ok ? 0 : 1); }}
+        {}
+        exit(2);
+        "#,
+        &route[check_start..check_end]
+    );
+    let status = std::process::Command::new("php")
+        .args(["-r", &code, "--"])
+        .args(request_files(s, r))
+        .arg(secret)
         .status()
-        .expect("php must be installed (apt-get install php-cli)")
-        .success()
+        .expect("php must be installed (apt-get install php-cli)");
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "the README's PHP check did not decide: {status}"
+    );
+    status.success()
+}
+
+/// The README's Python check, run by Python on the request as received;
+/// `None` (with a note) when python3 is not installed.
+fn python_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
+    let check = readme_block("import hashlib, hmac, time");
+    let code = format!(
+        "{check}\n\nimport json, sys\n\
+         class Headers(dict):\n    def get(self, name, default=None):\n        return super().get(name.lower(), default)\n\
+         headers = Headers(json.load(open(sys.argv[1])))\n\
+         body = open(sys.argv[2], 'rb').read()\n\
+         sys.exit(0 if signature_ok(headers, body, sys.argv[3].encode()) else 1)\n"
+    );
+    match std::process::Command::new("python3")
+        .args(["-c", &code])
+        .args(request_files(s, r))
+        .arg(secret)
+        .status()
+    {
+        Ok(status) => {
+            assert!(
+                matches!(status.code(), Some(0 | 1)),
+                "the README's Python check failed to run: {status}"
+            );
+            Some(status.success())
+        }
+        Err(e) => {
+            eprintln!("note: skipping the README's Python check: python3 cannot run ({e})");
+            None
+        }
+    }
 }
 
 /// stdout and stderr of `d`, asserted to hold neither `secrets`.
@@ -452,6 +533,16 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
         !php_verifies(&s, r, "another key"),
         "PHP rejects another key"
     );
+    assert_ne!(
+        python_verifies(&s, r, SECRET),
+        Some(false),
+        "Python's hmac agrees"
+    );
+    assert_ne!(
+        python_verifies(&s, r, "another key"),
+        Some(true),
+        "Python rejects another key"
+    );
     let logs = assert_no_secret(&d, [TOKEN, SECRET]);
     // The HTTP client's own trace lines and ours are in the output.
     assert!(
@@ -475,6 +566,63 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
         assert!(!exception.contains(secret), "a secret leaked: {exception}");
     }
     assert_no_secret(&d, ["wrong-key-0000", TOKEN]);
+}
+
+/// The signature covers every header the endpoint acts on: a captured
+/// request (run or failed mode) with any signed header changed (a `run`
+/// replayed as `failed`, another attempt, job id, queue, timestamp...)
+/// verifies neither in Rust nor with the README's PHP and Python checks.
+#[test]
+fn a_signed_request_with_any_header_changed_does_not_verify() {
+    let s = Scene::new();
+    let server = Server::start(|r| match r.mode() {
+        "run" => status(500, "no"),
+        _ => ok(),
+    });
+    let handler = Handler::url(&server.url("/q")).secret_env("QUEUE_SECRET");
+    let config = config(&s, handler);
+    s.push(&Job::laravel13("App\\Jobs\\Signed"));
+    work(
+        &config,
+        &["--once", "--tries=1"],
+        &[("QUEUE_SECRET", SECRET)],
+        0,
+    );
+    let requests = server.requests();
+    let modes: Vec<&str> = requests.iter().map(Request::mode).collect();
+    assert_eq!(modes, ["run", "failed"]);
+    for r in &requests {
+        assert!(verify(r, SECRET), "{} request verifies as sent", r.mode());
+        assert!(php_verifies(&s, r, SECRET), "{} request, PHP", r.mode());
+        assert_ne!(
+            python_verifies(&s, r, SECRET),
+            Some(false),
+            "{} request, Python",
+            r.mode()
+        );
+        for name in signed_headers() {
+            let forged_value = match name {
+                "x-laravel-worker-timestamp" => {
+                    let sent: i64 = r.h("x-laravel-worker-timestamp").parse().unwrap();
+                    (sent - 1).to_string()
+                }
+                "x-laravel-worker-mode" if r.mode() == "run" => "failed".to_string(),
+                "x-laravel-worker-mode" => "run".to_string(),
+                "x-laravel-worker-attempt" => "2".to_string(),
+                _ => "forged".to_string(),
+            };
+            let mut forged = r.clone();
+            forged.headers.insert(name.to_string(), forged_value);
+            let what = format!("{} request with {name} changed", r.mode());
+            assert!(!verify(&forged, SECRET), "{what}: Rust");
+            assert!(!php_verifies(&s, &forged, SECRET), "{what}: PHP");
+            assert_ne!(
+                python_verifies(&s, &forged, SECRET),
+                Some(true),
+                "{what}: Python"
+            );
+        }
+    }
 }
 
 /// A `secret_env` naming an unset variable stops the daemon at start
@@ -531,4 +679,139 @@ fn mixed_transports_with_a_queue_restriction() {
         "the rest ran through the script"
     );
     s.assert_state(QueueState::empty());
+}
+
+/// Every field of the call metadata (`handler::metadata::FIELDS`) reaches
+/// every transport, in run and in failed mode: as an environment variable
+/// of a process handler, a key of a persistent handler's request line and a
+/// header of an HTTP request. Each job fails on its one try (so the failed
+/// hook carries the exception field too).
+#[test]
+fn every_metadata_field_reaches_every_transport() {
+    use laravel_worker::handler::metadata::{FIELDS, Field};
+
+    let s = Scene::new();
+    let server = Server::start(|r| match r.mode() {
+        "run" => status(500, "web says no"),
+        _ => ok(),
+    });
+    // The process handler keeps its whole environment, NUL-separated.
+    let process = s.script(
+        "process.sh",
+        "env -0 > \"$DIR/env.$LARAVEL_WORKER_MODE\"\n[ \"$LARAVEL_WORKER_MODE\" = failed ]",
+    );
+    // The persistent handler keeps each request line.
+    let persistent = s.script(
+        "persistent.sh",
+        "while IFS= read -r line; do\n  printf '%s\\n' \"$line\" >> \"$DIR/requests\"\n  \
+         call=$(printf '%s' \"$line\" | sed 's/.*\"call\":\\([0-9]*\\).*/\\1/')\n  \
+         case \"$line\" in\n    *'\"mode\":\"run\"'*) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"exception\\\",\\\"message\\\":\\\"warm says no\\\"}\" >&3 ;;\n    \
+         *) echo \"{\\\"call\\\":$call,\\\"action\\\":\\\"done\\\"}\" >&3 ;;\n  esac\ndone",
+    );
+    let config = s
+        .config()
+        .handler(Handler::command(&process).queues(&["proc"]))
+        .handler(Handler::command(&persistent).queues(&["warm"]).persistent())
+        .handler(Handler::url(&server.url("/q")).queues(&["web"]))
+        .write();
+    let jobs: Vec<(&str, Job)> = ["proc", "warm", "web"]
+        .into_iter()
+        .map(|queue| {
+            let job = Job::laravel13(&format!("App\\Jobs\\On{queue}")).set("timeout", json!(45));
+            s.push_on(queue, [&job]);
+            (queue, job)
+        })
+        .collect();
+    run(
+        &config,
+        &[
+            "--queue=proc,warm,web",
+            "--stop-when-empty",
+            "--sleep=0",
+            "--tries=1",
+        ],
+    );
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 3, "each job failed once: {rows:?}");
+
+    // What each transport received, per mode, as (field -> JSON value).
+    let env_of = |mode: &str| -> HashMap<String, String> {
+        let raw = std::fs::read(s.path(&format!("env.{mode}")))
+            .unwrap_or_else(|e| panic!("the process handler never ran in {mode} mode: {e}"));
+        raw.split(|&b| b == 0)
+            .filter_map(|kv| {
+                String::from_utf8_lossy(kv)
+                    .split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect()
+    };
+    let lines: Vec<Value> = std::fs::read_to_string(s.path("requests"))
+        .expect("the persistent handler got requests")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests = server.requests();
+    for mode in ["run", "failed"] {
+        let env = env_of(mode);
+        let line = lines
+            .iter()
+            .find(|l| l["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} request line in {lines:?}"));
+        let request = requests
+            .iter()
+            .find(|r| r.mode() == mode)
+            .unwrap_or_else(|| panic!("no {mode} HTTP request"));
+        for (queue, job) in &jobs {
+            let recorded = &rows
+                .iter()
+                .find(|r| r.uuid == job.uuid())
+                .unwrap()
+                .exception;
+            let expected = |field: &Field| -> Option<Value> {
+                Some(match field.key {
+                    "mode" => json!(mode),
+                    "id" => json!(job.id()),
+                    "uuid" => json!(job.uuid()),
+                    "name" => json!(format!("App\\Jobs\\On{queue}")),
+                    "queue" => json!(queue),
+                    "connection" => json!("redis"),
+                    "attempt" => json!(1),
+                    "max_tries" => json!(1),
+                    "timeout" => json!(45),
+                    "exception" if mode == "run" => return None,
+                    "exception" => json!(recorded),
+                    other => panic!("a new metadata field {other:?}: give its expected value here"),
+                })
+            };
+            let as_text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            for field in &FIELDS {
+                let want = expected(field);
+                let got = match *queue {
+                    "proc" => env.get(field.env).map(|v| json!(v)),
+                    "warm" => line.get(field.key).cloned(),
+                    _ => request.header(field.header).map(|v| {
+                        json!(if field.key == "exception" {
+                            percent_encoding::percent_decode_str(v)
+                                .decode_utf8()
+                                .unwrap()
+                                .into_owned()
+                        } else {
+                            v.to_string()
+                        })
+                    }),
+                };
+                let (want, got) = match *queue {
+                    // The environment and headers carry text.
+                    "proc" | "web" => (want.as_ref().map(as_text), got.as_ref().map(as_text)),
+                    _ => (want.map(|v| v.to_string()), got.map(|v| v.to_string())),
+                };
+                assert_eq!(
+                    got, want,
+                    "{mode} mode, {queue} transport, field {:?}",
+                    field.key
+                );
+            }
+        }
+    }
 }

@@ -11,16 +11,22 @@ use common::{Failed, Handler, Job, Payload, QueueState, Scene, Score};
 use serde_json::Value;
 
 /// Responds `done` to every request.
-const DONE: &str = "echo '{\"action\":\"done\"}' >&3";
+const DONE: &str = "answer '{\"action\":\"done\"}'";
 
 /// A scene with a persistent handler in sh that logs `PID <request>` per
-/// call, then runs `respond` (which must write one JSON line to fd 3);
-/// `tune` adds settings to the handler entry. Kill grace: one second.
+/// call, then runs `respond`, which must answer once with
+/// `answer '{"action":…}'` (it adds the request's `call` number, the
+/// request's first key, as `$CALL`); `tune` adds settings to the handler
+/// entry. Kill grace: one second.
 fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, PathBuf) {
     let s = Scene::new();
     let script = s.script(
         "p.sh",
-        &format!("while IFS= read -r line; do\n  printf '%s %s\\n' \"$$\" \"$line\" >> \"$LOG\"\n  {respond}\ndone"),
+        &format!(
+            "answer() {{ printf '{{\"call\":%s,%s\\n' \"$CALL\" \"${{1#?}}\" >&3; }}\n\
+             while IFS= read -r line; do\n  printf '%s %s\\n' \"$$\" \"$line\" >> \"$LOG\"\n  \
+             CALL=${{line#{{\\\"call\\\":}}; CALL=${{CALL%%,*}}\n  {respond}\ndone"
+        ),
     );
     let handler = tune(Handler::command(&script).persistent());
     let config = s.config().kill_grace(1).handler(handler).write();
@@ -70,6 +76,11 @@ fn one_process_serves_every_job_with_full_metadata() {
     let calls = calls(&s);
     assert_eq!(calls.len(), 5, "one call a job: {calls:?}");
     assert_eq!(pids(&s).len(), 1, "one warm process");
+    let numbers: BTreeSet<u64> = calls
+        .iter()
+        .map(|(_, r)| r["call"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers.len(), 5, "each request has its own call number");
     for ((_, request), job) in calls.iter().zip(&jobs) {
         let expected = [
             ("mode", Value::from("run")),
@@ -117,7 +128,7 @@ fn processes_above_max_memory_are_recycled() {
 #[test]
 fn responses_release_and_fail_the_job() {
     let (s, config) = warm(
-        "case \"$line\" in *Release*) echo '{\"action\":\"release\",\"delay\":40}' >&3 ;; *) echo '{\"action\":\"fail\",\"reason\":\"nope\"}' >&3 ;; esac",
+        "case \"$line\" in *Release*) answer '{\"action\":\"release\",\"delay\":40}' ;; *) answer '{\"action\":\"fail\",\"reason\":\"nope\"}' ;; esac",
         |h| h,
     );
     let release = Job::laravel13("App\\Jobs\\Release");
@@ -221,4 +232,172 @@ fn two_processes_serve_two_jobs_at_once() {
     d.expect_exit(0);
     assert_eq!(pids(&s).len(), 2, "two processes: {:?}", calls(&s));
     s.assert_state(QueueState::empty());
+}
+
+/// Answers are matched by `call`, not by order. A handler that answers one
+/// job twice (both lines in one write) used to shift every later answer
+/// onto the next job: `Fail` was deleted with the duplicate "done" and
+/// `Ok` failed with Fail's reason. Now the extra line is a protocol error
+/// (logged, the process replaced) and each job gets its own answer.
+#[test]
+fn a_duplicate_answer_is_a_protocol_error_not_the_next_jobs_answer() {
+    let (s, config) = warm(
+        &format!(
+            "case \"$line\" in\n    *Twice*) a=\"{{\\\"call\\\":$CALL,\\\"action\\\":\\\"done\\\"}}\"; printf '%s\\n%s\\n' \"$a\" \"$a\" >&3 ;;\n    \
+             *Fail*) answer '{{\"action\":\"fail\",\"reason\":\"nope\"}}' ;;\n    *) {DONE} ;;\n  esac"
+        ),
+        |h| h,
+    );
+    let twice = Job::laravel8("App\\Jobs\\Twice");
+    let fail = Job::laravel8("App\\Jobs\\Fail");
+    let ok = Job::laravel8("App\\Jobs\\Ok");
+    s.push_on("default", [&twice, &fail, &ok]);
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0", "--tries=3"]);
+    let row = Failed::job(&fail).containing("nope");
+    s.assert_state(QueueState::empty().failed([row]));
+    let ran: Vec<String> = calls(&s)
+        .iter()
+        .filter(|(_, r)| r["mode"] == "run")
+        .map(|(_, r)| r["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        ran,
+        ["App\\Jobs\\Twice", "App\\Jobs\\Fail", "App\\Jobs\\Ok"],
+        "each job ran once"
+    );
+    assert!(
+        pids(&s).len() >= 2,
+        "the process that broke the protocol was replaced: {:?}",
+        calls(&s)
+    );
+    let logs = d.stderr_text();
+    assert!(
+        logs.contains("protocol error") && logs.contains("no request was in flight"),
+        "the extra line is logged as a protocol error: {logs}"
+    );
+    assert!(
+        logs.contains(r#"\"action\":\"done\""#),
+        "with the offending line, escaped: {logs}"
+    );
+}
+
+/// A line on fd 3 that is not the answer to the request in flight (here a
+/// garbage line with an escape sequence, then the real answer) is a
+/// protocol error: the job is released with its attempt counted (not
+/// deleted with a later answer, not failed), the process is killed, and
+/// the line is logged escaped.
+#[test]
+fn a_garbage_line_releases_the_job_in_flight() {
+    let (s, config) = warm(
+        &format!(
+            "echo \"$$\" > \"$DIR/pid\"; printf 'garbage \\033[31mred\\n' >&3; {DONE}; sleep 300"
+        ),
+        |h| h,
+    );
+    let job = Job::laravel8("App\\Jobs\\Garbled");
+    s.push(&job);
+    let d = s.run(&config, &["--once", "--tries=3"]);
+    // Released with its attempt counted, available at once.
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(0)));
+    let logs = d.stderr_text();
+    assert!(
+        logs.contains("protocol error")
+            && logs.contains(r#""garbage \u{1b}[31mred""#)
+            && logs.contains("is not the answer to call"),
+        "logged with the line escaped: {logs}"
+    );
+    s.wait_for_file("pid");
+    common::wait_dead(s.read_pid("pid"));
+}
+
+/// A process that exits by itself after each answer (as the PHP bridge does
+/// after a boot error) used to make the next job fail without running
+/// ("no response on fd 3"). A process found dead, or one that dies without
+/// reading the request, is replaced and the job goes to the new process: it
+/// runs exactly once and no attempt is spent.
+#[test]
+fn a_process_that_exits_after_each_answer_costs_no_job_an_attempt() {
+    let (s, config) = warm(&format!("{DONE}; exit 0"), |h| h);
+    let jobs = Job::numbered("App\\Jobs\\Once@handle", 20);
+    s.push_on("default", &jobs);
+    s.run(&config, &["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    s.assert_state(QueueState::empty());
+    let mut ran: Vec<String> = calls(&s)
+        .iter()
+        .map(|(_, r)| r["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    ran.sort();
+    let mut ids: Vec<String> = jobs.iter().map(Job::id).collect();
+    ids.sort();
+    assert_eq!(ran, ids, "every job ran exactly once");
+    assert_eq!(pids(&s).len(), 20, "one process per job");
+}
+
+/// Peak resident memory of process `pid` in bytes (`VmHWM`).
+fn peak_rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
+
+/// 64 MB on stdout and on stderr without a newline, and a 64 MB line on
+/// fd 3, used to be held whole in the daemon's memory. Output lines are now
+/// cut to `output_limit` (their end kept and logged, as in process mode),
+/// and an answer line past its limit is a protocol error read in bounded
+/// memory: the daemon's peak RSS stays far below the 64 MB it was sent.
+#[test]
+fn persistent_output_and_answers_are_bounded() {
+    let (s, config) = warm(
+        &format!(
+            "case \"$line\" in\n    *Chatty*) head -c 67108864 /dev/zero | tr '\\0' o; printf 'END-OF-STDOUT\\n'; \
+             head -c 67108864 /dev/zero | tr '\\0' e >&2; printf 'END-OF-STDERR\\n' >&2; {DONE} ;;\n    \
+             *Gate*) touch \"$DIR/gate\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done; {DONE} ;;\n    \
+             *) head -c 67108864 /dev/zero | tr '\\0' a >&3; printf '\\n' >&3; sleep 300 ;;\n  esac"
+        ),
+        |h| h,
+    );
+    let chatty = Job::laravel8("App\\Jobs\\Chatty");
+    let long = Job::laravel8("App\\Jobs\\LongAnswer");
+    s.push_on(
+        "default",
+        [&chatty, &long, &Job::laravel8("App\\Jobs\\Gate")],
+    );
+    // Three jobs, one at a time; the daemon is still running the last one
+    // when its peak is read.
+    let mut d = s.work(&config, &["--sleep=0", "--tries=3", "--max-jobs=3"]);
+    s.wait_for_file("gate");
+    let peak = peak_rss(d.pid().as_raw());
+    s.touch("go");
+    d.expect_exit(0);
+    eprintln!("peak RSS of the daemon: {} KiB", peak / 1024);
+    assert!(
+        peak < 48 * 1024 * 1024,
+        "the daemon's peak RSS was {} MB",
+        peak / 1024 / 1024
+    );
+    let logs = d.stderr_text();
+    assert!(
+        logs.contains("earlier bytes cut]")
+            && logs.contains("ooooEND-OF-STDOUT")
+            && logs.contains("eeeeEND-OF-STDERR"),
+        "the end of each over-long line is logged"
+    );
+    assert!(
+        logs.contains("an answer line longer than 1048576 bytes"),
+        "the long answer is a protocol error"
+    );
+    // Released with no delay, it was moved back to the ready list when
+    // the daemon reserved the next job.
+    let state = s.state();
+    assert!(state.failed.is_empty(), "no job failed: {state:?}");
+    let ready = state.queues.get("default").map(|q| q.ready.clone());
+    assert_eq!(
+        ready,
+        Some(vec![Payload::job(&long, 1)]),
+        "the job with the long answer is released: {state:?}"
+    );
 }

@@ -200,6 +200,13 @@ pub struct HandlerEntry {
     pub secret_env: Option<String>,
     /// Only jobs from these queues match this entry (any transport).
     pub queues: Option<Vec<String>>,
+    /// Command handlers: environment variables set for the handler, on top
+    /// of what it inherits (or of nothing, with `env_clear`).
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Command handlers: start from an empty environment instead of the
+    /// daemon's (default false); the handler then sees only `env` and the
+    /// daemon's `LARAVEL_WORKER_*` variables.
+    pub env_clear: Option<bool>,
 }
 
 /// A setting that Laravel allows to be `null`.

@@ -418,6 +418,14 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
             if cmd.is_empty() || cmd[0].is_empty() {
                 bail!("[[handlers]] match = {name:?}: command is empty");
             }
+            for (var, value) in h.env.iter().flatten() {
+                if var.is_empty() || var.contains(['=', '\0']) {
+                    bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
+                }
+                if value.contains('\0') {
+                    bail!("[[handlers]] match = {name:?}: env: the value of {var} holds a NUL");
+                }
+            }
             for (key, set) in [
                 ("connect_timeout", h.connect_timeout.is_some()),
                 ("token_env", h.token_env.is_some()),
@@ -445,6 +453,8 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
                 ("processes", h.processes.is_some()),
                 ("max_jobs", h.max_jobs.is_some()),
                 ("max_memory", h.max_memory.is_some()),
+                ("env", h.env.is_some()),
+                ("env_clear", h.env_clear.is_some()),
             ] {
                 if set {
                     bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
@@ -800,6 +810,18 @@ mod tests {
                 "token_env applies to url",
             ),
             ("command = [\"x\"]\nqueues = [\"\"]", "queues must list"),
+            (
+                "url = \"http://a/\"\nenv = { A = \"1\" }",
+                "env applies to command",
+            ),
+            (
+                "url = \"http://a/\"\nenv_clear = true",
+                "env_clear applies to command",
+            ),
+            (
+                "command = [\"x\"]\nenv = { \"A=B\" = \"1\" }",
+                "not a variable name",
+            ),
         ] {
             let e = handler(keys).unwrap_err();
             assert!(e.contains(expected), "{keys}: {e}");

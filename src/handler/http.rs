@@ -1,8 +1,8 @@
 //! The HTTP transport: one POST per call to the handler's `url`.
 //!
 //! The body is the payload JSON exactly as reserved (attempts already
-//! counted), sent with `Content-Type: application/json`; the metadata is in
-//! headers:
+//! counted), sent with `Content-Type: application/json`; the call's metadata
+//! ([`super::metadata`]) is in headers:
 //!
 //! | header                          | value                                   |
 //! |---------------------------------|-----------------------------------------|
@@ -17,11 +17,20 @@
 //! | `X-Laravel-Worker-Timeout`      | seconds, 0 = none                       |
 //! | `X-Laravel-Worker-Exception`    | failed mode only: the first [`EXCEPTION_HEADER_LIMIT`] bytes of the recorded failure, percent-encoded (PHP: `rawurldecode`) |
 //! | `X-Laravel-Worker-Timestamp`    | with a secret: UNIX seconds of sending  |
-//! | `X-Laravel-Worker-Signature`    | with a secret: hex HMAC-SHA256 of `"{timestamp}.{body}"` |
+//! | `X-Laravel-Worker-Signature`    | with a secret: hex HMAC-SHA256 of the [canonical string](signed_text) |
 //! | `Authorization`                 | with a token: `Bearer {token}`          |
 //!
 //! Control characters in header values (which HTTP forbids) are sent as
-//! spaces; the body is the authoritative copy of every field.
+//! spaces, leading and trailing spaces are dropped, and each value is cut to
+//! its first [`HEADER_VALUE_LIMIT`] bytes; the body is the authoritative
+//! copy of every field.
+//!
+//! The signature covers every header the receiver may act on, not only the
+//! body: the text signed is the timestamp and each metadata header's value
+//! as sent, in [`metadata::FIELDS`] order (an absent header, the exception
+//! in run mode, as an empty value), one per line, then a line break and the
+//! body. A captured `run` request replayed as `failed`, or with another
+//! attempt, job id or queue, does not verify.
 //!
 //! The answer decides the outcome:
 //!
@@ -53,39 +62,25 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use reqwest::{Response, StatusCode, Url};
 use sha2::Sha256;
 
-use super::{Invocation, Mode, Outcome, request};
+use super::metadata::{self, CallMetadata};
+use super::{Invocation, Outcome, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
-/// Header carrying `run` or `failed`.
-pub const MODE_HEADER: &str = "x-laravel-worker-mode";
-/// Header carrying the payload `id`.
-pub const JOB_ID_HEADER: &str = "x-laravel-worker-job-id";
-/// Header carrying the payload `uuid`.
-pub const JOB_UUID_HEADER: &str = "x-laravel-worker-job-uuid";
-/// Header carrying the displayName.
-pub const JOB_NAME_HEADER: &str = "x-laravel-worker-job-name";
-/// Header carrying the queue name.
-pub const QUEUE_HEADER: &str = "x-laravel-worker-queue";
-/// Header carrying the queue connection name.
-pub const CONNECTION_HEADER: &str = "x-laravel-worker-connection";
-/// Header carrying the attempt number (from 1).
-pub const ATTEMPT_HEADER: &str = "x-laravel-worker-attempt";
-/// Header carrying the attempts allowed (0 = unlimited).
-pub const MAX_TRIES_HEADER: &str = "x-laravel-worker-max-tries";
-/// Header carrying the time limit in seconds (0 = none).
-pub const TIMEOUT_HEADER: &str = "x-laravel-worker-timeout";
-/// Failed mode: the recorded failure, percent-encoded and cut.
-pub const EXCEPTION_HEADER: &str = "x-laravel-worker-exception";
 /// With a secret: UNIX seconds when the request was signed.
 pub const TIMESTAMP_HEADER: &str = "x-laravel-worker-timestamp";
-/// With a secret: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
+/// With a secret: hex HMAC-SHA256 of [`signed_text`].
 pub const SIGNATURE_HEADER: &str = "x-laravel-worker-signature";
 
-/// Bytes of the failure text put (before percent-encoding) in
-/// [`EXCEPTION_HEADER`]. Encoded, it stays under 3 KiB, well inside the
+/// Bytes of the failure text put (before percent-encoding) in the
+/// exception header ([`metadata::EXCEPTION`]). Encoded, it stays under 3 KiB, well inside the
 /// 4–8 KiB header line limits of common servers; the full text is in the
 /// failed store.
 pub const EXCEPTION_HEADER_LIMIT: usize = 1024;
+
+/// Bytes of any other metadata value put in its header (a displayName or
+/// an id may be as long as a job makes it; servers refuse header lines of
+/// more than 4–8 KiB with 431). The body holds every value in full.
+pub const HEADER_VALUE_LIMIT: usize = 1024;
 
 /// Bytes of a response body read; the rest is not waited for.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -101,7 +96,7 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 /// Default connect timeout (config `connect_timeout`).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Characters percent-encoded in [`EXCEPTION_HEADER`]: all but RFC 3986's
+/// Characters percent-encoded in the exception header: all but RFC 3986's
 /// unreserved ones, as PHP's `rawurlencode` does.
 const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -258,37 +253,34 @@ impl HttpHandler {
     /// The request headers of one call; `now` is the signing time in UNIX
     /// seconds.
     fn headers(&self, inv: &Invocation<'_>, body: &[u8], now: u64) -> HeaderMap {
-        let job = inv.job;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let mut put = |name: &'static str, value: &str| {
             headers.insert(HeaderName::from_static(name), header_value(value));
         };
-        put(
-            MODE_HEADER,
-            match inv.mode {
-                Mode::Run => "run",
-                Mode::Failed { .. } => "failed",
-            },
-        );
-        put(JOB_ID_HEADER, &job.id());
-        put(JOB_UUID_HEADER, job.uuid().unwrap_or_default());
-        put(JOB_NAME_HEADER, job.display_name());
-        put(QUEUE_HEADER, &job.queue.name);
-        put(CONNECTION_HEADER, inv.connection);
-        put(ATTEMPT_HEADER, &job.attempt().to_string());
-        put(MAX_TRIES_HEADER, &inv.max_tries.to_string());
-        put(
-            TIMEOUT_HEADER,
-            &inv.timeout.map_or(0, |t| t.as_secs()).to_string(),
-        );
-        if let Mode::Failed { exception } = inv.mode {
-            put(EXCEPTION_HEADER, &encode_exception(exception));
+        for (field, value) in CallMetadata::of(inv).fields() {
+            match value {
+                None => {}
+                Some(value) if field == metadata::EXCEPTION => {
+                    put(field.header, &encode_exception(&value.text()))
+                }
+                Some(value) => {
+                    let text = value.text();
+                    put(
+                        field.header,
+                        &text[..text.floor_char_boundary(HEADER_VALUE_LIMIT)],
+                    )
+                }
+            }
         }
         if let Some(secret) = &self.secret {
             let timestamp = now.to_string();
             put(TIMESTAMP_HEADER, &timestamp);
-            put(SIGNATURE_HEADER, &sign(secret, &timestamp, body));
+            let signature = sign(secret, &signed_text(&headers, body));
+            headers.insert(
+                HeaderName::from_static(SIGNATURE_HEADER),
+                header_value(&signature),
+            );
         }
         if let Some(authorization) = &self.authorization {
             headers.insert(AUTHORIZATION, authorization.clone());
@@ -398,15 +390,32 @@ fn retry_after(value: &str, now: DateTime<Utc>) -> Option<u64> {
     Some(u64::try_from(at.timestamp() - now.timestamp()).unwrap_or(0))
 }
 
-/// Hex HMAC-SHA256 of `"{timestamp}.{body}"` under `secret`.
-fn sign(secret: &Secret, timestamp: &str, body: &[u8]) -> String {
+/// The text a request's signature covers: the values of the timestamp
+/// header and of every metadata header in `headers`, in
+/// [`metadata::FIELDS`] order, each followed by `\n` (an absent header
+/// counts as empty), then the body. Header values hold no line breaks
+/// (control characters are sent as spaces), so the lines cannot be shifted
+/// into one another.
+pub fn signed_text(headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+    let names = std::iter::once(TIMESTAMP_HEADER).chain(metadata::FIELDS.iter().map(|f| f.header));
+    let mut text = Vec::with_capacity(body.len() + 512);
+    for name in names {
+        if let Some(value) = headers.get(name) {
+            text.extend_from_slice(value.as_bytes());
+        }
+        text.push(b'\n');
+    }
+    text.extend_from_slice(body);
+    text
+}
+
+/// Hex HMAC-SHA256 of `text` under `secret`.
+fn sign(secret: &Secret, text: &[u8]) -> String {
     // HMAC takes keys of any length; the error branch cannot happen.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.0.as_bytes()) else {
         return String::new();
     };
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(body);
+    mac.update(text);
     hex::encode(mac.finalize().into_bytes())
 }
 
@@ -416,19 +425,20 @@ fn encode_exception(text: &str) -> String {
     utf8_percent_encode(&text[..cut], ENCODED).to_string()
 }
 
-/// A header value for `text`, control characters turned into spaces.
+/// A header value for `text`: control characters (tabs included) turned
+/// into spaces, and no leading or trailing space, which a server would drop
+/// (so the receiver sees, and verifies, exactly the bytes signed).
 fn header_value(text: &str) -> HeaderValue {
     let bytes: Vec<u8> = text
         .bytes()
-        .map(|b| {
-            if (b < 0x20 && b != b'\t') || b == 0x7f {
-                b' '
-            } else {
-                b
-            }
-        })
+        .map(|b| if b < 0x20 || b == 0x7f { b' ' } else { b })
         .collect();
-    HeaderValue::from_bytes(&bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
+    let start = bytes.iter().position(|&b| b != b' ').unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|&b| b != b' ')
+        .map_or(start, |i| i + 1);
+    HeaderValue::from_bytes(&bytes[start..end]).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// A response header as text, if present and readable.
@@ -531,14 +541,44 @@ mod tests {
     }
 
     #[test]
-    fn signature_is_hmac_sha256_of_timestamp_dot_body() {
-        // Expected value from `openssl dgst -sha256 -hmac Jefe` and PHP's
-        // `hash_hmac('sha256', '1700000000.{"job":"x"}', 'Jefe')`.
+    fn signature_covers_the_timestamp_every_metadata_header_and_the_body() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            (TIMESTAMP_HEADER, "1700000000"),
+            ("x-laravel-worker-mode", "run"),
+            ("x-laravel-worker-job-id", "7"),
+            ("x-laravel-worker-job-uuid", "u"),
+            ("x-laravel-worker-job-name", "App\\Jobs\\X"),
+            ("x-laravel-worker-queue", "default"),
+            ("x-laravel-worker-connection", "redis"),
+            ("x-laravel-worker-attempt", "1"),
+            ("x-laravel-worker-max-tries", "3"),
+            ("x-laravel-worker-timeout", "60"),
+        ] {
+            headers.insert(HeaderName::from_static(name), header_value(value));
+        }
+        let body = br#"{"job":"x"}"#;
+        let text = signed_text(&headers, body);
+        assert_eq!(
+            String::from_utf8(text.clone()).unwrap(),
+            "1700000000\nrun\n7\nu\nApp\\Jobs\\X\ndefault\nredis\n1\n3\n60\n\n{\"job\":\"x\"}"
+        );
+        // Expected value from PHP's `hash_hmac('sha256', $text, 'Jefe')`.
         let secret = Secret::new("Jefe");
         assert_eq!(
-            sign(&secret, "1700000000", br#"{"job":"x"}"#),
-            "562e02ff8825721195f2b555cb0aa5c68b959230157092507b71a035c3efb963"
+            sign(&secret, &text),
+            "ff16f54fa0099c37d8c6f9f7ea5f6476ef1587821340ad7077a4bf103f5cf660"
         );
+        // Any signed header changed, the signature changes.
+        for field in metadata::FIELDS {
+            let mut changed = headers.clone();
+            changed.insert(HeaderName::from_static(field.header), header_value("other"));
+            assert_ne!(
+                sign(&secret, &signed_text(&changed, body)),
+                sign(&secret, &text),
+                "{field:?}"
+            );
+        }
     }
 
     fn answer(status: u16, body: &str) -> Answer<'_> {
@@ -601,6 +641,7 @@ mod tests {
             "App%5CE%3A%20no%0AStack%20trace%3A"
         );
         assert_eq!(header_value("a\r\nb").to_str().unwrap(), "a  b");
+        assert_eq!(header_value(" \tx y\n ").to_str().unwrap(), "x y");
     }
 
     #[test]

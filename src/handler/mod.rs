@@ -4,11 +4,15 @@
 //! recording and reclaiming; a handler only runs the job and reports an
 //! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
 //! Transports: one process per job ([`subprocess`]), warm processes
-//! ([`persistent`]), an HTTP POST per job ([`http`]).
+//! ([`persistent`]), an HTTP POST per job ([`http`]); each encodes the same
+//! call metadata ([`metadata`]). [`preflight`] checks at start that the
+//! configured handlers can run.
 
 pub mod capture;
 pub mod http;
+pub mod metadata;
 pub mod persistent;
+pub mod preflight;
 pub mod process_group;
 pub mod request;
 pub mod router;
@@ -20,6 +24,7 @@ use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
 pub use http::{HttpHandler, HttpOptions, Secret};
+pub use metadata::CallMetadata;
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;

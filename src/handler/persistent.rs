@@ -2,42 +2,77 @@
 //!
 //! A process is started once (for a PHP bridge: the app is booted once) and
 //! then serves many calls: requests go to its stdin as one JSON object per
-//! line, responses come back on its file descriptor 3, one JSON object per
-//! line (the actions of [`super::request`]). Its stdout and stderr stay free
-//! for the job's own output and are logged line by line.
+//! line (a `call` number, the call's metadata of [`super::metadata`] under
+//! its `key` names, the payload and the decoded command); answers come back
+//! on its file descriptor 3, one JSON object per line, with the actions of
+//! [`super::request`] and the request's `call` number echoed unchanged. Its
+//! stdout and stderr stay free for the job's own output and are logged line
+//! by line, each line cut to `output_limit` bytes (its end kept, as process
+//! mode keeps the end of a call's output).
 //!
-//! A process is replaced when it dies, when a call times out (its group is
-//! killed), after `max_jobs` calls, or when its resident memory passes
-//! `max_memory` MB after a call. End of stdin tells it to exit.
+//! Answers are matched by `call`, not by order. A line on fd 3 that is not
+//! the answer to the request in flight (another call number, none, not
+//! JSON, longer than [`ANSWER_LIMIT`]), or any line while no request is in
+//! flight, is a protocol error: it is logged (the line escaped and cut),
+//! the process group is killed and a new process takes later calls. The job
+//! in flight is released at once with its attempt counted
+//! ([`Outcome::Release`] with no delay), not failed: its handler broke the
+//! protocol, the job did not necessarily fail, and the answer that came
+//! cannot be trusted to be this job's.
+//!
+//! A process found dead (or broken) when a call takes it from the pool is
+//! replaced before the request is written. A process that dies after the
+//! request was written but before reading any of it (the request's bytes
+//! are all still in its stdin pipe) never saw the job: the call goes to a
+//! new process and costs no attempt. A process that dies after reading it
+//! is an exception for that job, with its exit status and stderr tail.
+//!
+//! A process is also replaced when a call times out (its group is killed),
+//! after `max_jobs` calls, or when its resident memory passes `max_memory`
+//! MB after a call. End of stdin tells it to exit.
 
-use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::unistd::Pid;
-use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 
-use super::capture::Tail;
-use super::subprocess::{describe, detail, floor_char_boundary};
-use super::{Invocation, Mode, Outcome, process_group, request};
+use super::capture::{Keep, Tail, next_line, shown};
+use super::metadata::{self, CallMetadata, Value};
+use super::subprocess::{describe, detail, env_value};
+use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
-
-/// Lines of stderr kept per process for failure reports.
-const STDERR_LINES: usize = 40;
 
 /// Bytes of the failure text sent in a failed-mode request.
 const EXCEPTION_LIMIT: usize = 64 * 1024;
 
-/// How many times a call is retried on a fresh process when the request
-/// could not even be written (the old process had died while idle).
-const DELIVERY_TRIES: usize = 2;
+/// Bytes of one answer line on fd 3. A longer line is a protocol error
+/// (the process is replaced, the job released); it is never held whole.
+pub const ANSWER_LIMIT: usize = 1024 * 1024;
+
+/// Bytes of an offending line quoted in a protocol error.
+const SHOWN_LIMIT: usize = 1024;
+
+/// How long an answer may take to come through fd 3 after its process
+/// has exited.
+const PIPE_DRAIN: Duration = Duration::from_millis(500);
+
+/// How long a process that closed fd 3 without answering gets to exit
+/// before its group is killed.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Processes a call is offered to when each one dies before reading the
+/// request; after that the call is an exception (the handler cannot start).
+const DELIVERY_TRIES: usize = 3;
 
 /// Settings of a persistent handler.
 #[derive(Debug, Clone)]
@@ -52,6 +87,11 @@ pub struct PersistentOptions {
     pub max_memory_mb: u64,
     /// Time between SIGTERM and SIGKILL when a process must go.
     pub kill_grace: Duration,
+    /// Bytes kept of one stdout or stderr line, and of the stderr tail
+    /// quoted in a failure (`[worker] output_limit`, as in process mode).
+    pub output_limit: usize,
+    /// What the processes see of the daemon's environment.
+    pub environment: process_group::Environment,
 }
 
 /// A pool of warm processes running one command.
@@ -60,48 +100,92 @@ pub struct PersistentHandler {
     options: PersistentOptions,
     slots: Semaphore,
     idle: Mutex<Vec<Process>>,
+    /// The next request's `call` number (from 1; 0 means "none in flight").
+    next_call: AtomicU64,
 }
 
 /// One warm process.
 #[derive(Debug)]
 struct Process {
     child: Child,
+    pid: u32,
     group: Option<Pid>,
     stdin: ChildStdin,
-    responses: Lines<BufReader<pipe::Receiver>>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// What its fd 3 reader passes on: lines read while a call was in
+    /// flight, then the end of the stream.
+    answers: mpsc::Receiver<Answer>,
+    /// The `call` in flight, 0 when none; shared with the fd 3 reader.
+    in_flight: Arc<AtomicU64>,
+    /// Set by the fd 3 reader when the process broke the protocol while
+    /// idle (it has killed the process group then).
+    broken: Arc<AtomicBool>,
+    /// The end of its stderr, at most `output_limit` bytes.
+    stderr: Arc<Mutex<Tail>>,
     calls: u64,
     /// Kills the group when the process is dropped: abandoned mid-call
     /// (drain deadline) or left idle in the pool when the worker exits.
     guard: process_group::GroupKill,
 }
 
-/// One request line.
-#[derive(Serialize)]
-struct Request<'a> {
-    mode: &'static str,
+/// One event of a process's fd 3.
+#[derive(Debug)]
+enum Answer {
+    /// A line (without its newline), at most [`ANSWER_LIMIT`] bytes of it.
+    Line(Tail),
+    /// End of the stream (the process closed fd 3 or died), or a read error.
+    End,
+}
+
+/// The part of an answer line the daemon matches on.
+#[derive(Deserialize)]
+struct Echo {
+    #[serde(default)]
+    call: Option<serde_json::Value>,
+}
+
+/// One request line: the `call` number, the call's metadata under its
+/// [`metadata::Field::key`] names, the payload as a string, and
+/// `data.command` as JSON when it is a plain PHP-serialized object.
+struct RequestLine<'a> {
+    call: u64,
+    metadata: &'a CallMetadata<'a>,
     payload: &'a str,
-    id: String,
-    uuid: &'a str,
-    name: &'a str,
-    queue: &'a str,
-    connection: &'a str,
-    attempt: u64,
-    max_tries: u64,
-    timeout: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exception: Option<&'a str>,
-    /// `data.command` as JSON, when it is a plain PHP-serialized object.
-    #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Serialize for RequestLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("call", &self.call)?;
+        for (field, value) in self.metadata.fields() {
+            match value {
+                None => {}
+                Some(Value::Number(n)) => map.serialize_entry(field.key, &n)?,
+                Some(Value::Text(text)) if field == metadata::EXCEPTION => map.serialize_entry(
+                    field.key,
+                    &text[..text.floor_char_boundary(EXCEPTION_LIMIT)],
+                )?,
+                Some(Value::Text(text)) => map.serialize_entry(field.key, &text)?,
+            }
+        }
+        map.serialize_entry("payload", self.payload)?;
+        if let Some(command) = &self.command {
+            map.serialize_entry("command", command)?;
+        }
+        map.end()
+    }
 }
 
 /// Why a call did not produce an outcome from the process.
 enum CallError {
-    /// The request could not be written: the job never reached the process.
-    NotDelivered(std::io::Error),
-    /// The process ended (or broke the protocol) after getting the request.
+    /// The process never read the request (it could not be written, or all
+    /// of it was still unread when the process ended): the job never
+    /// reached it.
+    NotDelivered(String),
+    /// The process ended after reading the request, without answering.
     Died(String),
+    /// The process wrote something other than the answer to this call.
+    Protocol(String),
     /// The time limit passed.
     TimedOut,
 }
@@ -112,6 +196,7 @@ impl PersistentHandler {
         PersistentHandler {
             slots: Semaphore::new(options.processes.max(1)),
             idle: Mutex::new(Vec::new()),
+            next_call: AtomicU64::new(1),
             options,
         }
     }
@@ -121,7 +206,8 @@ impl PersistentHandler {
         let Ok(_slot) = self.slots.acquire().await else {
             return Outcome::Exception(JobException::new(HANDLER_FAILED, "handler pool closed"));
         };
-        let line = match request_line(inv) {
+        let call = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let line = match request_line(call, inv) {
             Ok(line) => line,
             Err(e) => {
                 return Outcome::Exception(JobException::new(
@@ -130,6 +216,8 @@ impl PersistentHandler {
                 ));
             }
         };
+        let name = inv.job.display_name();
+        let mut last_stderr = Tail::default();
         for _ in 0..DELIVERY_TRIES {
             let mut process = match self.checkout(inv) {
                 Ok(p) => p,
@@ -140,22 +228,33 @@ impl PersistentHandler {
                     ));
                 }
             };
-            match process.exchange(&line, inv.timeout).await {
-                Ok(response) => {
+            let exchanged = match inv.timeout {
+                Some(limit) => tokio::time::timeout(limit, process.exchange(call, &line))
+                    .await
+                    .unwrap_or(Err(CallError::TimedOut)),
+                None => process.exchange(call, &line).await,
+            };
+            match exchanged {
+                Ok(answer) => {
                     process.calls += 1;
                     self.check_in(process);
-                    return request::parse(response.as_bytes()).unwrap_or_else(|| {
+                    return request::parse(&answer).unwrap_or_else(|| {
                         Outcome::Exception(JobException::new(
                             HANDLER_FAILED,
-                            "the handler answered with an empty line",
+                            "the handler answered with an empty action",
                         ))
                     });
                 }
-                Err(CallError::NotDelivered(e)) => {
+                Err(CallError::NotDelivered(why)) => {
                     tracing::warn!(
-                        "handler process gone before the request was sent ({e}); starting a new one"
+                        pid = process.pid,
+                        job = name,
+                        id = %inv.job.id(),
+                        "the handler process {why}, without reading the request; \
+                         the job goes to a new process"
                     );
-                    self.retire(process);
+                    last_stderr = process.stderr_tail();
+                    self.end(process).await;
                 }
                 Err(CallError::TimedOut) => {
                     let seconds = inv.timeout.map_or(0, |t| t.as_secs());
@@ -167,36 +266,56 @@ impl PersistentHandler {
                     )
                     .await;
                     return Outcome::TimedOut(
-                        JobException::timed_out(inv.job.display_name())
+                        JobException::timed_out(name)
                             .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
                     );
                 }
-                Err(CallError::Died(why)) => {
-                    let status = process.child.wait().await.ok();
-                    process_group::kill_leftovers(process.group);
-                    let how = format!("{why}; the process {}", describe(status));
+                Err(CallError::Protocol(what)) => {
+                    tracing::error!(
+                        pid = process.pid,
+                        job = name,
+                        id = %inv.job.id(),
+                        "handler protocol error: {what}; the process is killed and replaced, \
+                         the job is released"
+                    );
+                    self.end(process).await;
+                    return Outcome::Release { delay: 0 };
+                }
+                Err(CallError::Died(how)) => {
                     return Outcome::Exception(
-                        JobException::new(
-                            HANDLER_FAILED,
-                            format!("{} {how}", inv.job.display_name()),
-                        )
-                        .with_detail(detail(&how, &process.stderr_tail())),
+                        JobException::new(HANDLER_FAILED, format!("{name} {how}"))
+                            .with_detail(detail(&how, &process.stderr_tail())),
                     );
                 }
             }
         }
-        Outcome::Exception(JobException::new(
-            HANDLER_FAILED,
-            "the handler process died before it could take the request",
-        ))
+        let how = format!(
+            "was started {DELIVERY_TRIES} times and each process ended before reading the request"
+        );
+        Outcome::Exception(
+            JobException::new(HANDLER_FAILED, format!("{name}: the handler {how}"))
+                .with_detail(detail(&how, &last_stderr)),
+        )
     }
 
-    /// An idle process, or a new one.
+    /// An idle process that is still alive and in step, or a new one. Idle
+    /// processes found dead or broken are ended on the way.
     fn checkout(&self, inv: &Invocation<'_>) -> std::io::Result<Process> {
-        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        match idle {
-            Some(p) => Ok(p),
-            None => Process::spawn(&self.options.command, inv.connection),
+        loop {
+            let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+            let Some(mut process) = idle else {
+                return Process::spawn(&self.options, inv.connection);
+            };
+            match process.unusable() {
+                None => return Ok(process),
+                Some(why) => {
+                    tracing::info!(
+                        pid = process.pid,
+                        "idle handler process {why}; replacing it"
+                    );
+                    self.retire(process);
+                }
+            }
         }
     }
 
@@ -205,9 +324,7 @@ impl PersistentHandler {
         let o = &self.options;
         let worn = o.max_jobs > 0 && process.calls >= o.max_jobs;
         let heavy = o.max_memory_mb > 0
-            && process.child.id().is_some_and(|pid| {
-                MemoryProbe::of(pid).rss_bytes() > o.max_memory_mb * 1024 * 1024
-            });
+            && MemoryProbe::of(process.pid).rss_bytes() > o.max_memory_mb * 1024 * 1024;
         if worn || heavy {
             tracing::info!(
                 calls = process.calls,
@@ -242,22 +359,30 @@ impl PersistentHandler {
             process_group::kill_leftovers(group);
         });
     }
+
+    /// Kills a process's whole group at once and waits for it.
+    async fn end(&self, mut process: Process) {
+        process_group::terminate(&mut process.child, process.group, Duration::ZERO).await;
+        process_group::kill_leftovers(process.group);
+    }
 }
 
 impl Process {
-    /// Starts the command with a response pipe on fd 3.
-    fn spawn(command: &[String], connection: &str) -> std::io::Result<Process> {
+    /// Starts the command with an answer pipe on fd 3.
+    fn spawn(options: &PersistentOptions, connection: &str) -> std::io::Result<Process> {
+        let command = &options.command;
         let (sender, receiver) = pipe::pipe()?;
         let write_end: OwnedFd = sender.into_blocking_fd()?;
         let write_fd = write_end.as_raw_fd();
         let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .env("LARAVEL_WORKER_PROTOCOL", "persistent")
-            .env("LARAVEL_WORKER_CONNECTION", connection)
+        cmd.args(&command[1..]);
+        // First: it may clear the environment.
+        process_group::isolate(&mut cmd, &options.environment);
+        cmd.env("LARAVEL_WORKER_PROTOCOL", "persistent")
+            .env(metadata::CONNECTION.env, env_value(connection).as_ref())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        process_group::isolate(&mut cmd);
         // SAFETY: dup2 and fcntl are async-signal-safe; the closure only
         // moves the pipe's write end to fd 3 in the child before exec.
         unsafe {
@@ -281,87 +406,168 @@ impl Process {
             .stdin
             .take()
             .ok_or_else(|| std::io::Error::other("no stdin"))?;
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr = Arc::new(Mutex::new(Tail::default()));
         let pid = child.id().unwrap_or(0);
+        let limit = options.output_limit;
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(log_lines(out, pid, "stdout", None));
+            tokio::spawn(log_lines(out, pid, "stdout", limit, None));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(log_lines(err, pid, "stderr", Some(Arc::clone(&stderr))));
+            tokio::spawn(log_lines(
+                err,
+                pid,
+                "stderr",
+                limit,
+                Some(Arc::clone(&stderr)),
+            ));
         }
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let broken = Arc::new(AtomicBool::new(false));
+        // Room for one line: a process that floods fd 3 waits on the pipe.
+        let (sender, answers) = mpsc::channel(1);
+        tokio::spawn(read_answers(
+            receiver,
+            pid,
+            group,
+            sender,
+            Arc::clone(&in_flight),
+            Arc::clone(&broken),
+        ));
         tracing::debug!(pid, "handler process started");
         Ok(Process {
             child,
+            pid,
             group,
             stdin,
-            responses: BufReader::new(receiver).lines(),
+            answers,
+            in_flight,
+            broken,
             stderr,
             calls: 0,
             guard: process_group::GroupKill::new(group),
         })
     }
 
-    /// Sends one request and waits for its response line.
-    async fn exchange(
-        &mut self,
-        line: &str,
-        timeout: Option<Duration>,
-    ) -> Result<String, CallError> {
-        self.stdin
-            .write_all(line.as_bytes())
-            .await
-            .map_err(CallError::NotDelivered)?;
-        self.stdin.flush().await.map_err(CallError::NotDelivered)?;
-        let response = self.responses.next_line();
-        let answer = match timeout {
-            Some(limit) => tokio::time::timeout(limit, response)
-                .await
-                .map_err(|_| CallError::TimedOut)?,
-            None => response.await,
+    /// Why this idle process cannot take a call: it has exited, broken the
+    /// protocol, or written on fd 3 since its last answer. `None` when it
+    /// can.
+    fn unusable(&mut self) -> Option<String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(describe(Some(status)));
+        }
+        if self.broken.load(Ordering::SeqCst) {
+            return Some("broke the protocol".into());
+        }
+        match self.answers.try_recv() {
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) | Ok(Answer::End) => {
+                Some("closed its answer pipe (fd 3)".into())
+            }
+            Ok(Answer::Line(line)) => {
+                let shown = shown(&line.bytes, line.total, SHOWN_LIMIT);
+                tracing::error!(
+                    pid = self.pid,
+                    "handler protocol error: it wrote a line on fd 3 after its answer, \
+                     while no request was in flight: {shown}"
+                );
+                Some("broke the protocol".into())
+            }
+        }
+    }
+
+    /// Sends request `call` (the text `line`) and waits for its answer.
+    async fn exchange(&mut self, call: u64, line: &str) -> Result<Vec<u8>, CallError> {
+        // Before the write: a quick answer must find its call in flight.
+        self.in_flight.store(call, Ordering::SeqCst);
+        let written = match self.stdin.write_all(line.as_bytes()).await {
+            Ok(()) => self.stdin.flush().await,
+            Err(e) => Err(e),
         };
-        match answer {
-            Ok(Some(line)) => Ok(line),
-            Ok(None) => Err(CallError::Died("no response on fd 3".into())),
-            Err(e) => Err(CallError::Died(format!("unreadable response ({e})"))),
+        if let Err(e) = written {
+            self.in_flight.store(0, Ordering::SeqCst);
+            return Err(CallError::NotDelivered(format!(
+                "could not be sent the request ({e})"
+            )));
+        }
+        let answer = tokio::select! {
+            answer = self.answers.recv() => answer,
+            // Its fd 3 may outlive it (held by a process it started): an
+            // answer written just before it exited still gets a moment to
+            // come through.
+            _ = self.child.wait() => tokio::time::timeout(PIPE_DRAIN, self.answers.recv())
+                .await
+                .unwrap_or(None),
+        };
+        self.in_flight.store(0, Ordering::SeqCst);
+        let line = match answer {
+            Some(Answer::Line(line)) => line,
+            Some(Answer::End) | None => return Err(self.ended_without_answer(line.len()).await),
+        };
+        if line.total > line.bytes.len() as u64 {
+            return Err(CallError::Protocol(format!(
+                "an answer line longer than {ANSWER_LIMIT} bytes, where call {call} was expected: {}",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            )));
+        }
+        let echoed = serde_json::from_slice::<Echo>(&line.bytes)
+            .ok()
+            .and_then(|echo| echo.call)
+            .and_then(|c| c.as_u64());
+        if echoed != Some(call) {
+            return Err(CallError::Protocol(format!(
+                "the line on fd 3 is not the answer to call {call}: {}",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            )));
+        }
+        Ok(line.bytes)
+    }
+
+    /// fd 3 ended before an answer: waits for the process to end (killing
+    /// it after the grace period's worth of waiting) and tells whether it
+    /// had read any of the `sent` bytes of the request.
+    async fn ended_without_answer(&mut self, sent: usize) -> CallError {
+        // A process that closed fd 3 but lives on is of no further use.
+        let status = match tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                process_group::terminate(&mut self.child, self.group, Duration::ZERO).await;
+                self.child.wait().await.ok()
+            }
+        };
+        process_group::kill_leftovers(self.group);
+        let how = describe(status);
+        // The stdin pipe holds what nobody read; our request was written
+        // last, so if that many bytes are left, none of it was read.
+        if unread_bytes(&self.stdin).is_some_and(|n| n >= sent) {
+            CallError::NotDelivered(how)
+        } else {
+            CallError::Died(format!("sent no answer on fd 3; the process {how}"))
         }
     }
 
     fn stderr_tail(&self) -> Tail {
-        let lines = self
-            .stderr
-            .lock()
-            .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n"));
-        let text = lines.unwrap_or_default();
-        Tail {
-            total: text.len() as u64,
-            bytes: text.into_bytes(),
-        }
+        self.stderr.lock().map(|t| t.clone()).unwrap_or_default()
     }
 }
 
-/// The request line for `inv`, newline included.
-fn request_line(inv: &Invocation<'_>) -> serde_json::Result<String> {
+/// Bytes written to a pipe and not read yet (`FIONREAD`, which Linux
+/// answers on either end of a pipe).
+fn unread_bytes(stdin: &ChildStdin) -> Option<usize> {
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`; the descriptor is open for as long as `stdin` lives.
+    let r = unsafe { nix::libc::ioctl(stdin.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
+    (r == 0).then(|| usize::try_from(n).unwrap_or(0))
+}
+
+/// The request line for call `call` of `inv`, newline included.
+fn request_line(call: u64, inv: &Invocation<'_>) -> serde_json::Result<String> {
     let job = inv.job;
     let payload = String::from_utf8_lossy(&job.reserved);
-    let (mode, exception) = match inv.mode {
-        Mode::Run => ("run", None),
-        Mode::Failed { exception } => (
-            "failed",
-            Some(&exception[..floor_char_boundary(exception, EXCEPTION_LIMIT)]),
-        ),
-    };
-    let request = Request {
-        mode,
+    let request = RequestLine {
+        call,
+        metadata: &CallMetadata::of(inv),
         payload: &payload,
-        id: job.id(),
-        uuid: job.uuid().unwrap_or_default(),
-        name: job.display_name(),
-        queue: &job.queue.name,
-        connection: inv.connection,
-        attempt: job.attempt(),
-        max_tries: inv.max_tries,
-        timeout: inv.timeout.map_or(0, |t| t.as_secs()),
-        exception,
         command: job.payload.as_ref().ok().and_then(|p| p.command_json()),
     };
     let mut line = serde_json::to_string(&request)?;
@@ -369,23 +575,59 @@ fn request_line(inv: &Invocation<'_>) -> serde_json::Result<String> {
     Ok(line)
 }
 
-/// Logs a process's output line by line, keeping the last lines of stderr.
+/// Reads a process's fd 3: passes on each line read while a call is in
+/// flight, and the end of the stream. A line while none is in flight is a
+/// protocol error: logged, the process marked broken and its group killed.
+async fn read_answers(
+    receiver: pipe::Receiver,
+    pid: u32,
+    group: Option<Pid>,
+    answers: mpsc::Sender<Answer>,
+    in_flight: Arc<AtomicU64>,
+    broken: Arc<AtomicBool>,
+) {
+    let mut reader = BufReader::new(receiver);
+    loop {
+        let line = match next_line(&mut reader, ANSWER_LIMIT, Keep::Head).await {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => {
+                let _ = answers.send(Answer::End).await;
+                return;
+            }
+        };
+        if in_flight.load(Ordering::SeqCst) == 0 {
+            tracing::error!(
+                pid,
+                "handler protocol error: it wrote a line on fd 3 while no request was in flight: {}; \
+                 the process is killed and replaced",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            );
+            broken.store(true, Ordering::SeqCst);
+            process_group::kill_leftovers(group);
+            return;
+        }
+        if answers.send(Answer::Line(line)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Logs a process's output line by line, each line cut to its last `limit`
+/// bytes, and keeps the last `limit` bytes of stderr for failure reports.
 async fn log_lines(
     stream: impl tokio::io::AsyncRead + Unpin,
     pid: u32,
     name: &'static str,
-    keep: Option<Arc<Mutex<VecDeque<String>>>>,
+    limit: usize,
+    keep: Option<Arc<Mutex<Tail>>>,
 ) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(pid, stream = name, "{line}");
+    let mut reader = BufReader::new(stream);
+    while let Ok(Some(line)) = next_line(&mut reader, limit, Keep::Tail).await {
+        tracing::info!(pid, stream = name, "{}", line.text());
         if let Some(keep) = &keep
             && let Ok(mut kept) = keep.lock()
         {
-            if kept.len() == STDERR_LINES {
-                kept.pop_front();
-            }
-            kept.push_back(line);
+            kept.push_line(&line.bytes, line.total, limit);
         }
     }
 }

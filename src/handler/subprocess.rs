@@ -2,7 +2,8 @@
 //!
 //! No shell is involved: `command[0]` is executed with the rest as its
 //! arguments. The payload (the reserved JSON, attempts already counted) is
-//! written to stdin; the metadata is in environment variables:
+//! written to stdin; the call's metadata ([`super::metadata`]) is in
+//! environment variables, with the daemon's own additions:
 //!
 //! | variable                     | value                                    |
 //! |------------------------------|------------------------------------------|
@@ -19,14 +20,22 @@
 //! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
 //! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
 //!
+//! Every value is made fit for the environment: NULs become U+FFFD and it
+//! is cut to [`ENV_VALUE_LIMIT`] bytes; stdin has the payload in full. The
+//! program sees the daemon's environment as its [`Environment`] says
+//! (`[[handlers]] env`, `env_clear`, and never the config's secrets).
+//!
 //! Exit 0 is done, anything else an exception. The process gets its own
 //! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
 //! the grace period, and the daemon carries on. If the daemon itself dies,
 //! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
 //! running unowned while another worker reclaims it.
 
+use std::borrow::Cow;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,14 +45,23 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 use super::capture::{Tail, read_tail};
-use super::{Invocation, Mode, Outcome, process_group, request};
+use super::metadata::CallMetadata;
+use super::process_group::Environment;
+use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of stdout and of stderr kept per call.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024;
 
-/// Bytes of the failure text passed in `LARAVEL_WORKER_EXCEPTION`.
-const EXCEPTION_ENV_LIMIT: usize = 16 * 1024;
+/// Bytes of a metadata value passed in an environment variable (the
+/// failure text in `LARAVEL_WORKER_EXCEPTION`, but also a displayName or
+/// an id, which a job may make as long as it likes). Linux refuses to
+/// start a program with one environment string over 128 KiB.
+pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
+
+/// Bytes of a result file read (as of an answer line of a persistent
+/// handler).
+pub const RESULT_LIMIT: usize = super::persistent::ANSWER_LIMIT;
 
 /// How long to wait for the output pipes to close after the process exits.
 const PIPE_DRAIN: Duration = Duration::from_millis(500);
@@ -55,13 +73,28 @@ pub struct SubprocessHandler {
     kill_grace: Duration,
     output_limit: usize,
     result_dir: Arc<tempfile::TempDir>,
+    environment: Environment,
     calls: AtomicU64,
+}
+
+/// A new private directory for result and command files: mode 0700 under
+/// the system's temporary directory, removed when the last handler using
+/// it is dropped.
+///
+/// # Errors
+/// The directory cannot be created.
+pub fn result_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("laravel-worker-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }
 
 impl SubprocessHandler {
     /// A handler running `command` (program and arguments, no shell).
     /// `kill_grace` is the time between SIGTERM and SIGKILL on timeout;
-    /// result files are created in `result_dir`.
+    /// result files are created in `result_dir` (see [`result_dir`]);
+    /// `environment` is what the program sees of the daemon's environment.
     ///
     /// # Panics
     /// Never; an empty `command` is refused by the config loader.
@@ -70,12 +103,14 @@ impl SubprocessHandler {
         kill_grace: Duration,
         output_limit: usize,
         result_dir: Arc<tempfile::TempDir>,
+        environment: Environment,
     ) -> Self {
         SubprocessHandler {
             command,
             kill_grace,
             output_limit,
             result_dir,
+            environment,
             calls: AtomicU64::new(0),
         }
     }
@@ -99,7 +134,14 @@ impl SubprocessHandler {
     fn write_command(&self, inv: &Invocation<'_>, n: u64) -> Option<PathBuf> {
         let command = inv.job.payload.as_ref().ok()?.command_json()?;
         let path = self.result_dir.path().join(format!("{n}.command.json"));
-        match std::fs::write(&path, command.get()) {
+        // Readable by the daemon's user only: the job's data may be private.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut file| file.write_all(command.get().as_bytes()));
+        match written {
             Ok(()) => Some(path),
             Err(e) => {
                 tracing::warn!("cannot write the decoded command for the handler: {e}");
@@ -169,9 +211,7 @@ impl SubprocessHandler {
                     .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
             );
         }
-        let requested = std::fs::read(result_path)
-            .ok()
-            .and_then(|c| request::parse(&c));
+        let requested = read_result(result_path);
         match (status, requested) {
             (_, Some(requested)) => requested,
             (Some(status), None) if status.success() => Outcome::Done,
@@ -191,41 +231,42 @@ impl SubprocessHandler {
         result_path: &PathBuf,
         command_path: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
-        let job = inv.job;
         let mut cmd = Command::new(&self.command[0]);
-        cmd.args(&self.command[1..])
-            .env(
-                "LARAVEL_WORKER_MODE",
-                match inv.mode {
-                    Mode::Run => "run",
-                    Mode::Failed { .. } => "failed",
-                },
-            )
-            .env("LARAVEL_WORKER_JOB_ID", job.id())
-            .env("LARAVEL_WORKER_JOB_UUID", job.uuid().unwrap_or_default())
-            .env("LARAVEL_WORKER_JOB_NAME", job.display_name())
-            .env("LARAVEL_WORKER_QUEUE", &job.queue.name)
-            .env("LARAVEL_WORKER_CONNECTION", inv.connection)
-            .env("LARAVEL_WORKER_ATTEMPT", job.attempt().to_string())
-            .env("LARAVEL_WORKER_MAX_TRIES", inv.max_tries.to_string())
-            .env(
-                "LARAVEL_WORKER_TIMEOUT",
-                inv.timeout.map_or(0, |t| t.as_secs()).to_string(),
-            )
-            .env("LARAVEL_WORKER_RESULT", result_path)
-            .stdin(Stdio::piped())
+        cmd.args(&self.command[1..]);
+        // First: it may clear the environment.
+        process_group::isolate(&mut cmd, &self.environment);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        process_group::isolate(&mut cmd);
+        for (field, value) in CallMetadata::of(inv).fields() {
+            if let Some(value) = value {
+                cmd.env(field.env, env_value(&value.text()).as_ref());
+            }
+        }
+        cmd.env("LARAVEL_WORKER_RESULT", result_path);
         if let Some(path) = command_path {
             cmd.env("LARAVEL_WORKER_COMMAND_FILE", path);
         }
-        if let Mode::Failed { exception } = inv.mode {
-            let cut = floor_char_boundary(exception, EXCEPTION_ENV_LIMIT);
-            cmd.env("LARAVEL_WORKER_EXCEPTION", &exception[..cut]);
-        }
         cmd.spawn()
     }
+}
+
+/// The handler's request in its result file, if it wrote one. The file is
+/// read to at most [`RESULT_LIMIT`] bytes: a longer one is an exception
+/// that says so, not a read of whatever size the handler made it.
+fn read_result(path: &Path) -> Option<Outcome> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut contents = Vec::new();
+    let limit = RESULT_LIMIT as u64;
+    file.take(limit + 1).read_to_end(&mut contents).ok()?;
+    if contents.len() as u64 > limit {
+        return Some(Outcome::Exception(JobException::new(
+            HANDLER_FAILED,
+            format!("the handler wrote a result file of more than {RESULT_LIMIT} bytes"),
+        )));
+    }
+    request::parse(&contents)
 }
 
 /// Waits briefly for a capture task; a grandchild holding the pipe open
@@ -279,13 +320,30 @@ fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
     }
 }
 
-/// The largest index `<= max` that is a char boundary of `s`.
-pub(super) fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
+/// `text` made fit for an environment variable, which cannot hold a NUL
+/// and, on Linux, not more than 128 KiB: each NUL becomes U+FFFD and the
+/// text is cut to its first [`ENV_VALUE_LIMIT`] bytes (at a character
+/// boundary). The payload on stdin still holds every value in full.
+pub(super) fn env_value(text: &str) -> Cow<'_, str> {
+    let cut = &text[..text.floor_char_boundary(ENV_VALUE_LIMIT)];
+    if cut.contains('\0') {
+        Cow::Owned(cut.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(cut)
     }
-    (0..=max)
-        .rev()
-        .find(|&i| s.is_char_boundary(i))
-        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_hold_no_nul_and_are_bounded() {
+        assert_eq!(env_value("App\\Jobs\\X"), "App\\Jobs\\X");
+        assert_eq!(env_value("a\0b"), "a\u{fffd}b");
+        let long = "é".repeat(ENV_VALUE_LIMIT);
+        let cut = env_value(&long);
+        assert!(cut.len() <= ENV_VALUE_LIMIT && cut.len() >= ENV_VALUE_LIMIT - 1);
+        assert!(long.starts_with(cut.as_ref()));
+    }
 }

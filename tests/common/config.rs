@@ -95,6 +95,21 @@ impl Handler {
     pub fn secret_env(self, name: &str) -> Self {
         self.set("secret_env", name)
     }
+
+    /// `env`: variables added to the handler's environment.
+    pub fn env(self, vars: &[(&str, &str)]) -> Self {
+        let table: Table = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect();
+        self.set("env", table)
+    }
+
+    /// `env_clear = true`: the handler starts from an empty environment
+    /// (plus `env` and the daemon's own variables).
+    pub fn env_clear(self) -> Self {
+        self.set("env_clear", true)
+    }
 }
 
 /// A config file under construction; [`Config::write`] writes it.
