@@ -10,7 +10,8 @@
 //! - `jobs_total{queue, outcome}`: settled jobs; `outcome` is `done`,
 //!   `released` (asked by the handler), `released_after_exception` (an
 //!   exception, a timeout, or the drain deadline passing), `handed_back`
-//!   (no handler here: returned uncounted) or `failed`;
+//!   (no handler here: returned uncounted), `failed` or `lease_lost` (the
+//!   reservation was lost and the handler stopped);
 //! - `job_duration_seconds{queue}`: from reservation to settlement;
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
 //! - `reserve_errors_total`: polls that failed to reach Redis.
@@ -139,6 +140,7 @@ impl JobEvents for Metrics {
             Verdict::Release { .. } => "released_after_exception",
             Verdict::HandBack { .. } => "handed_back",
             Verdict::Fail { .. } => "failed",
+            Verdict::LeaseLost => "lease_lost",
         };
         let queue = &job.queue.name;
         self.jobs
@@ -231,6 +233,7 @@ mod tests {
             payload: crate::queue::Payload::parse(raw.clone()),
             reserved: raw.clone(),
             raw,
+            lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now()),
         }
     }
 

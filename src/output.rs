@@ -133,6 +133,9 @@ impl JobEvents for Reporter {
             } => ("released_after_exception", "released", Some(e)),
             // Laravel reports "deleted" here too: a failed job is deleted.
             Verdict::Fail { exception, .. } => ("failed", "deleted", Some(exception)),
+            // Not a Laravel status: the handler was stopped and the job left
+            // to whoever reclaims it.
+            Verdict::LeaseLost => ("lease_lost", "", None),
         };
         if self.json {
             self.json_line(job, status, result, exception, Some(took));

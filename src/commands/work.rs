@@ -68,6 +68,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
             _ => None,
         },
         drain_deadline: drain_deadline_rx,
+        on_lease_lost: settings.on_lease_lost,
         laravel: settings.laravel,
         options,
     };

@@ -157,6 +157,9 @@ pub struct WorkerLayer {
     /// ones still running then are handed back at once (released). Unset:
     /// wait for every job, as `queue:work` does.
     pub drain_timeout: Option<u64>,
+    /// What to do with a running handler whose reservation is lost:
+    /// `"kill"` (the default) or `"keep"`.
+    pub on_lease_lost: Option<String>,
 }
 
 /// `[metrics]`.
@@ -325,6 +328,7 @@ impl Layer {
                 output_limit: over.worker.output_limit.or(self.worker.output_limit),
                 heartbeat_file: over.worker.heartbeat_file.or(self.worker.heartbeat_file),
                 drain_timeout: over.worker.drain_timeout.or(self.worker.drain_timeout),
+                on_lease_lost: over.worker.on_lease_lost.or(self.worker.on_lease_lost),
                 error_summary_interval: over
                     .worker
                     .error_summary_interval

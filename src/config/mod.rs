@@ -64,6 +64,8 @@ pub struct Settings {
     /// How long the jobs in flight may run on after a stop before they are
     /// handed back; `None` waits for them all.
     pub drain_timeout: Option<Duration>,
+    /// What to do with a running handler whose reservation is lost.
+    pub on_lease_lost: crate::worker::lease::OnLeaseLost,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// The app's Laravel version (wording of recorded exceptions).
@@ -246,6 +248,13 @@ impl Settings {
             failed,
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
             drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
+            on_lease_lost: match layer.worker.on_lease_lost.as_deref() {
+                None | Some("kill") => crate::worker::lease::OnLeaseLost::Kill,
+                Some("keep") => crate::worker::lease::OnLeaseLost::Keep,
+                Some(other) => {
+                    bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
+                }
+            },
             metrics_listen: layer.metrics.listen,
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {

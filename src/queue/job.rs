@@ -1,6 +1,7 @@
 //! A job the worker has reserved.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -28,6 +29,55 @@ pub struct ReservedJob {
     /// The parsed payload, or why it cannot be run (a poison payload, which
     /// the pop script reserved as its own bytes so that it is not lost).
     pub payload: Result<Payload, PayloadError>,
+    /// Until when the reservation is surely this worker's.
+    pub lease: Lease,
+}
+
+/// Until when a reservation is surely still this worker's: its pop or its
+/// last renewal plus `retry_after - 1` seconds (scores are whole seconds
+/// and reclaiming is inclusive, so that is the least it lasts; taken as
+/// at least one second, since `retry_after = 1` cannot be protected at all).
+/// Past it,
+/// another worker may have reclaimed the job. Shared by the clones of a
+/// [`ReservedJob`].
+#[derive(Debug, Clone)]
+pub struct Lease {
+    retry_after: Option<u64>,
+    until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Lease {
+    /// A lease confirmed at `sent` (when the pop was sent), for a
+    /// connection's `retry_after` seconds (`None`: reservations never
+    /// expire).
+    pub fn new(retry_after: Option<u64>, sent: Instant) -> Self {
+        let lease = Lease {
+            retry_after,
+            until: Arc::new(Mutex::new(None)),
+        };
+        lease.confirm(sent);
+        lease
+    }
+
+    /// The reservation was written or renewed by a command sent at `sent`.
+    pub fn confirm(&self, sent: Instant) {
+        let until = self
+            .retry_after
+            .map(|s| sent + Duration::from_secs(s.saturating_sub(1).max(1)));
+        if let Ok(mut slot) = self.until.lock() {
+            *slot = until;
+        }
+    }
+
+    /// When the reservation may expire; `None` when it never does.
+    pub fn until(&self) -> Option<Instant> {
+        self.until.lock().ok().and_then(|until| *until)
+    }
+
+    /// True once the reservation may have expired.
+    pub fn expired(&self) -> bool {
+        self.until().is_some_and(|until| Instant::now() >= until)
+    }
 }
 
 impl ReservedJob {

@@ -8,7 +8,7 @@ use redis::{RedisResult, Value};
 
 use super::batch::{SharedConnection, Write, WriteBatch};
 use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
-use super::job::ReservedJob;
+use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
 use super::payload::{Payload, PayloadError};
 use super::scripts;
@@ -167,6 +167,7 @@ impl RedisQueue {
     /// in which case its jobs are in `:reserved` and are reclaimed after
     /// `retry_after`.
     pub async fn pop(&self, queue: &Arc<QueueKeys>, count: usize) -> RedisResult<Vec<ReservedJob>> {
+        let sent = std::time::Instant::now();
         let now = now();
         let mut pipe = redis::pipe();
         let migrate = self.migrations.due(&queue.ready, now);
@@ -209,7 +210,7 @@ impl RedisQueue {
             self.migrations.expire(&queue.ready);
         }
         let (popped,) = result?;
-        Ok(reserved_jobs(queue, popped))
+        Ok(reserved_jobs(queue, popped, self.retry_after, sent))
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
@@ -300,8 +301,9 @@ impl RedisQueue {
             .await
     }
 
-    /// Pushes the reservation of a running job to now + `retry_after`.
-    /// Returns false when it was lost (the job was reclaimed elsewhere).
+    /// Pushes the reservation of a running job to now + `retry_after`, and
+    /// its [`Lease`] with it. Returns false when it was lost (the job was
+    /// reclaimed elsewhere).
     /// Does nothing and returns true when `retry_after` is null.
     ///
     /// # Errors
@@ -310,6 +312,7 @@ impl RedisQueue {
         let Some(retry_after) = self.retry_after else {
             return Ok(true);
         };
+        let sent = std::time::Instant::now();
         let renewed: i64 = redis::cmd("EVAL")
             .arg(scripts::RENEW)
             .arg(1)
@@ -319,6 +322,9 @@ impl RedisQueue {
             .query_async(&mut self.conn())
             .await
             .map_err(name_denied_script_command)?;
+        if renewed == 1 {
+            job.lease.confirm(sent);
+        }
         Ok(renewed == 1)
     }
 
@@ -524,7 +530,12 @@ async fn blpop(mut conn: RedisConn, keys: &[&str], wait: Option<Duration>) -> Re
 ///
 /// The script's poison flag is authoritative: a payload the script could not
 /// count an attempt on is never run, whatever the Rust parser makes of it.
-fn reserved_jobs(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Vec<ReservedJob> {
+fn reserved_jobs(
+    queue: &Arc<QueueKeys>,
+    popped: Vec<Value>,
+    retry_after: Option<u64>,
+    sent: std::time::Instant,
+) -> Vec<ReservedJob> {
     let mut parts = popped.into_iter();
     let mut jobs = Vec::new();
     loop {
@@ -544,6 +555,7 @@ fn reserved_jobs(queue: &Arc<QueueKeys>, popped: Vec<Value>) -> Vec<ReservedJob>
             raw,
             reserved,
             payload,
+            lease: Lease::new(retry_after, sent),
         });
     }
 }

@@ -365,7 +365,9 @@ impl Daemon {
                 Reserved::Failed
             }
         };
-        self.found = matches!(reserved, Reserved::Jobs(_));
+        // A poll that could not reach Redis says nothing about the queues:
+        // `--stop-when-empty` waits for one that did.
+        self.found = !matches!(reserved, Reserved::Nothing { .. });
         reserved
     }
 
@@ -398,17 +400,43 @@ impl Daemon {
                 "stopping: waiting for the jobs in flight"
             );
         }
-        if !self.wait_for_jobs(self.drain_timeout).await {
-            tracing::warn!(
-                jobs = self.in_flight.len(),
-                "drain deadline passed: releasing the jobs still running"
-            );
-            if let Some(deadline) = &self.drain_deadline {
-                let _ = deadline.send(true);
-            }
+        if let Some(limit) = self.drain_timeout {
+            self.drain_within(limit).await;
+        } else {
             self.wait_for_jobs(None).await;
         }
         self.pulse.exit();
+    }
+
+    /// The drain deadline bounds the whole exit: jobs run on until the last
+    /// quarter of `limit` (at most its last 2 s); those still running are
+    /// then told to give up and are released; whatever is still not settled
+    /// at `limit` (Redis hung, a slow failed hook) is abandoned where it
+    /// stands, so its job stays reserved and is reclaimed after
+    /// `retry_after`.
+    async fn drain_within(&mut self, limit: Duration) {
+        let release_window = (limit / 4).min(Duration::from_secs(2));
+        if self.wait_for_jobs(Some(limit - release_window)).await {
+            return;
+        }
+        tracing::warn!(
+            jobs = self.in_flight.len(),
+            "drain deadline passed: releasing the jobs still running"
+        );
+        if let Some(deadline) = &self.drain_deadline {
+            let _ = deadline.send(true);
+        }
+        if self.wait_for_jobs(Some(release_window)).await {
+            return;
+        }
+        let left = self.in_flight.len();
+        self.in_flight.abort_all();
+        while self.in_flight.join_next().await.is_some() {}
+        tracing::error!(
+            jobs = left,
+            "drain deadline passed before these jobs could be settled; \
+             they stay reserved and are reclaimed after retry_after"
+        );
     }
 
     /// Waits for every job task to end, for at most `limit` (`None`: no

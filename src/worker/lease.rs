@@ -1,43 +1,132 @@
-//! Keeping a reservation alive while its handler runs.
+//! Keeping a reservation alive while its handler runs, and stopping the
+//! handler when it cannot be kept.
 //!
 //! Laravel reserves a job until now + `retry_after` and never extends it, so
 //! a job that runs longer is reclaimed and run a second time. Here the score
-//! in `:reserved` is pushed forward every `retry_after / 2` seconds while the
-//! handler runs. Other workers, PHP ones included, then see a live
-//! reservation; only a dead daemon's jobs are reclaimed.
+//! in `:reserved` is pushed forward every `(retry_after - 1) / 2` seconds
+//! while the handler runs. Other workers, PHP ones included, then see a
+//! live reservation; only a dead daemon's jobs are reclaimed.
 //!
 //! Scores are whole seconds and a reservation is reclaimable once
 //! `score <= now`, so a fresh one lasts between `retry_after - 1` and
 //! `retry_after` seconds. Renewing every `(retry_after - 1) / 2` seconds
 //! keeps it alive for any `retry_after >= 2`; with `retry_after = 1` the
 //! reservation can expire within milliseconds and no renewal can help.
+//!
+//! When renewals fail (Redis unreachable) until the reservation may have
+//! expired, or a renewal finds it gone, another worker may already be
+//! running the job. With `[worker] on_lease_lost = "kill"` (the default)
+//! the handler is stopped then, so the job never runs twice at once while
+//! this worker can tell; with `"keep"` it runs on and the loss is logged.
 
 use std::future::Future;
 use std::time::Duration;
 
 use crate::queue::{RedisQueue, ReservedJob};
 
-/// Runs `work`, renewing `job`'s reservation until it completes.
-pub async fn hold<F: Future>(queue: &RedisQueue, job: &ReservedJob, work: F) -> F::Output {
+/// What to do with a running handler whose reservation is lost
+/// (`[worker] on_lease_lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLeaseLost {
+    /// Stop the handler (its process group is killed) and leave the job to
+    /// whoever holds it now. The default.
+    #[default]
+    Kill,
+    /// Let the handler finish; the loss is logged.
+    Keep,
+}
+
+/// How a held call ended.
+#[derive(Debug)]
+pub enum Held<T> {
+    /// The call finished with this output.
+    Done(T),
+    /// The reservation was lost and, under [`OnLeaseLost::Kill`], the call
+    /// was dropped (which stops the handler).
+    Lost,
+}
+
+/// Runs `work`, renewing `job`'s reservation until it completes; stops it
+/// early when the reservation is lost and `policy` says so.
+pub async fn hold<F: Future>(
+    queue: &RedisQueue,
+    job: &ReservedJob,
+    policy: OnLeaseLost,
+    work: F,
+) -> Held<F::Output> {
     let Some(retry_after) = queue.retry_after() else {
-        return work.await;
+        return Held::Done(work.await);
     };
     let period = renewal_period(retry_after);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let mut warned = false;
     tokio::pin!(work);
     loop {
-        tokio::select! {
-            output = &mut work => return output,
+        let expiry = job.lease.until().map(tokio::time::Instant::from_std);
+        let lost = tokio::select! {
+            output = &mut work => return Held::Done(output),
             _ = tick.tick() => match queue.renew(job).await {
-                Ok(true) => tracing::trace!(id = %job.id(), "reservation renewed"),
-                Ok(false) => tracing::warn!(
-                    job = job.display_name(),
-                    id = %job.id(),
-                    "reservation lost: the job was reclaimed by another worker while it ran"
-                ),
-                Err(e) => tracing::warn!(id = %job.id(), "cannot renew reservation: {e}"),
+                Ok(true) => {
+                    tracing::trace!(id = %job.id(), "reservation renewed");
+                    false
+                }
+                Ok(false) => {
+                    tracing::warn!(
+                        job = job.display_name(),
+                        id = %job.id(),
+                        "reservation lost: the job was reclaimed while it ran \
+                         (another worker may be running it now)"
+                    );
+                    true
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(
+                            job = job.display_name(),
+                            id = %job.id(),
+                            "cannot renew the reservation (retrying until it would expire): {e}"
+                        );
+                        warned = true;
+                    }
+                    job.lease.expired()
+                }
             },
+            () = sleep_until(expiry) => {
+                if job.lease.expired() {
+                    tracing::warn!(
+                        job = job.display_name(),
+                        id = %job.id(),
+                        retry_after,
+                        "reservation expired while Redis could not be reached: \
+                         another worker may reclaim the job"
+                    );
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if lost && policy == OnLeaseLost::Kill {
+            tracing::warn!(
+                job = job.display_name(),
+                id = %job.id(),
+                "stopping the handler: the job is no longer surely this worker's \
+                 ([worker] on_lease_lost = \"kill\")"
+            );
+            return Held::Lost;
         }
+        if lost {
+            // Keep: say it once, then let the handler finish.
+            return Held::Done(work.await);
+        }
+    }
+}
+
+/// Sleeps until `at`; for ever when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

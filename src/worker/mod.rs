@@ -60,6 +60,8 @@ pub struct Services {
     /// Turns true when the drain deadline passes: jobs still running are
     /// abandoned (their handlers killed) and released, the attempt counted.
     pub drain_deadline: tokio::sync::watch::Receiver<bool>,
+    /// What to do with a handler whose reservation is lost.
+    pub on_lease_lost: lease::OnLeaseLost,
     /// The Laravel version whose exception classes and wording are recorded.
     pub laravel: crate::exception::LaravelVersion,
 }

@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
@@ -100,7 +101,11 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
     };
 
     let invocation = invocation(job, route, services, Mode::Run);
-    let outcome = lease::hold(&services.queue, job, route.handler.call(&invocation)).await;
+    let call = route.handler.call(&invocation);
+    let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
+        Held::Done(outcome) => outcome,
+        Held::Lost => return Verdict::LeaseLost,
+    };
 
     match outcome {
         Outcome::Done | Outcome::Delete => Verdict::Delete,

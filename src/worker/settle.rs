@@ -3,6 +3,12 @@
 //! Every reserved job ends deleted, released or failed here; if Redis or the
 //! failed store cannot be written, the job is left in `:reserved`, where it
 //! is reclaimed after `retry_after`. Nothing is dropped.
+//!
+//! A Redis write is tried again, with growing pauses (100 ms doubling, at
+//! most 2 s), for as long as the reservation is surely this worker's (its
+//! [`Lease`](crate::queue::job::Lease)): giving up sooner would re-run the
+//! job after any outage longer than a few seconds, going on longer could
+//! settle a job another worker has reclaimed meanwhile.
 
 use std::future::Future;
 use std::time::Duration;
@@ -17,8 +23,25 @@ use crate::failed::{FailedJob, Logged};
 use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
 
-/// Tries of a Redis write before the job is left for reclaiming.
-const WRITE_TRIES: u32 = 5;
+/// The longest pause between two tries of a Redis write.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// How a settle write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// The reservation was removed by the first try that reached Redis.
+    Done,
+    /// Redis answered that the reservation was gone. `after_failure`: an
+    /// earlier try had failed, so it most likely went through and only its
+    /// answer was lost.
+    Gone {
+        /// An earlier try failed before this answer.
+        after_failure: bool,
+    },
+    /// No try reached Redis before the lease ran out (or the failed store
+    /// was down): the job stays reserved.
+    LeftReserved,
+}
 
 /// Applies `verdict` to `job`; `route` is the job's handler, called in
 /// failed mode when the verdict asks for the `failed()` hook.
@@ -30,9 +53,15 @@ pub async fn settle(
 ) {
     let queue = &services.queue;
     let done = match verdict {
-        Verdict::Delete => retry("delete", || queue.delete(job)).await,
-        Verdict::Release { delay, .. } => retry("release", || queue.release(job, *delay)).await,
-        Verdict::HandBack { delay } => retry("hand back", || queue.hand_back(job, *delay)).await,
+        Verdict::Delete => retry("delete", job, || queue.delete(job)).await,
+        Verdict::Release { delay, .. } => {
+            retry("release", job, || queue.release(job, *delay)).await
+        }
+        Verdict::HandBack { delay } => {
+            retry("hand back", job, || queue.hand_back(job, *delay)).await
+        }
+        // Not ours any more: whoever reclaims it settles it.
+        Verdict::LeaseLost => return,
         Verdict::Fail {
             exception,
             failed_hook,
@@ -47,14 +76,24 @@ pub async fn settle(
         }
     };
     match done {
-        Some(true) => {}
-        Some(false) => tracing::warn!(
+        Written::Done => {}
+        Written::Gone {
+            after_failure: true,
+        } => tracing::info!(
+            job = job.display_name(),
+            id = %job.id(),
+            "the reservation was already gone when a retry arrived: the earlier \
+             try most likely went through and only its answer was lost"
+        ),
+        Written::Gone {
+            after_failure: false,
+        } => tracing::warn!(
             job = job.display_name(),
             id = %job.id(),
             "the reservation was already gone when the job was settled; \
-             another worker reclaimed it (is retry_after shorter than the job?)"
+             it was reclaimed (is retry_after shorter than the job?)"
         ),
-        None => tracing::error!(
+        Written::LeftReserved => tracing::error!(
             job = job.display_name(),
             id = %job.id(),
             "the job could not be settled; it stays reserved and is reclaimed after retry_after"
@@ -72,7 +111,7 @@ async fn fail(
     exception: &JobException,
     hook: Option<&Route>,
     services: &Services,
-) -> Option<bool> {
+) -> Written {
     let text = exception.to_string();
     let record = FailedJob {
         uuid: job
@@ -101,10 +140,10 @@ async fn fail(
                 store = services.failed.describe(),
                 "cannot record the failed job: {e:#}"
             );
-            return None;
+            return Written::LeftReserved;
         }
     }
-    let deleted = retry("delete", || services.queue.delete(job)).await;
+    let deleted = retry("delete", job, || services.queue.delete(job)).await;
     if let Some(route) = hook {
         call_failed_hook(job, route, &text, services).await;
     }
@@ -119,25 +158,43 @@ async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, ser
     tracing::debug!(job = job.display_name(), id = %job.id(), ?outcome, "failed hook ran");
 }
 
-/// Runs a Redis write up to [`WRITE_TRIES`] times, 100 ms apart doubling.
-/// `None` when every try failed.
-async fn retry<F, Fut>(what: &str, mut write: F) -> Option<bool>
+/// Runs a Redis write until it reaches Redis or `job`'s lease runs out,
+/// pausing 100 ms, doubling up to [`MAX_PAUSE`], between tries. The first
+/// failure is logged as a warning, the rest at debug level (the outcome is
+/// logged by the caller).
+async fn retry<F, Fut>(what: &str, job: &ReservedJob, mut write: F) -> Written
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = redis::RedisResult<bool>>,
 {
     let mut pause = Duration::from_millis(100);
-    for attempt in 1..=WRITE_TRIES {
+    let mut failed = false;
+    loop {
         match write().await {
-            Ok(done) => return Some(done),
-            Err(e) => {
-                tracing::warn!(attempt, "cannot {what} the job in Redis: {e}");
-                if attempt < WRITE_TRIES {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
+            Ok(true) => return Written::Done,
+            Ok(false) => {
+                return Written::Gone {
+                    after_failure: failed,
+                };
             }
+            Err(e) if !failed => {
+                tracing::warn!(
+                    job = job.display_name(),
+                    id = %job.id(),
+                    "cannot {what} the job in Redis (trying again while the reservation lasts): {e}"
+                );
+            }
+            Err(e) => tracing::debug!(id = %job.id(), "cannot {what} the job in Redis: {e}"),
         }
+        failed = true;
+        let left = job
+            .lease
+            .until()
+            .map(|until| until.saturating_duration_since(std::time::Instant::now()));
+        if left.is_some_and(|left| left.is_zero()) {
+            return Written::LeftReserved;
+        }
+        tokio::time::sleep(left.map_or(pause, |left| left.min(pause))).await;
+        pause = (pause * 2).min(MAX_PAUSE);
     }
-    None
 }

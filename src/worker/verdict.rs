@@ -35,4 +35,9 @@ pub enum Verdict {
         /// Seconds.
         delay: u64,
     },
+    /// The reservation was lost while the handler ran (a renewal found it
+    /// gone, or Redis stayed unreachable past its expiry) and the handler
+    /// was stopped (`[worker] on_lease_lost = "kill"`). Nothing is written:
+    /// the job belongs to whoever reclaims it.
+    LeaseLost,
 }
