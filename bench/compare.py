@@ -640,10 +640,11 @@ driver = "null"
         cfg = self.config(f"warm{c}", self.handler_persistent([self.warm], c))
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
 
+    def start_http(self):
+        self.http_proc = PROCS.start([sys.executable, self.http_py], stdout=subprocess.PIPE)
+        self.http_port = int(self.http_proc.stdout.readline())
+
     def http_row(self, c):
-        if self.http_port is None:
-            self.http_proc = PROCS.start([sys.executable, self.http_py], stdout=subprocess.PIPE)
-            self.http_port = int(self.http_proc.stdout.readline())
         cfg = self.config("http", f'[[handlers]]\nmatch = "*"\n'
                                   f'url = "http://127.0.0.1:{self.http_port}/"\n\n')
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
@@ -963,6 +964,8 @@ driver = "null"
         self.start_redis()
         self.setup_app()
         self.write_files()
+        if self.wanted("http"):
+            self.start_http()
         if self.wanted("ceiling"):
             self.ceiling()
         self.throughput_rows()
