@@ -820,6 +820,11 @@ driver = "null"
                                             **{str(k): v for k, v in out.items()}}
 
     def delayed_burst(self):
+        """N delayed jobs on `default` come due at one instant (a RENAME of a
+        staging zset whose scores are all past onto `default:delayed`), while
+        probe jobs are pushed on `high` every 20 ms to a worker run with
+        `--queue=high,default --sleep=0 --concurrency=8`. The probes' pickup
+        latency before and after that instant shows how long ready jobs stall."""
         n, after = self.size["delayed"], self.size["probe_after"]
         stamps = os.path.join(self.dir, "burst.log")
         open(stamps, "w").close()
@@ -829,23 +834,28 @@ driver = "null"
         cfg = self.config("burst", handlers)
         self.flush()
         _, _, delayed, _ = keys(QUEUE)
-        due = int(time.time()) + 6
-        log(f"loading {n} delayed jobs due at {due}")
+        staging = "bench:staging"
+        past = str(int(time.time()) - 60)
+        log(f"loading {n} delayed jobs")
         cmds = []
         for start in range(0, n, 1000):
-            args = ["ZADD", delayed]
+            args = ["ZADD", staging]
             for _ in range(min(1000, n - start)):
-                args += [str(due), self.payloads.make()]
+                args += [past, self.payloads.make()]
             cmds.append(args)
         self.r.pipeline(cmds, chunk=20)
-        if time.time() > due - 2:
-            log("warning: loading the delayed jobs took too long; the burst comes early")
         w = self.worker(cfg, "--queue=high,default", "--sleep=0", "--concurrency=8")
         hready, _, _, hnotify = keys("high")
         push = Redis(self.sock)
+        # One probe first, so that the probe handler has started.
+        self.push_probe(push, hready, hnotify, stamps)
         probes = []
-        end = due + 1 + after
-        while time.time() < end:
+        due_ns = None
+        start = time.monotonic()
+        while time.monotonic() < start + 2 + after:
+            if due_ns is None and time.monotonic() >= start + 2:
+                due_ns = time.time_ns()
+                self.r.cmd("RENAME", staging, delayed)
             jid = rand_id()
             t = time.time_ns()
             push.cmd("EVAL", PUSH_LUA, 2, hready, hnotify, string_job("Bench\\Probe", jid))
@@ -853,7 +863,7 @@ driver = "null"
             time.sleep(0.02)
         # let the last probes be picked up
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(read_stamps(stamps)) < len(probes):
+        while time.monotonic() < deadline and len(read_stamps(stamps)) < len(probes) + 1:
             time.sleep(0.05)
         remaining = self.r.cmd("LLEN", keys(QUEUE)[0])
         still_delayed = self.r.cmd("ZCARD", delayed)
@@ -865,24 +875,25 @@ driver = "null"
             if jid not in got:
                 continue
             ms = (got[jid] - t) / 1e6
-            (before if t < (due - 0.5) * 1e9 else around).append((t, ms))
-        lost = len(probes) - len(got)
+            (before if t < due_ns else around).append((t, ms))
+        lost = sum(1 for jid, _ in probes if jid not in got)
         b = sorted(ms for _, ms in before)
         a = sorted(ms for _, ms in around)
         worst = max(around, key=lambda x: x[1], default=None)
         res = {"delayed": n, "probes": len(probes), "not_picked_up": lost,
-               "worst_pushed_at_s": (worst[0] / 1e9 - due) if worst else None,
+               "worst_pushed_at_s": ((worst[0] - due_ns) / 1e9) if worst else None,
                "before_p50_ms": pct(b, 50) if b else None,
+               "before_max_ms": b[-1] if b else None,
                "after_p50_ms": pct(a, 50) if a else None,
                "after_p99_ms": pct(a, 99) if a else None,
                "after_max_ms": a[-1] if a else None,
                "default_left_when_stopped": remaining, "delayed_left": still_delayed}
         log(f"delayed burst ({n} due at once, probes on 'high' every 20 ms): before p50 "
-            f"{fmt(res['before_p50_ms'], '.1f')} ms; from 0.5 s before due: p50 "
-            f"{fmt(res['after_p50_ms'], '.1f')} ms, p99 {fmt(res['after_p99_ms'], '.1f')} ms, "
-            f"max {fmt(res['after_max_ms'], '.1f')} ms (pushed {fmt(res['worst_pushed_at_s'], '+.2f')} s "
-            f"from due); {lost} probes not picked up; when stopped {remaining} ready and "
-            f"{still_delayed} delayed jobs were left on 'default'")
+            f"{fmt(res['before_p50_ms'], '.1f')} ms, max {fmt(res['before_max_ms'], '.1f')} ms; "
+            f"after: p50 {fmt(res['after_p50_ms'], '.1f')} ms, p99 {fmt(res['after_p99_ms'], '.1f')} "
+            f"ms, max {fmt(res['after_max_ms'], '.1f')} ms (pushed "
+            f"{fmt(res['worst_pushed_at_s'], '+.2f')} s from due); {lost} probes not picked up; "
+            f"when stopped {remaining} ready and {still_delayed} delayed jobs were left on 'default'")
         self.results["extra"]["delayed_burst"] = res
         self.flush()
 
@@ -901,6 +912,7 @@ driver = "null"
             "redis": sh("redis-server --version | sed 's/.* v=\\([^ ]*\\).*/\\1/'"),
             "php": sh("php -r 'echo PHP_VERSION;' 2>/dev/null"),
             "commit": sh(f"git -C {ROOT} rev-parse --short HEAD"),
+            "src_commit": sh(f"git -C {ROOT} log -1 --format=%h -- src Cargo.toml Cargo.lock"),
             "dirty": bool(sh(f"git -C {ROOT} status --porcelain -- src Cargo.toml Cargo.lock")),
         }
 
@@ -911,19 +923,21 @@ driver = "null"
         ceil = max((r["steady"] for r in rows if r["row"].startswith("ceiling")), default=None)
         m = self.results["machine"]
         print()
-        print(f"laravel-worker {m['commit']}{' (src modified)' if m['dirty'] else ''}; "
+        print(f"laravel-worker at {m['commit']} (src last changed in {m['src_commit']})"
+              f"{' + uncommitted changes in src' if m['dirty'] else ''}; "
               f"{m['nproc']} CPUs ({m['cpu']}), {m['memory']} RAM, redis {m['redis']}, "
               f"PHP {m['php'] or 'absent'}; size {self.args.size}")
         print(f"load average at start {self.results['load_start']}, at end {self.results['load_end']}")
         print()
-        print("| row | jobs | jobs/s (steady) | jobs/s (wall) | × queue:work x1 | × ceiling "
-              "| peak RSS | worker CPU/job | load |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for r in rows:
-            rate = r["steady"] or r["wall"]
-            print(f"| {r['row']} | {r['jobs']:,} | {fmt(r['steady'])} | {fmt(r['wall'])} | "
-                  f"{ratio(rate, base)} | {ratio(rate, ceil)} | "
-                  f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | {r['load']:.2f} |")
+        if rows:
+            print("| row | jobs | jobs/s (steady) | jobs/s (wall) | × queue:work x1 | × ceiling "
+                  "| peak RSS | worker CPU/job | load |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for r in rows:
+                rate = r["steady"] or r["wall"]
+                print(f"| {r['row']} | {r['jobs']:,} | {fmt(r['steady'])} | {fmt(r['wall'])} | "
+                      f"{ratio(rate, base)} | {ratio(rate, ceil)} | "
+                      f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | {r['load']:.2f} |")
         x = self.results["extra"]
         print()
         if "pickup" in x:
@@ -946,8 +960,9 @@ driver = "null"
         if "delayed_burst" in x:
             d = x["delayed_burst"]
             print(f"- {d['delayed']:,} delayed jobs due at once on `default`, probes pushed on "
-                  f"`high` every 20 ms (--queue=high,default, c=8): probe pickup before "
-                  f"{fmt(d['before_p50_ms'], '.1f')} ms p50; from 0.5 s before due on p50 "
+                  f"`high` every 20 ms (--queue=high,default --sleep=0, c=8): probe pickup "
+                  f"before p50 {fmt(d['before_p50_ms'], '.1f')} ms, max "
+                  f"{fmt(d['before_max_ms'], '.1f')} ms; after p50 "
                   f"{fmt(d['after_p50_ms'], '.1f')} ms, p99 {fmt(d['after_p99_ms'], '.1f')} ms, "
                   f"max (stall) {fmt(d['after_max_ms'], '.1f')} ms, for a probe pushed "
                   f"{fmt(d['worst_pushed_at_s'], '+.2f')} s from due; {d['not_picked_up']} "
