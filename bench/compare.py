@@ -1,0 +1,1140 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: laravel-worker against `php artisan queue:work`.
+
+    bench/compare.py [--size quick|full] [--reps N] [--only NAME,...] [--json FILE]
+
+One run, one private redis-server (unix socket in a temporary directory,
+killed at the end), the same queued no-op jobs (a real Laravel 8 `NoopJob`
+payload, dispatched once through the tests' app in tests/laravel/ and
+cloned with fresh uuid/id) through:
+
+  * `php artisan queue:work redis --sleep=0 --stop-when-empty`, 1 and 2 processes;
+  * laravel-worker + the PHP bridge (persistent, 2 processes, concurrency 2);
+  * laravel-worker + a warm no-op persistent handler (mawk answering on fd 3),
+    concurrency 1, 8, 32, 64 (as many processes as slots);
+  * laravel-worker + a keep-alive HTTP/1.1 no-op endpoint (a small asyncio
+    server on 127.0.0.1), concurrency 32;
+  * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
+    plain spawn loop of /bin/true at 8 in parallel (`xargs -P 8`);
+  * the ceiling: redis-benchmark running the worker's pop script
+    (src/queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
+    unpipelined and pipelined (-P 16).
+
+Then: pickup latency of an idle worker with default settings (push -> the
+handler reading the request, timestamps on both sides), time from exec to the
+first poll (redis-cli MONITOR: the first command naming the queue's ready or
+notify key), jobs/s with a small and a large backlog, and a burst of due
+delayed jobs while ready jobs are pushed on a higher queue.
+
+Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
+jobs/s while it falls from 90 % to 10 % of its start length: process start-up
+and the tail are left out) and "wall" (N / exec-to-exit). Peak RSS is VmHWM of
+the worker process (the daemon, not its handlers; each PHP worker for
+queue:work). Every process the script starts is stopped at the end, also on
+Ctrl-C.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREFIX = "laravel_database_"  # the Laravel 8 app's Redis prefix
+QUEUE = "default"
+
+SIZES = {
+    # jobs per throughput row, jobs per process-mode row, repetitions,
+    # pickup samples, redis-benchmark requests, backlog (small, large, jobs run),
+    # due delayed jobs, seconds of probes after they come due
+    "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
+                  backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4),
+    "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
+                 backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8),
+}
+
+# The variables the app must not inherit (it reads its settings from .env).
+PHP_ENV_DROP = ["REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "REDIS_DB",
+                "REDIS_CACHE_DB", "CACHE_PREFIX", "APP_NAME", "QUEUE_CONNECTION",
+                "REDIS_QUEUE", "DB_CONNECTION", "DB_DATABASE", "LARAVEL_WORKER_PROTOCOL"]
+
+NOOP_JOB_PHP = r"""<?php
+
+namespace App\Jobs;
+
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Foundation\Bus\Dispatchable;
+use Illuminate\Queue\InteractsWithQueue;
+use Illuminate\Queue\SerializesModels;
+
+/** Does nothing: the benchmark's job. */
+class NoopJob implements ShouldQueue
+{
+    use Dispatchable, InteractsWithQueue, Queueable, SerializesModels;
+
+    public function handle(): void
+    {
+    }
+}
+"""
+
+DISPATCH_ONE_PHP = r"""<?php
+// Boots the app as artisan does and dispatches one NoopJob onto its queue.
+$app = require $argv[1].'/bootstrap/app.php';
+$app->make(Illuminate\Contracts\Console\Kernel::class)->bootstrap();
+dispatch(new App\Jobs\NoopJob());
+"""
+
+# A warm no-op persistent handler: one answer on fd 3 per request line.
+WARM_SH = """#!/bin/sh
+exec mawk -W interactive '{ print "{\\"action\\":\\"done\\"}" }' >&3
+"""
+
+# A warm persistent handler that writes "<job id> <ns since the epoch>" when a
+# request arrives, then answers done.
+STAMP_PY = r"""import json, os, sys, time
+out = os.fdopen(3, "w")
+log = open(sys.argv[1], "a")
+for line in sys.stdin:
+    t = time.time_ns()
+    try:
+        jid = json.loads(line).get("id")
+    except ValueError:
+        jid = None
+    log.write(f"{jid} {t}\n")
+    log.flush()
+    out.write('{"action":"done"}\n')
+    out.flush()
+"""
+
+# A keep-alive HTTP/1.1 no-op endpoint on 127.0.0.1: 204 to every request.
+HTTP_PY = r"""import asyncio, re, sys
+ANSWER = b"HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n"
+LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.I)
+class Endpoint(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+        self.buf = b""
+    def data_received(self, data):
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            m = LENGTH.search(self.buf, 0, end + 2)
+            size = int(m.group(1)) if m else 0
+            if len(self.buf) < end + 4 + size:
+                return
+            self.buf = self.buf[end + 4 + size:]
+            self.transport.write(ANSWER)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Endpoint, "127.0.0.1", 0, backlog=256)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- processes
+
+class Procs:
+    """Every process this script starts, each in its own session, so that
+    cleanup can stop exactly those (their process groups) and nothing else."""
+
+    def __init__(self):
+        self.live = []
+
+    def start(self, args, **kw):
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        p = subprocess.Popen(args, start_new_session=True, **kw)
+        self.live.append(p)
+        return p
+
+    def stop(self, p, grace=5.0):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        if p in self.live:
+            self.live.remove(p)
+
+    def stop_all(self):
+        for p in reversed(list(self.live)):
+            self.stop(p, grace=3.0)
+
+
+PROCS = Procs()
+
+
+def peak_rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid):
+    """utime + stime of the process itself (not its children), seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wait_all(procs, timeout):
+    """Waits for every process to exit, sampling every 10 ms; returns (max
+    VmHWM KiB seen, CPU seconds of the processes themselves, summed over
+    them, as last seen before each exit)."""
+    peak = 0
+    cpu = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
+            return peak, sum(cpu.values())
+        for p in alive:
+            kib = peak_rss_kib(p.pid)
+            if kib:
+                peak = max(peak, kib)
+            secs = cpu_seconds(p.pid)
+            if secs is not None:
+                cpu[p.pid] = secs
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {[p.args for p in alive]} did not finish in {timeout} s")
+        time.sleep(0.01)
+
+
+# ---------------------------------------------------------------- redis
+
+class Redis:
+    """A minimal RESP client over the private server's unix socket."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.buf = b""
+
+    @staticmethod
+    def encode(args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if not isinstance(a, bytes):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(max(1 << 16, n + 2 - len(self.buf)))
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError("redis: " + rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.reply() for _ in range(n)]
+        raise RuntimeError(f"redis: unexpected reply {line!r}")
+
+    def cmd(self, *args):
+        self.sock.sendall(self.encode(args))
+        return self.reply()
+
+    def pipeline(self, commands, chunk=500):
+        """Sends commands in chunks, reading each chunk's replies."""
+        for i in range(0, len(commands), chunk):
+            part = commands[i:i + chunk]
+            self.sock.sendall(b"".join(self.encode(c) for c in part))
+            for _ in part:
+                self.reply()
+
+    def close(self):
+        self.sock.close()
+
+
+def keys(queue):
+    base = f"{PREFIX}queues:{queue}"
+    return base, base + ":reserved", base + ":delayed", base + ":notify"
+
+
+PUSH_LUA = "redis.call('rpush', KEYS[1], ARGV[1])\nredis.call('rpush', KEYS[2], 1)\n"
+
+
+# ---------------------------------------------------------------- payloads
+
+class Payloads:
+    """Clones one payload with fresh uuid and id (both random in Laravel)."""
+
+    def __init__(self, template):
+        self.template = template
+        body = json.loads(template)
+        self.uuid = body.get("uuid")
+        self.id = body.get("id")
+
+    def make(self, job_id=None):
+        text = self.template
+        if self.uuid:
+            text = text.replace(self.uuid, str(uuid.uuid4()), 1)
+        if self.id:
+            text = text.replace(f'"id":"{self.id}"', f'"id":"{job_id or rand_id()}"', 1)
+        return text
+
+
+def rand_id():
+    return "".join(random.choices(string.ascii_letters + string.digits, k=32))
+
+
+def string_job(name, job_id=None):
+    """A string-job payload as `laravel-worker push` writes it."""
+    return json.dumps({
+        "uuid": str(uuid.uuid4()), "displayName": name, "job": name, "maxTries": None,
+        "maxExceptions": None, "failOnTimeout": False, "backoff": None, "timeout": None,
+        "data": {}, "id": job_id or rand_id(), "attempts": 0,
+    }, separators=(",", ":"))
+
+
+def preload(r, queue, payloads, count):
+    ready, _, _, notify = keys(queue)
+    cmds = []
+    batch = 1000
+    for start in range(0, count, batch):
+        n = min(batch, count - start)
+        cmds.append(["RPUSH", ready] + [payloads.make() for _ in range(n)])
+        cmds.append(["RPUSH", notify] + ["1"] * n)
+        if len(cmds) >= 20:
+            r.pipeline(cmds)
+            cmds = []
+    r.pipeline(cmds)
+
+
+# ---------------------------------------------------------------- the bench
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.size = dict(SIZES[args.size])
+        if args.reps:
+            self.size["reps"] = args.reps
+        self.only = set(args.only.split(",")) if args.only else None
+        self.dir = tempfile.mkdtemp(prefix="lw-bench-")
+        self.sock = os.path.join(self.dir, "redis.sock")
+        self.bin = os.path.join(ROOT, "target", "release", "laravel-worker")
+        self.results = {"rows": [], "extra": {}}
+        self.app = None
+        self.http_port = None
+        self.http_proc = None
+
+    def wanted(self, name):
+        return self.only is None or name in self.only
+
+    # -- setup
+
+    def build(self):
+        log("building the release binary (cargo build --release)")
+        subprocess.run(["cargo", "build", "--release", "--manifest-path",
+                        os.path.join(ROOT, "Cargo.toml")], check=True)
+
+    def start_redis(self):
+        self.redis_proc = PROCS.start(
+            ["redis-server", "--port", "0", "--unixsocket", self.sock, "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(self.sock):
+                try:
+                    self.r = Redis(self.sock)
+                    self.r.cmd("PING")
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.025)
+        raise RuntimeError("redis-server did not start")
+
+    def php_missing(self):
+        if not shutil.which("php"):
+            return "php is not installed"
+        probe = subprocess.run(
+            ["php", "-r", "exit(extension_loaded('redis') && "
+             "stream_resolve_include_path('Illuminate/autoload.php') ? 0 : 3);"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if probe.returncode != 0:
+            return "php lacks the redis extension or Debian's Laravel (php-redis, php-laravel-framework)"
+        return None
+
+    def php_env(self):
+        env = dict(os.environ)
+        for var in PHP_ENV_DROP:
+            env.pop(var, None)
+        return env
+
+    def setup_app(self):
+        why = self.php_missing()
+        if why:
+            log(f"note: skipping the PHP rows: {why}; the jobs are string jobs instead")
+            self.payloads = Payloads(string_job("App\\Jobs\\NoopJob"))
+            return
+        app = os.path.join(self.dir, "app")
+        shutil.copytree(os.path.join(ROOT, "tests", "laravel"), app)
+        for sub in ["storage/logs", "storage/framework/cache/data", "bootstrap/cache"]:
+            os.makedirs(os.path.join(app, sub), exist_ok=True)
+        with open(os.path.join(app, "app", "Jobs", "NoopJob.php"), "w") as f:
+            f.write(NOOP_JOB_PHP)
+        with open(os.path.join(self.dir, "dispatch-one.php"), "w") as f:
+            f.write(DISPATCH_ONE_PHP)
+        db = os.path.join(self.dir, "failed.sqlite")
+        open(db, "w").close()
+        with open(os.path.join(app, ".env"), "w") as f:
+            f.write(f"APP_NAME=Laravel\nAPP_ENV=production\nAPP_DEBUG=false\n"
+                    f"APP_KEY={secrets.token_hex(16)}\n"
+                    f"REDIS_HOST={self.sock}\nREDIS_PORT=0\n"
+                    f"DB_CONNECTION=sqlite\nDB_DATABASE={db}\n"
+                    f"JOB_LOG={os.path.join(self.dir, 'jobs.log')}\nLOG_CHANNEL=single\n")
+        self.app = app
+        subprocess.run(["php", os.path.join(self.dir, "dispatch-one.php"), app],
+                       cwd=app, env=self.php_env(), check=True)
+        ready, _, _, notify = keys(QUEUE)
+        got = self.r.cmd("LRANGE", ready, 0, -1)
+        if not got or len(got) != 1:
+            raise RuntimeError(f"expected one dispatched NoopJob on {ready}, found {got!r}")
+        self.r.cmd("DEL", ready, notify)
+        self.payloads = Payloads(got[0].decode())
+        log(f"NoopJob payload ({len(got[0])} bytes): {got[0][:160].decode()}...")
+
+    def write_files(self):
+        self.warm = os.path.join(self.dir, "warm.sh")
+        with open(self.warm, "w") as f:
+            f.write(WARM_SH if shutil.which("mawk") else
+                    "#!/bin/sh\nexec python3 -c 'import os,sys\n"
+                    "o=os.fdopen(3,\"w\")\nfor l in sys.stdin:\n"
+                    " o.write(\"{\\\"action\\\":\\\"done\\\"}\\n\");o.flush()'\n")
+        os.chmod(self.warm, 0o755)
+        self.stamp_py = os.path.join(self.dir, "stamp.py")
+        with open(self.stamp_py, "w") as f:
+            f.write(STAMP_PY)
+        self.http_py = os.path.join(self.dir, "http_noop.py")
+        with open(self.http_py, "w") as f:
+            f.write(HTTP_PY)
+
+    def config(self, name, handlers, queue_extra=""):
+        path = os.path.join(self.dir, f"{name}.toml")
+        with open(path, "w") as f:
+            f.write(f"""[app]
+laravel = "8.83"
+
+[redis]
+url = "unix://{self.sock}?db=0"
+prefix = "{PREFIX}"
+
+[queue]
+connection = "redis"
+queue = "{QUEUE}"
+retry_after = 90
+{queue_extra}
+
+[cache]
+store = "redis"
+database = 1
+prefix = "laravel_cache"
+colon = true
+
+[failed]
+driver = "null"
+
+{handlers}""")
+        return path
+
+    def handler_persistent(self, command, processes, match="*"):
+        cmd = ", ".join(json.dumps(c) for c in command)
+        return (f'[[handlers]]\nmatch = {json.dumps(match)}\ncommand = [{cmd}]\n'
+                f'mode = "persistent"\nprocesses = {processes}\n\n')
+
+    # -- helpers
+
+    def flush(self):
+        self.r.cmd("FLUSHALL")
+
+    def worker_env(self):
+        env = dict(os.environ)
+        env["RUST_LOG"] = "warn"
+        for var in PHP_ENV_DROP:
+            env.pop(var, None)
+        return env
+
+    def worker(self, config, *args, stdout=None, stderr=None):
+        """Starts `laravel-worker work ARGS`; its stdout (one line per job) goes
+        to a file counted by `outcomes()` unless `stdout` is given."""
+        if stdout is None:
+            stdout = self.out_file()
+        return PROCS.start([self.bin, "--config", config, "work", *args],
+                           env=self.worker_env(), stdout=stdout, stderr=stderr)
+
+    def out_file(self):
+        self.outputs = getattr(self, "outputs", [])
+        path = os.path.join(self.dir, f"out-{len(self.outputs)}.txt")
+        self.outputs.append(path)
+        return open(path, "w")
+
+    def outcomes(self):
+        """Counts (done, other) job lines in the outputs written since the
+        last call: laravel-worker's `DONE`/`FAIL`, queue:work's
+        `Processed:`/`Failed:`."""
+        done = other = 0
+        for path in getattr(self, "outputs", []):
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if line.rstrip().endswith(" DONE") or "Processed:" in line:
+                        done += 1
+                    elif line.rstrip().endswith(" FAIL") or "Failed:" in line:
+                        other += 1
+            os.unlink(path)
+        self.outputs = []
+        return done, other
+
+    def drain(self, start, n, timeout):
+        """Starts processes with `start()`, samples the ready list until they
+        exit; returns (steady jobs/s, wall jobs/s, peak KiB, CPU seconds of
+        the worker processes themselves, handlers not counted)."""
+        ready = keys(QUEUE)[0]
+        sampler = Redis(self.sock)
+        samples = []
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                samples.append((time.monotonic(), sampler.cmd("LLEN", ready)))
+                time.sleep(0.005)
+
+        t0 = time.monotonic()
+        procs = start()
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            peak, cpu = wait_all(procs, timeout)
+        finally:
+            done.set()
+            thread.join()
+            sampler.close()
+        wall = time.monotonic() - t0
+        for p in procs:
+            if p.returncode not in (0, None):
+                log(f"warning: {p.args[:4]} exited with {p.returncode}")
+            PROCS.stop(p)
+        return steady_rate(samples, n), n / wall, peak, cpu
+
+    # -- rows
+
+    def throughput_rows(self):
+        n, np_ = self.size["jobs"], self.size["process_jobs"]
+        rows = []
+        if self.app:
+            rows += [("queue:work", "queue:work x1", n, lambda: self.queue_work(1)),
+                     ("queue:work", "queue:work x2", n, lambda: self.queue_work(2)),
+                     ("bridge", "bridge persistent x2, c=2", n, self.bridge)]
+        for c in (1, 8, 32, 64):
+            rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
+        rows.append(("http", "HTTP keep-alive no-op, c=32", n, lambda: self.http_row(32)))
+        rows.append(("process", "/bin/true per job, c=8", np_, lambda: self.process_row(8)))
+        rows = [(name, count, run) for key, name, count, run in rows if self.wanted(key)]
+        results = {name: [] for name, _, _ in rows}
+        for rep in range(self.size["reps"]):
+            for name, count, run in rows:
+                self.flush()
+                preload(self.r, QUEUE, self.payloads, count)
+                http_cpu = cpu_seconds(self.http_proc.pid) if self.http_proc else None
+                steady, wall, peak, cpu = self.drain(run, count, timeout=max(600, count / 50))
+                if http_cpu is not None and name.startswith("HTTP"):
+                    used = cpu_seconds(self.http_proc.pid) - http_cpu
+                    log(f"  the HTTP endpoint used {used * 1e6 / count:.0f} µs CPU per job")
+                left = self.r.cmd("LLEN", keys(QUEUE)[0])
+                if left:
+                    log(f"warning: {name}: {left} jobs left on the queue")
+                done, other = self.outcomes()
+                if done != count or other:
+                    log(f"WARNING: {name}: {done} of {count} jobs done, {other} failed or released")
+                load = os.getloadavg()[0]
+                results[name].append((steady, wall, peak, load, cpu * 1e6 / count))
+                log(f"[rep {rep + 1}] {name}: {count} jobs, steady {fmt(steady)} jobs/s, "
+                    f"wall {wall:.0f} jobs/s, peak RSS {peak / 1024:.1f} MiB, "
+                    f"worker CPU {cpu * 1e6 / count:.0f} µs/job, load {load:.2f}")
+        for name, count, _ in rows:
+            runs = results[name]
+            self.results["rows"].append({
+                "row": name, "jobs": count, "reps": len(runs),
+                "steady": median([r[0] for r in runs if r[0]]),
+                "wall": median([r[1] for r in runs]),
+                "peak_kib": max(r[2] for r in runs),
+                "load": median([r[3] for r in runs]),
+                "cpu_us_per_job": median([r[4] for r in runs]),
+            })
+        if self.wanted("process"):
+            self.spawn_loop(np_)
+
+    def queue_work(self, count):
+        return [PROCS.start(["php", "artisan", "queue:work", "redis", "--sleep=0",
+                             "--stop-when-empty"], cwd=self.app, env=self.php_env(),
+                            stdout=self.out_file(), stderr=subprocess.STDOUT)
+                for _ in range(count)]
+
+    def bridge(self):
+        cfg = self.config("bridge", self.handler_persistent(
+            ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2")]
+
+    def warm_row(self, c):
+        cfg = self.config(f"warm{c}", self.handler_persistent([self.warm], c))
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+
+    def start_http(self):
+        self.http_proc = PROCS.start([sys.executable, self.http_py], stdout=subprocess.PIPE)
+        self.http_port = int(self.http_proc.stdout.readline())
+
+    def http_row(self, c):
+        cfg = self.config("http", f'[[handlers]]\nmatch = "*"\n'
+                                  f'url = "http://127.0.0.1:{self.http_port}/"\n\n')
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+
+    def process_row(self, c):
+        cfg = self.config("true", '[[handlers]]\nmatch = "*"\ncommand = ["/bin/true"]\n\n')
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+
+    def spawn_loop(self, n):
+        walls = []
+        for _ in range(self.size["reps"]):
+            t0 = time.monotonic()
+            p = PROCS.start(["sh", "-c", f"seq {n} | xargs -P 8 -n 1 /bin/true"])
+            p.wait()
+            walls.append(n / (time.monotonic() - t0))
+            PROCS.stop(p)
+        rate = median(walls)
+        log(f"plain spawn loop (xargs -P 8 /bin/true): {rate:.0f} spawns/s")
+        self.results["rows"].append({"row": "plain spawn loop /bin/true, 8 parallel",
+                                     "jobs": n, "reps": len(walls), "steady": None, "wall": rate,
+                                     "peak_kib": None, "load": os.getloadavg()[0]})
+
+    def ceiling(self):
+        """redis-benchmark of the worker's pop script on a preloaded list. The
+        script is called with ARGV[2] = 1 (one job per call, Laravel's pop);
+        a script that takes a count there (a batch pop) also gets a row at 32
+        jobs per call."""
+        pop = pop_script()
+        sha = self.r.cmd("SCRIPT", "LOAD", pop).decode()
+        ready, reserved, _, notify = keys("bench-ceiling")
+        n = self.size["bench_requests"]
+        out = {}
+        runs = [("8 clients", 1, 1), ("8 clients, pipelined -P 16", 16, 1)]
+        if "ARGV[2]" in pop:
+            runs.append(("8 clients, 32 jobs per call", 1, 32))
+        for label, pipe, per_call in runs:
+            self.flush()
+            preload(self.r, "bench-ceiling", self.payloads, n + 1000)
+            expiry = str(int(time.time()) + 90)
+            res = subprocess.run(
+                ["redis-benchmark", "-s", self.sock, "-c", "8", "-n", str(n // per_call),
+                 "-P", str(pipe), "--csv", "EVALSHA", sha, "3", ready, reserved, notify,
+                 expiry, str(per_call)],
+                capture_output=True, text=True)
+            if res.returncode != 0:
+                raise RuntimeError(f"redis-benchmark failed: {res.stdout}{res.stderr}")
+            rps = parse_benchmark_csv(res.stdout) * per_call
+            left = self.r.cmd("LLEN", ready)
+            if left < 1000:
+                log(f"warning: the ceiling's list ran dry ({left} left)")
+            log(f"ceiling ({label}): {rps:.0f} jobs popped/s")
+            out[label] = rps
+            self.results["rows"].append({"row": f"ceiling: pop script, {label}", "jobs": n,
+                                         "reps": 1, "steady": rps, "wall": rps,
+                                         "peak_kib": None, "load": os.getloadavg()[0]})
+        self.flush()
+        return out
+
+    # -- latency, start-up, backlog, delayed burst
+
+    def pickup(self):
+        samples = self.size["pickup"]
+        stamps = os.path.join(self.dir, "pickup.log")
+        open(stamps, "w").close()
+        cfg = self.config("pickup", self.handler_persistent(
+            [sys.executable, self.stamp_py, stamps], 1))
+        self.flush()
+        w = self.worker(cfg)  # default settings: --sleep=3, block_for null
+        ready, _, _, notify = keys(QUEUE)
+        push = Redis(self.sock)
+        # A first job warms the handler process (started on first use).
+        self.push_probe(push, ready, notify, stamps)
+        lat = []
+        peak = 0
+        for i in range(samples):
+            time.sleep(random.uniform(0, 3.0))
+            lat.append(self.push_probe(push, ready, notify, stamps))
+            peak = max(peak, peak_rss_kib(w.pid) or 0)
+        push.close()
+        PROCS.stop(w)
+        lat.sort()
+        res = {"samples": samples, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
+               "max_ms": lat[-1], "mean_ms": statistics.mean(lat), "idle_peak_kib": peak}
+        log(f"idle pickup ({samples} samples, gaps uniform in 0-3 s): p50 {res['p50_ms']:.1f} ms, "
+            f"p99 {res['p99_ms']:.1f} ms, max {res['max_ms']:.1f} ms")
+        self.results["extra"]["pickup"] = res
+
+    def push_probe(self, push, ready, notify, stamps, timeout=30.0):
+        jid = rand_id()
+        body = string_job("Bench\\Probe", jid)
+        t = time.time_ns()
+        push.cmd("EVAL", PUSH_LUA, 2, ready, notify, body)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = find_stamp(stamps, jid)
+            if got is not None:
+                return (got - t) / 1e6
+            time.sleep(0.002)
+        raise RuntimeError("a pushed probe job was not picked up within 30 s")
+
+    def first_poll(self):
+        ready, _, _, notify = keys(QUEUE)
+        cfg = self.config("firstpoll", self.handler_persistent([self.warm], 1))
+        self.flush()
+        runs = []
+        for _ in range(5):
+            mon = PROCS.start(["redis-cli", "-s", self.sock, "MONITOR"],
+                              stdout=subprocess.PIPE, text=True)
+            if mon.stdout.readline().strip() != "OK":
+                raise RuntimeError("redis-cli MONITOR did not start")
+            lines = []
+            reader = threading.Thread(target=lambda: lines.extend(iter(mon.stdout.readline, "")),
+                                      daemon=True)
+            reader.start()
+            t0 = time.time()
+            w = self.worker(cfg)
+            time.sleep(1.0)
+            PROCS.stop(w)
+            time.sleep(0.1)
+            PROCS.stop(mon)
+            reader.join(2)
+            first_cmd = first_poll = None
+            for line in lines:
+                m = re.match(r"(\d+\.\d+) \[\d+ (\S+)\] (.*)", line)
+                if not m:
+                    continue
+                ts = float(m.group(1))
+                if first_cmd is None:
+                    first_cmd = ts
+                if f'"{ready}"' in m.group(3) or f'"{notify}"' in m.group(3):
+                    first_poll = ts
+                    break
+            if first_poll is None:
+                raise RuntimeError("MONITOR saw no poll of the queue")
+            runs.append(((first_cmd - t0) * 1000, (first_poll - t0) * 1000))
+        res = {"first_command_ms": median([r[0] for r in runs]),
+               "first_poll_ms": median([r[1] for r in runs]), "runs": len(runs),
+               "how": "redis-cli MONITOR: first command naming the ready or :notify key, "
+                      "server timestamp minus the time just before exec"}
+        log(f"exec to first Redis command {res['first_command_ms']:.1f} ms, to first poll "
+            f"{res['first_poll_ms']:.1f} ms (median of {len(runs)})")
+        self.results["extra"]["first_poll"] = res
+
+    def backlog(self):
+        small, large, run = self.size["backlog"]
+        cfg = self.config("backlog", self.handler_persistent([self.warm], 32))
+        out = {}
+        for total in (small, large):
+            self.flush()
+            rates = []
+            for rep in range(self.size["reps"]):
+                # Each run takes `run` jobs off the list; the small backlog is
+                # loaded again every time, the large one once.
+                if rep == 0 or total == small:
+                    self.flush()
+                    log(f"loading a backlog of {total} jobs")
+                    preload(self.r, QUEUE, self.payloads, total)
+                ready = keys(QUEUE)[0]
+                start_len = self.r.cmd("LLEN", ready)
+                sampler = Redis(self.sock)
+                samples = []
+                t0 = time.monotonic()
+                w = self.worker(cfg, "--sleep=0", "--concurrency=32", f"--max-jobs={run}")
+                while w.poll() is None:
+                    samples.append((time.monotonic(), sampler.cmd("LLEN", ready)))
+                    time.sleep(0.005)
+                wall = time.monotonic() - t0
+                sampler.close()
+                PROCS.stop(w)
+                done, other = self.outcomes()
+                if done < run or other:
+                    log(f"WARNING: backlog {total}: {done} of {run} jobs done, {other} not")
+                # jobs/s from 10 % to 90 % of the run, measured on the list length
+                steady = steady_window(samples, start_len, run)
+                rates.append((steady, run / wall, os.getloadavg()[0]))
+                log(f"backlog {total}: {run} jobs at c=32, steady {fmt(steady)} jobs/s, "
+                    f"wall {run / wall:.0f} jobs/s")
+            out[total] = {"steady": median([r[0] for r in rates]),
+                          "wall": median([r[1] for r in rates]),
+                          "load": median([r[2] for r in rates]), "reps": len(rates)}
+        self.flush()
+        self.results["extra"]["backlog"] = {"jobs_run": run, "concurrency": 32,
+                                            **{str(k): v for k, v in out.items()}}
+
+    def delayed_burst(self):
+        """N delayed jobs on `default` come due at one instant (a RENAME of a
+        staging zset whose scores are all past onto `default:delayed`), while
+        probe jobs are pushed on `high` every 20 ms to a worker run with
+        `--queue=high,default --sleep=0 --concurrency=8`. The probes' pickup
+        latency before and after that instant shows how long ready jobs stall."""
+        n, after = self.size["delayed"], self.size["probe_after"]
+        stamps = os.path.join(self.dir, "burst.log")
+        open(stamps, "w").close()
+        handlers = (self.handler_persistent([sys.executable, self.stamp_py, stamps], 2,
+                                            match="Bench\\Probe")
+                    + self.handler_persistent([self.warm], 8))
+        cfg = self.config("burst", handlers)
+        self.flush()
+        _, _, delayed, _ = keys(QUEUE)
+        staging = "bench:staging"
+        past = str(int(time.time()) - 60)
+        log(f"loading {n} delayed jobs")
+        cmds = []
+        for start in range(0, n, 1000):
+            args = ["ZADD", staging]
+            for _ in range(min(1000, n - start)):
+                args += [past, self.payloads.make()]
+            cmds.append(args)
+        self.r.pipeline(cmds, chunk=20)
+        w = self.worker(cfg, "--queue=high,default", "--sleep=0", "--concurrency=8")
+        hready, _, _, hnotify = keys("high")
+        push = Redis(self.sock)
+        # One probe first, so that the probe handler has started.
+        self.push_probe(push, hready, hnotify, stamps)
+        probes = []
+        due_ns = None
+        start = time.monotonic()
+        while time.monotonic() < start + 2 + after:
+            if due_ns is None and time.monotonic() >= start + 2:
+                due_ns = time.time_ns()
+                self.r.cmd("RENAME", staging, delayed)
+            jid = rand_id()
+            t = time.time_ns()
+            push.cmd("EVAL", PUSH_LUA, 2, hready, hnotify, string_job("Bench\\Probe", jid))
+            probes.append((jid, t))
+            time.sleep(0.02)
+        # let the last probes be picked up
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(read_stamps(stamps)) < len(probes) + 1:
+            time.sleep(0.05)
+        remaining = self.r.cmd("LLEN", keys(QUEUE)[0])
+        still_delayed = self.r.cmd("ZCARD", delayed)
+        push.close()
+        PROCS.stop(w)
+        got = read_stamps(stamps)
+        before, around = [], []
+        for jid, t in probes:
+            if jid not in got:
+                continue
+            ms = (got[jid] - t) / 1e6
+            (before if t < due_ns else around).append((t, ms))
+        lost = sum(1 for jid, _ in probes if jid not in got)
+        b = sorted(ms for _, ms in before)
+        a = sorted(ms for _, ms in around)
+        worst = max(around, key=lambda x: x[1], default=None)
+        res = {"delayed": n, "probes": len(probes), "not_picked_up": lost,
+               "worst_pushed_at_s": ((worst[0] - due_ns) / 1e9) if worst else None,
+               "before_p50_ms": pct(b, 50) if b else None,
+               "before_max_ms": b[-1] if b else None,
+               "after_p50_ms": pct(a, 50) if a else None,
+               "after_p99_ms": pct(a, 99) if a else None,
+               "after_max_ms": a[-1] if a else None,
+               "default_left_when_stopped": remaining, "delayed_left": still_delayed}
+        log(f"delayed burst ({n} due at once, probes on 'high' every 20 ms): before p50 "
+            f"{fmt(res['before_p50_ms'], '.1f')} ms, max {fmt(res['before_max_ms'], '.1f')} ms; "
+            f"after: p50 {fmt(res['after_p50_ms'], '.1f')} ms, p99 {fmt(res['after_p99_ms'], '.1f')} "
+            f"ms, max {fmt(res['after_max_ms'], '.1f')} ms (pushed "
+            f"{fmt(res['worst_pushed_at_s'], '+.2f')} s from due); {lost} probes not picked up; "
+            f"when stopped {remaining} ready and {still_delayed} delayed jobs were left on 'default'")
+        self.results["extra"]["delayed_burst"] = res
+        self.flush()
+
+    # -- report
+
+    def machine(self):
+        def sh(cmd):
+            try:
+                return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+            except OSError:
+                return "?"
+        return {
+            "nproc": sh("nproc"),
+            "cpu": sh("lscpu | sed -n 's/^Model name: *//p' | head -1"),
+            "memory": sh("free -h | awk '/^Mem:/ {print $2}'"),
+            "redis": sh("redis-server --version | sed 's/.* v=\\([^ ]*\\).*/\\1/'"),
+            "php": sh("php -r 'echo PHP_VERSION;' 2>/dev/null"),
+            "commit": sh(f"git -C {ROOT} rev-parse --short HEAD"),
+            "src_commit": sh(f"git -C {ROOT} log -1 --format=%h -- src Cargo.toml Cargo.lock"),
+            "dirty": bool(sh(f"git -C {ROOT} status --porcelain -- src Cargo.toml Cargo.lock")),
+        }
+
+    def report(self):
+        rows = self.results["rows"]
+        one = next((r for r in rows if r["row"] == "queue:work x1"), None)
+        base = one["steady"] if one else None
+        ceil = next((r["steady"] for r in rows
+                     if r["row"] == "ceiling: pop script, 8 clients, pipelined -P 16"), None)
+        m = self.results["machine"]
+        print()
+        print(f"laravel-worker at {m['commit']} (src last changed in {m['src_commit']})"
+              f"{' + uncommitted changes in src' if m['dirty'] else ''}; "
+              f"{m['nproc']} CPUs ({m['cpu']}), {m['memory']} RAM, redis {m['redis']}, "
+              f"PHP {m['php'] or 'absent'}; size {self.args.size}")
+        print(f"load average at start {self.results['load_start']}, at end {self.results['load_end']}")
+        print()
+        if rows:
+            print("| row | jobs | jobs/s (steady) | jobs/s (wall) | × queue:work x1 | × ceiling "
+                  "| peak RSS | worker CPU/job | load |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for r in rows:
+                rate = r["steady"] or r["wall"]
+                print(f"| {r['row']} | {r['jobs']:,} | {fmt(r['steady'])} | {fmt(r['wall'])} | "
+                      f"{ratio(rate, base)} | {ratio(rate, ceil)} | "
+                      f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | {r['load']:.2f} |")
+        x = self.results["extra"]
+        print()
+        if "pickup" in x:
+            p = x["pickup"]
+            print(f"- idle pickup, default settings (--sleep=3, block_for null), push → handler "
+                  f"start, {p['samples']} samples, gaps uniform in 0–3 s: p50 {p['p50_ms']:.1f} ms, "
+                  f"p99 {p['p99_ms']:.1f} ms, max {p['max_ms']:.1f} ms "
+                  f"(idle worker peak RSS {p['idle_peak_kib'] / 1024:.1f} MiB)")
+        if "first_poll" in x:
+            f = x["first_poll"]
+            print(f"- exec → first poll (redis-cli MONITOR, first command naming the queue's ready "
+                  f"or notify key): {f['first_poll_ms']:.1f} ms (first Redis command "
+                  f"{f['first_command_ms']:.1f} ms), median of {f['runs']}")
+        if "backlog" in x:
+            b = x["backlog"]
+            sizes = [k for k in b if k not in ("jobs_run", "concurrency")]
+            parts = [f"{int(k):,} queued: {fmt(b[k]['steady'])} jobs/s (load {b[k]['load']:.2f})"
+                     for k in sizes]
+            print(f"- backlog, warm no-op c=32, {b['jobs_run']:,} jobs run (steady): " + "; ".join(parts))
+        if "delayed_burst" in x:
+            d = x["delayed_burst"]
+            print(f"- {d['delayed']:,} delayed jobs due at once on `default`, probes pushed on "
+                  f"`high` every 20 ms (--queue=high,default --sleep=0, c=8): probe pickup "
+                  f"before p50 {fmt(d['before_p50_ms'], '.1f')} ms, max "
+                  f"{fmt(d['before_max_ms'], '.1f')} ms; after p50 "
+                  f"{fmt(d['after_p50_ms'], '.1f')} ms, p99 {fmt(d['after_p99_ms'], '.1f')} ms, "
+                  f"max (stall) {fmt(d['after_max_ms'], '.1f')} ms, for a probe pushed "
+                  f"{fmt(d['worst_pushed_at_s'], '+.2f')} s from due; {d['not_picked_up']} "
+                  f"probes not picked up; {d['delayed_left']:,} still delayed and "
+                  f"{d['default_left_when_stopped']:,} ready on `default` when stopped")
+        print(f"- took {self.results['seconds']:.0f} s")
+
+    def run(self):
+        t0 = time.monotonic()
+        if not self.args.no_build:
+            self.build()
+        self.results["machine"] = self.machine()
+        self.results["load_start"] = load()
+        self.start_redis()
+        self.setup_app()
+        self.write_files()
+        if self.wanted("http"):
+            self.start_http()
+        if self.wanted("ceiling"):
+            self.ceiling()
+        self.throughput_rows()
+        if self.wanted("first_poll"):
+            self.first_poll()
+        if self.wanted("backlog"):
+            self.backlog()
+        if self.wanted("delayed"):
+            self.delayed_burst()
+        if self.wanted("pickup"):
+            self.pickup()
+        self.results["load_end"] = load()
+        self.results["seconds"] = time.monotonic() - t0
+        self.report()
+        if self.args.json:
+            with open(self.args.json, "w") as f:
+                json.dump(self.results, f, indent=2)
+
+    def cleanup(self):
+        try:
+            self.r.close()
+        except Exception:
+            pass
+        PROCS.stop_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- small helpers
+
+def pop_script():
+    with open(os.path.join(ROOT, "src", "queue", "scripts.rs")) as f:
+        text = f.read()
+    m = re.search(r'pub const POP: &str = r#"(.*?)"#;', text, re.S)
+    if not m:
+        raise RuntimeError("cannot find the POP script in src/queue/scripts.rs")
+    return m.group(1)
+
+
+def parse_benchmark_csv(out):
+    for line in reversed(out.strip().splitlines()):
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) > 1:
+            try:
+                return float(cells[1])
+            except ValueError:
+                continue
+    raise RuntimeError(f"cannot read redis-benchmark's output: {out!r}")
+
+
+def steady_rate(samples, n):
+    """jobs/s while the ready list falls from 90 % to 10 % of n."""
+    return steady_window(samples, n, n)
+
+
+def steady_window(samples, start_len, run):
+    hi, lo = start_len - 0.1 * run, start_len - 0.9 * run
+    a = next((s for s in samples if s[1] <= hi), None)
+    b = next((s for s in samples if s[1] <= lo), None)
+    if not a or not b or b[0] - a[0] < 0.05:
+        return None
+    return (a[1] - b[1]) / (b[0] - a[0])
+
+
+def find_stamp(path, jid):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(jid + " "):
+                return int(line.split()[1])
+    return None
+
+
+def read_stamps(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                out.setdefault(parts[0], int(parts[1]))
+    return out
+
+
+def pct(sorted_values, p):
+    if not sorted_values:
+        return None
+    k = (len(sorted_values) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def usec(us):
+    return "" if us is None else f"{us:.0f} µs"
+
+
+def mib(kib):
+    return "" if not kib else f"{kib / 1024:.1f} MiB"
+
+
+def fmt(v, spec=",.0f"):
+    return "n/a" if v is None else format(v, spec)
+
+
+def ratio(v, base):
+    return "" if not v or not base else f"{v / base:.2f}×"
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="quick",
+                    help="quick: a smoke run of a few minutes; full: the README table")
+    ap.add_argument("--reps", type=int, help="repetitions of each throughput row (median)")
+    ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, http, process "
+                                   "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
+                                   "delayed, pickup")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
+    args = ap.parse_args()
+
+    def stop(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+    bench = Bench(args)
+    try:
+        bench.run()
+    except KeyboardInterrupt as e:
+        log(f"interrupted ({e}); stopping what was started")
+        return 130
+    finally:
+        bench.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
