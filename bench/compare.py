@@ -100,9 +100,10 @@ $app->make(Illuminate\Contracts\Console\Kernel::class)->bootstrap();
 dispatch(new App\Jobs\NoopJob());
 """
 
-# A warm no-op persistent handler: one answer on fd 3 per request line.
+# A warm no-op persistent handler: one answer on fd 3 per request line,
+# echoing the request's "call" number (the line starts with {"call":N,).
 WARM_SH = """#!/bin/sh
-exec mawk -W interactive '{ print "{\\"action\\":\\"done\\"}" }' >&3
+exec mawk -W interactive '{ match($0, /"call":[0-9]+/); c = substr($0, RSTART + 7, RLENGTH - 7); print "{\\"call\\":" c ",\\"action\\":\\"done\\"}" }' >&3
 """
 
 # A warm persistent handler that writes "<job id> <ns since the epoch>" when a
@@ -113,12 +114,13 @@ log = open(sys.argv[1], "a")
 for line in sys.stdin:
     t = time.time_ns()
     try:
-        jid = json.loads(line).get("id")
+        request = json.loads(line)
     except ValueError:
-        jid = None
+        request = {}
+    jid = request.get("id")
     log.write(f"{jid} {t}\n")
     log.flush()
-    out.write('{"action":"done"}\n')
+    out.write(json.dumps({"call": request.get("call"), "action": "done"}) + "\n")
     out.flush()
 """
 
@@ -460,9 +462,9 @@ class Bench:
         self.warm = os.path.join(self.dir, "warm.sh")
         with open(self.warm, "w") as f:
             f.write(WARM_SH if shutil.which("mawk") else
-                    "#!/bin/sh\nexec python3 -c 'import os,sys\n"
+                    "#!/bin/sh\nexec python3 -c 'import json,os,sys\n"
                     "o=os.fdopen(3,\"w\")\nfor l in sys.stdin:\n"
-                    " o.write(\"{\\\"action\\\":\\\"done\\\"}\\n\");o.flush()'\n")
+                    " o.write(json.dumps({\"call\":json.loads(l)[\"call\"],\"action\":\"done\"})+\"\\n\");o.flush()'\n")
         os.chmod(self.warm, 0o755)
         self.stamp_py = os.path.join(self.dir, "stamp.py")
         with open(self.stamp_py, "w") as f:
