@@ -114,7 +114,7 @@ impl JobException {
     /// This exception as `version` would have recorded it: before 10.25 a
     /// timeout failed the job with `MaxAttemptsExceededException` and its
     /// message; everything else is unchanged.
-    pub fn as_of(self, version: LaravelVersion, display_name: &str) -> Self {
+    pub fn for_version(self, version: LaravelVersion, display_name: &str) -> Self {
         if self.class != TIMEOUT_EXCEEDED || version.at_least(10, 25) {
             return self;
         }
@@ -181,10 +181,10 @@ mod tests {
                 .ends_with("or run too long. The job may have previously timed out.")
         );
         let t = JobException::timed_out("App\\Jobs\\Foo").with_detail("killed");
-        let old = t.clone().as_of(v("10.24"), "App\\Jobs\\Foo");
+        let old = t.clone().for_version(v("10.24"), "App\\Jobs\\Foo");
         assert_eq!(old.class, MAX_ATTEMPTS_EXCEEDED);
         assert_eq!(old.detail.as_deref(), Some("killed"));
-        assert_eq!(t.clone().as_of(v("10.25"), "App\\Jobs\\Foo"), t);
+        assert_eq!(t.clone().for_version(v("10.25"), "App\\Jobs\\Foo"), t);
     }
 
     #[test]

@@ -21,20 +21,25 @@
 //!
 //! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
 
-pub mod app;
-pub mod cache;
+mod app;
+mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod escape;
-pub mod exception;
-pub mod failed;
-pub mod handler;
-pub mod lifecycle;
-pub mod log_limit;
-pub mod memory;
-pub mod metrics;
-pub mod output;
-pub mod queue;
-pub mod signals;
-pub mod worker;
+mod escape;
+mod exception;
+mod failed;
+mod handler;
+mod lifecycle;
+mod log_limit;
+mod memory;
+mod metrics;
+mod output;
+mod queue;
+mod signals;
+mod worker;
+
+// The crate's surface: what the binary and the integration tests use.
+pub use escape::log_fields;
+pub use handler::metadata;
+pub use queue::{Payload, command};

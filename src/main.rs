@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         // Outside text (displayNames, handler output) cannot break a log line.
-        .fmt_fields(laravel_worker::escape::log_fields())
+        .fmt_fields(laravel_worker::log_fields())
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 

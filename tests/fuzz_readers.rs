@@ -14,8 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
-use laravel_worker::queue::Payload;
-use laravel_worker::queue::command::{self, CommandError, MAX_DEPTH};
+use laravel_worker::Payload;
+use laravel_worker::command::{self, CommandError, MAX_DEPTH};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value, json};
 

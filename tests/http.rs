@@ -368,11 +368,7 @@ const TOKEN: &str = "t0ken-bearer-77c1";
 /// metadata header (`handler::metadata::FIELDS`).
 fn signed_headers() -> Vec<&'static str> {
     std::iter::once("x-laravel-worker-timestamp")
-        .chain(
-            laravel_worker::handler::metadata::FIELDS
-                .iter()
-                .map(|f| f.header),
-        )
+        .chain(laravel_worker::metadata::FIELDS.iter().map(|f| f.header))
         .collect()
 }
 
@@ -688,7 +684,7 @@ fn mixed_transports_with_a_queue_restriction() {
 /// hook carries the exception field too).
 #[test]
 fn every_metadata_field_reaches_every_transport() {
-    use laravel_worker::handler::metadata::{FIELDS, Field};
+    use laravel_worker::metadata::{FIELDS, Field};
 
     let s = Scene::new();
     let server = Server::start(|r| match r.mode() {

@@ -16,7 +16,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use tokio::sync::OnceCell;
 
-pub use database::{DatabaseStore, ErrorClass, InsertError};
+pub use database::{DatabaseStore, ErrorClass};
 pub use redis_store::RedisFailedStore;
 
 use crate::config::{FailedSettings, Settings};

@@ -60,14 +60,6 @@ impl PhpValue {
         out
     }
 
-    /// The value of `key` when this is an object holding it.
-    pub fn get(&self, key: &str) -> Option<&PhpValue> {
-        match self {
-            PhpValue::Object(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
     /// A mutable reference to the value of `key` when this is an object
     /// holding it.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut PhpValue> {

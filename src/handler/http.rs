@@ -111,6 +111,7 @@ pub struct Secret(String);
 
 impl Secret {
     /// Wraps `value`.
+    #[cfg(test)]
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
@@ -203,11 +204,6 @@ impl HttpHandler {
             authorization,
             secret: options.secret,
         })
-    }
-
-    /// The endpoint as shown in logs: scheme, host, port and path only.
-    pub fn shown_url(&self) -> &str {
-        &self.shown_url
     }
 
     /// POSTs one call and maps the answer to an [`Outcome`]. Never fails:
@@ -657,6 +653,6 @@ mod tests {
             assert!(!text.contains("tok-3141"), "{text}");
             assert!(!text.contains("key-2718"), "{text}");
         }
-        assert_eq!(handler.shown_url(), "https://example.test:8443/q");
+        assert_eq!(handler.shown_url, "https://example.test:8443/q");
     }
 }

@@ -24,7 +24,6 @@ use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
 pub use http::{HttpHandler, HttpOptions, Secret};
-pub use metadata::CallMetadata;
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;

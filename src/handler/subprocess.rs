@@ -50,9 +50,6 @@ use super::process_group::Environment;
 use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
-/// Bytes of stdout and of stderr kept per call.
-pub const DEFAULT_OUTPUT_LIMIT: usize = 16 * 1024;
-
 /// Bytes of a metadata value passed in an environment variable (the
 /// failure text in `LARAVEL_WORKER_EXCEPTION`, but also a displayName or
 /// an id, which a job may make as long as it likes). Linux refuses to

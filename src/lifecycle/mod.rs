@@ -14,4 +14,4 @@ mod pulse;
 
 pub use heartbeat::Heartbeat;
 pub use notify::Notifier;
-pub use pulse::{Counts, InFlight, JobCounter, Pulse, STATUS_GAP};
+pub use pulse::Pulse;

@@ -563,16 +563,6 @@ impl SentinelConn {
         Ok(conn)
     }
 
-    /// The address of the master in use, for logs and tests (`host:port`);
-    /// empty before the first look-up.
-    pub fn master_address(&self) -> String {
-        self.shared
-            .master
-            .lock()
-            .map(|m| m.address.clone())
-            .unwrap_or_default()
-    }
-
     /// The current master connection, looking the master up when there is
     /// none.
     async fn connection(&self) -> RedisResult<(u64, MultiplexedConnection)> {

@@ -119,7 +119,7 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
         },
         Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
         Outcome::TimedOut(e) => {
-            let e = e.as_of(services.laravel, name);
+            let e = e.for_version(services.laravel, name);
             after_exception(job, payload, limits, e, true, services).await
         }
     }
