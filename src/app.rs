@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cache::{CacheStore, FileCache, RedisCache};
-use crate::config::{CacheSettings, Settings};
+use crate::config::{CacheSettings, Settings, Transport};
 use crate::failed::FailedJobStore;
 use crate::handler::{
     Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
@@ -124,45 +124,48 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                 set: entry.env.clone().unwrap_or_default().into_iter().collect(),
                 remove: secrets.clone(),
             };
-            if entry.url.is_none() {
+            let transport = entry.transport();
+            if transport != Transport::Http {
                 crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
             }
-            let handler = if let Some(url) = &entry.url {
-                let secret = |key, var: &Option<String>| {
-                    var.as_deref()
-                        .map(|var| Secret::from_env(&entry.pattern, key, var))
-                        .transpose()
-                };
-                Handler::Http(
-                    HttpHandler::new(HttpOptions {
-                        url: reqwest::Url::parse(url)
-                            .with_context(|| format!("[[handlers]] url = {url:?}"))?,
-                        connect_timeout: entry
-                            .connect_timeout
-                            .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
-                        token: secret("token_env", &entry.token_env)?,
-                        secret: secret("secret_env", &entry.secret_env)?,
-                    })
-                    .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))?,
-                )
-            } else if entry.mode.as_deref() == Some("persistent") {
-                Handler::Persistent(PersistentHandler::new(PersistentOptions {
-                    command,
-                    processes: entry.processes.unwrap_or(1),
-                    max_jobs: entry.max_jobs.unwrap_or(0),
-                    max_memory_mb: entry.max_memory.unwrap_or(0),
-                    kill_grace: settings.kill_grace,
-                    output_limit: settings.output_limit,
-                    environment,
-                }))
-            } else {
-                Handler::Subprocess(SubprocessHandler::new(
+            let handler = match (transport, &entry.url) {
+                (Transport::Http, Some(url)) => {
+                    let secret = |key, var: &Option<String>| {
+                        var.as_deref()
+                            .map(|var| Secret::from_env(&entry.pattern, key, var))
+                            .transpose()
+                    };
+                    Handler::Http(
+                        HttpHandler::new(HttpOptions {
+                            url: reqwest::Url::parse(url)
+                                .with_context(|| format!("[[handlers]] url = {url:?}"))?,
+                            connect_timeout: entry
+                                .connect_timeout
+                                .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
+                            token: secret("token_env", &entry.token_env)?,
+                            secret: secret("secret_env", &entry.secret_env)?,
+                        })
+                        .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))?,
+                    )
+                }
+                (Transport::Persistent, _) => {
+                    Handler::Persistent(PersistentHandler::new(PersistentOptions {
+                        command,
+                        processes: entry.processes.unwrap_or(1),
+                        max_jobs: entry.max_jobs.unwrap_or(0),
+                        max_memory_mb: entry.max_memory.unwrap_or(0),
+                        kill_grace: settings.kill_grace,
+                        output_limit: settings.output_limit,
+                        environment,
+                    }))
+                }
+                _ => Handler::Subprocess(SubprocessHandler::new(
                     command,
                     settings.kill_grace,
                     settings.output_limit,
                     Arc::clone(&result_dir),
                     environment,
-                ))
+                )),
             };
             let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);
             Ok(match &entry.queues {

@@ -212,6 +212,32 @@ pub struct HandlerEntry {
     pub env_clear: Option<bool>,
 }
 
+/// The transport a `[[handlers]]` entry means. [`HandlerEntry::transport`]
+/// is the one place that decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// One process per job (`command`, `mode` unset or `"process"`).
+    Process,
+    /// Warm processes (`command`, `mode = "persistent"`).
+    Persistent,
+    /// An HTTP POST per job (`url`).
+    Http,
+}
+
+impl HandlerEntry {
+    /// This entry's transport: `url` means HTTP, `mode = "persistent"` warm
+    /// processes, anything else one process per job. (Entries that set
+    /// both `url` and `command`, or an unknown `mode`, are refused when the
+    /// settings are resolved.)
+    pub fn transport(&self) -> Transport {
+        match (&self.url, self.mode.as_deref()) {
+            (Some(_), _) => Transport::Http,
+            (None, Some("persistent")) => Transport::Persistent,
+            (None, _) => Transport::Process,
+        }
+    }
+}
+
 /// A setting that Laravel allows to be `null`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nullable {

@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
-pub use file::{HandlerEntry, Layer};
+pub use file::{HandlerEntry, Layer, Transport};
 
 use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
