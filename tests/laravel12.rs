@@ -330,3 +330,24 @@ fn laravel_12_mixed_fleet_runs_every_job_once() {
     assert!(queue_keys(&s, Version::L12).is_empty());
     let _ = laravel::bridge();
 }
+
+/// A `config:cache`d Laravel 12 app: the worker reads the cached
+/// configuration, as Laravel does, not the `.env` changed since.
+#[test]
+fn a_config_cached_app_is_read_as_cached() {
+    let Some((s, app, config)) = app_scene(Version::L12, PER_JOB) else {
+        return;
+    };
+    app.artisan_ok(&["config:cache"]);
+    app.set_env("APP_NAME", "\"Changed Since\"");
+    let d = run(&s, &app, &config, &[]);
+    let log = d.stderr_text();
+    assert!(
+        log.contains("setting redis prefix = \"laravel-database-\" (app config)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("first_key=laravel-database-queues:default"),
+        "{log}"
+    );
+}
