@@ -25,6 +25,11 @@ pub struct Cli {
         value_name = "PATH"
     )]
     pub env_file: Option<PathBuf>,
+    /// The Laravel app's root: its resolved configuration is read by running
+    /// PHP once at start (by default whenever --env-file points into an app
+    /// with `artisan`); `none` turns that off.
+    #[arg(long, global = true, env = "LARAVEL_WORKER_APP", value_name = "PATH")]
+    pub app: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -39,7 +39,11 @@ fn main() -> ExitCode {
         if let Command::Health(args) = &cli.command {
             return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
         }
-        let settings = Settings::load(cli.config.as_deref(), cli.env_file.as_deref())?;
+        let settings = Settings::load(
+            cli.config.as_deref(),
+            cli.env_file.as_deref(),
+            cli.app.as_deref(),
+        )?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,
             Command::Push(args) => commands::push::run(settings, args).await,

@@ -28,10 +28,13 @@ pub fn run(
 ) -> anyhow::Result<u8> {
     let path = match &args.file {
         Some(path) => path.clone(),
-        None => Settings::load(config, env_file)?.heartbeat_file.context(
-            "no heartbeat file to check: set [worker] heartbeat_file, \
+        // The heartbeat file is ours: no need to ask the app (PHP).
+        None => Settings::load(config, env_file, Some(Path::new("none")))?
+            .heartbeat_file
+            .context(
+                "no heartbeat file to check: set [worker] heartbeat_file, \
              --file or LARAVEL_WORKER_HEARTBEAT_FILE",
-        )?,
+            )?,
     };
     match heartbeat::check(&path, args.max_age) {
         Ok(age) => {

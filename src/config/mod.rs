@@ -10,6 +10,7 @@
 //! `database-uuids`. Prefixes are never guessed from a framework version:
 //! set them for apps made before Laravel 12.
 
+pub mod app_config;
 pub mod dotenv;
 pub mod env;
 pub mod file;
@@ -116,16 +117,64 @@ pub enum FailedSettings {
 }
 
 impl Settings {
-    /// Loads the settings: the file at `config` (if any), overlaid by the
-    /// process environment, resolved against the defaults.
+    /// Loads the settings: the app's `.env` (`env_file`), what the app
+    /// itself resolves (`app`, see [`app_config`]), the file at `config`,
+    /// and the process environment, resolved against the defaults.
+    ///
+    /// The app's answer wins over the `.env` rules and over the process
+    /// environment (PHP already saw that environment), and yields to the
+    /// config file. Logs, at start, where each setting came from.
     ///
     /// # Errors
-    /// An unreadable or invalid file, an unusable variable, or settings that
-    /// do not fit together; each message names the setting.
-    pub fn load(config: Option<&Path>, env_file: Option<&Path>) -> anyhow::Result<Settings> {
+    /// An unreadable or invalid file, an unusable variable, settings that
+    /// do not fit together, or an `--app` that cannot be read while PHP is
+    /// there; each message names the setting.
+    pub fn load(
+        config: Option<&Path>,
+        env_file: Option<&Path>,
+        app: Option<&Path>,
+    ) -> anyhow::Result<Settings> {
+        let source = app_config::AppSource::choose(app, env_file);
+        let app_env_file = match &source {
+            app_config::AppSource::Explicit(dir) if env_file.is_none() => {
+                Some(dir.join(".env")).filter(|p| p.is_file())
+            }
+            _ => None,
+        };
+        let env_file = env_file.or(app_env_file.as_deref());
         let dotenv = match env_file {
             Some(path) => dotenv::layer(path)?,
             None => Layer::default(),
+        };
+        let app_layer = match &source {
+            app_config::AppSource::None => None,
+            app_config::AppSource::Explicit(dir) | app_config::AppSource::Detected(dir) => {
+                match app_config::read(dir) {
+                    Ok(layer) => {
+                        tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
+                        Some(layer)
+                    }
+                    Err(app_config::ReadError::NoPhp) => {
+                        tracing::warn!(
+                            app = %dir.display(),
+                            "php is not on the PATH: the app's configuration cannot be asked; \
+                             settings follow the .env rules"
+                        );
+                        None
+                    }
+                    Err(app_config::ReadError::Failed(e)) => {
+                        if matches!(source, app_config::AppSource::Explicit(_)) {
+                            return Err(e.context(format!("--app={}", dir.display())));
+                        }
+                        tracing::warn!(
+                            app = %dir.display(),
+                            "{}; settings follow the .env rules",
+                            redact::text(&format!("{e:#}"))
+                        );
+                        None
+                    }
+                }
+            }
         };
         let file = match config {
             Some(path) => {
@@ -136,7 +185,27 @@ impl Settings {
             }
             None => Layer::default(),
         };
-        Settings::resolve(dotenv.overlaid_by(file).overlaid_by(env::from_process()?))
+        let mut environment = env::from_process()?;
+        if let Some(app) = &app_layer {
+            environment = app_config::without_app_settings(environment, app);
+        }
+        let app_layer = app_layer.unwrap_or_default();
+        if env_file.is_some() || !matches!(source, app_config::AppSource::None) {
+            for line in app_config::describe_sources(&[
+                (".env", &dotenv),
+                ("app config", &app_layer),
+                ("config file", &file),
+                ("environment", &environment),
+            ]) {
+                tracing::info!("setting {line}");
+            }
+        }
+        Settings::resolve(
+            dotenv
+                .overlaid_by(app_layer)
+                .overlaid_by(file)
+                .overlaid_by(environment),
+        )
     }
 
     /// Applies the defaults to a merged layer and checks it.

@@ -160,7 +160,7 @@ impl<'s> Config<'s> {
     }
 
     /// Drops `[section]` entirely.
-    fn without(mut self, section: &str) -> Self {
+    pub fn without(mut self, section: &str) -> Self {
         self.root.remove(section);
         self
     }

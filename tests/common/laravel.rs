@@ -1,11 +1,13 @@
-//! A real Laravel 8 app beside the daemon: `tests/laravel/` copied into the
-//! scene directory, with a `.env` pointing it at the scene's redis-server
+//! A real Laravel app beside the daemon: `tests/laravel/` (Laravel 8.83, on
+//! Debian's packaged framework) or `tests/laravel12/` (Laravel 12.67, from
+//! `../shared/laravel12`, see [`Version`]) copied into the scene directory, with a `.env` pointing it at the scene's redis-server
 //! socket, its SQLite `failed_jobs` file and a job log. Jobs are dispatched
 //! through the app's real bus; `php artisan queue:*` commands run for real;
 //! the daemon runs jobs through `php/laravel-worker-bridge.php`.
 //!
 //! Tests skip (with a note on stderr) when `php`, its redis or pdo_sqlite
-//! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing.
+//! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing,
+//! and the Laravel 12 ones when `../shared/laravel12` is absent.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -20,6 +22,64 @@ use super::{Handler, Scene, WAIT};
 /// The bridge users copy into their app.
 pub fn bridge() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("php/laravel-worker-bridge.php")
+}
+
+/// The framework a test app runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Debian's packaged Laravel 8.83: `tests/laravel/`, with the 8.x
+    /// skeleton's `_database_` / `_cache` (+ `:`) prefixes.
+    L8,
+    /// Laravel 12.67 from `../shared/laravel12`: `tests/laravel12/`, with
+    /// the 12.x skeleton's `-database-` / `-cache-` prefixes, no colon.
+    L12,
+}
+
+impl Version {
+    /// The app's sources in the repository.
+    fn source(self) -> PathBuf {
+        let dir = match self {
+            Version::L8 => "tests/laravel",
+            Version::L12 => "tests/laravel12",
+        };
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+    }
+
+    /// `[app] laravel` for this app.
+    pub fn laravel(self) -> &'static str {
+        match self {
+            Version::L8 => "8.83",
+            Version::L12 => "12.67",
+        }
+    }
+
+    /// The queue connection's Redis prefix (APP_NAME=Laravel).
+    pub fn redis_prefix(self) -> &'static str {
+        match self {
+            Version::L8 => "laravel_database_",
+            Version::L12 => "laravel-database-",
+        }
+    }
+
+    /// Everything before a cache key in the cache Redis (DB 1).
+    pub fn cache_key_prefix(self) -> &'static str {
+        match self {
+            Version::L8 => "laravel_database_laravel_cache:",
+            Version::L12 => "laravel-database-laravel-cache-",
+        }
+    }
+
+    /// The ready list of queue `name`.
+    pub fn q(self, name: &str) -> String {
+        format!("{}queues:{name}", self.redis_prefix())
+    }
+}
+
+/// `../shared/laravel12/autoload.php` beside the repository, when present.
+pub fn laravel12_autoload() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/laravel12/autoload.php");
+    path.is_file()
+        .then(|| std::fs::canonicalize(&path).unwrap_or(path))
 }
 
 /// Why PHP tests cannot run here, if they cannot.
@@ -53,8 +113,13 @@ fn missing() -> Option<&'static str> {
 /// through the bridge with `transport`; `None` (after a note) when PHP or
 /// Laravel is missing: the test should return.
 pub fn scene(transport: Transport) -> Option<(Scene, App, PathBuf)> {
+    scene_on(Version::L8, transport)
+}
+
+/// As [`scene`], with the app of `version`.
+pub fn scene_on(version: Version, transport: Transport) -> Option<(Scene, App, PathBuf)> {
     let s = Scene::new();
-    let app = App::new(&s)?;
+    let app = App::on(&s, version)?;
     let config = app.config(&s, transport);
     Some((s, app, config))
 }
@@ -76,6 +141,8 @@ pub struct App {
     pub log: PathBuf,
     /// The scene directory.
     scene: PathBuf,
+    /// The framework it runs on.
+    pub version: Version,
 }
 
 impl App {
@@ -83,16 +150,39 @@ impl App {
     /// Redis and failed_jobs database (created here). `None`, with a note,
     /// when PHP or Laravel is missing: the test should return.
     pub fn new(s: &Scene) -> Option<App> {
+        App::on(s, Version::L8)
+    }
+
+    /// As [`App::new`], with the app of `version`. The Laravel 12 app gets
+    /// a `vendor/autoload.php` that loads `../shared/laravel12` (as a
+    /// Composer app loads its vendor/) and maps `App\` to `app/`.
+    pub fn on(s: &Scene, version: Version) -> Option<App> {
         if let Some(why) = missing() {
             eprintln!("note: skipping a Laravel interop test: {why}");
             return None;
         }
+        let autoload = match version {
+            Version::L8 => None,
+            Version::L12 => match laravel12_autoload() {
+                Some(path) => Some(path),
+                None => {
+                    eprintln!(
+                        "note: skipping a Laravel 12 test: ../shared/laravel12 (Laravel 12.67 \
+                         for PHP 8.2) is not beside the repository"
+                    );
+                    return None;
+                }
+            },
+        };
         let scene = s.dir.path().to_path_buf();
         let dir = scene.join("app");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/laravel"),
-            &dir,
-        );
+        copy_dir(&version.source(), &dir);
+        if let Some(autoload) = autoload {
+            std::fs::create_dir_all(dir.join("vendor")).unwrap();
+            // vendor/autoload.php (checked in) requires what this returns.
+            let php = format!("<?php\n\nreturn {:?};\n", autoload.display().to_string());
+            std::fs::write(dir.join("vendor/framework.php"), php).unwrap();
+        }
         for sub in [
             "storage/logs",
             "storage/framework/cache/data",
@@ -108,13 +198,25 @@ impl App {
             "APP_NAME=Laravel\nAPP_ENV=testing\nAPP_KEY={key}\n\
              REDIS_HOST={socket}\nREDIS_PORT=0\n\
              DB_CONNECTION=sqlite\nDB_DATABASE={db}\n\
-             JOB_LOG={log}\nLOG_CHANNEL=single\n",
+             JOB_LOG={log}\nLOG_CHANNEL=single\n{more}",
             socket = s.redis.socket.display(),
             db = scene.join("failed.sqlite").display(),
             log = log.display(),
+            // The 12.x skeleton's .env, but on Redis. CACHE_STORE=redis
+            // until the worker has the database cache store.
+            more = match version {
+                Version::L8 => "",
+                Version::L12 =>
+                    "QUEUE_CONNECTION=redis\nCACHE_STORE=redis\nREDIS_CLIENT=phpredis\n",
+            },
         );
         std::fs::write(dir.join(".env"), env).unwrap();
-        Some(App { dir, log, scene })
+        Some(App {
+            dir,
+            log,
+            scene,
+            version,
+        })
     }
 
     /// Sets `name=value` in the app's .env (replacing any earlier value).
@@ -245,11 +347,33 @@ impl App {
     /// The scene's daemon config with the bridge handler and the app's
     /// failed_jobs database.
     pub fn config(&self, s: &Scene, transport: Transport) -> PathBuf {
-        // The test app is Laravel 8.83: exceptions are worded as it words them.
+        // Exceptions are worded as the app's version words them.
+        let config = s.config().laravel(self.version.laravel());
+        let config = match self.version {
+            Version::L8 => config,
+            // Prefixes as the 12.x skeleton makes them.
+            Version::L12 => config
+                .set("redis", "prefix", self.version.redis_prefix())
+                .set("cache", "prefix", "laravel-cache-")
+                .set("cache", "colon", false),
+        };
+        config.handler(self.handler(transport)).write()
+    }
+
+    /// A daemon config holding only the bridge handler: Redis, prefixes,
+    /// queue, retry_after, cache store and failed store all come from the
+    /// app itself (`--app`, see [`App::app_flag`]).
+    pub fn config_from_app(&self, s: &Scene, transport: Transport) -> PathBuf {
         s.config()
-            .laravel("8.83")
+            .settings_from_app()
+            .without("app")
             .handler(self.handler(transport))
-            .write()
+            .write_as("config-from-app.toml")
+    }
+
+    /// `--app=DIR` for the daemon.
+    pub fn app_flag(&self) -> String {
+        format!("--app={}", self.dir.display())
     }
 
     /// Waits until the job log has `n` lines of `event`.

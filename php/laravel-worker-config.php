@@ -1,0 +1,143 @@
+<?php
+
+/*
+ * laravel-worker config reader: prints, as one JSON object on stdout, the
+ * configuration a Laravel app resolves for its queue, Redis, cache and
+ * failed-jobs store, so that laravel-worker reads what the app computes
+ * instead of re-deriving it from .env.
+ *
+ *     php laravel-worker-config.php --app=/srv/app
+ *
+ * laravel-worker runs it once at start (it carries a copy and feeds it to
+ * `php` on stdin), with `--app` or when `--env-file` points into an app
+ * that has `artisan`. It boots the app only as far as its configuration:
+ * vendor/autoload.php when present, bootstrap/app.php, then the kernel's
+ * LoadEnvironmentVariables and LoadConfiguration bootstrappers, exactly as
+ * artisan does before a command runs. A `config:cache`d app therefore reads
+ * bootstrap/cache/config.php and ignores .env, as Laravel does.
+ *
+ * The output holds passwords (Redis, database): laravel-worker never logs it.
+ * Exit status: 0 with the JSON; 2 for a bad --app; 1 when the app fails to
+ * boot (the message on stderr).
+ */
+
+$base = null;
+foreach (array_slice($argv, 1) as $arg) {
+    if (strncmp($arg, '--app=', 6) === 0) {
+        $base = rtrim(substr($arg, 6), '/');
+    }
+}
+if ($base === null || $base === '' || ! is_file($base.'/bootstrap/app.php')) {
+    fwrite(STDERR, "laravel-worker-config: pass --app=/path/to/app (a directory with bootstrap/app.php)\n");
+    exit(2);
+}
+
+// Whatever the app prints while it boots must not spoil the JSON.
+ob_start();
+try {
+    if (is_file($base.'/vendor/autoload.php')) {
+        require_once $base.'/vendor/autoload.php';
+    }
+    $app = require $base.'/bootstrap/app.php';
+    $app->bootstrapWith([
+        \Illuminate\Foundation\Bootstrap\LoadEnvironmentVariables::class,
+        \Illuminate\Foundation\Bootstrap\LoadConfiguration::class,
+    ]);
+    $config = $app->make('config');
+} catch (\Throwable $e) {
+    ob_end_clean();
+    fwrite(STDERR, 'laravel-worker-config: the app did not boot: '.get_class($e).': '.$e->getMessage()."\n");
+    exit(1);
+}
+ob_end_clean();
+
+/** Only the named keys of an array (absent keys left out). */
+function lw_pick($array, array $keys): array
+{
+    $out = [];
+    if (! is_array($array)) {
+        return $out;
+    }
+    foreach ($keys as $key) {
+        if (array_key_exists($key, $array) && (is_scalar($array[$key]) || $array[$key] === null)) {
+            $out[$key] = $array[$key];
+        }
+    }
+
+    return $out;
+}
+
+$redisKeys = ['url', 'host', 'port', 'username', 'password', 'database', 'scheme', 'prefix'];
+
+$connections = [];
+foreach ((array) $config->get('queue.connections', []) as $name => $connection) {
+    $connections[$name] = lw_pick($connection, ['driver', 'connection', 'queue', 'retry_after', 'block_for']);
+}
+
+$redis = (array) $config->get('database.redis', []);
+$redisConnections = [];
+foreach ($redis as $name => $connection) {
+    if (in_array($name, ['client', 'options', 'clusters'], true) || ! is_array($connection)) {
+        continue;
+    }
+    $entry = lw_pick($connection, $redisKeys);
+    if (isset($connection['options']['prefix']) && is_scalar($connection['options']['prefix'])) {
+        $entry['options_prefix'] = $connection['options']['prefix'];
+    }
+    $redisConnections[$name] = $entry;
+}
+$clusters = [];
+foreach ((array) ($redis['clusters'] ?? []) as $name => $nodes) {
+    if (! is_array($nodes)) {
+        continue;
+    }
+    $clusters[$name] = [];
+    foreach ($nodes as $key => $node) {
+        if ($key !== 'options' && is_array($node)) {
+            $clusters[$name][] = lw_pick($node, $redisKeys);
+        }
+    }
+}
+
+$cacheDefault = $config->get('cache.default');
+$store = $config->get('cache.stores.'.$cacheDefault);
+
+$failed = lw_pick($config->get('queue.failed'), ['driver', 'database', 'table']);
+$failedConnection = $failed['database'] ?? $config->get('database.default');
+$failedDatabase = lw_pick(
+    $config->get('database.connections.'.$failedConnection),
+    ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'prefix']
+);
+
+$cacheDatabase = null;
+if (is_array($store) && ($store['driver'] ?? null) === 'database') {
+    $name = $store['connection'] ?? $config->get('database.default');
+    $cacheDatabase = lw_pick(
+        $config->get('database.connections.'.$name),
+        ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'prefix']
+    );
+}
+
+echo json_encode([
+    'version' => $app->version(),
+    'app_name' => $config->get('app.name'),
+    'queue' => [
+        'default' => $config->get('queue.default'),
+        'connections' => (object) $connections,
+    ],
+    'redis' => [
+        'client' => $redis['client'] ?? null,
+        'prefix' => $redis['options']['prefix'] ?? null,
+        'cluster' => $redis['options']['cluster'] ?? null,
+        'connections' => (object) $redisConnections,
+        'clusters' => (object) $clusters,
+    ],
+    'cache' => [
+        'default' => $cacheDefault,
+        'prefix' => $config->get('cache.prefix'),
+        'store' => lw_pick($store, ['driver', 'connection', 'table', 'path', 'prefix', 'lock_connection']),
+        'database' => $cacheDatabase,
+    ],
+    'failed' => (object) $failed,
+    'failed_database' => (object) $failedDatabase,
+], JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PARTIAL_OUTPUT_ON_ERROR)."\n";

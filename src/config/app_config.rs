@@ -1,0 +1,578 @@
+//! Settings read from the app itself: `php/laravel-worker-config.php` boots
+//! the app's configuration (its `.env`, the process environment, its
+//! `config/*.php` or `bootstrap/cache/config.php` when `config:cache`d) and
+//! prints what Laravel resolved; this module runs it and maps the answer
+//! onto a [`Layer`].
+//!
+//! It runs with `--app=/srv/app`, and by default when `--env-file` points
+//! into a directory that has `artisan` and `bootstrap/app.php` and `php` is
+//! on the `PATH`. Where PHP is absent the `.env` rules ([`super::dotenv`])
+//! apply alone, and the start-up log says so.
+//!
+//! The app's answer holds passwords: nothing here logs it, and every URL
+//! that reaches a message goes through [`super::redact`].
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::file::{Layer, Nullable};
+use crate::exception::LaravelVersion;
+
+/// The reader script, fed to `php` on stdin (so the binary needs no files
+/// beside it).
+const SCRIPT: &str = include_str!("../../php/laravel-worker-config.php");
+
+/// Longest the reader may take (the app boots its configuration only; a
+/// hang is a broken app, not a slow one).
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most bytes of output read from the reader.
+const MAX_OUTPUT: u64 = 4 * 1024 * 1024;
+
+/// Where the app to ask is, from `--app` and `--env-file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppSource {
+    /// `--app=PATH`: asked for; a failure to read it is fatal.
+    Explicit(PathBuf),
+    /// The `--env-file`'s directory, which has `artisan`: asked when PHP
+    /// is there; a failure falls back to the `.env` rules with a warning.
+    Detected(PathBuf),
+    /// Nothing to ask (no app, or `--app=none`).
+    None,
+}
+
+impl AppSource {
+    /// Chooses from the flags: `--app` (`none` or `off` turns reading off),
+    /// else the `--env-file`'s directory when it holds `artisan` and
+    /// `bootstrap/app.php`.
+    pub fn choose(app: Option<&Path>, env_file: Option<&Path>) -> AppSource {
+        match app {
+            Some(p) if p == Path::new("none") || p == Path::new("off") => AppSource::None,
+            Some(p) => AppSource::Explicit(p.to_path_buf()),
+            None => {
+                let Some(env_file) = env_file else {
+                    return AppSource::None;
+                };
+                let dir = env_file
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                if dir.join("artisan").is_file() && dir.join("bootstrap/app.php").is_file() {
+                    AppSource::Detected(dir.to_path_buf())
+                } else {
+                    AppSource::None
+                }
+            }
+        }
+    }
+}
+
+/// Why the app could not be asked.
+#[derive(Debug)]
+pub enum ReadError {
+    /// No `php` on the `PATH`.
+    NoPhp,
+    /// PHP ran and failed, or printed something that is not the answer.
+    Failed(anyhow::Error),
+}
+
+/// Runs the reader against the app at `dir` and maps its answer.
+///
+/// # Errors
+/// [`ReadError::NoPhp`] when `php` cannot be started;
+/// [`ReadError::Failed`] when the app does not boot (PHP's message, which
+/// names no secret of ours), the reader runs past its time, or the answer
+/// cannot be used.
+pub fn read(dir: &Path) -> Result<Layer, ReadError> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let answer = run_php(&dir)?;
+    let value: Value = serde_json::from_slice(&answer)
+        .context("the app's configuration reader printed something that is not JSON")
+        .map_err(ReadError::Failed)?;
+    layer_from_answer(&value, &dir).map_err(ReadError::Failed)
+}
+
+/// `php -- --app=DIR` with the script on stdin; its stdout.
+fn run_php(dir: &Path) -> Result<Vec<u8>, ReadError> {
+    let mut child = match Command::new("php")
+        .arg("--")
+        .arg(format!("--app={}", dir.display()))
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::NoPhp),
+        Err(e) => {
+            return Err(ReadError::Failed(
+                anyhow::Error::new(e).context("cannot run php"),
+            ));
+        }
+    };
+    let fail = |e: anyhow::Error| ReadError::Failed(e);
+    if let Some(mut stdin) = child.stdin.take() {
+        // A PHP that exits early closes the pipe: its status says why.
+        let _ = stdin.write_all(SCRIPT.as_bytes());
+    }
+    let (tx, rx) = mpsc::channel();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.take(MAX_OUTPUT).read_to_end(&mut out);
+        }
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.take(64 * 1024).read_to_end(&mut err);
+        }
+        let _ = tx.send((out, err));
+    });
+    let Ok((out, err)) = rx.recv_timeout(TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(fail(anyhow::anyhow!(
+            "the app's configuration reader ran longer than {} s",
+            TIMEOUT.as_secs()
+        )));
+    };
+    let status = child
+        .wait()
+        .context("waiting for php")
+        .map_err(ReadError::Failed)?;
+    if !status.success() {
+        let text = String::from_utf8_lossy(&err);
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(fail(anyhow::anyhow!(
+            "the app's configuration could not be read ({status}): {}",
+            super::redact::text(last.trim())
+        )));
+    }
+    Ok(out)
+}
+
+/// A scalar of the answer as text: strings as they are, numbers and
+/// booleans as PHP would print them, null and arrays as `None`.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(true) => Some("1".into()),
+        Value::Bool(false) => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// `retry_after` / `block_for`: null, or whole seconds (PHP may give a
+/// number or a numeric string).
+fn nullable(v: &Value, what: &str) -> anyhow::Result<Option<Nullable>> {
+    match v {
+        Value::Null => Ok(Some(Nullable::Null)),
+        other => match text(other).and_then(|t| Nullable::parse(&t)) {
+            Some(n) => Ok(Some(n)),
+            None => bail!("the app's {what} = {other} is neither seconds nor null"),
+        },
+    }
+}
+
+/// A Redis connection's URL from its config array (`url`, or `host`,
+/// `port`, `username`, `password`, `database`, `scheme`), built the way
+/// the environment's `REDIS_*` variables build one. The second value:
+/// `scheme` asks for TLS.
+fn redis_url(conn: &Value) -> anyhow::Result<(Option<String>, Option<String>)> {
+    let get = |k: &str| text(&conn[k]);
+    let mut scheme = get("scheme").filter(|s| !s.is_empty());
+    if let Some(url) = get("url").filter(|u| !u.is_empty()) {
+        return Ok((Some(url), scheme));
+    }
+    let mut host = get("host");
+    // phpredis takes `tls://host` as a host.
+    if let Some(rest) = host.as_deref().and_then(|h| h.strip_prefix("tls://")) {
+        host = Some(rest.to_string());
+        scheme = Some("tls".into());
+    }
+    let vars: HashMap<&str, String> = [
+        ("REDIS_HOST", host),
+        ("REDIS_PORT", get("port")),
+        ("REDIS_USERNAME", get("username")),
+        ("REDIS_PASSWORD", get("password")),
+        ("REDIS_DB", get("database")),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect();
+    let layer =
+        super::env::layer(|k| vars.get(k).cloned()).context("the app's Redis connection")?;
+    Ok((layer.redis.url, scheme))
+}
+
+/// A database connection's URL for the failed store (sqlite, mysql,
+/// mariadb, pgsql), as `DB_*` variables build one.
+fn database_url(conn: &Value, app: &Path) -> anyhow::Result<Option<String>> {
+    let get = |k: &str| text(&conn[k]).filter(|s| !s.is_empty());
+    let Some(driver) = get("driver") else {
+        return Ok(None);
+    };
+    if driver == "sqlite" {
+        let db = get("database").unwrap_or_else(|| "database/database.sqlite".into());
+        let path = if Path::new(&db).is_absolute() || db == ":memory:" {
+            PathBuf::from(db)
+        } else {
+            app.join(db)
+        };
+        return Ok(Some(format!("sqlite://{}", path.display())));
+    }
+    let vars: HashMap<&str, String> = [
+        ("DB_CONNECTION", Some(driver)),
+        ("DB_HOST", get("host")),
+        ("DB_PORT", get("port")),
+        ("DB_DATABASE", get("database")),
+        ("DB_USERNAME", get("username")),
+        ("DB_PASSWORD", get("password")),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect();
+    let layer = super::env::layer(|k| vars.get(k).cloned())
+        .context("the app's failed-jobs database connection")?;
+    Ok(layer.failed.url)
+}
+
+/// The Redis key prefix of a connection: its own `options.prefix`, else
+/// the global `options.prefix`; none at all means no prefix (Laravel).
+fn redis_prefix(answer: &Value, conn: &Value) -> String {
+    text(&conn["options_prefix"])
+        .or_else(|| text(&answer["redis"]["prefix"]))
+        .unwrap_or_default()
+}
+
+/// Maps the reader's answer onto a layer (see the module docs).
+///
+/// # Errors
+/// Values the worker cannot use (a `retry_after` that is not seconds, a
+/// port that is not a number).
+pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
+    let mut layer = Layer::default();
+    layer.app.path = Some(app.to_path_buf());
+    let version = text(&answer["version"]).and_then(|v| LaravelVersion::parse(&v));
+    if let Some(v) = version {
+        layer.app.laravel = Some(format!("{}.{}", v.major, v.minor));
+    }
+
+    // The queue connection: the default one when it is Redis, else one
+    // named `redis`, else the first Redis one.
+    let connections = answer["queue"]["connections"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let is_redis = |name: &str| {
+        connections
+            .get(name)
+            .is_some_and(|c| c["driver"] == "redis")
+    };
+    let default = text(&answer["queue"]["default"]).unwrap_or_default();
+    let chosen = if is_redis(&default) {
+        Some(default.clone())
+    } else if is_redis("redis") {
+        Some("redis".to_string())
+    } else {
+        connections
+            .iter()
+            .find(|(_, c)| c["driver"] == "redis")
+            .map(|(n, _)| n.clone())
+    };
+    let redis_conn_name = match &chosen {
+        Some(name) => {
+            let conn = &connections[name];
+            layer.queue.connection = Some(name.clone());
+            layer.queue.queue = text(&conn["queue"]).filter(|q| !q.is_empty());
+            if conn.get("retry_after").is_some() {
+                layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
+            }
+            if conn.get("block_for").is_some() {
+                layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
+            }
+            text(&conn["connection"]).unwrap_or_else(|| "default".into())
+        }
+        None => {
+            tracing::warn!(
+                default = %default,
+                "the app has no Redis queue connection (queue.connections.*.driver = \"redis\"); \
+                 the worker uses its own Redis settings"
+            );
+            "default".to_string()
+        }
+    };
+
+    // The Redis connection behind it: a connection of that name wins over
+    // a cluster of that name, as in Laravel's RedisManager.
+    let redis = &answer["redis"];
+    let conn = &redis["connections"][&redis_conn_name];
+    if conn.is_object() {
+        let (url, scheme) = redis_url(conn)?;
+        layer.redis.url = url;
+        layer.redis.scheme = scheme;
+        layer.redis.prefix = Some(redis_prefix(answer, conn));
+        layer.redis.cluster = Some(false);
+    } else if let Some(nodes) = redis["clusters"][&redis_conn_name].as_array() {
+        let mut urls = Vec::new();
+        for node in nodes {
+            let (url, scheme) = redis_url(node)?;
+            urls.extend(url);
+            layer.redis.scheme = layer.redis.scheme.take().or(scheme);
+        }
+        let mut urls = urls.into_iter();
+        layer.redis.url = urls.next();
+        let rest: Vec<String> = urls.collect();
+        layer.redis.nodes = (!rest.is_empty()).then_some(rest);
+        layer.redis.cluster = Some(true);
+        layer.redis.prefix = Some(text(&redis["prefix"]).unwrap_or_default());
+    } else {
+        tracing::warn!(
+            connection = %redis_conn_name,
+            "the app's queue names a Redis connection that database.redis does not define"
+        );
+    }
+
+    // The cache store.
+    let cache = &answer["cache"];
+    let store = &cache["store"];
+    let driver = text(&store["driver"]).unwrap_or_default();
+    match driver.as_str() {
+        "redis" => {
+            layer.cache.store = Some("redis".into());
+            let name = text(&store["connection"]).unwrap_or_else(|| "default".into());
+            let conn = &redis["connections"][&name];
+            if conn.is_object() {
+                let (url, _) = redis_url(conn)?;
+                layer.cache.url = url;
+                layer.cache.redis_prefix = Some(redis_prefix(answer, conn));
+            }
+            layer.cache.prefix = Some(
+                text(&store["prefix"])
+                    .or_else(|| text(&cache["prefix"]))
+                    .unwrap_or_default(),
+            );
+            layer.cache.colon = version.map(|v| v.major <= 10);
+        }
+        "file" => {
+            layer.cache.store = Some("file".into());
+            layer.cache.path = text(&store["path"]).map(PathBuf::from);
+        }
+        other => {
+            tracing::warn!(
+                store = %text(&cache["default"]).unwrap_or_default(),
+                driver = other,
+                "the app's cache store is not supported (redis and file are): restart and \
+                 pause signals will not be seen and maxExceptions is not counted"
+            );
+            layer.cache.store = Some("none".into());
+        }
+    }
+
+    // The failed-jobs store.
+    let failed = &answer["failed"];
+    match text(&failed["driver"]).as_deref() {
+        Some("database-uuids") => {
+            layer.failed.driver = Some("database-uuids".into());
+            layer.failed.url = database_url(&answer["failed_database"], app)?;
+            layer.failed.table = text(&failed["table"]).filter(|t| !t.is_empty());
+        }
+        Some("null") => layer.failed.driver = Some("null".into()),
+        Some(other) => tracing::warn!(
+            driver = other,
+            "the app's failed-jobs driver is not supported (database-uuids and null are): \
+             set [failed] in the config file"
+        ),
+        None => {}
+    }
+    Ok(layer)
+}
+
+/// `env` without what `app` sets: the app's answer already reflects the
+/// environment PHP ran in (the worker's own), and where the app's
+/// `config/*.php` ignores or transforms a variable, the app is right.
+pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
+    macro_rules! mask {
+        ($($section:ident . $field:ident),* $(,)?) => {
+            $(if app.$section.$field.is_some() {
+                env.$section.$field = None;
+            })*
+        };
+    }
+    mask!(
+        app.path,
+        app.laravel,
+        redis.url,
+        redis.prefix,
+        redis.cluster,
+        redis.nodes,
+        redis.scheme,
+        queue.connection,
+        queue.queue,
+        queue.retry_after,
+        queue.block_for,
+        cache.store,
+        cache.path,
+        cache.url,
+        cache.redis_prefix,
+        cache.prefix,
+        cache.colon,
+        failed.driver,
+        failed.url,
+        failed.table,
+    );
+    if app.cache.url.is_some() {
+        env.cache.database = None;
+    }
+    env
+}
+
+/// One line per setting the app's sources decide, naming the source that
+/// won: `layers` from lowest to highest precedence, each with its name.
+/// URLs are shown without passwords.
+pub fn describe_sources(layers: &[(&str, &Layer)]) -> Vec<String> {
+    type Show = fn(&Layer) -> Option<String>;
+    let settings: [(&str, Show); 14] = [
+        ("redis url", |l| {
+            l.redis.url.as_deref().map(super::redact::url)
+        }),
+        ("redis prefix", |l| {
+            l.redis.prefix.as_ref().map(|p| format!("{p:?}"))
+        }),
+        ("redis cluster", |l| l.redis.cluster.map(|c| c.to_string())),
+        ("queue connection", |l| l.queue.connection.clone()),
+        ("queue", |l| l.queue.queue.clone()),
+        ("retry_after", |l| l.queue.retry_after.map(show_nullable)),
+        ("block_for", |l| l.queue.block_for.map(show_nullable)),
+        ("cache store", |l| l.cache.store.clone()),
+        ("cache prefix", |l| {
+            l.cache.prefix.as_ref().map(|p| format!("{p:?}"))
+        }),
+        ("cache colon", |l| l.cache.colon.map(|c| c.to_string())),
+        ("failed driver", |l| l.failed.driver.clone()),
+        ("failed url", |l| {
+            l.failed.url.as_deref().map(super::redact::url)
+        }),
+        ("failed table", |l| l.failed.table.clone()),
+        ("laravel", |l| l.app.laravel.clone()),
+    ];
+    settings
+        .iter()
+        .map(|(name, show)| {
+            match layers
+                .iter()
+                .rev()
+                .find_map(|(source, l)| show(l).map(|v| (source, v)))
+            {
+                Some((source, value)) => format!("{name} = {value} ({source})"),
+                None => format!("{name}: built-in default"),
+            }
+        })
+        .collect()
+}
+
+fn show_nullable(n: Nullable) -> String {
+    match n {
+        Nullable::Null => "null".into(),
+        Nullable::Seconds(s) => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer_l12() -> Value {
+        json!({
+            "version": "12.67.0",
+            "queue": {"default": "database", "connections": {
+                "database": {"driver": "database", "queue": "default", "retry_after": 90},
+                "redis": {"driver": "redis", "connection": "default", "queue": "emails",
+                          "retry_after": "120", "block_for": null}
+            }},
+            "redis": {"client": "phpredis", "prefix": "shop-database-", "cluster": "redis",
+                "connections": {
+                    "default": {"host": "r.internal", "port": "6380", "username": null,
+                                "password": "s3cret", "database": "0"},
+                    "cache": {"host": "tls://r.internal", "port": 6380, "password": null,
+                              "database": "1"}
+                }, "clusters": {}},
+            "cache": {"default": "redis", "prefix": "shop-cache-",
+                      "store": {"driver": "redis", "connection": "cache"}},
+            "failed": {"driver": "database-uuids", "database": "sqlite", "table": "failed_jobs"},
+            "failed_database": {"driver": "sqlite", "database": "database/database.sqlite"}
+        })
+    }
+
+    #[test]
+    fn a_laravel_12_answer() {
+        let l = layer_from_answer(&answer_l12(), Path::new("/srv/app")).unwrap();
+        assert_eq!(l.queue.connection.as_deref(), Some("redis"));
+        assert_eq!(l.queue.queue.as_deref(), Some("emails"));
+        assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(120)));
+        assert_eq!(l.queue.block_for, Some(Nullable::Null));
+        assert_eq!(
+            l.redis.url.as_deref(),
+            Some("redis://:s3cret@r.internal:6380/0")
+        );
+        assert_eq!(l.redis.prefix.as_deref(), Some("shop-database-"));
+        assert_eq!(l.cache.url.as_deref(), Some("redis://r.internal:6380/1"));
+        assert_eq!(l.cache.prefix.as_deref(), Some("shop-cache-"));
+        assert_eq!(l.cache.colon, Some(false));
+        assert_eq!(l.app.laravel.as_deref(), Some("12.67"));
+        assert_eq!(
+            l.failed.url.as_deref(),
+            Some("sqlite:///srv/app/database/database.sqlite")
+        );
+        let lines = describe_sources(&[("app config", &l)]);
+        assert!(
+            lines.iter().all(|line| !line.contains("s3cret")),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"redis prefix = \"shop-database-\" (app config)".to_string()));
+    }
+
+    #[test]
+    fn no_prefix_and_unsupported_stores() {
+        let mut a = answer_l12();
+        a["redis"]["prefix"] = Value::Null;
+        a["cache"]["store"] = json!({"driver": "database", "table": "cache"});
+        a["version"] = json!("8.83.26");
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.redis.prefix.as_deref(), Some(""));
+        assert_eq!(l.cache.store.as_deref(), Some("none"));
+        assert_eq!(l.app.laravel.as_deref(), Some("8.83"));
+        a["queue"]["connections"]["redis"]["retry_after"] = json!("soon");
+        assert!(layer_from_answer(&a, Path::new("/srv/app")).is_err());
+    }
+
+    #[test]
+    fn the_environment_yields_to_the_app() {
+        let app = layer_from_answer(&answer_l12(), Path::new("/srv/app")).unwrap();
+        let env = super::super::env::layer(|k| match k {
+            "APP_NAME" => Some("Other".into()),
+            "REDIS_SENTINEL_SERVICE" => Some("m".into()),
+            _ => None,
+        })
+        .unwrap();
+        let env = without_app_settings(env, &app);
+        assert_eq!(env.redis.prefix, None);
+        assert_eq!(env.cache.prefix, None);
+        assert_eq!(env.redis.service.as_deref(), Some("m"));
+    }
+}

@@ -1,0 +1,3 @@
+<?php
+
+// No closure commands: app/Console/Commands is loaded by the kernel.
