@@ -77,13 +77,14 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         .find_map(|k| vars.get(*k).filter(|v| !v.is_empty()).cloned())
         .or_else(|| default_cache_store(&cache_php));
     layer.cache.store = match store.as_deref() {
-        Some("redis") => Some("redis".into()),
-        Some("file") => Some("file".into()),
+        Some(store @ ("redis" | "file" | "database")) => Some(store.into()),
         Some(other) => {
             tracing::warn!(
                 store = other,
-                "the app's cache store is not supported (redis and file are); \
-                 restart and pause signals will not be seen"
+                "the app's cache store is not supported (redis, file and database are; \
+                 memcached, dynamodb, array and octane are not): queue:restart and \
+                 queue:pause will not reach this worker, and maxExceptions is not counted \
+                 (such jobs are released until maxTries instead of failing)"
             );
             Some("none".into())
         }
@@ -249,11 +250,7 @@ mod tests {
         assert_eq!(l.redis.prefix.as_deref(), Some("laravel-database-"));
         assert_eq!(l.cache.prefix.as_deref(), Some("laravel-cache-"));
         assert_eq!(l.cache.colon, Some(false));
-        assert_eq!(
-            l.cache.store.as_deref(),
-            Some("none"),
-            "database cache store is not supported"
-        );
+        assert_eq!(l.cache.store.as_deref(), Some("database"));
         assert_eq!(
             l.queue.connection, None,
             "database is not a Redis connection"

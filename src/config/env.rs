@@ -14,6 +14,7 @@
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
 //! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
 //! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
+//! | `DB_CACHE_TABLE`                  | `[cache] table` (database store)         |
 //! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
 //! | `REDIS_QUEUE`                     | `[queue] queue`                          |
 //! | `REDIS_QUEUE_RETRY_AFTER`         | `[queue] retry_after` (`null` allowed)   |
@@ -132,6 +133,7 @@ pub fn layer_with(
         },
         cache: CacheLayer {
             database: cache_db,
+            table: get("DB_CACHE_TABLE"),
             prefix: get("CACHE_PREFIX").or_else(|| {
                 app_slug
                     .as_ref()

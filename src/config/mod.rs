@@ -93,6 +93,16 @@ pub enum CacheSettings {
         /// The store's directory (`storage/framework/cache/data`).
         dir: PathBuf,
     },
+    /// Laravel's database store (the `cache` table).
+    Database {
+        /// `sqlite://`, `mysql://` or `postgres://` URL (by default the
+        /// failed store's database, as Laravel's default connection).
+        url: String,
+        /// Table name (`cache`).
+        table: String,
+        /// The cache prefix; no `:` is added in any Laravel version.
+        prefix: String,
+    },
     /// No cache.
     None,
 }
@@ -184,8 +194,26 @@ impl Settings {
                     ),
                 },
             },
+            "database" => CacheSettings::Database {
+                url: layer
+                    .cache
+                    .url
+                    .clone()
+                    .or_else(|| layer.failed.url.clone())
+                    .context(
+                        "[cache] store = \"database\" needs a database: set [cache] url or \
+                         [failed] url (sqlite://, mysql://, postgres://), or DB_CONNECTION and DB_*",
+                    )?,
+                table: layer.cache.table.unwrap_or_else(|| "cache".into()),
+                prefix: layer
+                    .cache
+                    .prefix
+                    .unwrap_or_else(|| "laravel-cache-".into()),
+            },
             "none" | "null" => CacheSettings::None,
-            other => bail!("[cache] store = {other:?}: expected \"redis\", \"file\" or \"none\""),
+            other => bail!(
+                "[cache] store = {other:?}: expected \"redis\", \"file\", \"database\" or \"none\""
+            ),
         };
 
         let failed = match layer.failed.driver.as_deref().unwrap_or("database-uuids") {
