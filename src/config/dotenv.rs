@@ -1,4 +1,5 @@
-//! Settings derived from a Laravel app's `.env` (`--env-file`).
+//! Settings derived from a Laravel app's `.env` (`--env-file`), read as
+//! Laravel reads it ([`super::phpdotenv`]).
 //!
 //! The variables mean what they mean to Laravel ([`super::env`]). What the
 //! `.env` leaves out is taken from the app's own files, never from a guess
@@ -45,12 +46,11 @@ const NOT_REDIS: &[&str] = &[
 /// # Errors
 /// The file cannot be read or parsed.
 pub fn layer(path: &Path) -> anyhow::Result<Layer> {
-    let vars: HashMap<String, String> = dotenvy::from_path_iter(path)
-        .map_err(|e| env_error(path, e))
-        .with_context(|| format!("cannot read env file {}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| env_error(path, e))
-        .with_context(|| format!("invalid env file {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read env file {}", path.display()))?;
+    let vars: HashMap<String, String> =
+        super::phpdotenv::load(&String::from_utf8_lossy(&bytes), |k| std::env::var(k).ok())
+            .with_context(|| format!("invalid env file {}", path.display()))?;
     let app = app_root(path);
     let config =
         |name: &str| std::fs::read_to_string(app.join("config").join(name)).unwrap_or_default();
@@ -102,28 +102,6 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         layer.failed.url = Some(format!("sqlite://{}", file.display()));
     }
     Ok(layer)
-}
-
-/// A `.env` error without the line's value (dotenvy's own message quotes
-/// the whole line, password included): the line's number and variable name.
-fn env_error(path: &Path, e: dotenvy::Error) -> anyhow::Error {
-    match e {
-        dotenvy::Error::LineParse(line, index) => {
-            let first = line.lines().next().unwrap_or_default().trim_end();
-            let number = std::fs::read_to_string(path).ok().and_then(|text| {
-                text.lines()
-                    .position(|l| l.trim_end() == first)
-                    .map(|i| format!("line {} ", i + 1))
-            });
-            anyhow::anyhow!(
-                "cannot parse {}({}), at character {} of it",
-                number.unwrap_or_default(),
-                super::redact::env_line(&line),
-                index + 1
-            )
-        }
-        other => anyhow::Error::new(other),
-    }
 }
 
 /// The app's root: the `.env`'s directory, made absolute.

@@ -20,7 +20,10 @@
 //! | `REDIS_QUEUE_RETRY_AFTER`         | `[queue] retry_after` (`null` allowed)   |
 //! | `DB_CONNECTION`, `DB_HOST`, `DB_PORT`, `DB_DATABASE`, `DB_USERNAME`, `DB_PASSWORD` | `[failed] url` |
 //!
-//! Empty values count as unset.
+//! Values are read as Laravel's `env()` returns them: `null` and `(null)`
+//! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
+//! `(true)`/`(false)` are `true`/`false`, and one pair of quotes around the
+//! whole value is removed. Empty values count as unset.
 
 use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
 
@@ -63,9 +66,17 @@ pub fn layer_with(
     get: impl Fn(&str) -> Option<String>,
     conventions: Conventions,
 ) -> anyhow::Result<Layer> {
-    let get = |name: &str| get(name).filter(|v| !v.is_empty());
+    // As `env()` returns it: `null` is unset, `empty` is "", `(true)` is
+    // "true", quotes around the whole value are removed.
+    let raw = |name: &str| get(name).filter(|v| !v.is_empty());
+    let get = |name: &str| {
+        get(name)
+            .and_then(|v| super::phpdotenv::setting_value(&v))
+            .filter(|v| !v.is_empty())
+    };
     let app_slug = get("APP_NAME").map(|n| slug_with(&n, conventions.separator));
-    let retry_after = match get("REDIS_QUEUE_RETRY_AFTER") {
+    // Read as written: `null` here means "never reclaimed".
+    let retry_after = match raw("REDIS_QUEUE_RETRY_AFTER") {
         Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
             anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
         })?),

@@ -13,6 +13,7 @@
 pub mod dotenv;
 pub mod env;
 pub mod file;
+pub mod phpdotenv;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
