@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Daemon, Job, QueueState, Scene};
+use laravel_worker::config::env::slug_with;
 use laravel_worker::config::phpdotenv::{EnvValue, env_value, load};
 
 /// The process environment the corpus is read under (PHP gets only these,
@@ -208,4 +209,57 @@ fn env_file_with_null_password_and_database_cache() {
     let r: Vec<&str> = r.iter().map(String::as_str).collect();
     Daemon::run(&r, &[]).expect_exit(0);
     w.expect_stop(0, "restart_signal");
+}
+
+/// `Str::slug` of awkward app names, as PHP's own Laravel computes it (the
+/// prefixes derived from `APP_NAME`).
+#[test]
+fn slug_matches_laravel() {
+    let names = [
+        ("shop.example.com", "shopexamplecom", "shopexamplecom"),
+        ("Bücherei", "bucherei", "bucherei"),
+        ("Shop@Home", "shop-at-home", "shop_at_home"),
+        ("My Shop", "my-shop", "my_shop"),
+        (
+            "Crème Brûlée_Café",
+            "creme-brulee-cafe",
+            "creme_brulee_cafe",
+        ),
+        ("Straße-42", "strasse-42", "strasse_42"),
+        ("  ÆØÅ łódź  ", "aeoa-lodz", "aeoa_lodz"),
+        ("a--b__c", "a-b-c", "a_b_c"),
+        ("Ñandú!", "nandu", "nandu"),
+        ("Laravel", "laravel", "laravel"),
+        ("ACME (Staging)", "acme-staging", "acme_staging"),
+    ];
+    for (name, dash, underscore) in names {
+        assert_eq!(slug_with(name, '-'), dash, "{name}");
+        assert_eq!(slug_with(name, '_'), underscore, "{name}");
+    }
+    if !Path::new("/usr/share/php/Illuminate/Support/autoload.php").is_file()
+        || Command::new("php").arg("--version").output().is_err()
+    {
+        eprintln!(
+            "note: php or Laravel's support package is missing; live Str::slug check skipped"
+        );
+        return;
+    }
+    let out = Command::new("php")
+        .arg(dir().join("slug.php"))
+        .args(names.iter().map(|(n, _, _)| *n))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for ((name, dash, underscore), line) in names.iter().zip(text.lines()) {
+        assert_eq!(
+            line,
+            format!("{dash}\t{underscore}"),
+            "PHP's slug of {name}"
+        );
+    }
 }

@@ -7,7 +7,8 @@
 //!
 //! - the prefix conventions from `config/database.php` and
 //!   `config/cache.php` (`'_database_'` / `'-database-'`, `'_cache'` /
-//!   `'_cache_'` / `'-cache-'`);
+//!   `'_cache_'` / `'-cache-'`), applied to `APP_NAME` from the `.env`,
+//!   else the process environment, else `laravel` (`Str::slug`);
 //! - the cache store from `CACHE_STORE` / `CACHE_DRIVER`, else the default
 //!   written in `config/cache.php`;
 //! - whether the Redis cache prefix is joined with `:` (Laravel ≤ 10), and
@@ -57,8 +58,14 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
     let database_php = config("database.php");
     let cache_php = config("cache.php");
 
+    // `env('APP_NAME', 'laravel')`: the `.env`, else the process
+    // environment (Docker, Kubernetes), else 'laravel'.
     let mut layer = layer_with(
-        |k| vars.get(k).cloned(),
+        |k| {
+            vars.get(k).cloned().or_else(|| {
+                (k == "APP_NAME").then(|| std::env::var(k).unwrap_or_else(|_| "laravel".into()))
+            })
+        },
         conventions(&database_php, &cache_php),
     )?;
     layer.app.path = Some(app.clone());
@@ -255,5 +262,34 @@ mod tests {
         let l = layer(&dir.path().join(".env")).unwrap();
         assert_eq!(l.cache.store.as_deref(), Some("file"));
         assert_eq!(l.cache.colon, None);
+    }
+
+    #[test]
+    fn prefix_without_app_name_follows_the_apps_config() {
+        let dir = app(&[
+            (".env", "REDIS_HOST=127.0.0.1\nCACHE_PREFIX=\n"),
+            (
+                "config/database.php",
+                "'prefix' => env('REDIS_PREFIX', Str::slug(env('APP_NAME', 'laravel'), '_').'_database_'),",
+            ),
+        ]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        // (APP_NAME is not set in the test process.)
+        if std::env::var_os("APP_NAME").is_none() {
+            assert_eq!(l.redis.prefix.as_deref(), Some("laravel_database_"));
+        }
+        assert_eq!(
+            l.cache.prefix.as_deref(),
+            Some(""),
+            "CACHE_PREFIX= is no prefix"
+        );
+        let dir = app(&[(".env", "APP_NAME=shop.example.com\nREDIS_PREFIX=\n")]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        assert_eq!(
+            l.redis.prefix.as_deref(),
+            Some(""),
+            "REDIS_PREFIX= is no prefix"
+        );
+        assert_eq!(l.cache.prefix.as_deref(), Some("shopexamplecom-cache-"));
     }
 }

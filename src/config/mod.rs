@@ -145,7 +145,17 @@ impl Settings {
             }
             None => Layer::default(),
         };
-        Settings::resolve(dotenv.overlaid_by(file).overlaid_by(env::from_process()?))
+        // With a `.env`, its layer has already applied the process
+        // environment's APP_NAME with the app's own prefix conventions.
+        let process = match env_file {
+            Some(_) => env::layer(|name| {
+                (name != "APP_NAME")
+                    .then(|| std::env::var(name).ok())
+                    .flatten()
+            })?,
+            None => env::from_process()?,
+        };
+        Settings::resolve(dotenv.overlaid_by(file).overlaid_by(process))
     }
 
     /// Applies the defaults to a merged layer and checks it.
