@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cache::{CacheStore, FileCache, RedisCache};
+use crate::cache::{CacheStore, DatabaseCache, FileCache, RedisCache};
 use crate::config::{CacheSettings, Settings, Transport};
 use crate::failed::FailedJobStore;
 use crate::handler::{
@@ -62,7 +62,8 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
 /// Opens the cache store.
 ///
 /// # Errors
-/// The cache Redis is unreachable.
+/// The cache Redis is unreachable, or the cache database URL or table name
+/// cannot be used.
 pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
     Ok(match &settings.cache {
         CacheSettings::Redis {
@@ -78,6 +79,9 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
             CacheStore::Redis(RedisCache::new(conn, key_prefix.clone()))
         }
         CacheSettings::File { dir } => CacheStore::File(FileCache::new(dir.clone())),
+        CacheSettings::Database { url, table, prefix } => {
+            CacheStore::Database(DatabaseCache::new(url, table, prefix.clone())?)
+        }
         CacheSettings::None => CacheStore::None,
     })
 }

@@ -109,8 +109,10 @@ fn passwords_in_an_env_file_that_does_not_parse_are_not_logged() {
     let env = dir.path().join(".env");
     for (case, text) in [
         (
+            // (An unterminated double quote starts a multi-line value that
+            // phpdotenv drops at the end of the file, without an error.)
             "unterminated quote",
-            format!("APP_NAME=Shop\nREDIS_PASSWORD=\"{PASSWORD}\nDB_CONNECTION=sqlite\n"),
+            format!("APP_NAME=Shop\nREDIS_PASSWORD='{PASSWORD}\nDB_CONNECTION=sqlite\n"),
         ),
         (
             "stray quote",

@@ -9,14 +9,19 @@
 //! | `illuminate:queues:paused`                  | `queue:pause --all`   | skip every queue       |
 //! | `job-exceptions:{uuid}`                     | the worker            | maxExceptions counter  |
 //!
-//! Two stores: Laravel's Redis store ([`redis`]) and its file store
+//! Three stores: Laravel's Redis store ([`redis`]), its file store
 //! ([`file`]), for an app on the same machine whose `CACHE_DRIVER` is
-//! `file` (the 8.x default).
+//! `file` (the 8.x default), and its database store ([`database`], the
+//! `cache` table, the 11+ default). Laravel's other stores (memcached,
+//! dynamodb, array, octane) are not supported: with them the worker sees
+//! no restart or pause signal and counts no maxExceptions.
 
+pub mod database;
 pub mod file;
 pub mod php;
 pub mod redis;
 
+pub use self::database::DatabaseCache;
 pub use self::file::FileCache;
 pub use self::redis::RedisCache;
 
@@ -45,6 +50,8 @@ pub enum CacheStore {
     Redis(RedisCache),
     /// Laravel's file cache store.
     File(FileCache),
+    /// Laravel's database cache store (the `cache` table).
+    Database(DatabaseCache),
     /// No cache: no restart or pause signals, no maxExceptions counting (as
     /// Laravel without a cache).
     None,
@@ -71,6 +78,7 @@ impl CacheStore {
         match self {
             CacheStore::Redis(c) => c.many(keys).await,
             CacheStore::File(c) => c.many(keys).await,
+            CacheStore::Database(c) => c.many(keys).await,
             CacheStore::None => Ok(vec![None; keys.len()]),
         }
     }
@@ -138,6 +146,7 @@ impl CacheStore {
         match self {
             CacheStore::Redis(c) => c.count(&key, EXCEPTIONS_TTL).await.map(Some),
             CacheStore::File(c) => c.count(&key, EXCEPTIONS_TTL).await.map(Some),
+            CacheStore::Database(c) => c.count(&key, EXCEPTIONS_TTL).await.map(Some),
             CacheStore::None => Ok(None),
         }
     }
@@ -157,6 +166,7 @@ impl CacheStore {
         match self {
             CacheStore::Redis(c) => c.forever(key, &value).await,
             CacheStore::File(c) => c.forever(key, &value).await,
+            CacheStore::Database(c) => c.forever(key, &value).await,
             CacheStore::None => anyhow::bail!("no cache store is configured"),
         }
     }
@@ -165,6 +175,7 @@ impl CacheStore {
         match self {
             CacheStore::Redis(c) => c.forget(key).await,
             CacheStore::File(c) => c.forget(key).await,
+            CacheStore::Database(c) => c.forget(key).await,
             CacheStore::None => anyhow::bail!("no cache store is configured"),
         }
     }

@@ -372,12 +372,22 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
             layer.cache.store = Some("file".into());
             layer.cache.path = text(&store["path"]).map(PathBuf::from);
         }
+        "database" => {
+            layer.cache.store = Some("database".into());
+            layer.cache.url = database_url(&cache["database"], app)?;
+            layer.cache.table = text(&store["table"]).filter(|t| !t.is_empty());
+            layer.cache.prefix = Some(
+                text(&store["prefix"])
+                    .or_else(|| text(&cache["prefix"]))
+                    .unwrap_or_default(),
+            );
+        }
         other => {
             tracing::warn!(
                 store = %text(&cache["default"]).unwrap_or_default(),
                 driver = other,
-                "the app's cache store is not supported (redis and file are): restart and \
-                 pause signals will not be seen and maxExceptions is not counted"
+                "the app's cache store is not supported (redis, database and file are): \
+                 restart and pause signals will not be seen and maxExceptions is not counted"
             );
             layer.cache.store = Some("none".into());
         }
@@ -551,11 +561,15 @@ mod tests {
     fn no_prefix_and_unsupported_stores() {
         let mut a = answer_l12();
         a["redis"]["prefix"] = Value::Null;
-        a["cache"]["store"] = json!({"driver": "database", "table": "cache"});
+        a["cache"]["store"] = json!({"driver": "memcached"});
         a["version"] = json!("8.83.26");
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
         assert_eq!(l.redis.prefix.as_deref(), Some(""));
         assert_eq!(l.cache.store.as_deref(), Some("none"));
+        a["cache"]["store"] = json!({"driver": "database", "table": "cache"});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.cache.store.as_deref(), Some("database"));
+        assert_eq!(l.cache.table.as_deref(), Some("cache"));
         assert_eq!(l.app.laravel.as_deref(), Some("8.83"));
         a["queue"]["connections"]["redis"]["retry_after"] = json!("soon");
         assert!(layer_from_answer(&a, Path::new("/srv/app")).is_err());

@@ -1,4 +1,5 @@
-//! Settings derived from a Laravel app's `.env` (`--env-file`).
+//! Settings derived from a Laravel app's `.env` (`--env-file`), read as
+//! Laravel reads it ([`super::phpdotenv`]).
 //!
 //! The variables mean what they mean to Laravel ([`super::env`]). What the
 //! `.env` leaves out is taken from the app's own files, never from a guess
@@ -6,7 +7,8 @@
 //!
 //! - the prefix conventions from `config/database.php` and
 //!   `config/cache.php` (`'_database_'` / `'-database-'`, `'_cache'` /
-//!   `'_cache_'` / `'-cache-'`);
+//!   `'_cache_'` / `'-cache-'`), applied to `APP_NAME` from the `.env`,
+//!   else the process environment, else `laravel` (`Str::slug`);
 //! - the cache store from `CACHE_STORE` / `CACHE_DRIVER`, else the default
 //!   written in `config/cache.php`;
 //! - whether the Redis cache prefix is joined with `:` (Laravel ≤ 10), and
@@ -45,20 +47,25 @@ const NOT_REDIS: &[&str] = &[
 /// # Errors
 /// The file cannot be read or parsed.
 pub fn layer(path: &Path) -> anyhow::Result<Layer> {
-    let vars: HashMap<String, String> = dotenvy::from_path_iter(path)
-        .map_err(|e| env_error(path, e))
-        .with_context(|| format!("cannot read env file {}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| env_error(path, e))
-        .with_context(|| format!("invalid env file {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read env file {}", path.display()))?;
+    let vars: HashMap<String, String> =
+        super::phpdotenv::load(&String::from_utf8_lossy(&bytes), |k| std::env::var(k).ok())
+            .with_context(|| format!("invalid env file {}", path.display()))?;
     let app = app_root(path);
     let config =
         |name: &str| std::fs::read_to_string(app.join("config").join(name)).unwrap_or_default();
     let database_php = config("database.php");
     let cache_php = config("cache.php");
 
+    // `env('APP_NAME', 'laravel')`: the `.env`, else the process
+    // environment (Docker, Kubernetes), else 'laravel'.
     let mut layer = layer_with(
-        |k| vars.get(k).cloned(),
+        |k| {
+            vars.get(k).cloned().or_else(|| {
+                (k == "APP_NAME").then(|| std::env::var(k).unwrap_or_else(|_| "laravel".into()))
+            })
+        },
         conventions(&database_php, &cache_php),
     )?;
     layer.app.path = Some(app.clone());
@@ -77,13 +84,14 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         .find_map(|k| vars.get(*k).filter(|v| !v.is_empty()).cloned())
         .or_else(|| default_cache_store(&cache_php));
     layer.cache.store = match store.as_deref() {
-        Some("redis") => Some("redis".into()),
-        Some("file") => Some("file".into()),
+        Some(store @ ("redis" | "file" | "database")) => Some(store.into()),
         Some(other) => {
             tracing::warn!(
                 store = other,
-                "the app's cache store is not supported (redis and file are); \
-                 restart and pause signals will not be seen"
+                "the app's cache store is not supported (redis, file and database are; \
+                 memcached, dynamodb, array and octane are not): queue:restart and \
+                 queue:pause will not reach this worker, and maxExceptions is not counted \
+                 (such jobs are released until maxTries instead of failing)"
             );
             Some("none".into())
         }
@@ -101,28 +109,6 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
         layer.failed.url = Some(format!("sqlite://{}", file.display()));
     }
     Ok(layer)
-}
-
-/// A `.env` error without the line's value (dotenvy's own message quotes
-/// the whole line, password included): the line's number and variable name.
-fn env_error(path: &Path, e: dotenvy::Error) -> anyhow::Error {
-    match e {
-        dotenvy::Error::LineParse(line, index) => {
-            let first = line.lines().next().unwrap_or_default().trim_end();
-            let number = std::fs::read_to_string(path).ok().and_then(|text| {
-                text.lines()
-                    .position(|l| l.trim_end() == first)
-                    .map(|i| format!("line {} ", i + 1))
-            });
-            anyhow::anyhow!(
-                "cannot parse {}({}), at character {} of it",
-                number.unwrap_or_default(),
-                super::redact::env_line(&line),
-                index + 1
-            )
-        }
-        other => anyhow::Error::new(other),
-    }
 }
 
 /// The app's root: the `.env`'s directory, made absolute.
@@ -249,11 +235,7 @@ mod tests {
         assert_eq!(l.redis.prefix.as_deref(), Some("laravel-database-"));
         assert_eq!(l.cache.prefix.as_deref(), Some("laravel-cache-"));
         assert_eq!(l.cache.colon, Some(false));
-        assert_eq!(
-            l.cache.store.as_deref(),
-            Some("none"),
-            "database cache store is not supported"
-        );
+        assert_eq!(l.cache.store.as_deref(), Some("database"));
         assert_eq!(
             l.queue.connection, None,
             "database is not a Redis connection"
@@ -280,5 +262,34 @@ mod tests {
         let l = layer(&dir.path().join(".env")).unwrap();
         assert_eq!(l.cache.store.as_deref(), Some("file"));
         assert_eq!(l.cache.colon, None);
+    }
+
+    #[test]
+    fn prefix_without_app_name_follows_the_apps_config() {
+        let dir = app(&[
+            (".env", "REDIS_HOST=127.0.0.1\nCACHE_PREFIX=\n"),
+            (
+                "config/database.php",
+                "'prefix' => env('REDIS_PREFIX', Str::slug(env('APP_NAME', 'laravel'), '_').'_database_'),",
+            ),
+        ]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        // (APP_NAME is not set in the test process.)
+        if std::env::var_os("APP_NAME").is_none() {
+            assert_eq!(l.redis.prefix.as_deref(), Some("laravel_database_"));
+        }
+        assert_eq!(
+            l.cache.prefix.as_deref(),
+            Some(""),
+            "CACHE_PREFIX= is no prefix"
+        );
+        let dir = app(&[(".env", "APP_NAME=shop.example.com\nREDIS_PREFIX=\n")]);
+        let l = layer(&dir.path().join(".env")).unwrap();
+        assert_eq!(
+            l.redis.prefix.as_deref(),
+            Some(""),
+            "REDIS_PREFIX= is no prefix"
+        );
+        assert_eq!(l.cache.prefix.as_deref(), Some("shopexamplecom-cache-"));
     }
 }

@@ -14,12 +14,16 @@
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
 //! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
 //! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
+//! | `DB_CACHE_TABLE`                  | `[cache] table` (database store)         |
 //! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
 //! | `REDIS_QUEUE`                     | `[queue] queue`                          |
 //! | `REDIS_QUEUE_RETRY_AFTER`         | `[queue] retry_after` (`null` allowed)   |
 //! | `DB_CONNECTION`, `DB_HOST`, `DB_PORT`, `DB_DATABASE`, `DB_USERNAME`, `DB_PASSWORD` | `[failed] url` |
 //!
-//! Empty values count as unset.
+//! Values are read as Laravel's `env()` returns them: `null` and `(null)`
+//! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
+//! `(true)`/`(false)` are `true`/`false`, and one pair of quotes around the
+//! whole value is removed. Empty values count as unset.
 
 use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
 
@@ -62,9 +66,18 @@ pub fn layer_with(
     get: impl Fn(&str) -> Option<String>,
     conventions: Conventions,
 ) -> anyhow::Result<Layer> {
-    let get = |name: &str| get(name).filter(|v| !v.is_empty());
+    // As `env()` returns it: `null` is unset, `empty` is "", `(true)` is
+    // "true", quotes around the whole value are removed.
+    let raw = |name: &str| get(name).filter(|v| !v.is_empty());
+    let kept = |name: &str| get(name).and_then(|v| super::phpdotenv::setting_value(&v));
+    let get = |name: &str| {
+        get(name)
+            .and_then(|v| super::phpdotenv::setting_value(&v))
+            .filter(|v| !v.is_empty())
+    };
     let app_slug = get("APP_NAME").map(|n| slug_with(&n, conventions.separator));
-    let retry_after = match get("REDIS_QUEUE_RETRY_AFTER") {
+    // Read as written: `null` here means "never reclaimed".
+    let retry_after = match raw("REDIS_QUEUE_RETRY_AFTER") {
         Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
             anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
         })?),
@@ -97,7 +110,8 @@ pub fn layer_with(
     Ok(Layer {
         redis: RedisLayer {
             url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
-            prefix: get("REDIS_PREFIX").or_else(|| {
+            // `REDIS_PREFIX=` (empty) is no prefix, as `env()` gives "".
+            prefix: kept("REDIS_PREFIX").or_else(|| {
                 app_slug
                     .as_ref()
                     .map(|s| format!("{s}{}", conventions.database_suffix))
@@ -132,7 +146,8 @@ pub fn layer_with(
         },
         cache: CacheLayer {
             database: cache_db,
-            prefix: get("CACHE_PREFIX").or_else(|| {
+            table: get("DB_CACHE_TABLE"),
+            prefix: kept("CACHE_PREFIX").or_else(|| {
                 app_slug
                     .as_ref()
                     .map(|s| format!("{s}{}", conventions.cache_suffix))
@@ -236,17 +251,106 @@ pub fn slug(name: &str) -> String {
     slug_with(name, '-')
 }
 
-/// `Str::slug($name, $separator)` for ASCII names.
+/// `Str::slug($name, $separator)` as Laravel 8–13 computes it: the name
+/// transliterated to ASCII (`Str::ascii`, language `en`: `ü` → `u`, `ß` →
+/// `ss`, `Æ` → `ae`; characters with no Latin spelling are dropped), the
+/// other separator (`_` for `-`, `-` for `_`) turned into `separator`, `@`
+/// into `{separator}at{separator}`, lower case, every other character but
+/// letters, digits and whitespace removed (so `shop.example.com` is
+/// `shopexamplecom`), runs of separators and whitespace made one separator,
+/// and the separator trimmed from both ends.
 pub fn slug_with(name: &str, separator: char) -> String {
-    let mut out = String::new();
-    for c in name.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii_alphanumeric() {
-            out.push(c);
-        } else if !out.is_empty() && !out.ends_with(separator) {
-            out.push(separator);
+    let flip = if separator == '-' { '_' } else { '-' };
+    let mut ascii = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii() {
+            ascii.push(c);
+        } else if let Some(t) = transliterate(c) {
+            ascii.push_str(t);
+        } else if c.is_whitespace() {
+            ascii.push(' ');
         }
     }
-    out.trim_end_matches(separator).to_string()
+    let mut cleaned = String::with_capacity(ascii.len());
+    for c in ascii.chars() {
+        match c {
+            c if c == flip || c == separator => cleaned.push(separator),
+            '@' => {
+                cleaned.push(separator);
+                cleaned.push_str("at");
+                cleaned.push(separator);
+            }
+            c if c.is_ascii_alphanumeric() => cleaned.push(c.to_ascii_lowercase()),
+            c if c.is_ascii_whitespace() || c == '\x0B' => cleaned.push(' '),
+            _ => {}
+        }
+    }
+    let mut out = String::with_capacity(cleaned.len());
+    for c in cleaned.chars() {
+        if c == separator || c == ' ' {
+            if !out.ends_with(separator) {
+                out.push(separator);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.trim_matches(separator).to_string()
+}
+
+/// The ASCII spelling `Str::ascii` (language `en`) gives the Latin letters
+/// app names use; `None` for anything else (dropped).
+fn transliterate(c: char) -> Option<&'static str> {
+    Some(match c {
+        'À'..='Å' | 'Ā' | 'Ă' | 'Ą' => "A",
+        'à'..='å' | 'ā' | 'ă' | 'ą' | 'ª' => "a",
+        'Æ' => "AE",
+        'æ' => "ae",
+        'Ç' | 'Ć' | 'Ĉ' | 'Ċ' | 'Č' => "C",
+        'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => "c",
+        'Ð' | 'Ď' | 'Đ' => "D",
+        'ð' | 'ď' | 'đ' => "d",
+        'È'..='Ë' | 'Ē' | 'Ĕ' | 'Ė' | 'Ę' | 'Ě' => "E",
+        'è'..='ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => "e",
+        'Ĝ' | 'Ğ' | 'Ġ' | 'Ģ' => "G",
+        'ĝ' | 'ğ' | 'ġ' | 'ģ' => "g",
+        'Ĥ' | 'Ħ' => "H",
+        'ĥ' | 'ħ' => "h",
+        'Ì'..='Ï' | 'Ĩ' | 'Ī' | 'Ĭ' | 'Į' | 'İ' => "I",
+        'ì'..='ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => "i",
+        'Ĳ' => "IJ",
+        'ĳ' => "ij",
+        'Ĵ' => "J",
+        'ĵ' => "j",
+        'Ķ' => "K",
+        'ķ' | 'ĸ' => "k",
+        'Ĺ' | 'Ļ' | 'Ľ' | 'Ŀ' | 'Ł' => "L",
+        'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => "l",
+        'Ñ' | 'Ń' | 'Ņ' | 'Ň' | 'Ŋ' => "N",
+        'ñ' | 'ń' | 'ņ' | 'ň' | 'ŉ' | 'ŋ' => "n",
+        'Ò'..='Ö' | 'Ø' | 'Ō' | 'Ŏ' | 'Ő' => "O",
+        'ò'..='ö' | 'ø' | 'ō' | 'ŏ' | 'ő' | 'º' => "o",
+        'Œ' => "OE",
+        'œ' => "oe",
+        'Ŕ' | 'Ŗ' | 'Ř' => "R",
+        'ŕ' | 'ŗ' | 'ř' => "r",
+        'Ś' | 'Ŝ' | 'Ş' | 'Š' => "S",
+        'ś' | 'ŝ' | 'ş' | 'š' | 'ſ' => "s",
+        'ß' => "ss",
+        'Ţ' | 'Ť' | 'Ŧ' => "T",
+        'ţ' | 'ť' | 'ŧ' => "t",
+        'Þ' => "TH",
+        'þ' => "th",
+        'Ù'..='Ü' | 'Ũ' | 'Ū' | 'Ŭ' | 'Ů' | 'Ű' | 'Ų' => "U",
+        'ù'..='ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' | 'µ' => "u",
+        'Ŵ' => "W",
+        'ŵ' => "w",
+        'Ý' | 'Ÿ' | 'Ŷ' => "Y",
+        'ý' | 'ÿ' | 'ŷ' => "y",
+        'Ź' | 'Ż' | 'Ž' => "Z",
+        'ź' | 'ż' | 'ž' => "z",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -109,12 +109,16 @@ pub struct QueueLayer {
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CacheLayer {
-    /// `redis`, `file` or `none`.
+    /// `redis`, `file`, `database` or `none`.
     pub store: Option<String>,
     /// File store directory; default `{app path}/storage/framework/cache/data`.
     pub path: Option<std::path::PathBuf>,
-    /// The cache Redis; defaults to `[redis] url` on database `database`.
+    /// The cache Redis (store `redis`; defaults to `[redis] url` on
+    /// database `database`), or the cache database (store `database`:
+    /// `sqlite://`, `mysql://`, `postgres://`; defaults to `[failed] url`).
     pub url: Option<String>,
+    /// The database store's table (`DB_CACHE_TABLE`, default `cache`).
+    pub table: Option<String>,
     /// Database of the cache connection (`REDIS_CACHE_DB`, default 1).
     pub database: Option<i64>,
     /// Redis connection prefix of the cache connection; defaults to
@@ -343,6 +347,7 @@ impl Layer {
                 redis_prefix: over.cache.redis_prefix.or(self.cache.redis_prefix),
                 prefix: over.cache.prefix.or(self.cache.prefix),
                 colon: over.cache.colon.or(self.cache.colon),
+                table: over.cache.table.or(self.cache.table),
             },
             failed: FailedLayer {
                 driver: over.failed.driver.or(self.failed.driver),

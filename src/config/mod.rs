@@ -14,6 +14,7 @@ pub mod app_config;
 pub mod dotenv;
 pub mod env;
 pub mod file;
+pub mod phpdotenv;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
@@ -95,6 +96,16 @@ pub enum CacheSettings {
     File {
         /// The store's directory (`storage/framework/cache/data`).
         dir: PathBuf,
+    },
+    /// Laravel's database store (the `cache` table).
+    Database {
+        /// `sqlite://`, `mysql://` or `postgres://` URL (by default the
+        /// failed store's database, as Laravel's default connection).
+        url: String,
+        /// Table name (`cache`).
+        table: String,
+        /// The cache prefix; no `:` is added in any Laravel version.
+        prefix: String,
     },
     /// No cache.
     None,
@@ -185,7 +196,16 @@ impl Settings {
             }
             None => Layer::default(),
         };
-        let mut environment = env::from_process()?;
+        // With a `.env`, its layer has already applied the process
+        // environment's APP_NAME with the app's own prefix conventions.
+        let mut environment = match env_file {
+            Some(_) => env::layer(|name| {
+                (name != "APP_NAME")
+                    .then(|| std::env::var(name).ok())
+                    .flatten()
+            })?,
+            None => env::from_process()?,
+        };
         if let Some(app) = &app_layer {
             environment = app_config::without_app_settings(environment, app);
         }
@@ -255,8 +275,26 @@ impl Settings {
                     ),
                 },
             },
+            "database" => CacheSettings::Database {
+                url: layer
+                    .cache
+                    .url
+                    .clone()
+                    .or_else(|| layer.failed.url.clone())
+                    .context(
+                        "[cache] store = \"database\" needs a database: set [cache] url or \
+                         [failed] url (sqlite://, mysql://, postgres://), or DB_CONNECTION and DB_*",
+                    )?,
+                table: layer.cache.table.unwrap_or_else(|| "cache".into()),
+                prefix: layer
+                    .cache
+                    .prefix
+                    .unwrap_or_else(|| "laravel-cache-".into()),
+            },
             "none" | "null" => CacheSettings::None,
-            other => bail!("[cache] store = {other:?}: expected \"redis\", \"file\" or \"none\""),
+            other => bail!(
+                "[cache] store = {other:?}: expected \"redis\", \"file\", \"database\" or \"none\""
+            ),
         };
 
         let failed = match layer.failed.driver.as_deref().unwrap_or("database-uuids") {

@@ -51,11 +51,12 @@ macro_rules! on_pool {
 }
 
 impl Pool {
-    /// A lazy pool for `url` (nothing connects until it is used).
+    /// A lazy pool for `url` (nothing connects until it is used); the
+    /// database cache store opens its pool here too.
     ///
     /// # Errors
     /// A URL of an unknown scheme, or one the driver cannot parse.
-    fn lazy(url: &str) -> anyhow::Result<Pool> {
+    pub(crate) fn lazy(url: &str) -> anyhow::Result<Pool> {
         Ok(match url.split_once("://").map(|(scheme, _)| scheme) {
             Some("sqlite") => Pool::Sqlite(SqlitePool::connect_lazy(url)?),
             Some("mysql" | "mariadb") => Pool::MySql(MySqlPool::connect_lazy(&url.replacen(
@@ -67,9 +68,7 @@ impl Pool {
                 let url = url.replacen("pgsql://", "postgres://", 1);
                 Pool::Postgres(PgPool::connect_lazy(&url)?)
             }
-            _ => anyhow::bail!(
-                "failed jobs database URL must start with sqlite://, mysql:// or postgres://"
-            ),
+            _ => anyhow::bail!("database URL must start with sqlite://, mysql:// or postgres://"),
         })
     }
 }

@@ -306,6 +306,15 @@ impl<'s> Config<'s> {
         )
     }
 
+    /// `[cache] store = "database"` on the database at `url` (the `cache`
+    /// table), cache prefix `prefix`, instead of Redis.
+    pub fn database_cache(self, url: &str, prefix: &str) -> Self {
+        self.without("cache")
+            .set("cache", "store", "database")
+            .set("cache", "url", url)
+            .set("cache", "prefix", prefix)
+    }
+
     /// No `[failed]`: the failed store comes from the app (`--env-file`).
     pub fn failed_from_app(mut self) -> Self {
         self.failed_set = true;
