@@ -9,6 +9,11 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Job, Payload, QueueState, Scene, Score, alive};
@@ -257,5 +262,129 @@ fn stop_when_empty_waits_out_an_outage() {
         s.log(),
         jobs.iter().map(|j| j.run_line(1)).collect::<Vec<_>>()
     );
+    s.assert_state(QueueState::empty());
+}
+
+/// A unix-socket relay in front of the private Redis that can lose one
+/// answer: once armed, it passes the next command it gets on to Redis,
+/// then closes that connection instead of passing the answer back (a
+/// reply lost in a network failure: the command ran, the client saw an
+/// error).
+struct ReplyCutter {
+    path: PathBuf,
+    armed: Arc<AtomicBool>,
+    cuts: Arc<AtomicUsize>,
+}
+
+impl ReplyCutter {
+    /// Listens on `relay.sock` in `dir`, relaying to `upstream`.
+    fn start(dir: &Path, upstream: &Path) -> Self {
+        let path = dir.join("relay.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let upstream = upstream.to_path_buf();
+        let (armed_, cuts_) = (Arc::clone(&armed), Arc::clone(&cuts));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { break };
+                let Ok(server) = UnixStream::connect(&upstream) else {
+                    continue;
+                };
+                Self::relay(client, server, Arc::clone(&armed_), Arc::clone(&cuts_));
+            }
+        });
+        ReplyCutter { path, armed, cuts }
+    }
+
+    /// Pumps both ways between `client` and `server` until either ends.
+    fn relay(
+        client: UnixStream,
+        server: UnixStream,
+        armed: Arc<AtomicBool>,
+        cuts: Arc<AtomicUsize>,
+    ) {
+        let cut = Arc::new(AtomicBool::new(false));
+        let (mut from_client, mut to_server) =
+            (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let cut_ = Arc::clone(&cut);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                // Marked before the command goes on, so its answer is
+                // surely dropped.
+                if armed.swap(false, Ordering::SeqCst) {
+                    cut_.store(true, Ordering::SeqCst);
+                    cuts.fetch_add(1, Ordering::SeqCst);
+                }
+                if to_server.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = to_server.shutdown(std::net::Shutdown::Both);
+        });
+        let (mut from_server, mut to_client) = (server, client);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                if cut.load(Ordering::SeqCst) {
+                    break;
+                }
+                if to_client.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = to_client.shutdown(std::net::Shutdown::Both);
+            let _ = from_server.shutdown(std::net::Shutdown::Both);
+        });
+    }
+
+    /// Loses the answer to the next command.
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Item 8, the lost reply. The delete of a finished job reaches Redis but
+/// its answer is lost; the retry finds the reservation gone. That is
+/// logged as what most likely happened (INFO: the earlier try went
+/// through), not blamed on another worker; the job ran once and is gone.
+///
+/// Before: a WARN line saying another worker had reclaimed the job.
+#[test]
+fn a_lost_delete_reply_is_not_blamed_on_another_worker() {
+    let s = Scene::new();
+    let relay = ReplyCutter::start(s.dir.path(), &s.redis.socket);
+    let job = Job::laravel8("App\\Jobs\\Quick");
+    // Only the queue connection goes through the relay; retry_after = 60
+    // leaves no renewal in the job's run, so the next command on it after
+    // the handler ends is the delete.
+    let config = s
+        .config()
+        .set(
+            "redis",
+            "url",
+            format!("unix://{}?db=0", relay.path.display()),
+        )
+        .retry_after(60)
+        .recording(common::GATED)
+        .write();
+    s.push(&job);
+    let mut d = s.work(&config, &["--json", "--stop-when-empty"]);
+    s.wait_for_file("started");
+    relay.arm();
+    s.touch("go");
+
+    d.expect_stop(0, "empty");
+    assert_eq!(relay.cuts.load(Ordering::SeqCst), 1);
+    let said = d.stderr_text();
+    let lost = said
+        .lines()
+        .find(|l| l.contains("the earlier try most likely went through"))
+        .unwrap_or_else(|| panic!("no word of the lost reply; stderr:\n{said}"));
+    assert!(lost.contains("INFO"), "{lost}");
+    assert!(!said.contains("was reclaimed"), "stderr:\n{said}");
+    assert!(!said.contains("another worker"), "stderr:\n{said}");
+    assert_eq!(s.log(), vec![job.run_line(1)]);
     s.assert_state(QueueState::empty());
 }
