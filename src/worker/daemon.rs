@@ -435,7 +435,8 @@ impl Daemon {
         tracing::error!(
             jobs = left,
             "drain deadline passed before these jobs could be settled; \
-             they stay reserved and are reclaimed after retry_after"
+             they stay reserved and are reclaimed after retry_after \
+             (unless a release or delete already sent still reaches Redis)"
         );
     }
 

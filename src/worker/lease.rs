@@ -59,13 +59,22 @@ pub async fn hold<F: Future>(
     };
     let period = renewal_period(retry_after);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned = false;
+    // The renewal in flight, polled beside the handler and the expiry: a
+    // hung Redis holds a command for up to the command timeout (30 s), and
+    // neither the handler's end nor the lease running out may wait for it.
+    let mut renewal: Option<Renewal<'_>> = None;
     tokio::pin!(work);
     loop {
         let expiry = job.lease.until().map(tokio::time::Instant::from_std);
         let lost = tokio::select! {
             output = &mut work => return Held::Done(output),
-            _ = tick.tick() => match queue.renew(job).await {
+            _ = tick.tick(), if renewal.is_none() => {
+                renewal = Some(Box::pin(queue.renew(job)));
+                false
+            }
+            renewed = in_flight(&mut renewal) => match renewed {
                 Ok(true) => {
                     tracing::trace!(id = %job.id(), "reservation renewed");
                     false
@@ -120,6 +129,20 @@ pub async fn hold<F: Future>(
             return Held::Done(work.await);
         }
     }
+}
+
+/// A renewal command on its way.
+type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = redis::RedisResult<bool>> + Send + 'a>>;
+
+/// The answer to the renewal in flight, which is then taken; never, when
+/// none is.
+async fn in_flight(renewal: &mut Option<Renewal<'_>>) -> redis::RedisResult<bool> {
+    let Some(pending) = renewal.as_mut() else {
+        return std::future::pending().await;
+    };
+    let answer = pending.await;
+    *renewal = None;
+    answer
 }
 
 /// Sleeps until `at`; for ever when `None`.

@@ -126,28 +126,62 @@ impl Daemon {
         what: &str,
         pred: &dyn Fn(&str) -> bool,
     ) -> String {
-        if let Some(line) = seen.iter().find(|l| pred(l)) {
-            return line.clone();
+        match Self::wait_on_for(rx, seen, what, pred, WAIT) {
+            Ok(line) => line,
+            Err(why) => panic!("{why}"),
         }
-        let deadline = Instant::now() + WAIT;
+    }
+
+    /// As `wait_on` for at most `limit`; `Err` says what was seen.
+    fn wait_on_for(
+        rx: &Receiver<String>,
+        seen: &mut Vec<String>,
+        what: &str,
+        pred: &dyn Fn(&str) -> bool,
+        limit: std::time::Duration,
+    ) -> Result<String, String> {
+        if let Some(line) = seen.iter().find(|l| pred(l)) {
+            return Ok(line.clone());
+        }
+        let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     seen.push(line.clone());
                     if pred(&line) {
-                        return line;
+                        return Ok(line);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    panic!("no {what} line matched in time; saw:\n{}", seen.join("\n"))
+                    return Err(format!(
+                        "no {what} line matched in {limit:?}; saw:\n{}",
+                        seen.join("\n")
+                    ));
                 }
-                Err(RecvTimeoutError::Disconnected) => panic!(
-                    "{what} closed before a line matched; saw:\n{}",
-                    seen.join("\n")
-                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(format!(
+                        "{what} closed before a line matched; saw:\n{}",
+                        seen.join("\n")
+                    ));
+                }
             }
         }
+    }
+
+    /// Waits at most `limit` for a stderr (log) line containing every one
+    /// of `parts` (colours aside); returns it without colours, or what was
+    /// seen instead.
+    pub fn wait_log_for(
+        &mut self,
+        limit: std::time::Duration,
+        parts: &[&str],
+    ) -> Result<String, String> {
+        let pred = |l: &str| {
+            let p = plain(l);
+            parts.iter().all(|part| p.contains(part))
+        };
+        Self::wait_on_for(&self.err, &mut self.stderr, "stderr", &pred, limit).map(|l| plain(&l))
     }
 
     /// Waits for a stdout line matching `pred` (lines seen before count too).
@@ -165,6 +199,15 @@ impl Daemon {
         let needle = format!("\"status\":\"{status}\"");
         let line = self.wait_stdout(|l| l.contains(&needle));
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// Whether the process has exited (then its output is drained, as by
+    /// [`Daemon::wait_exit`]); does not wait.
+    pub fn exited(&mut self) -> bool {
+        if self.status.is_none() && matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.wait_exit();
+        }
+        self.status.is_some()
     }
 
     /// Waits for the process to exit and drains its output.

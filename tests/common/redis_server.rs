@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     child: Child,
     pub socket: PathBuf,
+    /// Its working directory (where `SHUTDOWN SAVE` writes `dump.rdb`).
+    dir: PathBuf,
 }
 
 impl RedisServer {
@@ -15,7 +17,19 @@ impl RedisServer {
     /// it answers (at most 10 s).
     pub fn start(dir: &Path) -> Self {
         let socket = dir.join("redis.sock");
-        let child = Command::new("redis-server")
+        let server = RedisServer {
+            child: Self::spawn(dir, &socket),
+            socket,
+            dir: dir.to_path_buf(),
+        };
+        server.wait_ready();
+        server
+    }
+
+    /// Starts redis-server on `socket` in `dir` (loading `dir/dump.rdb`
+    /// when there is one).
+    fn spawn(dir: &Path, socket: &Path) -> Child {
+        Command::new("redis-server")
             .args([
                 "--port",
                 "0",
@@ -27,23 +41,62 @@ impl RedisServer {
                 "700",
             ])
             .arg("--unixsocket")
-            .arg(&socket)
+            .arg(socket)
             .arg("--dir")
             .arg(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server)");
-        let server = RedisServer { child, socket };
+            .expect("redis-server must be installed (apt-get install redis-server)")
+    }
+
+    /// Waits until the server answers (at most 10 s).
+    fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if server.socket.exists() && server.client().get_connection().is_ok() {
+            if self.socket.exists() && self.client().get_connection().is_ok() {
                 break;
             }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(5));
         }
-        server
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and commands
+    /// wait unanswered, as with a hung Redis. Do not send it commands from
+    /// the test until [`RedisServer::thaw`].
+    pub fn freeze(&self) {
+        self.send(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Resumes a frozen server (SIGCONT); the commands sent meanwhile are
+    /// then run.
+    pub fn thaw(&self) {
+        self.send(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn send(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+
+    /// Stops the server with `SHUTDOWN SAVE` (its data written to
+    /// `dump.rdb`): clients then get their connections refused until
+    /// [`RedisServer::start_again`].
+    pub fn shutdown_save(&mut self) {
+        // The server closes the connection instead of answering.
+        let _ = redis::cmd("SHUTDOWN")
+            .arg("SAVE")
+            .query::<()>(&mut self.conn(0));
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "redis-server SHUTDOWN SAVE: {status}");
+    }
+
+    /// Starts the server again on the same socket, with the data saved by
+    /// [`RedisServer::shutdown_save`].
+    pub fn start_again(&mut self) {
+        self.child = Self::spawn(&self.dir, &self.socket);
+        self.wait_ready();
     }
 
     /// URL of database `db`.
