@@ -194,6 +194,12 @@ fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
                     "--queue=high,default",
                     &format!("--concurrency={CONCURRENCY}"),
                     "--sleep=0.2",
+                    // A reservation whose answer died with the master (or a
+                    // handler stopped because its lease ran out during the
+                    // failover) counts as an attempt, as in Laravel; with
+                    // queue:work's default of one try such a job would be
+                    // failed on reclaim instead of run. Lost means never run.
+                    "--tries=3",
                 ],
                 &[],
             )
