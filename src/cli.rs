@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// A Laravel queue worker for Redis queues: a drop-in for `php artisan queue:work`.
 #[derive(Debug, Parser)]
-#[command(name = "laravel-worker", version, about)]
+#[command(name = "laravel-worker", version = crate::banner::LONG_VERSION, about)]
 pub struct Cli {
     /// TOML config file (see config/laravel-worker.toml).
     #[arg(
@@ -25,9 +25,30 @@ pub struct Cli {
         value_name = "PATH"
     )]
     pub env_file: Option<PathBuf>,
+    /// Less output: errors only in the log (artisan's `-q`). An explicit
+    /// `RUST_LOG` wins over `-q` and `-v`.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More output: `-v` logs debug lines, `-vv` (or more) trace lines
+    /// (artisan's `-v`/`-vv`/`-vvv`). Default: info.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The log filter `-q`/`-v` ask for: `error`, `info` (default), `debug`
+    /// or `trace`.
+    pub fn log_level(&self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "error",
+            (false, 0) => "info",
+            (false, 1) => "debug",
+            (false, _) => "trace",
+        }
+    }
 }
 
 /// The subcommands.
@@ -59,6 +80,32 @@ pub enum Command {
     /// Exit 0 while a running worker's heartbeat file is fresh, 1 otherwise
     /// (for Docker's HEALTHCHECK).
     Health(HealthArgs),
+    /// Delete failed jobs older than --hours (`queue:prune-failed`).
+    PruneFailed(PruneFailedArgs),
+    /// Run the whole story on a private redis-server: push sample jobs,
+    /// work them, list the failed one, monitor the queues; then clean up.
+    /// Needs no config and touches no other Redis.
+    Demo,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `laravel-worker man > laravel-worker.1`.
+    Man,
+}
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
+}
+
+/// `prune-failed`.
+#[derive(Debug, Args)]
+pub struct PruneFailedArgs {
+    /// Delete failed jobs that failed more than this many hours ago
+    /// (artisan's default: 24).
+    #[arg(long, default_value_t = 24)]
+    pub hours: u64,
 }
 
 /// `health`.

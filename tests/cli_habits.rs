@@ -1,0 +1,80 @@
+//! artisan's command-line habits: `-q`/`-v`, `pause`/`resume` refusing an
+//! unknown connection, and the shell completions and man page generated
+//! from the command line's definition.
+
+mod common;
+
+use common::{Daemon, Job, Scene};
+
+#[test]
+fn quiet_and_verbose_set_the_log_level() {
+    let s = Scene::new();
+    // A job that fails: its failed hook is logged at debug level.
+    let handler = s.script("h.sh", "cat > /dev/null; exit 1");
+    let config = s.config().command(&handler).write();
+    let c = config.to_str().unwrap();
+    let work = ["work", "--stop-when-empty", "--sleep=0", "--tries=1"];
+    // A non-empty RUST_LOG (the harness sets one) wins over the flags;
+    // an empty one counts as unset.
+    let run = |flag: Option<&str>| {
+        s.push(&Job::laravel8("App\\Jobs\\Fails"));
+        let mut args = vec!["--config", c];
+        args.extend(flag);
+        args.extend(work);
+        let mut d = Daemon::start(&args, &[("RUST_LOG", "")]);
+        d.expect_exit(0);
+        d.stderr_text()
+    };
+    let default = run(None);
+    assert!(default.contains("worker starting"), "{default}");
+    assert!(!default.contains("DEBUG"), "{default}");
+    let quiet = run(Some("-q"));
+    assert!(
+        !quiet.contains("INFO") && !quiet.contains("WARN"),
+        "-q still logs INFO or WARN:\n{quiet}"
+    );
+    let verbose = run(Some("-v"));
+    assert!(verbose.contains("DEBUG"), "-v logs no DEBUG:\n{verbose}");
+    assert!(!verbose.contains("TRACE"), "{verbose}");
+}
+
+#[test]
+fn pause_and_resume_refuse_an_unknown_connection() {
+    let s = Scene::new();
+    let config = s.config().write();
+    for command in ["pause", "resume"] {
+        let mut d = Daemon::cli(&config, &[command, "redis-typo:default"]);
+        d.expect_exit(1);
+        let log = d.stderr_text();
+        assert!(
+            log.contains("unknown queue connection \"redis-typo\"")
+                && log.contains("configured connection is \"redis\""),
+            "{command}: {log}"
+        );
+    }
+    let keys: Vec<String> = s.redis.cache(&["KEYS", "*"]);
+    assert!(keys.is_empty(), "keys written: {keys:?}");
+    Daemon::cli(&config, &["pause", "redis:default"]).expect_exit(0);
+}
+
+#[test]
+fn completions_and_man_page_are_generated() {
+    for shell in ["bash", "zsh", "fish"] {
+        let mut d = Daemon::run(&["completions", shell], &[]);
+        d.expect_exit(0);
+        let script = d.stdout.join("\n");
+        for word in ["laravel-worker", "prune-failed", "demo", "stop-when-empty"] {
+            assert!(script.contains(word), "{shell}: no {word:?}");
+        }
+    }
+    let mut d = Daemon::run(&["man"], &[]);
+    d.expect_exit(0);
+    let page = d.stdout.join("\n");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH laravel-worker"),
+        "{page}"
+    );
+    for word in ["work", "prune\\-failed", "demo", "\\-\\-config"] {
+        assert!(page.contains(word), "man page: no {word:?}");
+    }
+}
