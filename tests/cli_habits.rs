@@ -78,3 +78,44 @@ fn completions_and_man_page_are_generated() {
         assert!(page.contains(word), "man page: no {word:?}");
     }
 }
+
+/// An app on Laravel 8.x (`[app] laravel = "8.83"`) gets Laravel 8's job
+/// lines, `[time][id] Processing: Name` then `Processed:` or `Failed:`,
+/// which its operators grep for; a newer app keeps the DONE/FAIL lines.
+#[test]
+fn job_lines_follow_the_apps_laravel_version() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "cat > /dev/null\ncase \"$LARAVEL_WORKER_JOB_NAME\" in *Fails) exit 1 ;; esac",
+    );
+    let ok = Job::laravel8("App\\Jobs\\Works");
+    let bad = Job::laravel8("App\\Jobs\\Fails");
+    let args = ["--stop-when-empty", "--sleep=0", "--tries=1"];
+
+    s.push_on("default", [&ok, &bad]);
+    let config = s.config().command(&handler).laravel("8.83").write();
+    let d = s.run(&config, &args);
+    // After the `[Y-m-d H:i:s]` stamp (21 characters).
+    let expected = [
+        format!("[{}] Processing: App\\Jobs\\Works", ok.id()),
+        format!("[{}] Processed:  App\\Jobs\\Works", ok.id()),
+        format!("[{}] Processing: App\\Jobs\\Fails", bad.id()),
+        format!("[{}] Failed:     App\\Jobs\\Fails", bad.id()),
+    ];
+    assert_eq!(d.stdout.len(), expected.len(), "{:?}", d.stdout);
+    for (line, rest) in d.stdout.iter().zip(&expected) {
+        let stamp = line.get(..21).unwrap_or_default();
+        assert!(stamp.starts_with("[20") && stamp.ends_with(']'), "{line}");
+        assert_eq!(&line[21..], rest.as_str(), "{line}");
+    }
+
+    s.push_on("default", [&ok]);
+    let config = s.config().command(&handler).laravel("11.0").write();
+    let d = s.run(&config, &args);
+    assert!(
+        d.stdout.len() == 1 && d.stdout[0].ends_with(" DONE"),
+        "{:?}",
+        d.stdout
+    );
+}

@@ -45,10 +45,10 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     // `WorkCommand::listenForEvents`: the output lines and the metrics
     // hear the worker's job events.
     let events = Listeners::new()
-        .with(
-            Arc::new(Reporter::new(options.json, settings.connection.clone()))
-                as Arc<dyn JobEvents>,
-        )
+        .with(Arc::new(
+            Reporter::new(options.json, settings.connection.clone())
+                .with_laravel8_lines(settings.laravel.major < 9),
+        ) as Arc<dyn JobEvents>)
         .with(metrics as Arc<dyn JobEvents>);
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {
