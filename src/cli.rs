@@ -131,11 +131,17 @@ pub struct FailedArgs {
 #[derive(Debug, Args)]
 pub struct RetryArgs {
     /// Failed job ids (uuids), or `all`.
-    #[arg(required_unless_present = "queue")]
+    #[arg(required_unless_present_any = ["queue", "range"])]
     pub ids: Vec<String>,
     /// Retry every failed job of this queue.
     #[arg(long)]
     pub queue: Option<String>,
+    /// Numeric id ranges such as `1-5` (repeatable), added to the ids as
+    /// artisan's `--range` does; anything not `N-M` is ignored, as there.
+    /// Numeric ids name jobs only in stores that use them: the uuid stores
+    /// answer "Unable to find failed job", as Laravel's do.
+    #[arg(long, value_name = "N-M")]
+    pub range: Vec<String>,
 }
 
 /// `forget`.

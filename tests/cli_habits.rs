@@ -119,3 +119,33 @@ fn job_lines_follow_the_apps_laravel_version() {
         d.stdout
     );
 }
+
+/// `retry --range=N-M` adds the ids N…M to those given, as artisan's
+/// `--range`; with a uuid store no numeric id names a job, and each is
+/// reported as Laravel's uuid providers report it.
+#[test]
+fn retry_range_names_numeric_ids() {
+    let s = Scene::new();
+    let config = s.config().failed_driver("redis").write();
+    let mut d = Daemon::cli(&config, &["retry", "--range=1-2", "--range=junk"]);
+    d.expect_exit(0);
+    for line in [
+        "   ERROR  Unable to find failed job with ID [1].",
+        "   ERROR  Unable to find failed job with ID [2].",
+        "   INFO  No retryable jobs found.",
+    ] {
+        assert!(
+            d.stdout.iter().any(|l| l == line),
+            "{line:?} in {:?}",
+            d.stdout
+        );
+    }
+    assert!(
+        !d.stdout
+            .iter()
+            .any(|l| l.contains("[junk]") || l.contains("[3]")),
+        "{:?}",
+        d.stdout
+    );
+    Daemon::cli(&config, &["retry", "--range=1-20000"]).expect_exit(1);
+}
