@@ -9,7 +9,7 @@
 # Build stage: the release binary.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 RUN cargo build --release --locked \
  && strip target/release/laravel-worker
