@@ -9,7 +9,7 @@
 # Build stage: the release binary.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 RUN cargo build --release --locked \
  && strip target/release/laravel-worker
@@ -29,7 +29,8 @@ RUN apt-get update \
  && chown worker:worker /app
 COPY --from=build /src/target/release/laravel-worker /usr/local/bin/laravel-worker
 COPY config/laravel-worker.toml /etc/laravel-worker/laravel-worker.toml
-COPY examples/handlers /app/examples/handlers
+# The example config names its handler relative to itself (../examples/handlers).
+COPY examples/handlers /etc/examples/handlers
 # Every subcommand finds the config (mount your own over it, or point this
 # elsewhere); the loop rewrites the heartbeat file that HEALTHCHECK reads.
 ENV LARAVEL_WORKER_CONFIG=/etc/laravel-worker/laravel-worker.toml \

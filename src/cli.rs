@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// A Laravel queue worker for Redis queues: a drop-in for `php artisan queue:work`.
 #[derive(Debug, Parser)]
-#[command(name = "laravel-worker", version, about)]
+#[command(name = "laravel-worker", version = crate::banner::LONG_VERSION, about)]
 pub struct Cli {
     /// TOML config file (see config/laravel-worker.toml).
     #[arg(
@@ -30,9 +30,30 @@ pub struct Cli {
     /// with `artisan`); `none` turns that off.
     #[arg(long, global = true, env = "LARAVEL_WORKER_APP", value_name = "PATH")]
     pub app: Option<PathBuf>,
+    /// Less output: errors only in the log (artisan's `-q`). An explicit
+    /// `RUST_LOG` wins over `-q` and `-v`.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More output: `-v` logs debug lines, `-vv` (or more) trace lines
+    /// (artisan's `-v`/`-vv`/`-vvv`). Default: info.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The log filter `-q`/`-v` ask for: `error`, `info` (default), `debug`
+    /// or `trace`.
+    pub fn log_level(&self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "error",
+            (false, 0) => "info",
+            (false, 1) => "debug",
+            (false, _) => "trace",
+        }
+    }
 }
 
 /// The subcommands.
@@ -64,6 +85,32 @@ pub enum Command {
     /// Exit 0 while a running worker's heartbeat file is fresh, 1 otherwise
     /// (for Docker's HEALTHCHECK).
     Health(HealthArgs),
+    /// Delete failed jobs older than --hours (`queue:prune-failed`).
+    PruneFailed(PruneFailedArgs),
+    /// Run the whole story on a private redis-server: push sample jobs,
+    /// work them, list the failed one, monitor the queues; then clean up.
+    /// Needs no config and touches no other Redis.
+    Demo,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `laravel-worker man > laravel-worker.1`.
+    Man,
+}
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
+}
+
+/// `prune-failed`.
+#[derive(Debug, Args)]
+pub struct PruneFailedArgs {
+    /// Delete failed jobs that failed more than this many hours ago
+    /// (artisan's default: 24).
+    #[arg(long, default_value_t = 24)]
+    pub hours: u64,
 }
 
 /// `health`.
@@ -89,11 +136,17 @@ pub struct FailedArgs {
 #[derive(Debug, Args)]
 pub struct RetryArgs {
     /// Failed job ids (uuids), or `all`.
-    #[arg(required_unless_present = "queue")]
+    #[arg(required_unless_present_any = ["queue", "range"])]
     pub ids: Vec<String>,
     /// Retry every failed job of this queue.
     #[arg(long)]
     pub queue: Option<String>,
+    /// Numeric id ranges such as `1-5` (repeatable), added to the ids as
+    /// artisan's `--range` does; anything not `N-M` is ignored, as there.
+    /// Numeric ids name jobs only in stores that use them: the uuid stores
+    /// answer "Unable to find failed job", as Laravel's do.
+    #[arg(long, value_name = "N-M")]
+    pub range: Vec<String>,
 }
 
 /// `forget`.

@@ -22,6 +22,7 @@
 //! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
 
 mod app;
+mod banner;
 mod cache;
 pub mod cli;
 pub mod commands;

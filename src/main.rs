@@ -14,7 +14,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            // A non-empty RUST_LOG wins over -q/-v; an empty one counts as unset.
+            std::env::var("RUST_LOG")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .and_then(|v| EnvFilter::try_new(v).ok())
+                .unwrap_or_else(|| EnvFilter::new(cli.log_level())),
         )
         .with_writer(std::io::stderr)
         // Outside text (displayNames, handler output) cannot break a log line.
@@ -35,9 +40,16 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        // `health` needs no Redis, and no config when given --file.
-        if let Command::Health(args) = &cli.command {
-            return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
+        // `health` needs no Redis, and no config when given --file; the
+        // demo, completions and man page need no settings at all.
+        match &cli.command {
+            Command::Health(args) => {
+                return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
+            }
+            Command::Demo => return commands::demo::run(),
+            Command::Completions(args) => return commands::docs::completions(args.shell),
+            Command::Man => return commands::docs::man(),
+            _ => {}
         }
         let settings = Settings::load(
             cli.config.as_deref(),
@@ -56,7 +68,10 @@ fn main() -> ExitCode {
             Command::Monitor(args) => commands::monitor::run(settings, args).await,
             Command::Pause(args) => commands::pause::run(settings, args, true).await,
             Command::Resume(args) => commands::pause::run(settings, args, false).await,
-            Command::Health(_) => unreachable!("handled above"),
+            Command::PruneFailed(args) => commands::failed::prune(settings, args).await,
+            Command::Health(_) | Command::Demo | Command::Completions(_) | Command::Man => {
+                unreachable!("handled above")
+            }
         }
     });
     match result {

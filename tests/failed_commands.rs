@@ -443,6 +443,27 @@ fn flush_by_age(s: &Scene, store: &Store) {
     s.assert_state(QueueState::empty());
 }
 
+/// `prune-failed --hours=N` (artisan's `queue:prune-failed`): the jobs that
+/// failed at or before now − N hours go, the count is said; without
+/// `--hours`, 24 hours.
+fn prune_failed_by_age(s: &Scene, store: &Store) {
+    let config = config(s, store, None);
+    let t = now();
+    let [ancient, old, new] = Job::named(["Ancient", "Old", "New"]);
+    store.insert(s, &row(&ancient, "default", t - 30 * 3600));
+    store.insert(s, &row(&old, "default", t - 3 * 3600));
+    store.insert(s, &row(&new, "default", t - 60));
+
+    cli(&config, &["prune-failed"])
+        .expect_exit(0)
+        .has_line("   INFO  1 entries deleted.");
+    assert_eq!(store.ids(s), vec![old.uuid(), new.uuid()], "after 24 h");
+    cli(&config, &["prune-failed", "--hours=2"])
+        .expect_exit(0)
+        .has_line("   INFO  1 entries deleted.");
+    assert_eq!(store.ids(s), vec![new.uuid()], "after --hours=2");
+}
+
 /// Jobs `retry` must not push: one of another connection (this worker
 /// only pushes to its own), one whose payload is not JSON. Both are kept
 /// and reported, the valid one is retried, and the exit status is 1.
@@ -562,6 +583,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("retry_by_queue", retry_by_queue),
     ("forget_one", forget_one),
     ("flush_by_age", flush_by_age),
+    ("prune_failed_by_age", prune_failed_by_age),
     (
         "retry_refuses_what_it_cannot_push",
         retry_refuses_what_it_cannot_push,
@@ -604,6 +626,7 @@ on_sqlite_and_redis!(
     retry_by_queue,
     forget_one,
     flush_by_age,
+    prune_failed_by_age,
     retry_refuses_what_it_cannot_push,
     failed_by_the_worker_then_retried_runs_again,
 );

@@ -14,6 +14,10 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "common/skip.rs"]
+#[allow(dead_code)]
+mod skip;
+
 use laravel_worker::Payload;
 use laravel_worker::command::{self, CommandError, MAX_DEPTH};
 use proptest::prelude::*;
@@ -487,7 +491,7 @@ fn php_unserialize_agrees_on_random_values() {
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) => {
-            eprintln!("skipped: php is not installed ({e})");
+            skip::note("php", &format!("the PHP oracle cannot run ({e})"));
             return;
         }
     };

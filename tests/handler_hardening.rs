@@ -189,8 +189,9 @@ fn handlers_see_only_the_environment_the_operator_chose_and_private_files() {
 /// A handler program that cannot run, or no `[[handlers]]` at all, used to
 /// send every job to failed_jobs. Now `work` refuses to start (exit 1) with
 /// a message naming the handler and the program, and the queue is left as
-/// it was. A relative path is resolved against the working directory; a
-/// bare name looked up in PATH and not found there is only a warning.
+/// it was. A relative path is resolved against the config file's
+/// directory (not the working directory); a bare name looked up in PATH and
+/// not found there is only a warning.
 #[test]
 fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
     let s = Scene::new();
@@ -211,6 +212,7 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
     };
     let job = Job::laravel8("App\\Jobs\\Waiting");
     s.push(&job);
+    let missing = format!("{:?}", s.path("handlers/missing.sh").display().to_string());
     for (program, expected) in [
         (
             Some("/nonexistent/handler.sh"),
@@ -226,11 +228,7 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
         ),
         (
             Some("handlers/missing.sh"),
-            vec![
-                "\"handlers/missing.sh\"",
-                "resolved against the working directory",
-                "does not exist",
-            ],
+            vec![missing.as_str(), "does not exist"],
         ),
         (None, vec!["no [[handlers]] are configured"]),
     ] {
@@ -246,13 +244,12 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
         s.assert_state(QueueState::empty().ready([&job]).notify(1));
     }
 
-    // Runnable: a relative path from the working directory (the crate's
-    // root for tests), and a bare name PATH may provide later (a warning).
+    // Runnable: a path relative to the config file (in the scene
+    // directory, while the working directory is the crate's root), and a
+    // bare name PATH may provide later (a warning).
     s.redis.cmd::<i64>(&["DEL", &common::q("default")]);
-    for (program, warns) in [
-        ("examples/handlers/hello.sh", false),
-        ("lw-surely-not-installed", true),
-    ] {
+    s.script("ok.sh", "cat > /dev/null");
+    for (program, warns) in [("./ok.sh", false), ("lw-surely-not-installed", true)] {
         let config = config_with(Some(program));
         let d = s.run(&config, &["--once", "--sleep=0"]);
         let logs = d.stderr_text();

@@ -143,8 +143,9 @@ async fn retry_jobs(store: &FailedJobStore, args: &RetryArgs) -> anyhow::Result<
         }
         return Ok(jobs);
     }
+    let ranged = range_ids(&args.range)?;
     let mut ids: Vec<&String> = Vec::new();
-    for id in &args.ids {
+    for id in args.ids.iter().chain(&ranged) {
         if !id.is_empty() && !ids.contains(&id) {
             ids.push(id);
         }
@@ -158,6 +159,40 @@ async fn retry_jobs(store: &FailedJobStore, args: &RetryArgs) -> anyhow::Result<
         jobs.extend(found);
     }
     Ok(jobs)
+}
+
+/// Most ids one `--range` may name.
+pub const MAX_RANGE_IDS: u64 = 10_000;
+
+/// The ids of artisan's `--range=N-M` options, in order: each `N-M`
+/// (digits only) gives N, N+1, … M (or down from N when M < N, as PHP's
+/// `range()`); anything else is ignored, as artisan's pattern skips it.
+///
+/// # Errors
+/// A range of more than [`MAX_RANGE_IDS`] ids.
+pub fn range_ids(ranges: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for range in ranges {
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(start) || !digits(end) {
+            continue;
+        }
+        let (Ok(start), Ok(end)) = (start.parse::<u64>(), end.parse::<u64>()) else {
+            anyhow::bail!("--range={range}: the numbers are too large");
+        };
+        if start.abs_diff(end) >= MAX_RANGE_IDS {
+            anyhow::bail!("--range={range} names more than {MAX_RANGE_IDS} ids");
+        }
+        if start <= end {
+            ids.extend((start..=end).map(|id| id.to_string()));
+        } else {
+            ids.extend((end..=start).rev().map(|id| id.to_string()));
+        }
+    }
+    Ok(ids)
 }
 
 /// `queue:forget`: deletes the failed job with this uuid (every record of
@@ -196,6 +231,20 @@ pub async fn flush(settings: Settings, args: FlushArgs) -> anyhow::Result<u8> {
         )),
         None => info("All failed jobs deleted successfully."),
     }
+    Ok(0)
+}
+
+/// `queue:prune-failed`: deletes the failed jobs that failed at or before
+/// now − `--hours` hours (default 24, as artisan) and says how many went
+/// (`N entries deleted.`). Exit status 0.
+///
+/// # Errors
+/// The store cannot be opened or written, or N hours reach before the
+/// calendar's start.
+pub async fn prune(settings: Settings, args: crate::cli::PruneFailedArgs) -> anyhow::Result<u8> {
+    let store = open_failed_store(&settings).await?;
+    let deleted = store.flush(Some(hours_ago(args.hours)?)).await?;
+    info(&format!("{deleted} entries deleted."));
     Ok(0)
 }
 
@@ -301,6 +350,20 @@ fn run_time_for_humans(took: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_expand_as_artisans() {
+        let r = |list: &[&str]| range_ids(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(r(&["1-3"]).unwrap(), ["1", "2", "3"]);
+        assert_eq!(r(&["3-1", "7-7"]).unwrap(), ["3", "2", "1", "7"]);
+        assert!(
+            r(&["1-", "a-3", "1-2-3", "-1", " 1-2", "5"])
+                .unwrap()
+                .is_empty()
+        );
+        assert!(r(&["1-99999"]).is_err());
+        assert!(r(&["1-99999999999999999999999"]).is_err());
+    }
 
     #[test]
     fn job_class_follows_artisan() {

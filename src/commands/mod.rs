@@ -1,6 +1,8 @@
 //! The subcommands. Each returns the process exit status.
 
 pub mod clear;
+pub mod demo;
+pub mod docs;
 pub mod failed;
 pub mod health;
 pub mod monitor;

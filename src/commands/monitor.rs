@@ -7,6 +7,11 @@ use crate::cli::MonitorArgs;
 use crate::config::Settings;
 use crate::queue::redis_queue::QueueSizes;
 
+/// Exit status of `monitor` when a queue holds `--max` jobs or more, so a
+/// cron job or a health check can act on it (artisan's `queue:monitor`
+/// fires `QueueBusy` and exits 0; there is no event here to listen to).
+pub const OVER_MAX: u8 = 3;
+
 #[derive(Serialize)]
 struct Report<'a> {
     connection: &'a str,
@@ -19,7 +24,8 @@ struct Report<'a> {
 
 /// Prints each queue's size (ready + delayed + reserved), its parts and
 /// the age of its oldest ready job; `ALERT` at or above `--max`, as
-/// `QueueBusy` would fire.
+/// `QueueBusy` would fire. Returns [`OVER_MAX`] when any queue is at or
+/// above `--max`, else 0.
 ///
 /// # Errors
 /// Redis errors.
@@ -45,9 +51,14 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
             },
         });
     }
+    let status = if reports.iter().any(|r| r.status == "ALERT") {
+        OVER_MAX
+    } else {
+        0
+    };
     if args.json {
         println!("{}", serde_json::to_string(&reports)?);
-        return Ok(0);
+        return Ok(status);
     }
     println!("  Queue name .......... Size / Pending / Delayed / Reserved / Status");
     for r in &reports {
@@ -59,5 +70,5 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
         let dots = ".".repeat(70usize.saturating_sub(name.len() + numbers.len()).max(3));
         println!("  {name} {dots} {numbers}");
     }
-    Ok(0)
+    Ok(status)
 }

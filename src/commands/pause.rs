@@ -18,10 +18,19 @@ pub fn parse_target<'a>(target: &'a str, default_connection: &'a str) -> (&'a st
 /// (Laravel 12.40+ and this one) skip a paused queue.
 ///
 /// # Errors
-/// No cache store, or the cache cannot be written.
+/// A connection other than the configured one (artisan refuses a
+/// connection missing from `config/queue.php`; only one is configured
+/// here), no cache store, or the cache cannot be written.
 pub async fn run(settings: Settings, args: PauseArgs, pause: bool) -> anyhow::Result<u8> {
-    let cache = crate::app::open_cache(&settings).await?;
     let (connection, queue) = parse_target(&args.queue, &settings.connection);
+    if connection != settings.connection {
+        anyhow::bail!(
+            "unknown queue connection {connection:?}: the configured connection is {:?} \
+             ([queue] connection, or QUEUE_CONNECTION)",
+            settings.connection
+        );
+    }
+    let cache = crate::app::open_cache(&settings).await?;
     cache.set_paused(connection, queue, pause).await?;
     let done = if pause { "paused" } else { "resumed" };
     println!("   INFO  Job processing on queue [{connection}:{queue}] has been {done}.");

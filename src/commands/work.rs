@@ -30,12 +30,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
 
-    tracing::info!(
-        failed = failed.describe(),
-        retry_after = ?settings.retry_after,
-        block_for = ?settings.block_for,
-        "worker configured"
-    );
+    crate::banner::Banner::new(&settings, &options).emit(options.json);
     let metrics = Arc::new(Metrics::new());
     if let Some(listen) = &settings.metrics_listen {
         let listener = tokio::net::TcpListener::bind(listen)
@@ -50,10 +45,10 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     // `WorkCommand::listenForEvents`: the output lines and the metrics
     // hear the worker's job events.
     let events = Listeners::new()
-        .with(
-            Arc::new(Reporter::new(options.json, settings.connection.clone()))
-                as Arc<dyn JobEvents>,
-        )
+        .with(Arc::new(
+            Reporter::new(options.json, settings.connection.clone())
+                .with_laravel8_lines(settings.laravel.major < 9),
+        ) as Arc<dyn JobEvents>)
         .with(metrics as Arc<dyn JobEvents>);
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {

@@ -300,6 +300,30 @@ impl Layer {
         toml::from_str(text)
     }
 
+    /// Resolves each handler program given as a relative path (it holds a
+    /// `/` but does not start with one) against `dir`, the directory of the
+    /// config file it was read from, so a worker started from any folder runs
+    /// the same program. Absolute paths and bare names (looked up in `PATH`
+    /// when the job runs) are kept as they are; arguments after the program
+    /// are never changed. A relative `dir` is made absolute against the
+    /// working directory first.
+    pub fn resolve_handler_paths(&mut self, dir: &std::path::Path) {
+        let dir = if dir.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            dir
+        };
+        let base = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        for handler in self.handlers.iter_mut().flatten() {
+            if let Some(program) = handler.command.as_mut().and_then(|c| c.first_mut())
+                && program.contains('/')
+                && !program.starts_with('/')
+            {
+                *program = base.join(&*program).to_string_lossy().into_owned();
+            }
+        }
+    }
+
     /// This layer with every value `over` sets replacing ours.
     pub fn overlaid_by(self, over: Layer) -> Layer {
         Layer {

@@ -80,6 +80,10 @@ pub struct Settings {
     pub error_summary_interval: Duration,
     /// `[[handlers]]` in match order.
     pub handlers: Vec<HandlerEntry>,
+    /// Where these settings came from, lowest precedence first
+    /// (`defaults`, `--env-file PATH`, `--config PATH`, `environment`);
+    /// filled by [`Settings::load`], for the start-up banner.
+    pub sources: Vec<String>,
 }
 
 /// Where the cache keys live.
@@ -191,8 +195,12 @@ impl Settings {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read config file {}", path.display()))?;
-                Layer::from_toml(&text)
-                    .with_context(|| format!("invalid config file {}", path.display()))?
+                let mut layer = Layer::from_toml(&text)
+                    .with_context(|| format!("invalid config file {}", path.display()))?;
+                // Handler programs given as relative paths are the config
+                // file's neighbours, wherever the worker is started from.
+                layer.resolve_handler_paths(path.parent().unwrap_or(Path::new(".")));
+                layer
             }
             None => Layer::default(),
         };
@@ -209,6 +217,19 @@ impl Settings {
         if let Some(app) = &app_layer {
             environment = app_config::without_app_settings(environment, app);
         }
+        let mut sources = vec!["defaults".to_string()];
+        if let Some(path) = env_file {
+            sources.push(format!("--env-file {}", path.display()));
+        }
+        if app_layer.is_some() {
+            sources.push("app config (php)".to_string());
+        }
+        if let Some(path) = config {
+            sources.push(format!("--config {}", path.display()));
+        }
+        if environment != Layer::default() {
+            sources.push("environment".to_string());
+        }
         let app_layer = app_layer.unwrap_or_default();
         if env_file.is_some() || !matches!(source, app_config::AppSource::None) {
             for line in app_config::describe_sources(&[
@@ -220,12 +241,14 @@ impl Settings {
                 tracing::info!("setting {line}");
             }
         }
-        Settings::resolve(
+        let mut settings = Settings::resolve(
             dotenv
                 .overlaid_by(app_layer)
                 .overlaid_by(file)
                 .overlaid_by(environment),
-        )
+        )?;
+        settings.sources = sources;
+        Ok(settings)
     }
 
     /// Applies the defaults to a merged layer and checks it.
@@ -376,6 +399,7 @@ impl Settings {
                 .error_summary_interval
                 .map_or(crate::log_limit::DEFAULT_INTERVAL, Duration::from_secs),
             handlers,
+            sources: vec!["defaults".to_string()],
         })
     }
 }

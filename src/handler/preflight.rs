@@ -4,10 +4,12 @@
 //! - No `[[handlers]]` at all is an error: every job would fail (or, with
 //!   `unmatched = "release"`, go round for ever).
 //! - A program given as a path (it holds a `/`) must exist, be a file and
-//!   be executable by the worker's user. A relative path is resolved
-//!   against the worker's working directory, as `exec` resolves it when a
-//!   job runs (the config file's directory plays no part, as for every
-//!   other path in the config).
+//!   be executable by the worker's user. A relative path in a config file
+//!   was already made absolute against the config file's directory when the
+//!   file was read ([`crate::config::Layer::resolve_handler_paths`]), so this
+//!   check and the `exec` of a job see the same program. A relative path that
+//!   reaches this check anyway (settings built without a file) is resolved
+//!   against the working directory, as `exec` would resolve it.
 //! - A bare program name (`php`) is looked up in the `PATH` the handler
 //!   will have (its `env`, else none with `env_clear`, else the worker's).
 //!   Not finding it there is only a warning: that `PATH` is the system's

@@ -152,12 +152,18 @@ impl Postgres {
     /// root without a `postgres` user.
     pub fn start() -> Option<Self> {
         let Some((initdb, postgres)) = postgres_binaries() else {
-            eprintln!("note: PostgreSQL (initdb, postgres) is not installed; test skipped");
+            super::skip::note(
+                "postgresql",
+                "PostgreSQL (initdb, postgres) is not installed",
+            );
             return None;
         };
         let owner = if running_as_root() {
             let Some(ids) = user_ids("postgres") else {
-                eprintln!("note: running as root and there is no postgres user; test skipped");
+                super::skip::note(
+                    "postgres user",
+                    "running as root and there is no postgres user",
+                );
                 return None;
             };
             Some(ids)
@@ -256,8 +262,9 @@ impl MariaDb {
             find_binary("mariadb-install-db", &sbin),
             find_binary("mariadbd", &sbin),
         ) else {
-            eprintln!(
-                "note: MariaDB (mariadb-install-db, mariadbd) is not installed; test skipped"
+            super::skip::note(
+                "mariadb",
+                "MariaDB (mariadb-install-db, mariadbd) is not installed",
             );
             return None;
         };

@@ -158,7 +158,7 @@ impl App {
     /// Composer app loads its vendor/) and maps `App\` to `app/`.
     pub fn on(s: &Scene, version: Version) -> Option<App> {
         if let Some(why) = missing() {
-            eprintln!("note: skipping a Laravel interop test: {why}");
+            super::skip::note("php/laravel", &format!("a Laravel interop test: {why}"));
             return None;
         }
         let autoload = match version {

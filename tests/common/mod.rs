@@ -24,6 +24,7 @@ pub mod payloads;
 pub mod redis_server;
 pub mod redis_topologies;
 pub mod sandbox;
+pub mod skip;
 pub mod sqlite;
 pub mod state;
 

@@ -16,7 +16,7 @@ pub fn require(test: &str, binaries: &[&str]) -> bool {
         let found = std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(binary).is_file()));
         if !found {
-            eprintln!("SKIP {test}: `{binary}` is not installed");
+            super::skip::note(binary, &format!("{test} needs it"));
             return false;
         }
     }

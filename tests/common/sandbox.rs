@@ -45,9 +45,10 @@ impl Sandbox {
         {
             Some(Sandbox::Namespace)
         } else {
-            eprintln!(
-                "skipped: running as root, and no mount namespace can be made here \
-                 (unshare --mount and nsenter, with CAP_SYS_ADMIN), so nothing can be read-only"
+            super::skip::note(
+                "mount namespace",
+                "running as root, and no mount namespace can be made here \
+                 (unshare --mount and nsenter, with CAP_SYS_ADMIN), so nothing can be read-only",
             );
             None
         }

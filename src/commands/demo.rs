@@ -1,0 +1,250 @@
+//! `demo`: the whole story on a private Redis, touching nothing else.
+//!
+//! It starts its own `redis-server` on a unix socket in a temporary
+//! directory (no TCP port), writes a config with a demo-only key prefix
+//! ([`PREFIX`]) and three example handlers, pushes three jobs onto two
+//! queues, runs `work --stop-when-empty` so their job lines print, then
+//! `failed` and `monitor`, and finally stops the server and removes the
+//! directory. Each step runs this same binary as a child with a cleared
+//! environment (only `PATH` kept), so no `REDIS_*`, `LARAVEL_WORKER_*` or
+//! other variable can point it at a real Redis.
+//!
+//! The jobs:
+//! - `App\Jobs\SendWelcomeEmail` on `emails`: its handler exits 0 (DONE);
+//! - `App\Jobs\SyncInventory` on `default`: its handler exits 1, an
+//!   exception; with `--tries=3 --backoff=30` it is released for a retry
+//!   in 30 seconds (FAIL line, still counted by `monitor`);
+//! - `App\Jobs\ChargeCard` on `default`: its handler asks to fail
+//!   (`{"action":"fail"}`), so it goes to the failed store (FAIL line,
+//!   listed by `failed`).
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// The key prefix of every key the demo writes.
+pub const PREFIX: &str = "laravel_worker_demo_";
+
+/// How long the private `redis-server` may take to answer.
+const REDIS_START: Duration = Duration::from_secs(10);
+
+/// What to do when `redis-server` is not installed.
+pub const INSTALL_HINT: &str = "the demo needs redis-server on the PATH: install it with \
+     `apt-get install redis-server` (Debian, Ubuntu), `dnf install redis` (Fedora), \
+     `apk add redis` (Alpine) or `brew install redis` (macOS); it is started privately \
+     on a unix socket and stopped at the end";
+
+/// A `redis-server` child, killed and reaped when dropped.
+struct PrivateRedis {
+    child: Child,
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the demo; returns 0 when every step did what it should.
+///
+/// # Errors
+/// `redis-server` missing or not answering, a temporary directory that
+/// cannot be made, or this binary that cannot be run again.
+pub fn run() -> anyhow::Result<u8> {
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let dir = tempfile::Builder::new()
+        .prefix("laravel-worker-demo-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let socket = dir.path().join("redis.sock");
+    let _redis = start_redis(dir.path(), &socket)?;
+    let config = write_files(dir.path(), &socket)?;
+
+    say(&format!(
+        "laravel-worker demo: a private redis-server on {} (key prefix {PREFIX}; \
+         nothing else is touched)",
+        socket.display()
+    ));
+    say(
+        "pushing App\\Jobs\\SendWelcomeEmail onto `emails`, App\\Jobs\\SyncInventory and App\\Jobs\\ChargeCard onto `default`",
+    );
+    for (queue, job) in [
+        ("emails", "App\\Jobs\\SendWelcomeEmail"),
+        ("default", "App\\Jobs\\SyncInventory"),
+        ("default", "App\\Jobs\\ChargeCard"),
+    ] {
+        step(&exe, &config, &["push", queue, "--job", job], &[0])?;
+    }
+
+    say("$ laravel-worker work --queue=emails,default --tries=3 --backoff=30 --stop-when-empty");
+    step(
+        &exe,
+        &config,
+        &[
+            "work",
+            "--queue=emails,default",
+            "--tries=3",
+            "--backoff=30",
+            "--stop-when-empty",
+            "--sleep=0",
+        ],
+        &[0],
+    )?;
+    say(
+        "SendWelcomeEmail succeeded (DONE); SyncInventory threw and was released for a retry in 30 s; ChargeCard failed for good (FAIL)",
+    );
+
+    say("$ laravel-worker failed");
+    step(&exe, &config, &["failed"], &[0])?;
+
+    say("$ laravel-worker monitor redis:default,emails --max=1");
+    // Exit 3 (a queue at or over --max) is what the demo expects here.
+    step(
+        &exe,
+        &config,
+        &["monitor", "redis:default,emails", "--max=1"],
+        &[0, 3],
+    )?;
+
+    say("done: the private redis-server is stopped and its directory removed");
+    Ok(0)
+}
+
+/// Prints one narration line on stdout.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "\n== {line}");
+    let _ = out.flush();
+}
+
+/// Starts `redis-server` with its socket at `socket` and no TCP port, and
+/// waits (at most [`REDIS_START`]) until it answers.
+fn start_redis(dir: &Path, socket: &Path) -> anyhow::Result<PrivateRedis> {
+    let child = match Command::new("redis-server")
+        .args(["--port", "0", "--save", "", "--appendonly", "no"])
+        .args(["--unixsocketperm", "700"])
+        .arg("--unixsocket")
+        .arg(socket)
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{INSTALL_HINT}"),
+        Err(e) => return Err(e).context("cannot start redis-server"),
+    };
+    let mut redis = PrivateRedis { child };
+    let deadline = Instant::now() + REDIS_START;
+    loop {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Ok(redis);
+        }
+        if let Ok(Some(status)) = redis.child.try_wait() {
+            bail!("redis-server exited at start ({status})");
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "redis-server did not answer on {} within {} s",
+                socket.display(),
+                REDIS_START.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Writes the handlers and the config into `dir`; returns the config path.
+fn write_files(dir: &Path, socket: &Path) -> anyhow::Result<PathBuf> {
+    let handlers = [
+        (
+            "welcome.sh",
+            "cat > /dev/null\necho \"sent the welcome email (attempt $LARAVEL_WORKER_ATTEMPT)\" >&2",
+        ),
+        (
+            "inventory.sh",
+            "cat > /dev/null\necho 'the stock service timed out' >&2\nexit 1",
+        ),
+        (
+            "charge.sh",
+            "cat > /dev/null\n\
+             echo '{\"action\":\"fail\",\"reason\":\"card declined\"}' > \"$LARAVEL_WORKER_RESULT\"",
+        ),
+    ];
+    for (name, body) in handlers {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let config = format!(
+        r#"# Written by `laravel-worker demo`; removed when it ends.
+[redis]
+url = "unix://{socket}?db=0"
+prefix = "{PREFIX}"
+
+[queue]
+connection = "redis"
+queue = "default"
+retry_after = 90
+
+[cache]
+store = "redis"
+database = 1
+prefix = "demo_cache"
+
+[failed]
+driver = "redis"
+
+[[handlers]]
+match = "App\\Jobs\\SendWelcomeEmail"
+command = ["./welcome.sh"]
+
+[[handlers]]
+match = "App\\Jobs\\SyncInventory"
+command = ["./inventory.sh"]
+
+[[handlers]]
+match = "App\\Jobs\\ChargeCard"
+command = ["./charge.sh"]
+"#,
+        socket = socket.display()
+    );
+    let path = dir.join("demo.toml");
+    std::fs::write(&path, config).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Runs `exe --config CONFIG ARGS` with only `PATH` in its environment and
+/// warnings-only logs; its output goes to ours.
+///
+/// # Errors
+/// The child cannot start, or exits with a status not in `ok`.
+fn step(exe: &Path, config: &Path, args: &[&str], ok: &[i32]) -> anyhow::Result<()> {
+    let mut cmd = Command::new(exe);
+    cmd.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("RUST_LOG", "warn")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null());
+    let _ = std::io::stdout().flush();
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", exe.display()))?;
+    match status.code() {
+        Some(code) if ok.contains(&code) => Ok(()),
+        _ => bail!("`laravel-worker {}` ended with {status}", args.join(" ")),
+    }
+}
