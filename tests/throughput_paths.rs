@@ -369,36 +369,32 @@ fn redis_back_while_a_settle_batch_retries_ends_each_job_once() {
 // 3. A release with delay 0 is picked up without waiting for a tick
 // ---------------------------------------------------------------------------
 
-/// Twenty jobs, each released with delay 0 on its first attempt (through
-/// the result file) and done on its second, one at a time, with
-/// `--stop-when-empty`: the worker stops at the first poll that finds
-/// nothing. Each release lands in `:delayed` at the current second; the
-/// next poll must migrate it although a migration already ran in that
-/// second, or it would find the queue empty and stop with the job left
-/// behind. So all forty runs happen, in this order: each released job goes
-/// to the tail of the ready list.
+/// A lone job that asks for a release with delay 0 (through the result
+/// file) on attempts 1 to 9 and is done on attempt 10, run one at a time
+/// with `--stop-when-empty`: the worker stops at the first poll that finds
+/// nothing. Each release lands in `:delayed` at the current second while
+/// the ready list is empty; the next poll must migrate it although a
+/// migration already ran in that second (the loop turns many times a
+/// second), or it finds nothing and stops with the job left behind. So all
+/// ten attempts run, one after the other, and the job is deleted.
 #[test]
 fn a_release_with_delay_0_is_picked_up_by_the_next_poll() {
     let (s, config) = Scene::recording(
-        "if [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ]; then\n\
+        "if [ \"$LARAVEL_WORKER_ATTEMPT\" -lt 10 ]; then\n\
            echo '{\"action\":\"release\",\"delay\":0}' > \"$LARAVEL_WORKER_RESULT\"\n\
          fi",
     );
-    let jobs = Job::numbered("App\\Jobs\\Again@handle", 20);
-    push_all(&s, "default", &jobs);
+    let job = Job::laravel8("App\\Jobs\\Again");
+    s.push(&job);
     let mut d = s.run(
         &config,
-        &["--stop-when-empty", "--sleep=0", "--tries=2", "--json"],
+        &["--stop-when-empty", "--sleep=0", "--tries=10", "--json"],
     );
     d.expect_stop(0, "empty");
-    let expected: Vec<String> = jobs
-        .iter()
-        .map(|j| j.run_line(1))
-        .chain(jobs.iter().map(|j| j.run_line(2)))
-        .collect();
-    assert_eq!(s.log(), expected, "every job twice, in release order");
+    let expected: Vec<String> = (1..=10).map(|a| job.run_line(a)).collect();
+    assert_eq!(s.log(), expected, "ten attempts, in order");
     // A release the job asked for is a `success` with result `released`,
-    // as in Laravel; then each job is deleted on its second attempt.
+    // as in Laravel; the tenth attempt deletes it.
     let results: Vec<(String, i64)> = d
         .events_with("success")
         .iter()
@@ -409,11 +405,45 @@ fn a_release_with_delay_0_is_picked_up_by_the_next_poll() {
             )
         })
         .collect();
-    let expected: Vec<(String, i64)> = [("released", 1), ("deleted", 2)]
-        .iter()
-        .flat_map(|(r, a)| std::iter::repeat_n((r.to_string(), *a), 20))
+    let expected: Vec<(String, i64)> = (1..=10)
+        .map(|a| (if a < 10 { "released" } else { "deleted" }.to_string(), a))
         .collect();
     assert_eq!(results, expected, "results and attempts, in order");
+    s.assert_state(QueueState::empty());
+}
+
+/// With `--concurrency=2` the loop does not wait for the running job: the
+/// queue being empty, it waits on the notify lists for up to `--sleep`
+/// (60 s here). A job released with delay 0 meanwhile goes to `:delayed`,
+/// which has no notify token, so nothing would end that wait: the release
+/// must migrate it at once (pushing its token), and attempt 2 starts long
+/// before the 60 s are up (the harness waits 30 s at most).
+#[test]
+fn a_release_with_delay_0_ends_the_idle_wait_of_the_loop() {
+    let (s, config) = Scene::recording(
+        "if [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ]; then\n\
+           while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done\n\
+           echo '{\"action\":\"release\",\"delay\":0}' > \"$LARAVEL_WORKER_RESULT\"\n\
+         else\n\
+           touch \"$DIR/second\"\n\
+         fi",
+    );
+    let job = Job::laravel8("App\\Jobs\\Again");
+    s.push(&job);
+    let mut d = s.work(&config, &["--concurrency=2", "--sleep=60", "--tries=2"]);
+    s.wait_for_file("jobs.log");
+    // The first attempt runs; the loop, with a slot free, waits in BLPOP.
+    wait_for_blocked_client(&s, "blpop");
+    s.touch("go");
+    s.wait_for_file("second");
+    assert_eq!(
+        s.log(),
+        vec![job.run_line(1), job.run_line(2)],
+        "two attempts"
+    );
+    wait_until("the job to be deleted", || s.redis.keys(0).is_empty());
+    d.signal(Signal::SIGTERM);
+    d.expect_stop(0, "interrupted");
     s.assert_state(QueueState::empty());
 }
 
