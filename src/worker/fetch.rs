@@ -52,6 +52,9 @@ pub async fn next_jobs(
     idle: IdleWait,
     interrupted: impl Future<Output = ()>,
 ) -> redis::RedisResult<Fetched> {
+    // From before the first pop, so that a job of ours released with delay
+    // 0 meanwhile gets the token that ends the wait below.
+    let _waiting = matches!(idle, IdleWait::Block(_)).then(|| queue.waiting_for_jobs());
     let jobs = poll(queue, queues, count).await?;
     if !jobs.is_empty() {
         return Ok(Fetched::Jobs(jobs));
