@@ -10,8 +10,10 @@
 //! - the cache signals (restart and pause keys) read at most every 250 ms
 //!   while jobs keep coming, so a saturated worker still notices them;
 //! - the idle wait with `block_for` unset: one BLPOP on every queue's
-//!   `:notify` list for up to `--sleep`, which a push ends at once and
-//!   SIGTERM cuts short.
+//!   `:notify` list for up to `--sleep`, which a push ends at once,
+//!   SIGTERM cuts short, and after which a worker paused by SIGUSR2
+//!   meanwhile takes nothing; a job of ours released with delay 0 during
+//!   it ends it too.
 //!
 //! The machine running the tests is small and shared, so every assertion is
 //! on the order of events (log lines, Redis state, client states) rather
@@ -653,5 +655,48 @@ fn sigterm_stops_a_worker_idle_in_blpop_at_once() {
         "SIGTERM ended a 60 s idle wait after {took:?}"
     );
     assert_eq!(s.log(), Vec::<String>::new(), "no job ran");
+    s.assert_state(QueueState::empty());
+}
+
+/// SIGUSR2 while the worker waits in BLPOP: the wait goes on, but when a
+/// push ends it the paused worker does not poll, so the job is not
+/// reserved. The test sees the wait take the push's notify token, then
+/// sends SIGTERM: a fetch that went on to poll would already have
+/// reserved the job (a pop in flight is never abandoned) and run it while
+/// draining.
+#[test]
+fn sigusr2_during_the_idle_wait_keeps_the_job_that_ends_it_queued() {
+    let (s, config) = Scene::recording("exit 0");
+    let mut d = s.work(&config, &["--sleep=60", "--json"]);
+    wait_for_blocked_client(&s, "blpop");
+    d.signal(Signal::SIGUSR2);
+    d.wait_log(&["signal received", "SIGUSR2"]);
+    let job = Job::laravel8("App\\Jobs\\WhilePaused");
+    s.push(&job);
+    let notify = format!("{}:notify", q("default"));
+    wait_until("the wait to take the token", || s.redis.llen(&notify) == 0);
+    d.signal(Signal::SIGTERM);
+    d.expect_stop(0, "interrupted");
+    assert_eq!(s.log(), Vec::<String>::new(), "no job ran");
+    assert_eq!(d.events_with("starting").len(), 0, "no job was reserved");
+    s.assert_state(QueueState::empty().ready([&job]));
+}
+
+/// The job that ended a paused worker's wait (its token taken) runs after
+/// SIGCONT: the first poll finds it without a token.
+#[test]
+fn sigcont_after_a_paused_wait_takes_the_job_that_ended_it() {
+    let (s, config) = Scene::recording("exit 0");
+    let mut d = s.work(&config, &["--sleep=60", "--max-jobs=1"]);
+    wait_for_blocked_client(&s, "blpop");
+    d.signal(Signal::SIGUSR2);
+    d.wait_log(&["signal received", "SIGUSR2"]);
+    let job = Job::laravel8("App\\Jobs\\AfterPause");
+    s.push(&job);
+    let notify = format!("{}:notify", q("default"));
+    wait_until("the wait to take the token", || s.redis.llen(&notify) == 0);
+    d.signal(Signal::SIGCONT);
+    d.expect_stop(0, "max_jobs");
+    assert_eq!(s.log(), vec![job.run_line(1)], "the job ran once");
     s.assert_state(QueueState::empty());
 }
