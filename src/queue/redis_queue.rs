@@ -1,6 +1,7 @@
 //! The Redis calls of a Laravel queue connection (protocol §4).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +36,9 @@ pub struct RedisQueue {
     writes: WriteBatch,
     /// When each queue was last migrated (see [`Self::pop`]).
     migrations: Arc<MigrationTicks>,
+    /// Fetches in progress that may end in a wait on the notify lists (see
+    /// [`Self::waiting_for_jobs`]).
+    fetching: Arc<AtomicUsize>,
     prefix: String,
     cluster: bool,
     /// Seconds a reservation lasts; `None` turns reclaiming off.
@@ -110,6 +114,7 @@ impl RedisQueue {
             target: target.clone(),
             blocking,
             migrations: Arc::new(MigrationTicks::default()),
+            fetching: Arc::new(AtomicUsize::new(0)),
             prefix: options.prefix,
             cluster: options.cluster,
             retry_after: options.retry_after,
@@ -263,15 +268,53 @@ impl RedisQueue {
     /// from now, with its attempt counted (the reserved string moves).
     /// Returns false when the reservation was already gone.
     ///
+    /// With delay 0 the job is due at once: the next pop migrates it
+    /// without waiting for the next second. If a fetch that may wait on the
+    /// notify lists is under way ([`Self::waiting_for_jobs`]), the job is
+    /// migrated now instead, so that its notify token ends that wait: a
+    /// job in `:delayed` has none, and would otherwise wait as long as the
+    /// wait lasts (`--sleep` with `block_for` unset, `block_for` seconds
+    /// otherwise).
+    ///
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
         let released = self.move_to_delayed(job, delay, &job.reserved).await?;
         if delay == 0 {
-            // Due now: the next pop migrates it instead of waiting a tick.
             self.migrations.expire(&job.queue.ready);
+            if released && self.fetching.load(Ordering::SeqCst) > 0 {
+                self.migrate_delayed(&job.queue).await;
+            }
         }
         Ok(released)
+    }
+
+    /// Marks a fetch that may end in a wait on the notify lists as under
+    /// way until the guard is dropped (see [`Self::release`]). Take it
+    /// before the fetch's first pop: a release with delay 0 that lands
+    /// after that pop then pushes the token the wait will see.
+    pub fn waiting_for_jobs(&self) -> WaitingForJobs {
+        self.fetching.fetch_add(1, Ordering::SeqCst);
+        WaitingForJobs(Arc::clone(&self.fetching))
+    }
+
+    /// Moves the due jobs of `queue`'s `:delayed` to its ready list now,
+    /// with their notify tokens (the migration a pop would run). A failure
+    /// is only logged: the next pop migrates them anyway.
+    async fn migrate_delayed(&self, queue: &QueueKeys) {
+        let moved = redis::cmd("EVAL")
+            .arg(scripts::MIGRATE_EXPIRED)
+            .arg(3)
+            .arg(&queue.delayed)
+            .arg(&queue.ready)
+            .arg(&queue.notify)
+            .arg(now())
+            .arg(self.migration_batch_size)
+            .query_async::<i64>(&mut self.conn())
+            .await;
+        if let Err(e) = moved {
+            tracing::debug!(queue = %queue.name, "cannot migrate the delayed jobs now: {e}");
+        }
     }
 
     /// Hands a reserved job back *uncounted*: its original string goes to
@@ -404,6 +447,16 @@ impl RedisQueue {
             .query_async(&mut self.conn())
             .await
             .map_err(name_denied_script_command)
+    }
+}
+
+/// A fetch under way that may wait on the notify lists, from
+/// [`RedisQueue::waiting_for_jobs`] until dropped.
+pub struct WaitingForJobs(Arc<AtomicUsize>);
+
+impl Drop for WaitingForJobs {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -342,12 +342,17 @@ impl Daemon {
             self.found = false;
             return Reserved::Nothing { waited: false };
         }
+        // A SIGUSR2 or maintenance mode that comes during the idle wait
+        // keeps the fetch from taking the job that ends it.
+        let control = self.control.clone();
+        let down_file = self.services.down_file.clone();
         let fetch = fetch::next_jobs(
             &self.services.queue,
             &active,
             count,
             self.idle_wait,
             self.wait_for_quit(),
+            move || should_run(&control, down_file.as_deref()),
         );
         let fetched = self.pulse.during(self.fetch_limit, fetch).await;
         self.services.events.polled(fetched.is_ok());
@@ -546,16 +551,7 @@ impl Daemon {
     /// `daemonShouldRun`: not paused by SIGUSR2, and not down for
     /// maintenance (unless `--force`).
     fn should_run(&self) -> bool {
-        if self.control.borrow().paused {
-            return false;
-        }
-        match &self.services.down_file {
-            Some(file) if file.exists() => {
-                tracing::debug!("the application is down for maintenance");
-                false
-            }
-            _ => true,
-        }
+        should_run(&self.control, self.services.down_file.as_deref())
     }
 
     /// Sleeps for `duration`, cut short by a signal.
@@ -578,6 +574,22 @@ impl Daemon {
     async fn wait_for_quit(&self) {
         let mut control = self.control.clone();
         let _ = control.wait_for(|c| c.quit.is_some()).await;
+    }
+}
+
+/// `daemonShouldRun` (see [`Daemon::should_run`]): `control` says no
+/// SIGUSR2 pause, and `down_file` (the maintenance file, `None` with
+/// `--force`) does not exist.
+fn should_run(control: &watch::Receiver<Control>, down_file: Option<&std::path::Path>) -> bool {
+    if control.borrow().paused {
+        return false;
+    }
+    match down_file {
+        Some(file) if file.exists() => {
+            tracing::debug!("the application is down for maintenance");
+            false
+        }
+        _ => true,
     }
 }
 

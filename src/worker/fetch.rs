@@ -43,6 +43,11 @@ pub enum Fetched {
 /// Only the wait is cut short by `interrupted`: a pop in flight always
 /// completes, so a job Redis has reserved is never dropped on the floor.
 ///
+/// After the wait, the poll runs only if `may_take` still holds: a worker
+/// paused (SIGUSR2) or put in maintenance mode while it waited takes
+/// nothing. The jobs stay in the ready list without the token the wait
+/// took, and the first poll after the pause finds them.
+///
 /// # Errors
 /// Any Redis error (the caller logs it and pauses).
 pub async fn next_jobs(
@@ -51,7 +56,11 @@ pub async fn next_jobs(
     count: usize,
     idle: IdleWait,
     interrupted: impl Future<Output = ()>,
+    may_take: impl Fn() -> bool,
 ) -> redis::RedisResult<Fetched> {
+    // From before the first pop, so that a job of ours released with delay
+    // 0 meanwhile gets the token that ends the wait below.
+    let _waiting = matches!(idle, IdleWait::Block(_)).then(|| queue.waiting_for_jobs());
     let jobs = poll(queue, queues, count).await?;
     if !jobs.is_empty() {
         return Ok(Fetched::Jobs(jobs));
@@ -63,7 +72,7 @@ pub async fn next_jobs(
         woken = queue.block_on_notify(queues, wait) => woken?,
         () = interrupted => false,
     };
-    if woken {
+    if woken && may_take() {
         let jobs = poll(queue, queues, count).await?;
         if !jobs.is_empty() {
             return Ok(Fetched::Jobs(jobs));
