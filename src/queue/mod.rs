@@ -19,4 +19,4 @@ pub mod scripts;
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
-pub use redis_queue::{RedisQueue, WaitingForJobs};
+pub use redis_queue::RedisQueue;
