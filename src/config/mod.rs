@@ -67,7 +67,7 @@ pub struct Settings {
     /// handed back; `None` waits for them all.
     pub drain_timeout: Option<Duration>,
     /// What to do with a running handler whose reservation is lost.
-    pub on_lease_lost: crate::worker::lease::OnLeaseLost,
+    pub on_lease_lost: OnLeaseLost,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// The app's Laravel version (wording of recorded exceptions).
@@ -361,7 +361,7 @@ impl Settings {
             .retry_after
             .map_or(Some(90), file::Nullable::seconds);
         let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
-        crate::worker::options::check_reservation(retry_after, block_for)?;
+        check_reservation(retry_after, block_for)?;
         let is_cluster = redis.is_cluster();
         Ok(Settings {
             app_path: layer.app.path,
@@ -379,8 +379,8 @@ impl Settings {
             kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
             drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
             on_lease_lost: match layer.worker.on_lease_lost.as_deref() {
-                None | Some("kill") => crate::worker::lease::OnLeaseLost::Kill,
-                Some("keep") => crate::worker::lease::OnLeaseLost::Keep,
+                None | Some("kill") => OnLeaseLost::Kill,
+                Some("keep") => OnLeaseLost::Keep,
                 Some(other) => {
                     bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
                 }
@@ -619,6 +619,42 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
         bail!("[[handlers]] match = {name:?}: queues must list one or more queue names");
     }
     Ok(())
+}
+
+/// The largest number of seconds any duration option takes (`--sleep`,
+/// `--rest`, `retry_after`, `block_for`): 2,147,483,647, the largest PHP
+/// integer on 32-bit builds, 68 years. Laravel sets no bound; past this a
+/// timer or a reservation score (now + `retry_after`, signed 64-bit) would
+/// overflow, so a larger value is refused as a typo rather than run wrong.
+pub const MAX_SECONDS: u64 = i32::MAX as u64;
+
+/// `retry_after` and `block_for` (seconds; `None` is null): at most
+/// [`MAX_SECONDS`].
+///
+/// # Errors
+/// A value above the bound, naming the setting.
+pub fn check_reservation(retry_after: Option<u64>, block_for: Option<u64>) -> anyhow::Result<()> {
+    for (name, value) in [("retry_after", retry_after), ("block_for", block_for)] {
+        if let Some(v) = value {
+            anyhow::ensure!(
+                v <= MAX_SECONDS,
+                "[queue] {name} = {v}: at most {MAX_SECONDS} seconds (or null)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What to do with a running handler whose reservation is lost
+/// (`[worker] on_lease_lost`; see `worker::lease`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLeaseLost {
+    /// Stop the handler (its process group is killed) and leave the job to
+    /// whoever holds it now. The default.
+    #[default]
+    Kill,
+    /// Let the handler finish; the loss is logged.
+    Keep,
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{FailedJob, Place, StoredJob, format_failed_at};
-use crate::queue::connect::{RedisConn, name_denied_script_command};
+use crate::queue::connect::{RedisConn, name_denied_in_scripts};
 
 /// Stores a record under the uuid, or under the next free `uuid#N` when the
 /// uuid's key is taken; returns the key used.
@@ -163,7 +163,7 @@ impl RedisFailedStore {
             .arg(job.failed_at.timestamp())
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(name_denied_script_command)?;
+            .map_err(named_in_our_scripts)?;
         Ok(key)
     }
 
@@ -281,7 +281,7 @@ impl RedisFailedStore {
         let deleted: u64 = script
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(name_denied_script_command)?;
+            .map_err(named_in_our_scripts)?;
         Ok(deleted > 0)
     }
 
@@ -325,7 +325,7 @@ impl RedisFailedStore {
                 .arg(at.timestamp())
                 .query_async(&mut conn)
                 .await
-                .map_err(crate::queue::connect::name_denied_script_command)?,
+                .map_err(named_in_our_scripts)?,
         })
     }
 }
@@ -341,4 +341,9 @@ fn suffix(id: &str, place: &Place) -> u64 {
             .unwrap_or(1),
         Place::Table => 0,
     }
+}
+
+/// Names the command an ACL refused inside one of this store's scripts.
+fn named_in_our_scripts(e: redis::RedisError) -> redis::RedisError {
+    name_denied_in_scripts(e, &[LOG, FORGET, FLUSH_OLDER])
 }

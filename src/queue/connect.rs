@@ -213,29 +213,16 @@ impl ConnectionLike for RedisConn {
     }
 }
 
-/// The Lua scripts the worker sends, with their SHA1, so that an error
-/// raised inside one can be traced to its line.
-fn known_scripts() -> &'static [(String, &'static str)] {
-    static SCRIPTS: std::sync::OnceLock<Vec<(String, &'static str)>> = std::sync::OnceLock::new();
-    SCRIPTS.get_or_init(|| {
-        use super::scripts::{CLEAR, MIGRATE_EXPIRED, POP, PUSH, RELEASE, RENEW};
-        use sha1::Digest;
-        [
-            POP,
-            MIGRATE_EXPIRED,
-            RELEASE,
-            PUSH,
-            RENEW,
-            CLEAR,
-            crate::failed::redis_store::FLUSH_OLDER,
-            crate::failed::redis_store::LOG,
-            crate::failed::redis_store::FORGET,
-        ]
-        .into_iter()
-        .map(|text| (hex::encode(sha1::Sha1::digest(text.as_bytes())), text))
-        .collect()
-    })
-}
+/// The queue's own Lua scripts, so that an error raised inside one can be
+/// traced to its line (see [`name_denied_script_command`]).
+const QUEUE_SCRIPTS: &[&str] = &[
+    super::scripts::POP,
+    super::scripts::MIGRATE_EXPIRED,
+    super::scripts::RELEASE,
+    super::scripts::PUSH,
+    super::scripts::RENEW,
+    super::scripts::CLEAR,
+];
 
 /// Redis refuses a command an ACL user may not run inside a script
 /// without naming it ("The user executing the script can't run this
@@ -243,6 +230,12 @@ fn known_scripts() -> &'static [(String, &'static str)] {
 /// name, read from that line of the script the worker sent, so the
 /// operator knows which permission is missing. Other errors pass through.
 pub fn name_denied_script_command(e: RedisError) -> RedisError {
+    name_denied_in_scripts(e, QUEUE_SCRIPTS)
+}
+
+/// [`name_denied_script_command`] for errors of `scripts` (another
+/// module's scripts, such as the Redis failed store's).
+pub fn name_denied_in_scripts(e: RedisError, scripts: &[&str]) -> RedisError {
     let text = e.to_string();
     if !text.contains("can't run this command") {
         return e;
@@ -257,10 +250,13 @@ pub fn name_denied_script_command(e: RedisError) -> RedisError {
     let (Some(sha), Some(line)) = (after("script: "), after("@user_script:")) else {
         return e;
     };
-    let Some(command) = known_scripts()
+    let Some(command) = scripts
         .iter()
-        .find(|(known, _)| *known == sha)
-        .and_then(|(_, script)| {
+        .find(|script| {
+            use sha1::Digest;
+            hex::encode(sha1::Sha1::digest(script.as_bytes())) == sha
+        })
+        .and_then(|script| {
             script
                 .lines()
                 .nth(line.parse::<usize>().ok()?.checked_sub(1)?)

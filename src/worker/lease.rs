@@ -24,17 +24,7 @@ use std::time::Duration;
 
 use crate::queue::{RedisQueue, ReservedJob};
 
-/// What to do with a running handler whose reservation is lost
-/// (`[worker] on_lease_lost`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnLeaseLost {
-    /// Stop the handler (its process group is killed) and leave the job to
-    /// whoever holds it now. The default.
-    #[default]
-    Kill,
-    /// Let the handler finish; the loss is logged.
-    Keep,
-}
+pub use crate::config::OnLeaseLost;
 
 /// How a held call ended.
 #[derive(Debug)]

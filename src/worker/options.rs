@@ -60,12 +60,7 @@ impl Default for WorkerOptions {
     }
 }
 
-/// The largest number of seconds any duration option takes (`--sleep`,
-/// `--rest`, `retry_after`, `block_for`): 2,147,483,647, the largest PHP
-/// integer on 32-bit builds, 68 years. Laravel sets no bound; past this a
-/// timer or a reservation score (now + `retry_after`, signed 64-bit) would
-/// overflow, so a larger value is refused as a typo rather than run wrong.
-pub const MAX_SECONDS: u64 = i32::MAX as u64;
+pub use crate::config::MAX_SECONDS;
 
 /// The largest `--memory`, in MB: 16 TiB, far above any machine, and small
 /// enough that the limit in bytes cannot overflow.
@@ -122,23 +117,6 @@ pub fn queue_list(flag: Option<&str>, default: &str) -> anyhow::Result<Vec<Strin
     Ok(queues)
 }
 
-/// `retry_after` and `block_for` (seconds; `None` is null): at most
-/// [`MAX_SECONDS`].
-///
-/// # Errors
-/// A value above the bound, naming the setting.
-pub fn check_reservation(retry_after: Option<u64>, block_for: Option<u64>) -> anyhow::Result<()> {
-    for (name, value) in [("retry_after", retry_after), ("block_for", block_for)] {
-        if let Some(v) = value {
-            anyhow::ensure!(
-                v <= MAX_SECONDS,
-                "[queue] {name} = {v}: at most {MAX_SECONDS} seconds (or null)"
-            );
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,14 +135,14 @@ mod tests {
         assert_eq!(memory_mb(128).unwrap(), 128);
         assert!(memory_mb(-1).unwrap_err().to_string().contains("--memory"));
         assert!(memory_mb(i64::MAX).is_err());
-        assert!(check_reservation(Some(90), None).is_ok());
+        assert!(crate::config::check_reservation(Some(90), None).is_ok());
         assert!(
-            check_reservation(Some(u64::MAX), None)
+            crate::config::check_reservation(Some(u64::MAX), None)
                 .unwrap_err()
                 .to_string()
                 .contains("retry_after")
         );
-        assert!(check_reservation(None, Some(1 << 40)).is_err());
+        assert!(crate::config::check_reservation(None, Some(1 << 40)).is_err());
     }
 
     #[test]
