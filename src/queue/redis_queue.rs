@@ -592,9 +592,18 @@ fn reserved_jobs(
     let mut parts = popped.into_iter();
     let mut jobs = Vec::new();
     loop {
-        let (Some(Value::BulkString(raw)), Some(Value::BulkString(reserved)), poison) =
-            (parts.next(), parts.next(), parts.next())
+        let (raw, reserved, poison) = (parts.next(), parts.next(), parts.next());
+        let (Some(Value::BulkString(raw)), Some(Value::BulkString(reserved))) = (raw, reserved)
         else {
+            if poison.is_some() || parts.next().is_some() {
+                // Not what the pop script returns: the jobs it describes
+                // stay in `:reserved` and are reclaimed after retry_after.
+                tracing::error!(
+                    queue = %queue.name,
+                    "unexpected answer from the pop script; the jobs it reserved \
+                     are reclaimed after retry_after"
+                );
+            }
             return jobs;
         };
         let (raw, reserved) = (Bytes::from(raw), Bytes::from(reserved));
