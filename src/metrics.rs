@@ -233,7 +233,8 @@ mod tests {
             payload: crate::queue::Payload::parse(raw.clone()),
             reserved: raw.clone(),
             raw,
-            lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now()),
+            lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now(), 0),
+            digest: None,
         }
     }
 

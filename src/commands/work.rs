@@ -23,6 +23,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         settings.connection = connection.clone();
     }
     let options = worker_options(&args, &settings)?;
+    crate::memory::give_back_large_blocks();
     let heartbeat = app::open_heartbeat(args.heartbeat_file.as_deref(), &settings)?;
     let queue = app::open_queue(&settings).await?;
     let cache = app::open_cache(&settings).await?;

@@ -17,6 +17,7 @@ use redis::{Pipeline, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::connect::RedisConn;
+use super::member::MemberRef;
 use super::scripts;
 
 /// The most writes sent in one pipeline.
@@ -29,8 +30,8 @@ pub enum Write {
     Delete {
         /// The `:reserved` key.
         reserved: String,
-        /// The reserved string, byte for byte.
-        member: Bytes,
+        /// The reserved member: its bytes, or its digest when large.
+        member: MemberRef,
     },
     /// The release script: move the reservation to `:delayed`.
     Release {
@@ -38,28 +39,45 @@ pub enum Write {
         delayed: String,
         /// The `:reserved` key.
         reserved: String,
-        /// The reserved string, byte for byte.
-        member: Bytes,
+        /// The reserved member: its bytes, or its digest when large.
+        member: MemberRef,
         /// Available-at, UNIX seconds.
         at: i64,
-        /// What goes into `:delayed` (the reserved string to count the
-        /// attempt, the original to hand the job back uncounted).
-        add: Bytes,
+        /// What goes into `:delayed` instead of the reserved member (which
+        /// counts the attempt): the original string, to hand the job back
+        /// uncounted.
+        instead: Option<Bytes>,
     },
 }
 
 impl Write {
     fn add_to(&self, pipe: &mut Pipeline) {
         match self {
-            Write::Delete { reserved, member } => {
+            Write::Delete {
+                reserved,
+                member: MemberRef::Exact(member),
+            } => {
                 pipe.cmd("ZREM").arg(reserved).arg(&member[..]);
+            }
+            Write::Delete {
+                reserved,
+                member: MemberRef::Digest { digest, scores },
+            } => {
+                pipe.cmd("EVAL")
+                    .arg(scripts::DELETE_BY_DIGEST)
+                    .arg(1)
+                    .arg(reserved)
+                    .arg(scores.0)
+                    .arg(scores.1)
+                    .arg(digest.len)
+                    .arg(&*digest.sha1);
             }
             Write::Release {
                 delayed,
                 reserved,
-                member,
+                member: MemberRef::Exact(member),
                 at,
-                add,
+                instead,
             } => {
                 pipe.cmd("EVAL")
                     .arg(scripts::RELEASE)
@@ -68,7 +86,29 @@ impl Write {
                     .arg(reserved)
                     .arg(&member[..])
                     .arg(*at)
-                    .arg(&add[..]);
+                    .arg(&instead.as_ref().unwrap_or(member)[..]);
+            }
+            Write::Release {
+                delayed,
+                reserved,
+                member: MemberRef::Digest { digest, scores },
+                at,
+                instead,
+            } => {
+                let cmd = pipe
+                    .cmd("EVAL")
+                    .arg(scripts::RELEASE_BY_DIGEST)
+                    .arg(2)
+                    .arg(delayed)
+                    .arg(reserved)
+                    .arg(scores.0)
+                    .arg(scores.1)
+                    .arg(digest.len)
+                    .arg(&*digest.sha1)
+                    .arg(*at);
+                if let Some(instead) = instead {
+                    cmd.arg(&instead[..]);
+                }
             }
         }
     }

@@ -222,6 +222,9 @@ const QUEUE_SCRIPTS: &[&str] = &[
     super::scripts::PUSH,
     super::scripts::RENEW,
     super::scripts::CLEAR,
+    super::scripts::DELETE_BY_DIGEST,
+    super::scripts::RELEASE_BY_DIGEST,
+    super::scripts::RENEW_BY_DIGEST,
 ];
 
 /// Redis refuses a command an ACL user may not run inside a script

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::keys::QueueKeys;
+use super::member::{MemberDigest, MemberRef};
 use super::payload::{Payload, PayloadError};
 
 /// One reservation, as the pop script returned it.
@@ -31,6 +32,9 @@ pub struct ReservedJob {
     pub payload: Result<Payload, PayloadError>,
     /// Until when the reservation is surely this worker's.
     pub lease: Lease,
+    /// Length and SHA-1 of `reserved` when it is large (see
+    /// [`super::member`]): writes then name the member by digest.
+    pub digest: Option<MemberDigest>,
 }
 
 /// Until when a reservation is surely still this worker's: its pop or its
@@ -40,32 +44,61 @@ pub struct ReservedJob {
 /// Past it,
 /// another worker may have reclaimed the job. Shared by the clones of a
 /// [`ReservedJob`].
+///
+/// It also tracks the scores the reservation may have in `:reserved`: the
+/// expiry the pop wrote, raised by each renewal sent, and narrowed to one
+/// score when a renewal is confirmed (a renewal whose answer was lost may
+/// or may not have landed). Writes that name a large member by digest look
+/// for it within that range.
 #[derive(Debug, Clone)]
 pub struct Lease {
     retry_after: Option<u64>,
     until: Arc<Mutex<Option<Instant>>>,
+    scores: Arc<Mutex<(i64, i64)>>,
 }
 
 impl Lease {
     /// A lease confirmed at `sent` (when the pop was sent), for a
     /// connection's `retry_after` seconds (`None`: reservations never
-    /// expire).
-    pub fn new(retry_after: Option<u64>, sent: Instant) -> Self {
+    /// expire), whose member the pop scored `score` (UNIX seconds).
+    pub fn new(retry_after: Option<u64>, sent: Instant, score: i64) -> Self {
         let lease = Lease {
             retry_after,
             until: Arc::new(Mutex::new(None)),
+            scores: Arc::new(Mutex::new((score, score))),
         };
-        lease.confirm(sent);
+        lease.confirm(sent, score);
         lease
     }
 
-    /// The reservation was written or renewed by a command sent at `sent`.
-    pub fn confirm(&self, sent: Instant) {
+    /// The reservation was written or renewed to `score` (UNIX seconds) by
+    /// a command sent at `sent`.
+    pub fn confirm(&self, sent: Instant, score: i64) {
         let until = self
             .retry_after
             .map(|s| sent + Duration::from_secs(s.saturating_sub(1).max(1)));
         if let Ok(mut slot) = self.until.lock() {
             *slot = until;
+        }
+        if let Ok(mut scores) = self.scores.lock() {
+            *scores = (score, score);
+        }
+    }
+
+    /// A renewal to `score` is about to be sent: until it is confirmed the
+    /// member may have either its old score or this one.
+    pub fn renewing(&self, score: i64) {
+        if let Ok(mut scores) = self.scores.lock() {
+            scores.0 = scores.0.min(score);
+            scores.1 = scores.1.max(score);
+        }
+    }
+
+    /// Lowest and highest score the member may have in `:reserved`.
+    pub fn scores(&self) -> (i64, i64) {
+        match self.scores.lock() {
+            Ok(scores) => *scores,
+            Err(poisoned) => *poisoned.into_inner(),
         }
     }
 
@@ -113,6 +146,18 @@ impl ReservedJob {
             Ok(payload) => payload.uuid(),
             Err(PayloadError::NoAttempts { uuid }) => uuid.as_deref(),
             Err(PayloadError::NotAnObject(_)) => None,
+        }
+    }
+
+    /// How writes name this job's member in `:reserved`: its bytes, or for
+    /// a large one its digest and the scores it may have.
+    pub fn member(&self) -> MemberRef {
+        match &self.digest {
+            Some(digest) => MemberRef::Digest {
+                digest: digest.clone(),
+                scores: self.lease.scores(),
+            },
+            None => MemberRef::Exact(self.reserved.clone()),
         }
     }
 

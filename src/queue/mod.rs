@@ -6,7 +6,8 @@
 //! reserved job handed to the rest of the daemon ([`job`]), the Redis calls
 //! themselves ([`redis_queue`]), the look for the same queue under another
 //! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
-//! of jobs that finish together ([`batch`]).
+//! of jobs that finish together ([`batch`]), which name large members by digest
+//! ([`member`]).
 
 pub mod batch;
 pub mod command;
@@ -14,6 +15,7 @@ pub mod connect;
 pub mod elsewhere;
 pub mod job;
 pub mod keys;
+pub mod member;
 pub mod payload;
 pub mod redis_queue;
 pub mod scripts;

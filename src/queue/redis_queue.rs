@@ -11,6 +11,7 @@ use super::batch::{SharedConnection, Write, WriteBatch};
 use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
+use super::member::{MemberDigest, MemberRef};
 use super::payload::{Payload, PayloadError};
 use super::scripts;
 use bytes::Bytes;
@@ -204,13 +205,14 @@ impl RedisQueue {
                     .ignore();
             }
         }
+        let expiry = now + self.retry_after.unwrap_or(0) as i64;
         pipe.cmd("EVAL")
             .arg(scripts::POP)
             .arg(3)
             .arg(&queue.ready)
             .arg(&queue.reserved)
             .arg(&queue.notify)
-            .arg(now + self.retry_after.unwrap_or(0) as i64)
+            .arg(expiry)
             .arg(count.max(1));
         let result: RedisResult<(Vec<Value>,)> = pipe
             .query_async(&mut self.conn())
@@ -221,7 +223,14 @@ impl RedisQueue {
             self.migrations.expire(&queue.ready);
         }
         let (popped,) = result?;
-        Ok(reserved_jobs(queue, popped, self.retry_after, sent))
+        let lease = || Lease::new(self.retry_after, sent, expiry);
+        let jobs = reserved_jobs(queue, popped, lease);
+        if jobs.iter().any(|job| job.digest.is_some()) {
+            // The client keeps its read buffer as large as the largest reply;
+            // let it go now rather than hold it while the job runs.
+            self.renew_connection().await;
+        }
+        Ok(jobs)
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
@@ -265,7 +274,7 @@ impl RedisQueue {
         self.writes
             .send(Write::Delete {
                 reserved: job.queue.reserved.clone(),
-                member: job.reserved.clone(),
+                member: job.member(),
             })
             .await
     }
@@ -285,7 +294,7 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
-        let released = self.move_to_delayed(job, delay, &job.reserved).await?;
+        let released = self.move_to_delayed(job, delay, None).await?;
         if delay == 0 {
             self.migrations.expire(&job.queue.ready);
             if released && self.fetching.load(Ordering::SeqCst) > 0 {
@@ -330,22 +339,25 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn hand_back(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
-        self.move_to_delayed(job, delay, &job.raw).await
+        self.move_to_delayed(job, delay, Some(job.raw.clone()))
+            .await
     }
 
+    /// Moves the reservation to `:delayed` at now + `delay`: the reserved
+    /// member itself, or `instead` (the original string) when given.
     async fn move_to_delayed(
         &self,
         job: &ReservedJob,
         delay: u64,
-        member: &Bytes,
+        instead: Option<Bytes>,
     ) -> RedisResult<bool> {
         self.writes
             .send(Write::Release {
                 delayed: job.queue.delayed.clone(),
                 reserved: job.queue.reserved.clone(),
-                member: job.reserved.clone(),
+                member: job.member(),
                 at: now() + delay as i64,
-                add: member.clone(),
+                instead,
             })
             .await
     }
@@ -362,17 +374,33 @@ impl RedisQueue {
             return Ok(true);
         };
         let sent = std::time::Instant::now();
-        let renewed: i64 = redis::cmd("EVAL")
-            .arg(scripts::RENEW)
-            .arg(1)
-            .arg(&job.queue.reserved)
-            .arg(&job.reserved[..])
-            .arg(now() + retry_after as i64)
+        let expiry = now() + retry_after as i64;
+        let mut renew = redis::cmd("EVAL");
+        match job.member() {
+            MemberRef::Exact(member) => renew
+                .arg(scripts::RENEW)
+                .arg(1)
+                .arg(&job.queue.reserved)
+                .arg(&member[..])
+                .arg(expiry),
+            MemberRef::Digest { digest, scores } => renew
+                .arg(scripts::RENEW_BY_DIGEST)
+                .arg(1)
+                .arg(&job.queue.reserved)
+                .arg(scores.0)
+                .arg(scores.1)
+                .arg(digest.len)
+                .arg(&*digest.sha1)
+                .arg(expiry),
+        };
+        // Until the answer arrives the member may have either score.
+        job.lease.renewing(expiry);
+        let renewed: i64 = renew
             .query_async(&mut self.conn())
             .await
             .map_err(name_denied_script_command)?;
         if renewed == 1 {
-            job.lease.confirm(sent);
+            job.lease.confirm(sent, expiry);
         }
         Ok(renewed == 1)
     }
@@ -589,11 +617,13 @@ async fn blpop(mut conn: RedisConn, keys: &[&str], wait: Option<Duration>) -> Re
 ///
 /// The script's poison flag is authoritative: a payload the script could not
 /// count an attempt on is never run, whatever the Rust parser makes of it.
+///
+/// Each job gets a lease of its own from `lease` (the pop's: sent when,
+/// for how long, scored what); a large member gets its digest.
 fn reserved_jobs(
     queue: &Arc<QueueKeys>,
     popped: Vec<Value>,
-    retry_after: Option<u64>,
-    sent: std::time::Instant,
+    lease: impl Fn() -> Lease,
 ) -> Vec<ReservedJob> {
     let mut parts = popped.into_iter();
     let mut jobs = Vec::new();
@@ -623,9 +653,10 @@ fn reserved_jobs(
         jobs.push(ReservedJob {
             queue: Arc::clone(queue),
             raw,
-            reserved,
             payload,
-            lease: Lease::new(retry_after, sent),
+            lease: lease(),
+            digest: MemberDigest::of_large(&reserved),
+            reserved,
         });
     }
 }

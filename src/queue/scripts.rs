@@ -128,6 +128,81 @@ end
 return 0
 "#;
 
+/// The Lua function the `*_BY_DIGEST` scripts share: the member of zset
+/// `key` scored within `[low, high]` whose length is `len` and whose SHA-1
+/// is `sha1` (lower-case hex), or `nil`. Lengths are compared first, so only
+/// members of the same size are hashed.
+macro_rules! find_by_digest {
+    () => {
+        r#"
+local function find(key, low, high, len, sha1)
+    for _, member in ipairs(redis.call('zrangebyscore', key, low, high)) do
+        if #member == len and redis.sha1hex(member) == sha1 then
+            return member
+        end
+    end
+    return nil
+end
+"#
+    };
+}
+
+/// `ZREM` of a large reserved member named by its digest instead of its
+/// bytes (see [`super::member`]): the member of several megabytes is not
+/// sent back to Redis.
+///
+/// KEYS: reserved zset. ARGV: lowest and highest score the reservation may
+/// have (UNIX seconds), the member's length in bytes, its SHA-1 (hex).
+/// Returns 1 when deleted, 0 when the reservation was gone.
+pub const DELETE_BY_DIGEST: &str = concat!(
+    find_by_digest!(),
+    r#"
+local member = find(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4])
+if not member then
+    return 0
+end
+redis.call('zrem', KEYS[1], member)
+return 1
+"#
+);
+
+/// [`RELEASE`] for a large reserved member named by its digest.
+///
+/// KEYS: delayed zset, reserved zset. ARGV: lowest and highest score, the
+/// member's length, its SHA-1 (hex), available-at (UNIX seconds), and
+/// optionally the member to add instead of the reserved one (the original
+/// string, to hand a job back uncounted). Returns 1 when released, 0 when
+/// the reservation was gone (nothing is added then, as in [`RELEASE`]).
+pub const RELEASE_BY_DIGEST: &str = concat!(
+    find_by_digest!(),
+    r#"
+local member = find(KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4])
+if not member then
+    return 0
+end
+redis.call('zrem', KEYS[2], member)
+redis.call('zadd', KEYS[1], ARGV[5], ARGV[6] or member)
+return 1
+"#
+);
+
+/// [`RENEW`] for a large reserved member named by its digest.
+///
+/// KEYS: reserved zset. ARGV: lowest and highest score, the member's
+/// length, its SHA-1 (hex), the new expiry (UNIX seconds). Returns 1 when
+/// extended, 0 when the member is gone.
+pub const RENEW_BY_DIGEST: &str = concat!(
+    find_by_digest!(),
+    r#"
+local member = find(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4])
+if not member then
+    return 0
+end
+redis.call('zadd', KEYS[1], ARGV[5], member)
+return 1
+"#
+);
+
 /// Delete the four keys of a queue and return how many jobs they held.
 ///
 /// KEYS: ready list, delayed zset, reserved zset, notify list.

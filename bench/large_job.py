@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Peak memory of the daemon while it works one large job.
+
+For each payload size and handler transport, starts a private redis-server
+on a unix socket, pushes one job whose `data.command` (PHP serialize()
+text) holds a string of that many bytes, runs `work --stop-when-empty`,
+and samples the daemon's VmHWM (peak resident set, from /proc) until it
+exits. Prints the peak and its ratio to the payload, beside the target of
+3 x payload + 10 MB.
+
+    bench/large_job.py [--binary PATH]... [--sizes 5,20,50] [--runs 3]
+
+Several --binary values are measured in the same run, one after the other
+for each case, so that a before/after comparison shares the machine's
+state. Medians of --runs runs are printed. Needs redis-server and python3.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+
+MB = 1_000_000
+
+
+def payload(size_mb):
+    """A Laravel 8+ payload whose command holds a `size_mb` MB string of
+    characters that JSON escapes (so the payload text is larger still)."""
+    unit = 'x"\\/é'
+    blob = unit * (size_mb * MB // len(unit.encode()))
+    command = 'O:12:"App\\Jobs\\Big":1:{s:4:"blob";s:%d:"%s";}' % (len(blob.encode()), blob)
+    return json.dumps({
+        "uuid": str(uuid.uuid4()),
+        "displayName": "App\\Jobs\\Big",
+        "job": "Illuminate\\Queue\\CallQueuedHandler@call",
+        "maxTries": None, "maxExceptions": None, "failOnTimeout": False,
+        "backoff": None, "timeout": None, "retryUntil": None,
+        "data": {"commandName": "App\\Jobs\\Big", "command": command},
+        "id": "big", "attempts": 0,
+    })
+
+
+def write_config(tmp, socket, transport):
+    handler = os.path.join(tmp, "handler.sh")
+    with open(handler, "w") as f:
+        if transport == "process":
+            f.write("#!/bin/sh\ncat > /dev/null\n")
+        else:
+            # Persistent: one request per line on stdin, answer on fd 3
+            # echoing the request's call id.
+            f.write(
+                "#!/bin/sh\n"
+                "while IFS= read -r line; do\n"
+                "  call=$(printf '%s' \"$line\" | head -c 64 | sed -n 's/.*\"call\":\\([0-9]*\\).*/\\1/p')\n"
+                "  printf '{\"call\":%s,\"action\":\"done\"}\\n' \"$call\" >&3\n"
+                "done\n"
+            )
+    os.chmod(handler, 0o755)
+    config = os.path.join(tmp, f"{transport}.toml")
+    with open(config, "w") as f:
+        f.write(
+            f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
+            '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
+            f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\n'
+            + ('persistent = true\n' if transport == "persistent" else "")
+        )
+    return config
+
+
+def redis_cli(socket, *args, stdin=None):
+    return subprocess.run(
+        ["redis-cli", "-s", socket, *args], input=stdin, capture_output=True, check=True
+    ).stdout
+
+
+def peak_kib(binary, config, socket, body):
+    redis_cli(socket, "FLUSHALL")
+    redis_cli(socket, "-x", "RPUSH", "bench_queues:default", stdin=body)
+    proc = subprocess.Popen(
+        [binary, "--config", config, "work", "--stop-when-empty", "--sleep=0", "--memory=4096"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    peak = 0
+    status = f"/proc/{proc.pid}/status"
+    while proc.poll() is None:
+        try:
+            with open(status) as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.01)
+    err = proc.stderr.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{binary} exited {proc.returncode}:\n{err[-2000:]}")
+    left = redis_cli(socket, "KEYS", "*").decode().split()
+    if left:
+        raise SystemExit(f"{binary}: the job was not settled ({left}):\n{err[-2000:]}")
+    return peak
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--binary", action="append", default=[])
+    ap.add_argument("--sizes", default="5,20,50")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--transports", default="process,persistent")
+    args = ap.parse_args()
+    binaries = args.binary or ["target/release/laravel-worker"]
+    with tempfile.TemporaryDirectory(prefix="lw-bench-") as tmp:
+        socket = os.path.join(tmp, "redis.sock")
+        server = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", socket, "--save", "",
+             "--appendonly", "no", "--proto-max-bulk-len", "1gb"],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            for _ in range(200):
+                if os.path.exists(socket):
+                    break
+                time.sleep(0.02)
+            print("size_MB  payload_MB  transport   binary                          "
+                  "peak_MB  peak/payload  target_MB")
+            for size in [int(s) for s in args.sizes.split(",")]:
+                body = payload(size).encode()
+                for transport in args.transports.split(","):
+                    config = write_config(tmp, socket, transport)
+                    for binary in binaries:
+                        peaks = [peak_kib(binary, config, socket, body) for _ in range(args.runs)]
+                        peak = statistics.median(peaks) * 1024 / MB
+                        size_mb = len(body) / MB
+                        print(f"{size:7}  {size_mb:10.1f}  {transport:10}  {binary[-30:]:30}  "
+                              f"{peak:7.1f}  {peak / size_mb:12.2f}  {3 * size_mb + 10:9.1f}")
+        finally:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+//! Jobs of a megabyte or more: their reserved member is named by length
+//! and SHA-1 in the delete, release and renewal scripts instead of being
+//! sent back to Redis (see `src/queue/member.rs`). Each path must settle
+//! exactly the member it reserved and leave every other one alone.
+
+mod common;
+
+use common::state::{Failed, Payload, Score};
+use common::{Job, QueueState, Scene};
+use serde_json::json;
+
+/// A job whose payload is about `mib` MiB (a `blob` in its data).
+fn large(class: &str, mib: usize) -> Job {
+    Job::laravel8(class).set(
+        "data",
+        json!({ "commandName": class, "blob": "y".repeat(mib * 1024 * 1024) }),
+    )
+}
+
+#[test]
+fn a_large_job_that_succeeds_is_deleted() {
+    let (s, config) = Scene::recording("exit 0");
+    let job = large("App\\Jobs\\Big", 2);
+    s.push(&job);
+
+    s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(s.log(), vec![job.run_line(1)]);
+    s.assert_state(QueueState::empty());
+}
+
+#[test]
+fn a_large_job_that_throws_is_released_with_its_attempt_counted() {
+    let (s, config) = Scene::recording("exit 1");
+    let job = large("App\\Jobs\\Big", 2);
+    s.push(&job);
+
+    s.run(
+        &config,
+        &["--once", "--sleep=0", "--tries=3", "--backoff=30"],
+    );
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(30)));
+}
+
+#[test]
+fn a_large_job_that_fails_is_recorded_whole_and_removed() {
+    let (s, config) = Scene::recording("exit 1");
+    let job = large("App\\Jobs\\Big", 2);
+    s.push(&job);
+
+    s.run(&config, &["--once", "--sleep=0", "--tries=1"]);
+    let row = Failed::job(&job).payload(Payload::exact(&job));
+    s.assert_state(QueueState::empty().failed([row]));
+}
+
+/// Two large jobs of the same length reserved in the same second: each
+/// settle finds its own member by digest and leaves the other alone.
+#[test]
+fn large_members_of_the_same_length_are_told_apart() {
+    let (s, config) =
+        Scene::recording("case \"$LARAVEL_WORKER_JOB_NAME\" in *Fail) exit 1 ;; esac");
+    let done = large("App\\Jobs\\Pass", 2);
+    let fails = large("App\\Jobs\\Fail", 2);
+    assert_eq!(done.build().len(), fails.build().len(), "same length");
+    s.push_on("default", [&done, &fails]);
+
+    s.run(
+        &config,
+        &[
+            "--stop-when-empty",
+            "--sleep=0",
+            "--concurrency=2",
+            "--tries=3",
+            "--backoff=60",
+        ],
+    );
+    assert_eq!(s.log().len(), 2, "{:?}", s.log());
+    s.assert_state(QueueState::empty().delayed(Payload::job(&fails, 1), Score::In(60)));
+}
+
+/// A large job that runs past `retry_after` keeps its reservation (the
+/// renewal finds the member by digest): a second worker started while it
+/// runs takes nothing, and the job is deleted once done.
+#[test]
+fn a_large_job_longer_than_retry_after_is_renewed_not_reclaimed() {
+    let s = Scene::new();
+    let config = s.config().recording("sleep 5").retry_after(3).write();
+    let job = large("App\\Jobs\\Long", 2);
+    s.push(&job);
+
+    let mut first = s.work(&config, &["--once", "--sleep=0", "--json"]);
+    first.wait_event("starting");
+    let reserved = s.redis.zrange("laravel_database_queues:default:reserved");
+    assert_eq!(reserved.len(), 1, "reserved while it runs");
+    let first_score = reserved[0].1;
+    // Wait until the reservation has been renewed past its first expiry.
+    common::wait_until("the reservation to be renewed", || {
+        s.redis
+            .zrange("laravel_database_queues:default:reserved")
+            .first()
+            .is_some_and(|(_, score)| *score > first_score)
+    });
+    let second = s.run(&config, &["--once", "--sleep=0"]);
+    drop(second);
+    first.expect_exit(0);
+    assert_eq!(s.log().len(), 1, "run once: {:?}", s.log());
+    s.assert_state(QueueState::empty());
+}
