@@ -38,7 +38,11 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
         match RedisQueue::connect(&settings.redis, options.clone()).await {
             Ok(queue) => return Ok(queue),
             Err(e) if attempt < CONNECT_TRIES && !crate::queue::connect::is_permanent(&e) => {
-                tracing::warn!(attempt, "cannot connect to the queue Redis: {e}");
+                tracing::warn!(
+                    attempt,
+                    redis = %settings.redis.describe(),
+                    "cannot connect to the queue Redis: {e}"
+                );
                 tokio::time::sleep(pause).await;
                 pause *= 2;
             }
@@ -75,8 +79,17 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
                 Some(crate::queue::connect::COMMAND_TIMEOUT),
             )
             .await
-            .context("cannot connect to the cache Redis")?;
-            CacheStore::Redis(RedisCache::new(conn, key_prefix.clone()))
+            .with_context(|| {
+                format!(
+                    "cannot connect to the cache Redis ({})",
+                    connection.describe()
+                )
+            })?;
+            CacheStore::Redis(RedisCache::new(
+                conn,
+                key_prefix.clone(),
+                connection.describe(),
+            ))
         }
         CacheSettings::File { dir } => CacheStore::File(FileCache::new(dir.clone())),
         CacheSettings::Database { url, table, prefix } => {

@@ -32,6 +32,7 @@ mod escape;
 mod exception;
 mod failed;
 mod handler;
+mod hints;
 mod lifecycle;
 mod log_limit;
 mod memory;

@@ -673,6 +673,38 @@ fn dead_redis_at_startup_exits_1() {
         "retried before giving up: {err}"
     );
     assert!(!err.contains("worker started"), "the worker started: {err}");
+    // Every line names the address it tried (the socket path here).
+    let socket = s.path("no-such-dir/redis.sock").display().to_string();
+    let tries: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("cannot connect") || l.contains("unreachable"))
+        .collect();
+    assert!(
+        !tries.is_empty() && tries.iter().all(|l| l.contains(&socket)),
+        "each connection error names {socket}: {tries:#?}"
+    );
+}
+
+/// The cache Redis unreachable at start: the error names its address,
+/// not the queue Redis's.
+#[test]
+fn dead_cache_redis_at_startup_names_its_address() {
+    let s = Scene::new();
+    let dead = s.path("no-such-dir/cache.sock");
+    let config = s
+        .config()
+        .set("cache", "url", format!("unix://{}?db=1", dead.display()))
+        .failed_driver("null")
+        .write_as("dead-cache.toml");
+
+    let mut d = Daemon::run(&["--config", config.to_str().unwrap(), "work"], &[]);
+    d.expect_exit(1);
+    let err = d.stderr_text();
+    assert!(
+        err.contains("cannot connect to the cache Redis")
+            && err.contains(&dead.display().to_string()),
+        "the error names the cache Redis's address: {err}"
+    );
 }
 
 /// An unknown key in the config file: exit 1, and the error names it.

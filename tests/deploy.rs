@@ -422,6 +422,11 @@ fn a_dead_redis_does_not_flood_the_log_and_the_worker_recovers() {
     drop(redis);
     let first = d.wait_stderr(|l| l.contains("cannot reserve a job:"));
     assert!(!first.contains("repeated"), "{first}");
+    let socket = dir.path().join("redis.sock").display().to_string();
+    assert!(
+        first.contains(&format!("(queue Redis at {socket} db 0)")),
+        "the error names the Redis it could not reach: {first}"
+    );
     // The next line about it is the summary, two seconds later.
     let summary = d.wait_stderr(|l| l.contains("cannot reserve a job:") && l.contains("repeated"));
     let repeated: u64 = summary

@@ -296,6 +296,12 @@ fn timeout_is_timed_out_and_the_daemon_carries_on() {
         .exception("Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\Slow has timed out.")
         .containing("no complete answer within 1 s");
     s.assert_state(QueueState::empty().failed([row]));
+    let log = d.stderr_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("ran past its timeout of 1 s") && l.contains(&slow.id())),
+        "the abandoned request is logged with the job and its timeout:\n{log}"
+    );
     let calls: Vec<[String; 3]> = server
         .requests()
         .iter()

@@ -79,6 +79,31 @@ fn case32_poison_payload_goes_to_the_failed_store() {
     s.assert_state(QueueState::empty().failed([not_json, no_attempts]));
 }
 
+/// A poison payload that carries its own `uuid` (valid JSON, no usable
+/// `attempts`) is recorded under that uuid, so the operator finds it by
+/// the job's own id (`failed`, `retry <uuid>`), not under a new one.
+#[test]
+fn a_poison_payload_keeps_its_own_uuid_in_the_failed_store() {
+    let (s, config) = Scene::recording("exit 0");
+    let missing = r#"{"uuid":"5f0c1a7e-poison-missing","job":"x"}"#;
+    let string = r#"{"uuid":"5f0c1a7e-poison-string","attempts":"many"}"#;
+    s.redis.push("default", missing);
+    s.redis.push("default", string);
+
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(s.log(), Vec::<String>::new(), "no poison payload runs");
+    let row = |uuid: &str, payload: &str| {
+        Failed::uuid(uuid)
+            .payload(payload)
+            .exception("Illuminate\\Queue\\InvalidPayloadException: ")
+            .containing("attempts")
+    };
+    s.assert_state(QueueState::empty().failed([
+        row("5f0c1a7e-poison-missing", missing),
+        row("5f0c1a7e-poison-string", string),
+    ]));
+}
+
 /// Case 4: a delayed job is not popped before its time and stays in
 /// `:delayed`; once due it is migrated to the ready list (with a notify
 /// token), reserved and run, and nothing is left behind.

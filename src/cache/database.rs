@@ -146,6 +146,32 @@ impl DatabaseCache {
         Ok(values)
     }
 
+    /// Up to `limit` stored keys that end with `suffix` (for the hint that
+    /// a signal is written under another cache prefix; `suffix` holds no
+    /// `%` or `_`).
+    ///
+    /// # Errors
+    /// Any database error.
+    pub async fn keys_ending_with(&self, suffix: &str, limit: u32) -> anyhow::Result<Vec<String>> {
+        let sql = format!(
+            "SELECT {k} FROM {t} WHERE {k} LIKE {m} LIMIT {limit}",
+            k = self.key_column(),
+            t = self.table,
+            m = self.mark(1),
+        );
+        let pattern = format!("%{suffix}");
+        Ok(on_pool!(&self.pool, |p| {
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(pattern.as_str())
+                .fetch_all(p)
+                .await
+                .with_context(|| format!("cannot read the cache table {}", self.table))?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<Vec<String>, sqlx::Error>>()?
+        }))
+    }
+
     /// Deletes the row of stored key `full` if it has expired by `now`.
     async fn forget_if_expired(&self, full: &str, now: i64) -> anyhow::Result<()> {
         let sql = format!(

@@ -25,6 +25,8 @@ pub use self::database::DatabaseCache;
 pub use self::file::FileCache;
 pub use self::redis::RedisCache;
 
+use crate::queue::elsewhere::RestartElsewhere;
+
 /// The cache key of the restart signal.
 pub const RESTART_KEY: &str = "illuminate:queue:restart";
 
@@ -98,6 +100,35 @@ impl CacheStore {
             .map(|v| all || v.is_some_and(|v| php::truthy(&v)))
             .collect();
         Ok(Signals { restart, paused })
+    }
+
+    /// When the restart key the worker watches does not exist, restart keys
+    /// under other names in the same store (another cache prefix, colon
+    /// rule or Redis prefix): where `queue:restart` probably writes. Empty
+    /// for the file store and without a store.
+    ///
+    /// # Errors
+    /// Any store error.
+    pub async fn restart_elsewhere(&self) -> anyhow::Result<Vec<RestartElsewhere>> {
+        match self {
+            CacheStore::Redis(c) => c.restart_elsewhere().await,
+            CacheStore::Database(c) => {
+                if self.restart_marker().await?.is_some() {
+                    return Ok(Vec::new());
+                }
+                let watched = c.key(RESTART_KEY);
+                Ok(c.keys_ending_with(RESTART_KEY, 3)
+                    .await?
+                    .into_iter()
+                    .filter(|k| *k != watched)
+                    .map(|found| RestartElsewhere {
+                        watched: watched.clone(),
+                        found,
+                    })
+                    .collect())
+            }
+            CacheStore::File(_) | CacheStore::None => Ok(Vec::new()),
+        }
     }
 
     /// The restart marker alone.

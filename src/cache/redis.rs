@@ -9,6 +9,7 @@
 //! slot and puts the answers back in the order asked.
 
 use crate::queue::connect::RedisConn;
+use crate::queue::elsewhere::{self, RestartElsewhere};
 
 use super::php;
 
@@ -17,16 +18,37 @@ use super::php;
 pub struct RedisCache {
     conn: RedisConn,
     prefix: String,
+    /// Where the cache Redis is (no credentials), for error messages.
+    at: String,
 }
 
 impl RedisCache {
     /// A store on `conn` whose keys start with `prefix` (Redis connection
-    /// prefix + cache prefix + the `:` of Laravel ≤ 10, when used).
-    pub fn new(conn: RedisConn, prefix: impl Into<String>) -> Self {
+    /// prefix + cache prefix + the `:` of Laravel ≤ 10, when used). `at`
+    /// says where `conn` goes, without credentials; errors name it.
+    pub fn new(conn: RedisConn, prefix: impl Into<String>, at: impl Into<String>) -> Self {
         RedisCache {
             conn,
             prefix: prefix.into(),
+            at: at.into(),
         }
+    }
+
+    /// Restart keys under other names, when the watched one is absent (see
+    /// [`crate::queue::elsewhere`]).
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn restart_elsewhere(&self) -> anyhow::Result<Vec<RestartElsewhere>> {
+        let watched = self.key(super::RESTART_KEY);
+        elsewhere::restart_elsewhere(&self.conn, &watched, super::RESTART_KEY)
+            .await
+            .map_err(|e| self.located(e))
+    }
+
+    /// Names the server in a Redis error.
+    fn located(&self, e: redis::RedisError) -> anyhow::Error {
+        anyhow::Error::new(e).context(format!("cache Redis at {}", self.at))
     }
 
     /// The full Redis key of cache key `key`.
@@ -40,10 +62,11 @@ impl RedisCache {
     /// Any Redis error.
     pub async fn many(&self, keys: &[String]) -> anyhow::Result<Vec<Option<String>>> {
         let full: Vec<String> = keys.iter().map(|k| self.key(k)).collect();
-        Ok(redis::cmd("MGET")
+        redis::cmd("MGET")
             .arg(&full)
             .query_async(&mut self.conn.clone())
-            .await?)
+            .await
+            .map_err(|e| self.located(e))
     }
 
     /// `forever`: SET with no TTL, numbers as digits.
@@ -55,7 +78,8 @@ impl RedisCache {
             .arg(self.key(key))
             .arg(php::redis_encode(value))
             .query_async::<()>(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(|e| self.located(e))?;
         Ok(())
     }
 
@@ -67,7 +91,8 @@ impl RedisCache {
         redis::cmd("DEL")
             .arg(self.key(key))
             .query_async::<()>(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(|e| self.located(e))?;
         Ok(())
     }
 
@@ -90,7 +115,8 @@ impl RedisCache {
             .arg(&key)
             .arg(1)
             .query_async(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(|e| self.located(e))?;
         Ok(count)
     }
 }

@@ -20,6 +20,10 @@ struct Report<'a> {
     #[serde(flatten)]
     sizes: QueueSizes,
     status: &'static str,
+    /// Where this queue's jobs probably are, when its keys are empty but
+    /// the same queue holds jobs under another prefix.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    hints: Vec<String>,
 }
 
 /// Prints each queue's size (ready + delayed + reserved), its parts and
@@ -31,6 +35,10 @@ struct Report<'a> {
 /// Redis errors.
 pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     let queue = crate::app::open_queue(&settings).await?;
+    let cache = crate::app::open_cache(&settings).await.unwrap_or_else(|e| {
+        tracing::debug!("no restart-key hint: {e:#}");
+        crate::cache::CacheStore::None
+    });
     let (connection, list) = match args.queues.split_once(':') {
         Some((c, l)) => (c, l),
         None => (settings.connection.as_str(), args.queues.as_str()),
@@ -39,7 +47,9 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let (_, name) = parse_target(name, connection);
         let sizes = queue.sizes(&queue.keys(name)).await?;
+        let hints = crate::hints::queues_elsewhere(&queue, name).await;
         reports.push(Report {
+            hints,
             connection,
             queue: name,
             size: sizes.size(),
@@ -56,8 +66,12 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     } else {
         0
     };
+    let restart_hints = crate::hints::restart_elsewhere(&cache).await;
     if args.json {
         println!("{}", serde_json::to_string(&reports)?);
+        for hint in &restart_hints {
+            tracing::warn!("{hint}");
+        }
         return Ok(status);
     }
     println!("  Queue name .......... Size / Pending / Delayed / Reserved / Status");
@@ -69,6 +83,12 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
         );
         let dots = ".".repeat(70usize.saturating_sub(name.len() + numbers.len()).max(3));
         println!("  {name} {dots} {numbers}");
+        for hint in &r.hints {
+            println!("    Hint: {hint}");
+        }
+    }
+    for hint in &restart_hints {
+        println!("  Hint: {hint}");
     }
     Ok(status)
 }

@@ -31,6 +31,9 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let control = crate::signals::listen().context("cannot install signal handlers")?;
 
     crate::banner::Banner::new(&settings, &options).emit(options.json);
+    for hint in crate::hints::wrong_place(&queue, &cache, &options.queues).await {
+        tracing::warn!("{hint}");
+    }
     let metrics = Arc::new(Metrics::new());
     if let Some(listen) = &settings.metrics_listen {
         let listener = tokio::net::TcpListener::bind(listen)

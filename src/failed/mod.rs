@@ -136,7 +136,12 @@ impl FailedJobStore {
                     Some(crate::queue::connect::COMMAND_TIMEOUT),
                 )
                 .await
-                .context("cannot connect to Redis for the failed job store")?;
+                .with_context(|| {
+                    format!(
+                        "cannot connect to Redis for the failed job store ({})",
+                        settings.redis.describe()
+                    )
+                })?;
                 FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
             }
             FailedSettings::Null => FailedJobStore::Null,
@@ -305,7 +310,12 @@ impl Fallback {
                     Some(crate::queue::connect::COMMAND_TIMEOUT),
                 )
                 .await
-                .context("cannot connect to Redis for the failed jobs fallback")?;
+                .with_context(|| {
+                    format!(
+                        "cannot connect to Redis for the failed jobs fallback ({})",
+                        self.redis.describe()
+                    )
+                })?;
                 anyhow::Ok(RedisFailedStore::new(conn, &self.prefix))
             })
             .await

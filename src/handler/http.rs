@@ -293,6 +293,14 @@ impl HttpHandler {
         // job's own limit (the only request timeout set).
         if e.is_timeout() && !e.is_connect() {
             let seconds = inv.timeout.map_or(0, |t| t.as_secs());
+            tracing::warn!(
+                job = name,
+                id = %inv.job.id(),
+                timeout = seconds,
+                url = %self.shown_url,
+                "the job ran past its timeout of {seconds} s: its HTTP request was abandoned \
+                 (the connection is closed; no signal can reach a remote handler)"
+            );
             return Outcome::TimedOut(JobException::timed_out(name).with_detail(format!(
                 "The HTTP handler at {} sent no complete answer within {seconds} s.",
                 self.shown_url

@@ -259,12 +259,19 @@ impl PersistentHandler {
                 Err(CallError::TimedOut) => {
                     let seconds = inv.timeout.map_or(0, |t| t.as_secs());
                     let stderr = process.stderr_tail();
-                    process_group::terminate(
+                    let signal = process_group::terminate(
                         &mut process.child,
                         process.group,
                         self.options.kill_grace,
                     )
                     .await;
+                    process_group::log_timeout_kill(
+                        name,
+                        &inv.job.id(),
+                        seconds,
+                        Some(process.pid),
+                        signal,
+                    );
                     return Outcome::TimedOut(
                         JobException::timed_out(name)
                             .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),

@@ -97,17 +97,37 @@ pub fn group_of(child: &Child) -> Option<Pid> {
 }
 
 /// SIGTERM to the whole group; SIGKILL after `grace` if the leader has not
-/// exited by then. Waits for the leader.
-pub async fn terminate(child: &mut Child, group: Option<Pid>, grace: Duration) {
+/// exited by then. Waits for the leader and returns the last signal sent
+/// (SIGTERM when the leader exited within `grace`, else SIGKILL), for the
+/// log line that says how a handler was stopped.
+pub async fn terminate(child: &mut Child, group: Option<Pid>, grace: Duration) -> Signal {
     let Some(group) = group else {
         let _ = child.kill().await;
-        return;
+        return Signal::SIGKILL;
     };
     let _ = killpg(group, Signal::SIGTERM);
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         let _ = killpg(group, Signal::SIGKILL);
         let _ = child.wait().await;
+        return Signal::SIGKILL;
     }
+    Signal::SIGTERM
+}
+
+/// Logs that a handler was stopped because the job ran past its timeout
+/// (Laravel's worker would have killed itself here; we stop only the
+/// handler): the job, its id, the timeout in seconds, the handler's pid
+/// and the signal that ended it.
+pub fn log_timeout_kill(job: &str, id: &str, timeout_secs: u64, pid: Option<u32>, signal: Signal) {
+    tracing::warn!(
+        job,
+        id,
+        timeout = timeout_secs,
+        pid,
+        signal = signal.as_str(),
+        "the job ran past its timeout of {timeout_secs} s: its handler was stopped with {}",
+        signal.as_str()
+    );
 }
 
 /// Kills a handler's whole process group when dropped, unless disarmed:

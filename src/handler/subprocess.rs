@@ -188,7 +188,15 @@ impl SubprocessHandler {
             Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
                 Ok(status) => (status.ok(), false),
                 Err(_) => {
-                    process_group::terminate(&mut child, group, self.kill_grace).await;
+                    let pid = child.id();
+                    let signal = process_group::terminate(&mut child, group, self.kill_grace).await;
+                    process_group::log_timeout_kill(
+                        inv.job.display_name(),
+                        &inv.job.id(),
+                        limit.as_secs(),
+                        pid,
+                        signal,
+                    );
                     (None, true)
                 }
             },

@@ -106,9 +106,14 @@ impl ReservedJob {
             .unwrap_or_default()
     }
 
-    /// The payload `uuid`, if any.
+    /// The payload `uuid`, if any; for a poison payload that is a JSON
+    /// object with a string `uuid` but no usable `attempts`, that `uuid`.
     pub fn uuid(&self) -> Option<&str> {
-        self.payload.as_ref().ok().and_then(Payload::uuid)
+        match &self.payload {
+            Ok(payload) => payload.uuid(),
+            Err(PayloadError::NoAttempts { uuid }) => uuid.as_deref(),
+            Err(PayloadError::NotAnObject(_)) => None,
+        }
     }
 
     /// The raw body as text (lossy only for payloads that are not UTF-8).

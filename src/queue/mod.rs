@@ -4,12 +4,14 @@
 //! job lives here: the key names ([`keys`]), the Lua scripts that keep each step
 //! atomic ([`scripts`]), the payload fields the worker reads ([`payload`]), the
 //! reserved job handed to the rest of the daemon ([`job`]), the Redis calls
-//! themselves ([`redis_queue`]) and the pipelining of the deletes and releases
+//! themselves ([`redis_queue`]), the look for the same queue under another
+//! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
 //! of jobs that finish together ([`batch`]).
 
 pub mod batch;
 pub mod command;
 pub mod connect;
+pub mod elsewhere;
 pub mod job;
 pub mod keys;
 pub mod payload;

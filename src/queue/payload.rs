@@ -56,9 +56,14 @@ pub enum PayloadError {
     /// The bytes are not JSON, or not a JSON object.
     #[error("payload is not a JSON object: {0}")]
     NotAnObject(String),
-    /// `attempts` is missing or not a number.
+    /// `attempts` is missing or not a number. `uuid` is the payload's own
+    /// `uuid` when it has a string one, so the failed record keeps the id
+    /// the operator knows the job by.
     #[error("payload has no numeric \"attempts\" field")]
-    NoAttempts,
+    NoAttempts {
+        /// The payload's `uuid`, if it is a JSON object with a string one.
+        uuid: Option<String>,
+    },
 }
 
 impl Payload {
@@ -82,20 +87,20 @@ impl Payload {
         }
         let fields: Fields<'_> =
             serde_json::from_slice(&raw).map_err(|e| PayloadError::NotAnObject(e.to_string()))?;
-        let attempts = fields
-            .attempts
-            .as_ref()
-            .and_then(Scalar::as_attempts)
-            .ok_or(PayloadError::NoAttempts)?;
+        let text = |s: Option<Scalar<'_>>| match s {
+            Some(Scalar::Str(s)) => Some(s.into_owned()),
+            _ => None,
+        };
+        let Some(attempts) = fields.attempts.as_ref().and_then(Scalar::as_attempts) else {
+            return Err(PayloadError::NoAttempts {
+                uuid: text(fields.uuid),
+            });
+        };
         let base = raw.as_ptr() as usize;
         let data = fields.data.map(|d| {
             let start = d.get().as_ptr() as usize - base;
             start..start + d.get().len()
         });
-        let text = |s: Option<Scalar<'_>>| match s {
-            Some(Scalar::Str(s)) => Some(s.into_owned()),
-            _ => None,
-        };
         let uint = |s: Option<Scalar<'_>>| s.as_ref().and_then(Scalar::as_u64);
         let payload = Payload {
             attempts,
@@ -545,13 +550,19 @@ mod tests {
         ));
         assert_eq!(
             Payload::parse(&br#"{"job":"x"}"#[..]).unwrap_err(),
-            PayloadError::NoAttempts
+            PayloadError::NoAttempts { uuid: None }
+        );
+        assert_eq!(
+            Payload::parse(&br#"{"uuid":"u-1","attempts":null}"#[..]).unwrap_err(),
+            PayloadError::NoAttempts {
+                uuid: Some("u-1".into())
+            }
         );
         for bad in [r#""abc""#, "null", "[0]", r#""1 2""#, r#""""#] {
             let text = format!(r#"{{"attempts":{bad}}}"#);
             assert_eq!(
                 Payload::parse(text.into_bytes()).unwrap_err(),
-                PayloadError::NoAttempts,
+                PayloadError::NoAttempts { uuid: None },
                 "{bad}"
             );
         }

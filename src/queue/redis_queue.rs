@@ -123,8 +123,14 @@ impl RedisQueue {
         })
     }
 
+    /// Where the queue Redis is, for logs: address, db and TLS, never
+    /// credentials (see [`RedisTarget::describe`]).
+    pub fn describe(&self) -> String {
+        self.target.describe()
+    }
+
     /// A handle on the command connection.
-    fn conn(&self) -> RedisConn {
+    pub(super) fn conn(&self) -> RedisConn {
         match self.conn.lock() {
             Ok(conn) => conn.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -609,7 +615,9 @@ fn reserved_jobs(
         let (raw, reserved) = (Bytes::from(raw), Bytes::from(reserved));
         let poison = matches!(poison, Some(Value::Int(1)));
         let payload = match Payload::parse(raw.clone()) {
-            Ok(_) if poison => Err(PayloadError::NoAttempts),
+            Ok(parsed) if poison => Err(PayloadError::NoAttempts {
+                uuid: parsed.uuid().map(str::to_string),
+            }),
             parsed => parsed,
         };
         jobs.push(ReservedJob {

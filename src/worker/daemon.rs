@@ -366,7 +366,10 @@ impl Daemon {
                 Reserved::Nothing { waited }
             }
             Err(e) => {
-                self.errors.log(tracing::Level::ERROR, RESERVE_FAILED, &e);
+                let redis = self.services.queue.describe();
+                let error = format_args!("{e} (queue Redis at {redis})");
+                self.errors
+                    .log(tracing::Level::ERROR, RESERVE_FAILED, &error);
                 Reserved::Failed
             }
         };

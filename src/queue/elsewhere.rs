@@ -1,0 +1,272 @@
+//! Is the worker looking in the wrong place?
+//!
+//! The commonest silent failure of a new deployment is a worker that polls
+//! keys nobody writes: a Redis prefix derived from another `APP_NAME`, a
+//! `REDIS_PREFIX` the app does not use, a restart key under another cache
+//! prefix or colon rule. Nothing errors; the worker simply idles. At start
+//! (and in `monitor`) a bounded `SCAN` looks for the same queue, or the
+//! restart key, under any other prefix, so the log can say where the jobs
+//! are and which setting to change.
+//!
+//! The scan is bounded ([`SCAN_CALLS`] calls of [`SCAN_COUNT`] keys), so on
+//! a Redis of millions of keys it may miss a match; it never blocks Redis
+//! for long (each call is one `SCAN` step). On a Redis Cluster, where a scan
+//! would have to visit every master, nothing is looked for.
+
+use redis::AsyncCommands;
+
+use super::RedisQueue;
+use super::connect::RedisConn;
+use super::keys::QueueKeys;
+
+/// Keys examined per `SCAN` call (its `COUNT` hint).
+pub const SCAN_COUNT: usize = 1000;
+
+/// Most `SCAN` calls one look makes: at most about
+/// `SCAN_CALLS * SCAN_COUNT` keys are examined.
+pub const SCAN_CALLS: usize = 100;
+
+/// Most matches one look reports.
+const MAX_FOUND: usize = 3;
+
+/// The suffixes of a queue's keys that hold jobs (`:notify` holds only
+/// wake-up tokens, so it alone does not mean jobs are waiting there).
+const JOB_SUFFIXES: [&str; 3] = ["", ":delayed", ":reserved"];
+
+/// Jobs of the watched queue found under another prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueElsewhere {
+    /// The ready-list key the worker watches (empty).
+    pub watched: String,
+    /// The ready-list key of the same queue under the other prefix.
+    pub found: String,
+    /// The other prefix (`REDIS_PREFIX` as the app seems to have it).
+    pub prefix: String,
+    /// Ready + delayed + reserved jobs there.
+    pub jobs: u64,
+}
+
+impl QueueElsewhere {
+    /// The warning an operator reads: both key names and what to change.
+    pub fn hint(&self) -> String {
+        format!(
+            "queue keys look empty at {watched:?}, but {found:?} holds {jobs} job(s): the app \
+             probably uses the Redis prefix {prefix:?}. Set it with REDIS_PREFIX (or \
+             `[redis] prefix` in the config), or point --app/--env-file at the app so the \
+             worker reads it from there (Laravel's default prefix comes from APP_NAME)",
+            watched = self.watched,
+            found = self.found,
+            jobs = self.jobs,
+            prefix = self.prefix,
+        )
+    }
+}
+
+/// A restart key under another name than the one watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartElsewhere {
+    /// The restart key the worker watches (absent).
+    pub watched: String,
+    /// A restart key that exists.
+    pub found: String,
+}
+
+impl RestartElsewhere {
+    /// The warning an operator reads: both key names and what to change.
+    pub fn hint(&self) -> String {
+        format!(
+            "the restart signal is watched at {watched:?}, which does not exist, but {found:?} \
+             does: `php artisan queue:restart` probably writes there, and this worker would \
+             not see it. Check the cache prefix (CACHE_PREFIX, or `[cache] prefix`; Laravel \
+             ≤ 10 adds a ':' after it, 11+ does not), the Redis prefix, and REDIS_CACHE_DB, \
+             or point --app/--env-file at the app",
+            watched = self.watched,
+            found = self.found,
+        )
+    }
+}
+
+impl RedisQueue {
+    /// When `queue` holds no job under the worker's prefix, looks for keys
+    /// of the same queue name under other prefixes (with or without a
+    /// cluster hash tag around the name) and counts their jobs.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn elsewhere(&self, queue: &QueueKeys) -> redis::RedisResult<Vec<QueueElsewhere>> {
+        let mut conn = self.conn();
+        if conn.is_cluster() || self.sizes(queue).await?.size() > 0 {
+            return Ok(Vec::new());
+        }
+        let mut prefixes: Vec<String> = Vec::new();
+        scan(&mut conn, "*queues:*", |key| {
+            if let Some(prefix) = queue_prefix(key, &queue.name)
+                && !prefixes.contains(&prefix)
+            {
+                prefixes.push(prefix);
+            }
+            prefixes.len() >= MAX_FOUND
+        })
+        .await?;
+        let mut found = Vec::new();
+        for marked in prefixes {
+            let ready = ready_key(&marked, &queue.name);
+            if ready == queue.ready {
+                continue;
+            }
+            let prefix = marked.strip_suffix(TAGGED).unwrap_or(&marked).to_string();
+            let other = QueueKeys {
+                name: queue.name.clone(),
+                delayed: format!("{ready}:delayed"),
+                reserved: format!("{ready}:reserved"),
+                notify: format!("{ready}:notify"),
+                ready,
+            };
+            let jobs = self.sizes(&other).await?.size();
+            if jobs > 0 {
+                found.push(QueueElsewhere {
+                    watched: queue.ready.clone(),
+                    found: other.ready,
+                    prefix,
+                    jobs,
+                });
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// When `watched` (a full restart key) does not exist on `conn`, looks
+/// for other keys ending in `suffix` (`illuminate:queue:restart`).
+///
+/// # Errors
+/// Any Redis error.
+pub async fn restart_elsewhere(
+    conn: &RedisConn,
+    watched: &str,
+    suffix: &str,
+) -> redis::RedisResult<Vec<RestartElsewhere>> {
+    let mut conn = conn.clone();
+    if conn.is_cluster() || conn.exists::<_, bool>(watched).await? {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    scan(&mut conn, &format!("*{}", glob_escape(suffix)), |key| {
+        if key != watched && !found.iter().any(|f: &RestartElsewhere| f.found == key) {
+            found.push(RestartElsewhere {
+                watched: watched.to_string(),
+                found: key.to_string(),
+            });
+        }
+        found.len() >= MAX_FOUND
+    })
+    .await?;
+    Ok(found)
+}
+
+/// A bounded `SCAN … MATCH pattern`, calling `seen` on each key until it
+/// returns true (enough found) or the budget is spent.
+async fn scan(
+    conn: &mut RedisConn,
+    pattern: &str,
+    mut seen: impl FnMut(&str) -> bool,
+) -> redis::RedisResult<()> {
+    let mut cursor: u64 = 0;
+    for _ in 0..SCAN_CALLS {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .query_async(conn)
+            .await?;
+        for key in &keys {
+            if seen(&String::from_utf8_lossy(key)) {
+                return Ok(());
+            }
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+    Ok(())
+}
+
+/// The prefix of `key` when it is one of queue `name`'s job keys
+/// (`{prefix}queues:{name}`, `:delayed` or `:reserved`, the name bare or
+/// in a hash tag), the prefix marked with the tag form when there is one.
+fn queue_prefix(key: &str, name: &str) -> Option<String> {
+    for tagged in [false, true] {
+        let shown = if tagged {
+            format!("{{{name}}}")
+        } else {
+            name.to_string()
+        };
+        for suffix in JOB_SUFFIXES {
+            let tail = format!("queues:{shown}{suffix}");
+            if let Some(prefix) = key.strip_suffix(tail.as_str()) {
+                let mark = if tagged { TAGGED } else { "" };
+                return Some(format!("{prefix}{mark}"));
+            }
+        }
+    }
+    None
+}
+
+/// Marks a prefix whose queue keys wrap the name in a hash tag.
+const TAGGED: &str = "\u{0}tagged";
+
+/// The ready-list key of `name` under a prefix from [`queue_prefix`].
+fn ready_key(prefix: &str, name: &str) -> String {
+    match prefix.strip_suffix(TAGGED) {
+        Some(bare) => format!("{bare}queues:{{{name}}}"),
+        None => format!("{prefix}queues:{name}"),
+    }
+}
+
+/// `s` with the glob characters of `SCAN MATCH` escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_prefixes_are_read_off_every_job_key() {
+        assert_eq!(
+            queue_prefix("shop_database_queues:default", "default"),
+            Some("shop_database_".into())
+        );
+        assert_eq!(
+            queue_prefix("x-queues:default:reserved", "default"),
+            Some("x-".into())
+        );
+        assert_eq!(
+            queue_prefix("queues:default:delayed", "default"),
+            Some(String::new())
+        );
+        assert_eq!(queue_prefix("p_queues:default:notify", "default"), None);
+        assert_eq!(queue_prefix("p_queues:other", "default"), None);
+        assert_eq!(queue_prefix("p_queues:xdefault", "default"), None);
+        let tagged = queue_prefix("p_queues:{default}", "default").unwrap();
+        assert_eq!(ready_key(&tagged, "default"), "p_queues:{default}");
+        let bare = queue_prefix("p_queues:default", "default").unwrap();
+        assert_eq!(ready_key(&bare, "default"), "p_queues:default");
+    }
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}
