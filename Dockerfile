@@ -4,7 +4,7 @@
 #   docker build -t laravel-worker:php --target php .  # plus PHP, for the bridge
 #   docker run -e REDIS_URL=redis://redis:6379/0 -v ./handlers.toml:/etc/laravel-worker/laravel-worker.toml laravel-worker
 #
-# See README, "Deployment" (Docker).
+# See docs/src/migrating/docker.md.
 
 # Build stage: the release binary.
 FROM rust:1-bookworm AS build

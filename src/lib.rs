@@ -19,7 +19,8 @@
 //! - [`output`], [`exception`], [`escape`]: what the worker prints and
 //!   records, and how outside text is escaped in it.
 //!
-//! `protocol §N` in doc comments and tests refers to section N of `docs/protocol.md`.
+//! `protocol §N` in doc comments and tests refers to section N of `docs/src/protocol.md`
+//! (the protocol chapter of the book).
 
 mod app;
 mod banner;

@@ -403,13 +403,14 @@ fn verify(r: &Request, secret: &str) -> bool {
     (now() - at).abs() <= 300 && mac.verify_slice(&sig).is_ok()
 }
 
-/// The README's code block that starts with `first` (up to its closing
-/// fence), so the tests run the verification code the README shows.
-fn readme_block(first: &str) -> String {
-    let readme = include_str!("../README.md");
+/// The code block of the book's HTTP handlers page that starts with
+/// `first` (up to its closing fence), so the tests run the verification
+/// code the documentation shows.
+fn documented_block(first: &str) -> String {
+    let readme = include_str!("../docs/src/handlers/http.md");
     let start = readme
         .find(first)
-        .unwrap_or_else(|| panic!("the README has no code starting {first:?}"));
+        .unwrap_or_else(|| panic!("docs/src/handlers/http.md has no code starting {first:?}"));
     let end = start + readme[start..].find("\n```").expect("a closing fence");
     readme[start..end].to_string()
 }
@@ -424,15 +425,15 @@ fn request_files(s: &Scene, r: &Request) -> [std::path::PathBuf; 2] {
     [headers, body]
 }
 
-/// The README's PHP check (from the Laravel route), run by PHP on the
+/// The documented PHP check (from the Laravel route), run by PHP on the
 /// request as received, with `$request`, `config()` and `abort_unless()`
 /// standing in for Laravel's. `None` (with a skip note) when PHP is not
 /// installed.
 fn php_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
-    if !common::skip::have("php", "the README's PHP signature check is not run") {
+    if !common::skip::have("php", "the documented PHP signature check is not run") {
         return None;
     }
-    let route = readme_block("Route::post('/_queue'");
+    let route = documented_block("Route::post('/_queue'");
     let check_start = route.find("    $h = fn").expect("the route builds $h");
     let end_marker = "        401\n    );";
     let check_end = route.find(end_marker).expect("the route aborts with 401") + end_marker.len();
@@ -459,15 +460,15 @@ fn php_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
         .expect("php runs");
     assert!(
         matches!(status.code(), Some(0 | 1)),
-        "the README's PHP check did not decide: {status}"
+        "the documented PHP check did not decide: {status}"
     );
     Some(status.success())
 }
 
-/// The README's Python check, run by Python on the request as received;
+/// The documented Python check, run by Python on the request as received;
 /// `None` (with a note) when python3 is not installed.
 fn python_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
-    let check = readme_block("import hashlib, hmac, time");
+    let check = documented_block("import hashlib, hmac, time");
     let code = format!(
         "{check}\n\nimport json, sys\n\
          class Headers(dict):\n    def get(self, name, default=None):\n        return super().get(name.lower(), default)\n\
@@ -484,14 +485,14 @@ fn python_verifies(s: &Scene, r: &Request, secret: &str) -> Option<bool> {
         Ok(status) => {
             assert!(
                 matches!(status.code(), Some(0 | 1)),
-                "the README's Python check failed to run: {status}"
+                "the documented Python check failed to run: {status}"
             );
             Some(status.success())
         }
         Err(e) => {
             common::skip::note(
                 "python3",
-                &format!("the README's Python signature check cannot run ({e})"),
+                &format!("the documented Python signature check cannot run ({e})"),
             );
             None
         }
@@ -585,7 +586,7 @@ fn signed_requests_verify_and_secrets_stay_out_of_logs() {
 /// The signature covers every header the endpoint acts on: a captured
 /// request (run or failed mode) with any signed header changed (a `run`
 /// replayed as `failed`, another attempt, job id, queue, timestamp...)
-/// verifies neither in Rust nor with the README's PHP and Python checks.
+/// verifies neither in Rust nor with the documented PHP and Python checks.
 #[test]
 fn a_signed_request_with_any_header_changed_does_not_verify() {
     let s = Scene::new();

@@ -1,4 +1,5 @@
-//! The README's minimal ACL user, created from the README's own line, runs
+//! The documented minimal ACL user (docs/src/production-redis.md), created
+//! from the book's own line, runs
 //! the whole job lifecycle (push, pop, block, release, lease renewal,
 //! delete, fail into the Redis failed store, pause and restart keys,
 //! failed/retry/monitor/clear/flush) on a real redis-server; a user missing
@@ -10,14 +11,14 @@ use std::path::{Path, PathBuf};
 
 use common::redis_topologies::{Server, cli, cmd, plain_args, require, text};
 
-/// The `ACL SETUSER` line of the README, split into its arguments (after
-/// `ACL SETUSER`).
+/// The `ACL SETUSER` line of docs/src/production-redis.md, split into its
+/// arguments (after `ACL SETUSER`).
 fn readme_acl() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/src/production-redis.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER laravel-worker "))
-        .expect("README.md shows the worker's ACL SETUSER line");
+        .expect("docs/src/production-redis.md shows the worker's ACL SETUSER line");
     line.split_whitespace()
         .skip(2)
         .map(str::to_string)
@@ -56,14 +57,18 @@ impl Acl {
             .unwrap()
     }
 
-    /// Creates the user `name` with the README's rules, less `without`.
+    /// Creates the user `name` with the documented rules, less `without`.
     fn create_user(&self, name: &str, without: Option<&str>) -> String {
         let mut acl = readme_acl();
         acl[0] = name.to_string();
         if let Some(rule) = without {
             let before = acl.len();
             acl.retain(|t| t != rule);
-            assert_eq!(acl.len(), before - 1, "{rule} is not in the README's line");
+            assert_eq!(
+                acl.len(),
+                before - 1,
+                "{rule} is not in the documented line"
+            );
         }
         let mut c = redis::cmd("ACL");
         c.arg("SETUSER").arg(&acl);
