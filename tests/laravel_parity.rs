@@ -12,21 +12,21 @@
 //! The differences that exist on purpose, or that are known, are named
 //! here and asserted separately:
 //!
-//! - timeouts (deliberate): queue:work SIGKILLs itself and leaves the job
-//!   reserved until `retry_after`; laravel-worker kills only the handler
-//!   and releases the job at once. The failure is a
-//!   `TimeoutExceededException` (Laravel 10.25+'s name) where 8.x writes
-//!   `MaxAttemptsExceededException`;
+//! - timeouts (deliberate, [`timeouts`]): queue:work SIGKILLs itself and
+//!   leaves the job reserved until `retry_after`; laravel-worker kills only
+//!   the handler and releases the job at once. On the last try both fail
+//!   it with the app's version's class and message (8.x:
+//!   `MaxAttemptsExceededException`, 10.25+: `TimeoutExceededException`);
 //! - a job whose `retryUntil` has passed (`too-late`): queue:work's row
 //!   ends its first line with PHP's ` in file:line`, which the worker,
 //!   having no PHP frame, cannot write. Class and wording are the app's
 //!   version's (`[app] laravel`): 8.x's "…attempted too many times or run
 //!   too long. The job may have previously timed out.", 10.30+'s
-//!   "…attempted too many times.";
-//! - `$this->fail($e)` (known gap): the daemon records
-//!   `ManuallyFailedException: <message>` where queue:work records
-//!   `(string) $e`, because the handler contract's fail action carries
-//!   only a reason.
+//!   "…attempted too many times.".
+//!
+//! What differs between the two runs but not between the workers is
+//! masked: the failed rows' uuid and id, and Laravel 11+'s `createdAt`
+//! (each run dispatches at its own time).
 
 mod common;
 
