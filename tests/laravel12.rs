@@ -431,6 +431,10 @@ fn batch_specs() -> Value {
         {"kind": "batch", "tag": "allows", "steps": ["a", "b:fail", "c"], "allow_failures": true},
         // Everything succeeds: then and finally.
         {"kind": "batch", "tag": "ok", "steps": ["a", "b"]},
+        // A chain in a batch: its next job is dispatched into the batch by
+        // the job before it; a failure in the chain ends the chain.
+        {"kind": "batch", "tag": "chained", "steps": [["a", "b"], "c"]},
+        {"kind": "batch", "tag": "chain-fails", "steps": [["a:fail", "b"], "c"], "allow_failures": true},
     ])
 }
 
@@ -517,7 +521,11 @@ fn batches_on_laravel_12_as_queue_work_runs_them() {
     assert!(has(r#""event":"batch-catch""#) && has(r#""tag":"fails.c""#));
     assert!(has(r#""skipped":true"#), "{:#?}", expected.records);
     assert!(!has(r#""tag":"cancels.c""#), "skipped by the middleware");
-    assert_eq!(expected.failed.len(), 2, "{:?}", expected.failed);
+    let chained = row("chained");
+    assert_eq!((chained.total_jobs, chained.pending_jobs), (3, 0));
+    assert!(chained.finished, "{chained:?}");
+    assert!(has(r#""tag":"chained.b""#) && !has(r#""tag":"chain-fails.b""#));
+    assert_eq!(expected.failed.len(), 3, "{:?}", expected.failed);
     assert!(expected.left.is_empty(), "{:?}", expected.left);
 
     for transport in [PER_JOB, PERSISTENT] {

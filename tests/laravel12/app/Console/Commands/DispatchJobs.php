@@ -121,18 +121,24 @@ class DispatchJobs extends Command
 
     /**
      * Bus::batch() of BatchStep jobs, one per item of "steps": "name" or
-     * "name:action" (ok, fail, cancel), tagged "<tag>.<name>". "allow_failures"
+     * "name:action" (ok, fail, cancel), tagged "<tag>.<name>"; an item that
+     * is a list of steps is a chain in the batch. "allow_failures"
      * and "middleware" (SkipIfBatchCancelled) are optional. Its then, catch
      * and finally callbacks record "batch-then", "batch-catch" and
      * "batch-finally" with the batch's counts as they see them.
      */
     private function batch(array $spec, string $tag): void
     {
-        $jobs = array_map(function ($step) use ($tag, $spec) {
+        $job = function (string $step) use ($tag, $spec) {
             [$name, $action] = array_pad(explode(':', $step, 2), 2, 'ok');
 
             return new Jobs\BatchStep("{$tag}.{$name}", $action, $spec['middleware'] ?? false);
-        }, $spec['steps']);
+        };
+        // A list of steps is a chain inside the batch.
+        $jobs = array_map(
+            fn ($step) => is_array($step) ? array_map($job, $step) : $job($step),
+            $spec['steps']
+        );
         $seen = static function (string $event) use ($tag) {
             return static function ($batch, $e = null) use ($event, $tag) {
                 Recorder::record($event, 'Batch', [
