@@ -537,3 +537,61 @@ fn batches_on_laravel_12_as_queue_work_runs_them() {
         assert_eq!(batch_run(&s, &app), expected, "{transport:?}");
     }
 }
+
+/// `$maxExceptions` counted across the two workers in the 12.x skeleton's
+/// database cache store (`job-exceptions:{uuid}` in the `cache` table):
+/// one worker counts the first exception, the other reads that count,
+/// counts the second and fails the job, in both directions.
+/// `MaxExceptionsJob`: attempt 1 releases itself, then every attempt
+/// throws; two exceptions fail it.
+#[test]
+fn max_exceptions_counted_across_queue_work_and_the_daemon_on_laravel_12() {
+    for php_first in [true, false] {
+        let s = Scene::new();
+        let Some(app) = App::on(&s, Version::L12) else {
+            return;
+        };
+        let config = app.config(&s, PER_JOB);
+        app.dispatch(json!([{"kind": "max-exceptions", "tag": "max-ex"}]));
+        let counter = || -> Vec<String> {
+            app.cache_keys()
+                .into_iter()
+                .filter(|k| k.starts_with("laravel-cache-job-exceptions:"))
+                .collect()
+        };
+        // Attempts 1 (released) and 2 (the first exception, counted).
+        let args = ["--once", "--sleep=0"];
+        for _ in 0..2 {
+            if php_first {
+                let mut php = app.queue_work(&args);
+                assert!(php.wait().success(), "{}", php.output());
+            } else {
+                s.run(&config, &args);
+            }
+        }
+        assert_eq!(app.attempts("max-ex"), [1, 2]);
+        assert_eq!(counter().len(), 1, "counted once: {:?}", app.cache_keys());
+        assert!(s.failed_rows().is_empty());
+
+        // Attempt 3 by the other worker: the second exception fails it.
+        if php_first {
+            s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+        } else {
+            let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+            assert!(php.wait().success(), "{}", php.output());
+        }
+        assert_eq!(app.attempts("max-ex"), [1, 2, 3], "php first: {php_first}");
+        assert_eq!(app.events("failed", "max-ex").len(), 1);
+        let rows = s.failed_rows();
+        assert_eq!(rows.len(), 1, "php first: {php_first}");
+        assert!(
+            rows[0]
+                .exception
+                .starts_with("RuntimeException: max exceptions max-ex attempt 3 in "),
+            "{}",
+            rows[0].exception
+        );
+        assert!(counter().is_empty(), "forgotten: {:?}", counter());
+        assert!(queue_keys(&s, Version::L12).is_empty());
+    }
+}
