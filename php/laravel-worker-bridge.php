@@ -42,8 +42,13 @@
  * failed() method) and the JobFailed event. It writes no failed_jobs row:
  * the daemon already has.
  *
- * Verified with Laravel 8.83 (PHP 8.2). Written against the Job API that
- * Laravel 8 to 13 share (Illuminate\Queue\Jobs\Job).
+ * Batches, chains, unique, encrypted and (13.6+) debounced jobs need nothing
+ * here: CallQueuedHandler does their bookkeeping in this process, as it does
+ * under queue:work (batch rows and callbacks, next chain job, lock release,
+ * deleting a superseded debounced job, which is then reported as done).
+ *
+ * Verified with Laravel 8.83 and 12.67 (PHP 8.2). Written against the Job
+ * API that Laravel 8 to 13 share (Illuminate\Queue\Jobs\Job).
  */
 
 namespace LaravelWorker {

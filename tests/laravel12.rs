@@ -77,15 +77,28 @@ fn app_config_alone(version: Version) {
         Version::L8 => "laravel_cache",
         Version::L12 => "laravel-cache-",
     };
+    // The skeletons' cache stores: redis on the 8.83 app (8.x's colon after
+    // the prefix), database on the 12.67 app (the `cache` table of the
+    // app's SQLite; no colon there in any version).
+    let (store, colon, restart_key) = match version {
+        Version::L8 => (
+            "redis",
+            "setting cache colon = true (app config)",
+            "laravel_database_laravel_cache:illuminate:queue:restart",
+        ),
+        Version::L12 => (
+            "database",
+            "setting cache colon: built-in default",
+            "laravel-cache-illuminate:queue:restart (table cache)",
+        ),
+    };
     for line in [
         format!("setting redis prefix = \"{prefix}\" (app config)"),
         "setting retry_after = 77 (app config)".to_string(),
-        "setting cache store = redis (app config)".to_string(),
+        format!("setting cache store = {store} (app config)"),
         format!("setting cache prefix = \"{cache_prefix}\" (app config)"),
-        format!(
-            "setting cache colon = {} (app config)",
-            version == Version::L8
-        ),
+        colon.to_string(),
+        format!("\"restart_key\":\"{restart_key}"),
         "setting failed table = failed_jobs (app config)".to_string(),
         format!("setting laravel = {} (app config)", version.laravel()),
     ] {
@@ -179,6 +192,10 @@ fn every_kind_on_laravel_12(transport: Transport) {
         {"kind": "self-failing", "tag": "self"},
         {"kind": "releasing", "tag": "rel", "release": 5},
     ]));
+    // ShouldBeUnique: dispatch took the lock, in the database store's
+    // cache_locks table.
+    let lock = "laravel-cache-laravel_unique_job:App\\Jobs\\UniqueJob:k";
+    assert_eq!(app.cache_lock_keys(), [lock]);
     drain(&s, &app, &config, &["--tries=2"]);
 
     for tag in ["plain", "str", "order", "enc", "uniq", "chain.a", "chain.b"] {
@@ -205,9 +222,12 @@ fn every_kind_on_laravel_12(transport: Transport) {
     let secret = app.events("handle", "enc");
     assert_eq!(secret[0]["secret"], "s", "{secret:?}");
 
-    // The unique lock is gone (12.x prefixes on the lock connection, DB 0).
-    let locks: Vec<String> = s.redis.cmd(&["KEYS", "*unique*"]);
-    assert!(locks.is_empty(), "{locks:?}");
+    // The unique lock is released.
+    assert!(
+        app.cache_lock_keys().is_empty(),
+        "{:?}",
+        app.cache_lock_keys()
+    );
     let mut failed: Vec<String> = s
         .failed_rows()
         .iter()
@@ -243,14 +263,39 @@ fn every_kind_on_laravel_12_persistent() {
     every_kind_on_laravel_12(PERSISTENT);
 }
 
+/// The cache stores a Laravel 12 app keeps queue:restart and queue:pause in.
+#[derive(Clone, Copy, PartialEq)]
+enum Store {
+    /// The 12.x skeleton's default: the `cache` table of the app's SQLite.
+    Database,
+    /// `CACHE_STORE=redis`: keys `laravel-database-laravel-cache-…` (no
+    /// colon, unlike 8.x) on the cache connection (DB 1).
+    Redis,
+}
+
+/// Where the app's cache store holds `key` (the cache prefix added), if
+/// it holds it.
+fn cache_has(s: &Scene, app: &App, store: Store, key: &str) -> bool {
+    let full = format!("{}{key}", Version::L12.cache_prefix());
+    match store {
+        Store::Database => app.cache_keys().contains(&full),
+        Store::Redis => {
+            let redis_key = format!("{}{key}", Version::L12.cache_key_prefix());
+            s.redis.keys(1).contains(&redis_key)
+        }
+    }
+}
+
 /// restart, pause and resume in both directions with Laravel 12's own
 /// worker: artisan's signals reach the daemon, the daemon's reach
-/// `php artisan queue:work`.
-#[test]
-fn restart_pause_and_resume_both_ways_on_laravel_12() {
+/// `php artisan queue:work`, through the app's cache store.
+fn restart_pause_and_resume_both_ways(store: Store) {
     let Some((s, app, config)) = app_scene(Version::L12, PER_JOB) else {
         return;
     };
+    if store == Store::Redis {
+        app.set_env("CACHE_STORE", "redis");
+    }
     let flag = app.app_flag();
     let cli = |args: &[&str]| {
         let mut all = vec!["--config", config.to_str().unwrap(), flag.as_str()];
@@ -258,22 +303,27 @@ fn restart_pause_and_resume_both_ways_on_laravel_12() {
         let mut d = Daemon::run(&all, &[]);
         d.expect_exit(0);
     };
+    let paused = "illuminate:queue:paused:redis:default";
 
     // artisan queue:pause: the daemon leaves the queue alone.
     app.artisan_ok(&["queue:pause", "redis:default"]);
+    assert!(cache_has(&s, &app, store, paused), "paused in the store");
     app.dispatch(json!([{"kind": "plain", "tag": "paused"}]));
     let mut d = s.work(&config, &[flag.as_str(), "--sleep=0.05"]);
     d.wait_log(&["worker started"]);
     // Our own resume lifts it; the job then runs.
     cli(&["resume", "redis:default"]);
+    assert!(!cache_has(&s, &app, store, paused), "resumed in the store");
     app.wait_for_events("handle", 1);
     assert_eq!(app.attempts("paused"), vec![1]);
     // artisan queue:restart stops the daemon.
     app.artisan_ok(&["queue:restart"]);
+    assert!(cache_has(&s, &app, store, "illuminate:queue:restart"));
     d.expect_stop(0, "restart_signal");
 
     // Our pause: Laravel 12's queue:work leaves the queue alone.
     cli(&["pause", "redis:default"]);
+    assert!(cache_has(&s, &app, store, paused), "paused in the store");
     app.dispatch(json!([{"kind": "plain", "tag": "later"}]));
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
     assert!(php.wait().success(), "{}", php.output());
@@ -286,6 +336,19 @@ fn restart_pause_and_resume_both_ways_on_laravel_12() {
     cli(&["restart"]);
     assert!(php.wait().success(), "{}", php.output());
     assert_eq!(app.attempts("later"), vec![1]);
+}
+
+#[test]
+fn restart_pause_and_resume_both_ways_on_laravel_12() {
+    restart_pause_and_resume_both_ways(Store::Database);
+}
+
+/// The same with `CACHE_STORE=redis`, which many apps with Redis queues
+/// choose: the only test of the 12.x Redis cache key layout (no colon
+/// after the cache prefix) against artisan's own writes.
+#[test]
+fn restart_pause_and_resume_both_ways_on_laravel_12_with_the_redis_cache() {
+    restart_pause_and_resume_both_ways(Store::Redis);
 }
 
 /// One `php artisan queue:work` (Laravel 12) and two daemons consume one
@@ -350,4 +413,185 @@ fn a_config_cached_app_is_read_as_cached() {
         log.contains("first_key=laravel-database-queues:default"),
         "{log}"
     );
+}
+
+/// The batches of the batch test (see `BatchStep` and the `batch` kind of
+/// the app's `test:dispatch`): each step is `name[:action]`.
+fn batch_specs() -> Value {
+    json!([
+        // A failure cancels the batch: catch and finally run, then does not;
+        // the step after it skips its work ($this->batch()->cancelled()).
+        {"kind": "batch", "tag": "fails", "steps": ["a", "b:fail", "c"]},
+        // A job cancels its batch; the next is skipped by Laravel's
+        // SkipIfBatchCancelled middleware (it never reaches handle()).
+        {"kind": "batch", "tag": "cancels", "steps": ["a", "b:cancel", "c"], "middleware": true},
+        // The same, skipped by handle() asking the batch.
+        {"kind": "batch", "tag": "cancels-h", "steps": ["a", "b:cancel", "c"]},
+        // allowFailures(): not cancelled; the step after the failure runs.
+        {"kind": "batch", "tag": "allows", "steps": ["a", "b:fail", "c"], "allow_failures": true},
+        // Everything succeeds: then and finally.
+        {"kind": "batch", "tag": "ok", "steps": ["a", "b"]},
+        // A chain in a batch: its next job is dispatched into the batch by
+        // the job before it; a failure in the chain ends the chain.
+        {"kind": "batch", "tag": "chained", "steps": [["a", "b"], "c"]},
+        {"kind": "batch", "tag": "chain-fails", "steps": [["a:fail", "b"], "c"], "allow_failures": true},
+    ])
+}
+
+/// What a run of the batches left: the job log (times, pids, runners and
+/// batch ids dropped, sorted), the job_batches rows, the failed jobs'
+/// displayNames and the cache locks and queue keys left.
+#[derive(Debug, PartialEq)]
+struct BatchRun {
+    records: Vec<String>,
+    batches: Vec<common::sqlite::BatchRow>,
+    failed: Vec<String>,
+    left: Vec<String>,
+}
+
+fn batch_run(s: &Scene, app: &App) -> BatchRun {
+    let mut records: Vec<String> = app
+        .records()
+        .into_iter()
+        .map(|mut r| {
+            for volatile in ["time", "pid", "runner", "batch"] {
+                r.as_object_mut().unwrap().remove(volatile);
+            }
+            r.to_string()
+        })
+        .collect();
+    records.sort();
+    let mut failed: Vec<String> = s
+        .failed_rows()
+        .iter()
+        .map(|row| {
+            let first = row.exception.lines().next().unwrap_or_default();
+            first.split(" in /").next().unwrap_or_default().to_string()
+        })
+        .collect();
+    failed.sort();
+    let mut left = app.cache_lock_keys();
+    left.extend(queue_keys(s, Version::L12));
+    BatchRun {
+        records,
+        batches: app.batches(),
+        failed,
+        left,
+    }
+}
+
+/// `Bus::batch()` with the database batch repository (`job_batches` on
+/// the app's SQLite), through the bridge per job and persistent: the same
+/// job runs, skips, callbacks and batch rows (pending and failed counts,
+/// failed job ids, cancelled_at, finished_at) as Laravel 12's own
+/// `queue:work` leaves for the same batches.
+#[test]
+fn batches_on_laravel_12_as_queue_work_runs_them() {
+    let s = Scene::new();
+    let Some(app) = App::on(&s, Version::L12) else {
+        return;
+    };
+    app.dispatch(batch_specs());
+    let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+    assert!(php.wait().success(), "{}", php.output());
+    let expected = batch_run(&s, &app);
+
+    // The scenario does what it is meant to (not just the same twice).
+    let row = |name: &str| {
+        expected
+            .batches
+            .iter()
+            .find(|b| b.name == name)
+            .unwrap()
+            .clone()
+    };
+    let (fails, cancels, allows, ok) = (row("fails"), row("cancels"), row("allows"), row("ok"));
+    assert_eq!(
+        (fails.pending_jobs, fails.failed_jobs, fails.failed_job_ids),
+        (1, 1, 1)
+    );
+    assert!(fails.cancelled && fails.finished, "{fails:?}");
+    assert_eq!((cancels.pending_jobs, cancels.failed_jobs), (0, 0));
+    assert!(cancels.cancelled && cancels.finished, "{cancels:?}");
+    assert_eq!((allows.pending_jobs, allows.failed_jobs), (1, 1));
+    assert!(!allows.cancelled && !allows.finished, "{allows:?}");
+    assert_eq!((ok.pending_jobs, ok.failed_jobs), (0, 0));
+    assert!(!ok.cancelled && ok.finished, "{ok:?}");
+    let has = |needle: &str| expected.records.iter().any(|r| r.contains(needle));
+    assert!(has(r#""event":"batch-catch""#) && has(r#""tag":"fails.c""#));
+    assert!(has(r#""skipped":true"#), "{:#?}", expected.records);
+    assert!(!has(r#""tag":"cancels.c""#), "skipped by the middleware");
+    let chained = row("chained");
+    assert_eq!((chained.total_jobs, chained.pending_jobs), (3, 0));
+    assert!(chained.finished, "{chained:?}");
+    assert!(has(r#""tag":"chained.b""#) && !has(r#""tag":"chain-fails.b""#));
+    assert_eq!(expected.failed.len(), 3, "{:?}", expected.failed);
+    assert!(expected.left.is_empty(), "{:?}", expected.left);
+
+    for transport in [PER_JOB, PERSISTENT] {
+        let s = Scene::new();
+        let app = App::on(&s, Version::L12).unwrap();
+        let config = app.config(&s, transport);
+        app.dispatch(batch_specs());
+        s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+        assert_eq!(batch_run(&s, &app), expected, "{transport:?}");
+    }
+}
+
+/// `$maxExceptions` counted across the two workers in the 12.x skeleton's
+/// database cache store (`job-exceptions:{uuid}` in the `cache` table):
+/// one worker counts the first exception, the other reads that count,
+/// counts the second and fails the job, in both directions.
+/// `MaxExceptionsJob`: attempt 1 releases itself, then every attempt
+/// throws; two exceptions fail it.
+#[test]
+fn max_exceptions_counted_across_queue_work_and_the_daemon_on_laravel_12() {
+    for php_first in [true, false] {
+        let s = Scene::new();
+        let Some(app) = App::on(&s, Version::L12) else {
+            return;
+        };
+        let config = app.config(&s, PER_JOB);
+        app.dispatch(json!([{"kind": "max-exceptions", "tag": "max-ex"}]));
+        let counter = || -> Vec<String> {
+            app.cache_keys()
+                .into_iter()
+                .filter(|k| k.starts_with("laravel-cache-job-exceptions:"))
+                .collect()
+        };
+        // Attempts 1 (released) and 2 (the first exception, counted).
+        let args = ["--once", "--sleep=0"];
+        for _ in 0..2 {
+            if php_first {
+                let mut php = app.queue_work(&args);
+                assert!(php.wait().success(), "{}", php.output());
+            } else {
+                s.run(&config, &args);
+            }
+        }
+        assert_eq!(app.attempts("max-ex"), [1, 2]);
+        assert_eq!(counter().len(), 1, "counted once: {:?}", app.cache_keys());
+        assert!(s.failed_rows().is_empty());
+
+        // Attempt 3 by the other worker: the second exception fails it.
+        if php_first {
+            s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+        } else {
+            let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
+            assert!(php.wait().success(), "{}", php.output());
+        }
+        assert_eq!(app.attempts("max-ex"), [1, 2, 3], "php first: {php_first}");
+        assert_eq!(app.events("failed", "max-ex").len(), 1);
+        let rows = s.failed_rows();
+        assert_eq!(rows.len(), 1, "php first: {php_first}");
+        assert!(
+            rows[0]
+                .exception
+                .starts_with("RuntimeException: max exceptions max-ex attempt 3 in "),
+            "{}",
+            rows[0].exception
+        );
+        assert!(counter().is_empty(), "forgotten: {:?}", counter());
+        assert!(queue_keys(&s, Version::L12).is_empty());
+    }
 }

@@ -1,32 +1,40 @@
 //! Parity with `php artisan queue:work`: one scenario of real dispatched
-//! jobs, run once by Laravel 8.83's own worker and once by laravel-worker
-//! (through the PHP bridge), each on its own Redis with the same layout.
-//! After every round both must show the same runs and attempts, the same
-//! failed() hooks and chain callbacks, the same release delays (within a
-//! second), the same failed_jobs rows and the same Redis keys.
+//! jobs, run once by the app's own worker and once by laravel-worker
+//! (through the PHP bridge), each on its own Redis with the same layout,
+//! on both test apps: Laravel 8.83 (`tests/laravel/`: Redis cache store,
+//! `laravel_database_` prefix) and Laravel 12.67 (`tests/laravel12/`: the
+//! 12.x skeleton's database cache store on SQLite, `laravel-database-`
+//! prefix). After every round both must show the same runs and attempts,
+//! the same failed() hooks and chain callbacks, the same release delays
+//! (within a second), the same failed_jobs rows, the same Redis keys and
+//! the same rows in the database cache store (`cache`, `cache_locks`).
 //!
 //! The differences that exist on purpose, or that are known, are named
 //! here and asserted separately:
 //!
-//! - timeouts (deliberate): queue:work SIGKILLs itself and leaves the job
-//!   reserved until `retry_after`; laravel-worker kills only the handler
-//!   and releases the job at once. The failure is a
-//!   `TimeoutExceededException` (Laravel 10.25+'s name) where 8.x writes
-//!   `MaxAttemptsExceededException`;
-//! - the "attempted too many times" message: the daemon writes Laravel
-//!   10.30+'s wording whatever the app's version;
-//! - `$this->fail($e)` (known gap): the daemon records
-//!   `ManuallyFailedException: <message>` where queue:work records
-//!   `(string) $e`, because the handler contract's fail action carries
-//!   only a reason.
+//! - timeouts (deliberate, [`timeouts`]): queue:work SIGKILLs itself and
+//!   leaves the job reserved until `retry_after`; laravel-worker kills only
+//!   the handler and releases the job at once. On the last try both fail
+//!   it with the app's version's class and message (8.x:
+//!   `MaxAttemptsExceededException`, 10.25+: `TimeoutExceededException`);
+//! - a job whose `retryUntil` has passed (`too-late`): queue:work's row
+//!   ends its first line with PHP's ` in file:line`, which the worker,
+//!   having no PHP frame, cannot write. Class and wording are the app's
+//!   version's (`[app] laravel`): 8.x's "…attempted too many times or run
+//!   too long. The job may have previously timed out.", 10.30+'s
+//!   "…attempted too many times.".
+//!
+//! What differs between the two runs but not between the workers is
+//! masked: the failed rows' uuid and id, and Laravel 11+'s `createdAt`
+//! (each run dispatches at its own time).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::laravel::{App, Transport};
-use common::{Failed, Payload, QueueState, Scene, Score, q};
+use common::laravel::{App, Transport, Version};
+use common::{Failed, Payload, QueueState, Scene, Score};
 use serde_json::{Value, json};
 
 /// Both runs use one APP_KEY, so that serialized closures (chain catch
@@ -60,8 +68,31 @@ fn scenario() -> Value {
 }
 
 /// The start of both workers' failed row for a job that timed out on its
-/// last try (Laravel 8.83's class and wording).
-const TIMED_OUT: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long.";
+/// last try: 8.x's class and wording, 10.25+'s `TimeoutExceededException`.
+fn timed_out(version: Version) -> &'static str {
+    match version {
+        Version::L8 => {
+            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long."
+        }
+        Version::L12 => {
+            "Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\TimeoutJob has timed out."
+        }
+    }
+}
+
+/// The first line of both workers' failed row for the job whose
+/// `retryUntil` has passed (queue:work's adds ` in file:line`): the same
+/// class, in the app's version's wording.
+fn too_late(version: Version) -> &'static str {
+    match version {
+        Version::L8 => {
+            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out."
+        }
+        Version::L12 => {
+            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times."
+        }
+    }
+}
 
 /// The worker options of both runs.
 const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
@@ -79,16 +110,21 @@ struct Round {
     failed: BTreeMap<String, (String, String, String, String)>,
     /// Keys of DB 0 and DB 1, uuids masked.
     keys: (Vec<String>, Vec<String>),
+    /// Keys of the database cache store's `cache` and `cache_locks`
+    /// tables, uuids masked (none on the 8.83 app, whose store is Redis).
+    cache: (Vec<String>, Vec<String>),
 }
 
 /// The test tag inside a payload (string job data, or the serialized
-/// command's `tag` property).
+/// command's `tag` property). The test jobs declare `tag` last (the
+/// RecordsRuns trait, used last), so it is the last `tag` in the text:
+/// earlier ones belong to chained jobs and closures nested in it.
 fn tag_of(payload: &Value) -> String {
     if let Some(tag) = payload["data"]["tag"].as_str() {
         return tag.to_string();
     }
     let command = payload["data"]["command"].as_str().unwrap();
-    let rest = &command[command.find("s:3:\"tag\";s:").unwrap() + 12..];
+    let rest = &command[command.rfind("s:3:\"tag\";s:").unwrap() + 12..];
     let rest = &rest[rest.find(':').unwrap() + 2..];
     rest[..rest.find('"').unwrap()].to_string()
 }
@@ -117,7 +153,7 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
     };
     let delayed = s
         .redis
-        .zrange(&format!("{}:delayed", q("default")))
+        .zrange(&format!("{}:delayed", app.version.q("default")))
         .into_iter()
         .map(|(member, score)| {
             let p: Value = serde_json::from_str(&member).unwrap();
@@ -138,10 +174,17 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
         .into_iter()
         .map(|row| {
             let p: Value = serde_json::from_str(&row.payload).unwrap();
-            let payload = row
+            let mut payload = row
                 .payload
                 .replace(&row.uuid, "<uuid>")
                 .replace(p["id"].as_str().unwrap(), "<id>");
+            // Laravel 11+'s dispatch time: the two runs dispatch apart.
+            if let Some(at) = p["createdAt"].as_i64() {
+                payload = payload.replace(
+                    &format!("\"createdAt\":{at},"),
+                    "\"createdAt\":<dispatched>,",
+                );
+            }
             let first_line = row
                 .exception
                 .lines()
@@ -165,14 +208,15 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
         delayed,
         failed,
         keys: (mask(s.redis.keys(0)), mask(s.redis.keys(1))),
+        cache: (mask(app.cache_keys()), mask(app.cache_lock_keys())),
     }
 }
 
 /// Runs the scenario round by round with `work` (one worker run to its
 /// end), making delayed jobs due between rounds.
-fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
+fn run_scenario(version: Version, work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
     let s = Scene::new();
-    let app = App::new(&s)?;
+    let app = App::on(&s, version)?;
     app.set_env("APP_KEY", APP_KEY);
     let config = app.config(&s, Transport::Persistent(1));
     let dispatched = common::now();
@@ -182,7 +226,8 @@ fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
         let before = app.records();
         work(&app, &s, &config);
         rounds.push(observe(&app, &s, &before, dispatched));
-        s.redis.make_due(&format!("{}:delayed", q("default")));
+        s.redis
+            .make_due(&format!("{}:delayed", app.version.q("default")));
     }
     Some(rounds)
 }
@@ -220,10 +265,19 @@ fn split_differences(round: &mut Round) -> Vec<String> {
 
 #[test]
 fn queue_work_and_laravel_worker_leave_the_same_results() {
-    let Some(mut php) = run_scenario(&php_worker) else {
+    parity(Version::L8);
+}
+
+#[test]
+fn laravel_12_queue_work_and_laravel_worker_leave_the_same_results() {
+    parity(Version::L12);
+}
+
+fn parity(version: Version) {
+    let Some(mut php) = run_scenario(version, &php_worker) else {
         return;
     };
-    let mut ours = run_scenario(&laravel_worker).unwrap();
+    let mut ours = run_scenario(version, &laravel_worker).unwrap();
 
     let mut php_apart = vec![];
     let mut our_apart = vec![];
@@ -252,6 +306,7 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
         assert_eq!(p.records, o.records, "round {i}: job records");
         assert_eq!(p.failed, o.failed, "round {i}: failed_jobs");
         assert_eq!(p.keys, o.keys, "round {i}: Redis keys");
+        assert_eq!(p.cache, o.cache, "round {i}: database cache rows");
     }
 
     // The scenario did what it is meant to (not just the same twice).
@@ -261,7 +316,7 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
     assert_eq!(
         failed_tags,
         [
-            "chain-fail",
+            "chain-fail.a",
             "doomed",
             "max-ex",
             "self",
@@ -282,6 +337,25 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
         "{php_self:?}"
     );
 
+    // Each store saw the counters come and go: the Redis store on the
+    // 8.83 app, the database store (`cache` table) on the 12.67 app.
+    match version {
+        Version::L8 => assert!(ours.iter().all(|r| r.cache == (vec![], vec![]))),
+        Version::L12 => {
+            assert!(ours.iter().all(|r| r.keys.1.is_empty()), "nothing in DB 1");
+            let counted = ours[0]
+                .cache
+                .0
+                .iter()
+                .any(|k| k.ends_with("job-exceptions:<uuid>"));
+            assert!(
+                counted,
+                "max-ex counted in the cache table: {:?}",
+                ours[0].cache
+            );
+        }
+    }
+
     // The named differences, as they are today.
     let row = |apart: &[String], tag: &str| {
         apart
@@ -290,10 +364,10 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
             .cloned()
             .unwrap()
     };
-    // retryUntil passed: the same class and 8.x wording ([app] laravel =
-    // "8.83"); PHP's line adds the file and line it was thrown at, which the
-    // worker, having no PHP frame, cannot.
-    let message = "too-late: Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
+    // retryUntil passed: the same class and wording ([app] laravel); PHP's
+    // line adds the file and line it was thrown at, which the worker,
+    // having no PHP frame, cannot.
+    let message = format!("too-late: {}", too_late(version));
     let php_row = row(&php_apart, "too-late");
     assert!(
         php_row.starts_with(&format!("{message} in ")),
@@ -307,17 +381,31 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
 ///
 /// queue:work: at the timeout the worker SIGKILLs itself; the job stays in
 /// `:reserved` (attempt 1 counted) until `retry_after`; on the last try the
-/// job is failed with `MaxAttemptsExceededException` before the kill.
+/// job is failed before the kill (8.x: `MaxAttemptsExceededException`,
+/// 10.25+: `TimeoutExceededException`).
 ///
 /// laravel-worker: only the handler is killed; the job is released at once
 /// (attempt counted) and the worker goes on; on the last try the job is
-/// failed with `TimeoutExceededException`. Both run the failed() hook.
+/// failed with the same class and message as the app's version's
+/// queue:work. Both run the failed() hook.
 #[test]
 fn timeouts_differ_on_purpose() {
+    timeouts(Version::L8);
+}
+
+#[test]
+fn laravel_12_timeouts_differ_on_purpose() {
+    timeouts(Version::L12);
+}
+
+fn timeouts(version: Version) {
     let s = Scene::new();
-    let Some(app) = App::new(&s) else { return };
+    let Some(app) = App::on(&s, version) else {
+        return;
+    };
+    let layout = || QueueState::empty().prefix(version.redis_prefix());
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
-    let reserved = format!("{}:reserved", q("default"));
+    let reserved = format!("{}:reserved", version.q("default"));
 
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
     let status = php.wait();
@@ -329,19 +417,19 @@ fn timeouts_differ_on_purpose() {
     );
     // The job stays reserved, attempt 1 counted.
     let left = Payload::containing(["\"attempts\":1"]);
-    s.assert_state(QueueState::empty().reserved(left, Score::Any));
+    s.assert_state(layout().reserved(left, Score::Any));
     // Reclaimed after retry_after (made due here): the last try fails it.
     s.redis.make_due(&reserved);
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
     assert_eq!(php.wait().signal(), Some(9), "queue:work kills itself");
     assert_eq!(app.attempts("slow"), [1, 2]);
-    let row = Failed::row().exception(TIMED_OUT);
-    s.assert_state(QueueState::empty().failed([row]));
+    let row = Failed::row().exception(timed_out(version));
+    s.assert_state(layout().failed([row]));
     assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");
 
     // laravel-worker, same job, same layout: one run, no reclaim wait.
     let s = Scene::new();
-    let app = App::new(&s).unwrap();
+    let app = App::on(&s, version).unwrap();
     let config = app.config(&s, Transport::PerJob);
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
     // The worker lives on.
@@ -356,11 +444,11 @@ fn timeouts_differ_on_purpose() {
         ["starting", "released_after_exception", "starting", "failed"]
     );
     assert_eq!(app.attempts("slow"), [1, 2]);
-    // The same class and message as queue:work's row ([app] laravel = "8.83");
+    // The same class and message as queue:work's row ([app] laravel);
     // the detail below says how the handler was stopped.
     let row = Failed::row()
-        .exception(TIMED_OUT)
+        .exception(timed_out(version))
         .containing("was killed after 1 s");
-    s.assert_state(QueueState::empty().failed([row]));
+    s.assert_state(layout().failed([row]));
     assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");
 }

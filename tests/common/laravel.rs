@@ -61,7 +61,18 @@ impl Version {
         }
     }
 
-    /// Everything before a cache key in the cache Redis (DB 1).
+    /// The cache prefix (`cache.prefix`, APP_NAME=Laravel), without the
+    /// 8.x colon.
+    pub fn cache_prefix(self) -> &'static str {
+        match self {
+            Version::L8 => "laravel_cache",
+            Version::L12 => "laravel-cache-",
+        }
+    }
+
+    /// Everything before a cache key in the cache Redis (DB 1), when the
+    /// app's cache store is `redis` (the 8.83 app's; the 12.67 app's only
+    /// with `CACHE_STORE=redis`).
     pub fn cache_key_prefix(self) -> &'static str {
         match self {
             Version::L8 => "laravel_database_laravel_cache:",
@@ -190,7 +201,6 @@ impl App {
         ] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
-        let _ = s.failed_db();
         let log = scene.join("laravel-jobs.log");
         use rand::distr::{Alphanumeric, SampleString};
         let key = Alphanumeric.sample_string(&mut rand::rng(), 32);
@@ -202,21 +212,56 @@ impl App {
             socket = s.redis.socket.display(),
             db = scene.join("failed.sqlite").display(),
             log = log.display(),
-            // The 12.x skeleton's .env, but on Redis. CACHE_STORE=redis
-            // until the worker has the database cache store.
+            // The 12.x skeleton's .env (CACHE_STORE=database: the `cache`
+            // table on the app's SQLite database), but queues on Redis.
             more = match version {
                 Version::L8 => "",
                 Version::L12 =>
-                    "QUEUE_CONNECTION=redis\nCACHE_STORE=redis\nREDIS_CLIENT=phpredis\n",
+                    "QUEUE_CONNECTION=redis\nCACHE_STORE=database\nREDIS_CLIENT=phpredis\n",
             },
         );
         std::fs::write(dir.join(".env"), env).unwrap();
-        Some(App {
+        let app = App {
             dir,
             log,
             scene,
             version,
-        })
+        };
+        match version {
+            // The 8.x skeleton's failed_jobs table, made here.
+            Version::L8 => {
+                let _ = s.failed_db();
+            }
+            // The 12.x skeleton's migrations, run by the app: users, cache
+            // and cache_locks, jobs, job_batches and failed_jobs.
+            Version::L12 => {
+                std::fs::File::create(app.database()).unwrap();
+                app.artisan_ok(&["migrate", "--force"]);
+            }
+        }
+        Some(app)
+    }
+
+    /// The app's SQLite database (`DB_DATABASE`): failed_jobs, and for the
+    /// 12.x app also the cache, cache_locks and job_batches tables.
+    pub fn database(&self) -> PathBuf {
+        self.scene.join("failed.sqlite")
+    }
+
+    /// The keys of the app's database cache store (the `cache` table),
+    /// sorted; empty when there is no such table.
+    pub fn cache_keys(&self) -> Vec<String> {
+        super::sqlite::strings(&self.database(), "SELECT key FROM cache ORDER BY key")
+    }
+
+    /// The keys of the database store's locks (`cache_locks`), sorted.
+    pub fn cache_lock_keys(&self) -> Vec<String> {
+        super::sqlite::strings(&self.database(), "SELECT key FROM cache_locks ORDER BY key")
+    }
+
+    /// The rows of `job_batches` (database batch repository), by name.
+    pub fn batches(&self) -> Vec<super::sqlite::BatchRow> {
+        super::sqlite::batches(&self.database())
     }
 
     /// Sets `name=value` in the app's .env (replacing any earlier value).
@@ -351,11 +396,14 @@ impl App {
         let config = s.config().laravel(self.version.laravel());
         let config = match self.version {
             Version::L8 => config,
-            // Prefixes as the 12.x skeleton makes them.
+            // Prefixes and cache store as the 12.x skeleton makes them:
+            // the database store on the app's database.
             Version::L12 => config
                 .set("redis", "prefix", self.version.redis_prefix())
-                .set("cache", "prefix", "laravel-cache-")
-                .set("cache", "colon", false),
+                .database_cache(
+                    &format!("sqlite://{}", self.database().display()),
+                    self.version.cache_prefix(),
+                ),
         };
         config.handler(self.handler(transport)).write()
     }

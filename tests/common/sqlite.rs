@@ -65,3 +65,63 @@ pub fn rows(path: &Path) -> Vec<FailedRow> {
     }
     super::databases::FailedDb::Sqlite(format!("sqlite://{}", path.display())).rows()
 }
+
+/// The first column of every row `sql` returns from the SQLite file at
+/// `path`, as text; empty when the file or the table does not exist.
+pub fn strings(path: &Path, sql: &'static str) -> Vec<String> {
+    if !path.exists() {
+        return vec![];
+    }
+    block_on(async {
+        let mut c = open(path).await;
+        match sqlx::query_scalar::<_, String>(sql).fetch_all(&mut c).await {
+            Ok(rows) => rows,
+            Err(sqlx::Error::Database(e)) if e.message().contains("no such table") => vec![],
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    })
+}
+
+/// One row of Laravel's `job_batches` table (the database batch
+/// repository), the columns the tests compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRow {
+    pub name: String,
+    pub total_jobs: i64,
+    pub pending_jobs: i64,
+    pub failed_jobs: i64,
+    /// How many uuids `failed_job_ids` lists.
+    pub failed_job_ids: usize,
+    pub cancelled: bool,
+    pub finished: bool,
+}
+
+/// The rows of `job_batches` in the SQLite file at `path`, by name.
+pub fn batches(path: &Path) -> Vec<BatchRow> {
+    block_on(async {
+        let mut c = open(path).await;
+        let rows = sqlx::query(
+            "SELECT name, total_jobs, pending_jobs, failed_jobs, failed_job_ids, \
+             cancelled_at, finished_at FROM job_batches ORDER BY name",
+        )
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+        rows.iter()
+            .map(|row| {
+                use sqlx::Row;
+                let ids: Vec<String> =
+                    serde_json::from_str(&row.get::<String, _>("failed_job_ids")).unwrap();
+                BatchRow {
+                    name: row.get("name"),
+                    total_jobs: row.get("total_jobs"),
+                    pending_jobs: row.get("pending_jobs"),
+                    failed_jobs: row.get("failed_jobs"),
+                    failed_job_ids: ids.len(),
+                    cancelled: row.get::<Option<i64>, _>("cancelled_at").is_some(),
+                    finished: row.get::<Option<i64>, _>("finished_at").is_some(),
+                }
+            })
+            .collect()
+    })
+}

@@ -19,8 +19,9 @@ use super::Scene;
 use super::payloads::Job;
 use super::redis_server::RedisServer;
 
-/// The queue-key prefix under the test config.
-const QUEUES: &str = "laravel_database_queues:";
+/// The Redis prefix under the test config (Laravel 8's skeleton); an app of
+/// another layout names its own with [`QueueState::prefix`].
+const PREFIX: &str = "laravel_database_";
 
 /// How far (in seconds, either way) from the snapshot's own time a score
 /// expected as [`Score::In`] may be, when no window was measured.
@@ -438,6 +439,9 @@ fn list<T: fmt::Debug + PartialEq>(what: &str, a: &[T], b: &[T], out: &mut Vec<S
 /// failed_jobs rows.
 #[derive(Clone, Default)]
 pub struct QueueState {
+    /// The Redis prefix of the queue keys (`None`: [`PREFIX`]). On the
+    /// expected side it says how to read the scene; it is never compared.
+    pub prefix: Option<String>,
     /// By queue name (without the prefix); a queue with no key is absent.
     pub queues: BTreeMap<String, Queue>,
     /// Keys of DB 0 that are no queue's, sorted.
@@ -458,10 +462,20 @@ impl QueueState {
     /// seconds after a time in `window` (UNIX seconds, as measured by the
     /// test around what set it).
     pub fn read_in(s: &Scene, window: RangeInclusive<i64>) -> Self {
+        Self::read_prefixed(s, PREFIX, window)
+    }
+
+    /// As [`QueueState::read_in`], for queue keys under Redis prefix
+    /// `prefix` (the app's `database.redis.options.prefix`).
+    pub fn read_prefixed(s: &Scene, prefix: &str, window: RangeInclusive<i64>) -> Self {
         let window = (*window.start(), *window.end());
-        let mut state = QueueState::default();
+        let queues = format!("{prefix}queues:");
+        let mut state = QueueState {
+            prefix: Some(prefix.to_string()),
+            ..QueueState::default()
+        };
         for key in s.redis.keys(0) {
-            let Some(rest) = key.strip_prefix(QUEUES) else {
+            let Some(rest) = key.strip_prefix(queues.as_str()) else {
                 state.other_keys.push(key);
                 continue;
             };
@@ -508,6 +522,19 @@ impl QueueState {
     /// Nothing anywhere: no key in DB 0, no failed row.
     pub fn empty() -> Self {
         QueueState::default()
+    }
+
+    /// The queue keys are under Redis prefix `prefix` (default
+    /// `laravel_database_`, the 8.x skeleton's; the 12.x skeleton's is
+    /// `laravel-database-`): [`Scene::assert_state`] reads them there.
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        self.prefix = Some(prefix.to_string());
+        self
+    }
+
+    /// The Redis prefix the queue keys are read under.
+    fn prefix_or_default(&self) -> &str {
+        self.prefix.as_deref().unwrap_or(PREFIX)
     }
 
     /// Changes queue `name` with `change` (dropping it if left empty).
@@ -635,7 +662,12 @@ impl Scene {
     /// now), listing each difference when it does not.
     #[track_caller]
     pub fn assert_state(&self, expected: QueueState) {
-        let actual = self.state();
+        let now = super::now();
+        let actual = QueueState::read_prefixed(
+            self,
+            expected.prefix_or_default(),
+            now - SLACK..=now + SLACK,
+        );
         assert_eq!(
             actual,
             expected,
@@ -661,12 +693,19 @@ impl Scene {
 
     #[track_caller]
     fn assert_part(&self, expected: QueueState, other_keys: bool) {
+        let now = super::now();
+        let state = QueueState::read_prefixed(
+            self,
+            expected.prefix_or_default(),
+            now - SLACK..=now + SLACK,
+        );
         let part = |state: QueueState| QueueState {
+            prefix: None,
             queues: state.queues,
             other_keys: if other_keys { state.other_keys } else { vec![] },
             failed: vec![],
         };
-        let (actual, expected) = (part(self.state()), part(expected));
+        let (actual, expected) = (part(state), part(expected));
         assert_eq!(
             actual,
             expected,
@@ -679,7 +718,7 @@ impl Scene {
     /// [`QueueState::read_in`]).
     #[track_caller]
     pub fn assert_state_in(&self, window: RangeInclusive<i64>, expected: QueueState) {
-        let actual = QueueState::read_in(self, window);
+        let actual = QueueState::read_prefixed(self, expected.prefix_or_default(), window);
         assert_eq!(
             actual,
             expected,

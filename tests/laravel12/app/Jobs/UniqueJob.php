@@ -11,7 +11,7 @@ use RuntimeException;
 
 /**
  * At most one queued per $key: dispatch takes the cache lock
- * "laravel_unique_job:App\Jobs\UniqueJob<key>", and running (or failing)
+ * "laravel_unique_job:App\Jobs\UniqueJob:<key>" (12.x), and running (or failing)
  * the job releases it.
  */
 class UniqueJob implements ShouldQueue, ShouldBeUnique

@@ -96,6 +96,9 @@ class DispatchJobs extends Command
                 }
                 $chain->dispatch();
                 break;
+            case 'batch':
+                $this->batch($spec, $tag);
+                break;
             case 'event':
                 event(new OrderShipped($tag, $spec['fail'] ?? false));
                 break;
@@ -114,6 +117,51 @@ class DispatchJobs extends Command
             default:
                 throw new InvalidArgumentException("unknown job kind {$spec['kind']}");
         }
+    }
+
+    /**
+     * Bus::batch() of BatchStep jobs, one per item of "steps": "name" or
+     * "name:action" (ok, fail, cancel), tagged "<tag>.<name>"; an item that
+     * is a list of steps is a chain in the batch. "allow_failures"
+     * and "middleware" (SkipIfBatchCancelled) are optional. Its then, catch
+     * and finally callbacks record "batch-then", "batch-catch" and
+     * "batch-finally" with the batch's counts as they see them.
+     */
+    private function batch(array $spec, string $tag): void
+    {
+        $job = function (string $step) use ($tag, $spec) {
+            [$name, $action] = array_pad(explode(':', $step, 2), 2, 'ok');
+
+            return new Jobs\BatchStep("{$tag}.{$name}", $action, $spec['middleware'] ?? false);
+        };
+        // A list of steps is a chain inside the batch.
+        $jobs = array_map(
+            fn ($step) => is_array($step) ? array_map($job, $step) : $job($step),
+            $spec['steps']
+        );
+        $seen = static function (string $event) use ($tag) {
+            return static function ($batch, $e = null) use ($event, $tag) {
+                Recorder::record($event, 'Batch', [
+                    'tag' => $tag,
+                    'pending' => $batch->pendingJobs,
+                    'failed' => $batch->failedJobs,
+                    'cancelled' => $batch->cancelled(),
+                    'finished' => $batch->finished(),
+                ] + ($e === null ? [] : Recorder::exception($e)));
+            };
+        };
+        $pending = Bus::batch($jobs)
+            ->name($tag)
+            ->then($seen('batch-then'))
+            ->catch($seen('batch-catch'))
+            ->finally($seen('batch-finally'));
+        if ($spec['allow_failures'] ?? false) {
+            $pending->allowFailures();
+        }
+        if (isset($spec['queue'])) {
+            $pending->onQueue($spec['queue']);
+        }
+        $pending->dispatch();
     }
 
     /** dispatch() with the item's queue and delay. */
