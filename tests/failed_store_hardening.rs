@@ -316,10 +316,12 @@ fn mariadb_refused_records_go_to_the_fallback() {
 }
 
 /// A store that is down (nothing listens where the URL points) refuses
-/// nothing for good: the job stays reserved, to be reclaimed after
-/// retry_after, and nothing goes to the fallback (today's behaviour, kept).
+/// nothing for good: nothing goes to the fallback. The failure record takes
+/// the reservation's place in the queue's `:unrecorded` (before: the job
+/// stayed reserved, ran again after retry_after and was then recorded as
+/// MaxAttemptsExceededException, its real error lost).
 #[test]
-fn a_store_that_is_down_keeps_the_job_reserved() {
+fn a_store_that_is_down_keeps_the_failure_in_redis() {
     let s = Scene::new();
     let handler = failing_handler(&s);
     let nowhere = s.path("nowhere");
@@ -338,7 +340,17 @@ fn a_store_that_is_down_keeps_the_job_reserved() {
         let ran = cli(&config, &["work", "--stop-when-empty"]);
         ran.expect(0);
         let reserved = format!("{}:reserved", q("default"));
-        assert_eq!(s.redis.zcard(&reserved), 1, "{url}:\n{}", ran.stderr);
+        let unrecorded = format!("{}:unrecorded", q("default"));
+        assert_eq!(s.redis.zcard(&reserved), 0, "{url}:\n{}", ran.stderr);
+        let kept = s.redis.zrange(&unrecorded);
+        assert_eq!(kept.len(), 1, "{url}:\n{}", ran.stderr);
+        let record: Value = serde_json::from_str(&kept[0].0).unwrap();
+        assert_eq!(record["uuid"], job.uuid(), "{record}");
+        assert_eq!(record["payload"], job.build(), "the original payload");
+        assert!(
+            record["exception"].as_str().unwrap_or("").contains("boom"),
+            "the real error: {record}"
+        );
         assert!(
             ran.stderr.contains("cannot record the failed job"),
             "{url}:\n{}",
@@ -348,8 +360,57 @@ fn a_store_that_is_down_keeps_the_job_reserved() {
             !s.redis.exists(HASH),
             "{url}: something went to the fallback"
         );
-        let _: () = s.redis.cmd(&["DEL", &reserved]);
+        let _: () = s.redis.cmd(&["DEL", &unrecorded]);
     }
+}
+
+/// A job fails while the SQLite store cannot be opened: it is not run
+/// again, and once the database is there the worker writes the kept
+/// record, with the job's own uuid and real error, without a restart.
+#[test]
+fn a_failure_kept_while_the_store_was_down_is_recorded_when_it_is_back() {
+    let s = Scene::new();
+    let dir = s.path("database");
+    let db = dir.join("database.sqlite");
+    let handler = failing_handler(&s);
+    let url = format!("sqlite://{}", db.display());
+    let config = config(&s, ("url", &url), &handler);
+    let job = Job::laravel8("App\\Jobs\\Fails").set("maxTries", 3.into());
+    s.redis.push("default", &job.build());
+
+    let mut d = s.work(&config, &["--sleep=0.1", "--tries=3"]);
+    d.wait_stderr(|l| l.contains("cannot record the failed job") && l.contains(&job.id()));
+    let unrecorded = format!("{}:unrecorded", q("default"));
+    common::wait_until("the record kept in Redis", || {
+        s.redis.zcard(&unrecorded) == 1
+    });
+    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 0);
+
+    std::fs::create_dir(&dir).unwrap();
+    common::sqlite::create_failed_jobs(&db);
+    d.wait_stderr(|l| l.contains("is now recorded") && l.contains(&job.uuid()));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(d.code(), Some(0));
+
+    let rows = common::sqlite::rows(&db);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].uuid, job.uuid());
+    assert!(rows[0].exception.contains("boom"), "{}", rows[0].exception);
+    assert!(!rows[0].exception.contains("MaxAttemptsExceeded"));
+    assert_eq!(s.redis.zcard(&unrecorded), 0, "nothing left in Redis");
+    // Three tries (released twice, failed on the third), the failed hook
+    // once, and no fourth run.
+    let calls: Vec<String> = s
+        .log()
+        .iter()
+        .map(|l| {
+            l.split(' ')
+                .take(1)
+                .chain(l.split(' ').skip(3).take(1))
+                .collect()
+        })
+        .collect();
+    assert_eq!(calls, ["run1", "run2", "run3", "failed3"], "{:?}", s.log());
 }
 
 // ---------------------------------------------------------------------------
@@ -379,21 +440,23 @@ fn sqlite_store_recovers_after_a_read_only_period() {
     let refused =
         d.wait_stderr(|l| l.contains("cannot record the failed job") && l.contains(&during.id()));
     assert!(refused.contains("readonly"), "{refused}");
-    assert_eq!(s.redis.zcard(&format!("{}:reserved", q("default"))), 1);
+    let unrecorded = format!("{}:unrecorded", q("default"));
+    common::wait_until("the record kept in Redis", || {
+        s.redis.zcard(&unrecorded) == 1
+    });
 
     sandbox.make_writable(&d, &dir);
     let after = Job::laravel8("App\\Jobs\\AfterReadOnly").set("maxTries", 1.into());
     s.redis.push("default", &after.build());
     d.wait_stdout(|l| l.contains("App\\Jobs\\AfterReadOnly") && l.contains("FAIL"));
+    d.wait_stderr(|l| l.contains("is now recorded") && l.contains(&during.uuid()));
     d.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(d.code(), Some(0));
-    let rows = db.rows();
-    assert_eq!(
-        rows.iter().map(|r| r.uuid.clone()).collect::<Vec<_>>(),
-        vec![after.uuid()],
-        "{}",
-        d.stderr.join("\n")
-    );
+    let mut uuids: Vec<String> = db.rows().iter().map(|r| r.uuid.clone()).collect();
+    uuids.sort();
+    let mut expected = vec![after.uuid(), during.uuid()];
+    expected.sort();
+    assert_eq!(uuids, expected, "{}", d.stderr.join("\n"));
     assert!(
         !d.stderr
             .iter()

@@ -11,6 +11,7 @@
 pub mod database;
 pub mod php_json;
 pub mod redis_store;
+pub mod unrecorded;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};

@@ -48,67 +48,99 @@ pub enum Write {
         /// uncounted.
         instead: Option<Bytes>,
     },
+    /// The release script with `:unrecorded` for `:delayed`: remove the
+    /// reservation and keep the job's failure record in its place, while
+    /// the failed-job store is down.
+    Park {
+        /// The `:unrecorded` key.
+        unrecorded: String,
+        /// The `:reserved` key.
+        reserved: String,
+        /// The reserved member: its bytes, or its digest when large.
+        member: MemberRef,
+        /// When it failed, UNIX seconds.
+        at: i64,
+        /// The failure record.
+        record: Bytes,
+    },
 }
 
 impl Write {
     fn add_to(&self, pipe: &mut Pipeline) {
         match self {
-            Write::Delete {
-                reserved,
-                member: MemberRef::Exact(member),
-            } => {
-                pipe.cmd("ZREM").arg(reserved).arg(&member[..]);
-            }
-            Write::Delete {
-                reserved,
-                member: MemberRef::Digest { digest, scores },
-            } => {
-                pipe.cmd("EVAL")
-                    .arg(scripts::DELETE_BY_DIGEST)
-                    .arg(1)
-                    .arg(reserved)
-                    .arg(scores.0)
-                    .arg(scores.1)
-                    .arg(digest.len)
-                    .arg(&*digest.sha1);
-            }
+            Write::Delete { reserved, member } => delete_member(pipe, reserved, member),
             Write::Release {
                 delayed,
                 reserved,
-                member: MemberRef::Exact(member),
+                member,
                 at,
                 instead,
-            } => {
-                pipe.cmd("EVAL")
-                    .arg(scripts::RELEASE)
-                    .arg(2)
-                    .arg(delayed)
-                    .arg(reserved)
-                    .arg(&member[..])
-                    .arg(*at)
-                    .arg(&instead.as_ref().unwrap_or(member)[..]);
-            }
-            Write::Release {
-                delayed,
+            } => move_member(pipe, delayed, reserved, member, *at, instead.as_ref()),
+            Write::Park {
+                unrecorded,
                 reserved,
-                member: MemberRef::Digest { digest, scores },
+                member,
                 at,
-                instead,
-            } => {
-                let cmd = pipe
-                    .cmd("EVAL")
-                    .arg(scripts::RELEASE_BY_DIGEST)
-                    .arg(2)
-                    .arg(delayed)
-                    .arg(reserved)
-                    .arg(scores.0)
-                    .arg(scores.1)
-                    .arg(digest.len)
-                    .arg(&*digest.sha1)
-                    .arg(*at);
-                if let Some(instead) = instead {
-                    cmd.arg(&instead[..]);
-                }
+                record,
+            } => move_member(pipe, unrecorded, reserved, member, *at, Some(record)),
+        }
+    }
+}
+
+/// `ZREM reserved member` (or its digest form).
+fn delete_member(pipe: &mut Pipeline, reserved: &str, member: &MemberRef) {
+    match member {
+        MemberRef::Exact(member) => {
+            pipe.cmd("ZREM").arg(reserved).arg(&member[..]);
+        }
+        MemberRef::Digest { digest, scores } => {
+            pipe.cmd("EVAL")
+                .arg(scripts::DELETE_BY_DIGEST)
+                .arg(1)
+                .arg(reserved)
+                .arg(scores.0)
+                .arg(scores.1)
+                .arg(digest.len)
+                .arg(&*digest.sha1);
+        }
+    }
+}
+
+/// The release script (or its digest form): `member` leaves `reserved` for
+/// zset `to` at score `at`, as itself or as `instead`.
+fn move_member(
+    pipe: &mut Pipeline,
+    to: &str,
+    reserved: &str,
+    member: &MemberRef,
+    at: i64,
+    instead: Option<&Bytes>,
+) {
+    match member {
+        MemberRef::Exact(member) => {
+            pipe.cmd("EVAL")
+                .arg(scripts::RELEASE)
+                .arg(2)
+                .arg(to)
+                .arg(reserved)
+                .arg(&member[..])
+                .arg(at)
+                .arg(&instead.unwrap_or(member)[..]);
+        }
+        MemberRef::Digest { digest, scores } => {
+            let cmd = pipe
+                .cmd("EVAL")
+                .arg(scripts::RELEASE_BY_DIGEST)
+                .arg(2)
+                .arg(to)
+                .arg(reserved)
+                .arg(scores.0)
+                .arg(scores.1)
+                .arg(digest.len)
+                .arg(&*digest.sha1)
+                .arg(at);
+            if let Some(instead) = instead {
+                cmd.arg(&instead[..]);
             }
         }
     }

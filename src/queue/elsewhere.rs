@@ -120,6 +120,7 @@ impl RedisQueue {
                 delayed: format!("{ready}:delayed"),
                 reserved: format!("{ready}:reserved"),
                 notify: format!("{ready}:notify"),
+                unrecorded: format!("{ready}:unrecorded"),
                 ready,
             };
             let jobs = self.sizes(&other).await?.size();

@@ -10,6 +10,10 @@
 //! | `queues:N:reserved` | ZSET | reserved copies scored by reservation expiry |
 //! | `queues:N:notify`   | LIST | one `1` per job made ready (BLPOP wake-up)   |
 //!
+//! and this worker one more, of its own: `queues:N:unrecorded`, a ZSET of the
+//! failures it could not record while the failed-job store was down (see
+//! `worker::unrecorded`), scored by when they failed.
+//!
 //! phpredis prefixes keys itself; the Rust client does not, so the prefix is
 //! written into every key here.
 
@@ -26,6 +30,9 @@ pub struct QueueKeys {
     pub reserved: String,
     /// `{ready}:notify`.
     pub notify: String,
+    /// `{ready}:unrecorded`: failures waiting for the failed-job store
+    /// (ours; Laravel has no such key).
+    pub unrecorded: String,
 }
 
 impl QueueKeys {
@@ -48,6 +55,7 @@ impl QueueKeys {
             delayed: format!("{ready}:delayed"),
             reserved: format!("{ready}:reserved"),
             notify: format!("{ready}:notify"),
+            unrecorded: format!("{ready}:unrecorded"),
             ready,
         }
     }
@@ -73,6 +81,7 @@ mod tests {
         assert_eq!(k.delayed, "laravel_database_queues:emails:delayed");
         assert_eq!(k.reserved, "laravel_database_queues:emails:reserved");
         assert_eq!(k.notify, "laravel_database_queues:emails:notify");
+        assert_eq!(k.unrecorded, "laravel_database_queues:emails:unrecorded");
         assert_eq!(k.name, "emails");
     }
 

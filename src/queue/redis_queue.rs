@@ -362,6 +362,58 @@ impl RedisQueue {
             .await
     }
 
+    /// Replaces a failed job's reservation with its failure `record` in
+    /// the queue's `:unrecorded` zset, scored `failed_at` (UNIX seconds),
+    /// in one atomic step: for when the failed-job store is down, so the
+    /// job is neither lost nor run again (see `worker::unrecorded`).
+    /// Returns false when the reservation was already gone.
+    ///
+    /// # Errors
+    /// Any Redis error; the job then stays reserved and is reclaimed later.
+    pub async fn park_failure(
+        &self,
+        job: &ReservedJob,
+        record: Bytes,
+        failed_at: i64,
+    ) -> RedisResult<bool> {
+        self.writes
+            .send(Write::Park {
+                unrecorded: job.queue.unrecorded.clone(),
+                reserved: job.queue.reserved.clone(),
+                member: job.member(),
+                at: failed_at,
+                record,
+            })
+            .await
+    }
+
+    /// Up to `count` failure records waiting in `queue`'s `:unrecorded`,
+    /// oldest first.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn unrecorded(&self, queue: &QueueKeys, count: usize) -> RedisResult<Vec<Vec<u8>>> {
+        redis::cmd("ZRANGE")
+            .arg(&queue.unrecorded)
+            .arg(0)
+            .arg(count.saturating_sub(1))
+            .query_async(&mut self.conn())
+            .await
+    }
+
+    /// Removes a failure record from `queue`'s `:unrecorded` once the
+    /// failed-job store holds it.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn forget_unrecorded(&self, queue: &QueueKeys, record: &[u8]) -> RedisResult<()> {
+        redis::cmd("ZREM")
+            .arg(&queue.unrecorded)
+            .arg(record)
+            .query_async(&mut self.conn())
+            .await
+    }
+
     /// Pushes the reservation of a running job to now + `retry_after`, and
     /// its [`Lease`] with it. Returns false when it was lost (the job was
     /// reclaimed elsewhere).

@@ -35,7 +35,7 @@ use tokio::task::JoinSet;
 
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
-use super::{Services, StopReason, task};
+use super::{Services, StopReason, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::memory::MemoryProbe;
@@ -120,6 +120,9 @@ pub struct Daemon {
     /// Tells the jobs in flight that the drain deadline has passed (the
     /// other end is [`Services::drain_deadline`]).
     drain_deadline: Option<watch::Sender<bool>>,
+    /// Writes to the failed-job store the failures kept in Redis while it
+    /// was down; runs from [`Self::start`] until the daemon is dropped.
+    recorder: Option<unrecorded::Recorder>,
 }
 
 impl Daemon {
@@ -158,6 +161,7 @@ impl Daemon {
             errors: RepeatLimiter::new(DEFAULT_INTERVAL),
             drain_timeout: None,
             drain_deadline: None,
+            recorder: None,
         }
     }
 
@@ -213,6 +217,7 @@ impl Daemon {
             }
         };
         self.restart = self.last_restart.clone();
+        self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
         self.started = Instant::now();
         let options = &self.services.options;
         tracing::info!(

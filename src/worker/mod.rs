@@ -25,6 +25,7 @@ pub mod process;
 pub mod settle;
 pub mod stop;
 pub mod task;
+pub mod unrecorded;
 pub mod verdict;
 
 use crate::cache::CacheStore;

@@ -1,8 +1,12 @@
 //! Carrying out a [`Verdict`]: the last step of every job.
 //!
-//! Every reserved job ends deleted, released or failed here; if Redis or the
-//! failed store cannot be written, the job is left in `:reserved`, where it
-//! is reclaimed after `retry_after`. Nothing is dropped.
+//! Every reserved job ends deleted, released or failed here; if Redis cannot
+//! be written, the job is left in `:reserved`, where it is reclaimed after
+//! `retry_after`. Nothing is dropped. A failure the failed-job store cannot
+//! record (the store is down) is kept in Redis instead, in the queue's
+//! `:unrecorded`, and recorded when the store is back
+//! ([`super::unrecorded`]): the job is not run again, and its real
+//! exception is what gets recorded.
 //!
 //! A Redis write is tried again, with growing pauses (100 ms doubling, at
 //! most 2 s), for as long as the reservation is surely this worker's (its
@@ -104,8 +108,11 @@ pub async fn settle(
 /// `Job::fail`: record, ZREM, then the app's `failed()` hook through
 /// `hook` (the job's route, when the hook must run).
 ///
-/// The record is written first: if the store is down the job stays
-/// reserved (and comes back after `retry_after`) rather than vanish.
+/// The record is written first. If the store is down, the reservation is
+/// replaced, atomically, by the record in the queue's `:unrecorded`, to be
+/// written to the store when it is back; if Redis cannot take that either,
+/// the job stays reserved (and comes back after `retry_after`) rather than
+/// vanish.
 async fn fail(
     job: &ReservedJob,
     exception: &JobException,
@@ -138,9 +145,27 @@ async fn fail(
                 job = job.display_name(),
                 id = %job.id(),
                 store = services.failed.describe(),
-                "cannot record the failed job: {e:#}"
+                unrecorded = %job.queue.unrecorded,
+                "cannot record the failed job: {e:#}; the record is kept in Redis \
+                 and written to the store when it is back"
             );
-            return Written::LeftReserved;
+            let kept = bytes::Bytes::from(crate::failed::unrecorded::encode(&record));
+            let at = record.failed_at.timestamp();
+            let parked = retry("keep the failure of", job, || {
+                services.queue.park_failure(job, kept.clone(), at)
+            })
+            .await;
+            let landed = matches!(
+                parked,
+                Written::Done
+                    | Written::Gone {
+                        after_failure: true
+                    }
+            );
+            if let Some(route) = hook.filter(|_| landed) {
+                call_failed_hook(job, route, &text, services).await;
+            }
+            return parked;
         }
     }
     let deleted = retry("delete", job, || services.queue.delete(job)).await;

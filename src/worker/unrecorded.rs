@@ -1,0 +1,90 @@
+//! Writing to the failed-job store the failures that waited for it.
+//!
+//! When the store is down as a job fails ([`super::settle`]), the job's
+//! failure record replaces its reservation in the queue's `:unrecorded`
+//! zset. Laravel would instead delete the job first and lose the record,
+//! and leaving the job reserved would run it again after `retry_after` and
+//! then record `MaxAttemptsExceededException` in place of the real error.
+//!
+//! While the worker runs, a task looks at the `:unrecorded` zset of every
+//! queue it works, at start and every [`RECORD_EVERY`], and writes what it
+//! finds to the store, oldest first, removing each record once the store
+//! has it. A record is removed only after the store accepted it: a worker
+//! killed in between writes it again next time (a duplicate row, never a
+//! lost one).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Services;
+use crate::failed::{Logged, unrecorded};
+
+/// How often the kept failures are offered to the store again.
+pub const RECORD_EVERY: Duration = Duration::from_secs(5);
+
+/// Records read from one queue per look.
+const BATCH: usize = 100;
+
+/// The recording task; it ends when this is dropped.
+pub struct Recorder(tokio::task::JoinHandle<()>);
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts the task that writes kept failures to the failed-job store.
+pub fn start(services: Arc<Services>) -> Recorder {
+    Recorder(tokio::spawn(async move {
+        loop {
+            for name in &services.options.queues {
+                record_kept(&services, name).await;
+            }
+            tokio::time::sleep(RECORD_EVERY).await;
+        }
+    }))
+}
+
+/// Writes the failures kept for queue `name` to the store, until the store
+/// is down again or none is left (at most [`BATCH`] per call).
+async fn record_kept(services: &Services, name: &str) {
+    let keys = services.queue.keys(name);
+    let kept = match services.queue.unrecorded(&keys, BATCH).await {
+        Ok(kept) => kept,
+        Err(e) => {
+            tracing::debug!(queue = %name, "cannot read the kept failures: {e}");
+            return;
+        }
+    };
+    for bytes in kept {
+        let Some(record) = unrecorded::decode(&bytes) else {
+            tracing::debug!(
+                key = %keys.unrecorded,
+                "a member of the kept failures is not a failure record; left as it is"
+            );
+            continue;
+        };
+        match services.failed.log(&record).await {
+            Logged::Recorded | Logged::RecordedInFallback { .. } => {
+                tracing::info!(
+                    uuid = %record.uuid,
+                    queue = %name,
+                    "a failure kept while the failed job store was down is now recorded"
+                );
+                if let Err(e) = services.queue.forget_unrecorded(&keys, &bytes).await {
+                    tracing::warn!(
+                        uuid = %record.uuid,
+                        key = %keys.unrecorded,
+                        "recorded, but cannot remove it from the kept failures \
+                         (it will be recorded again): {e}"
+                    );
+                }
+            }
+            Logged::StoreDown(e) => {
+                tracing::debug!("the failed job store is still down: {e:#}");
+                return;
+            }
+        }
+    }
+}
