@@ -8,7 +8,7 @@ and samples the daemon's VmHWM (peak resident set, from /proc) until it
 exits. Prints the peak and its ratio to the payload, beside the target of
 3 x payload + 10 MB.
 
-    bench/large_job.py [--binary PATH]... [--sizes 5,20,50] [--runs 3]
+    bench/large_job.py [--binary PATH]... [--sizes 5,20,50] [--runs 3] [--cases ...]
 
 Several --binary values are measured in the same run, one after the other
 for each case, so that a before/after comparison shares the machine's
@@ -44,7 +44,8 @@ def payload(size_mb):
     })
 
 
-def write_config(tmp, socket, transport):
+def write_config(tmp, socket, case):
+    transport, _, option = case.partition("+")
     handler = os.path.join(tmp, "handler.sh")
     with open(handler, "w") as f:
         if transport == "process":
@@ -60,13 +61,14 @@ def write_config(tmp, socket, transport):
                 "done\n"
             )
     os.chmod(handler, 0o755)
-    config = os.path.join(tmp, f"{transport}.toml")
+    config = os.path.join(tmp, f"{case}.toml")
     with open(config, "w") as f:
         f.write(
             f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
             '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
             f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\n'
-            + ('persistent = true\n' if transport == "persistent" else "")
+            + ('mode = "persistent"\n' if transport == "persistent" else "")
+            + ("decode_command = false\n" if option == "nodecode" else "")
         )
     return config
 
@@ -96,6 +98,8 @@ def peak_kib(binary, config, socket, body):
             break
         time.sleep(0.01)
     err = proc.stderr.read().decode(errors="replace")
+    if proc.returncode != 0 and "unknown field `decode_command`" in err:
+        return None  # a binary from before the option
     if proc.returncode != 0:
         raise SystemExit(f"{binary} exited {proc.returncode}:\n{err[-2000:]}")
     left = redis_cli(socket, "KEYS", "*").decode().split()
@@ -109,7 +113,11 @@ def main():
     ap.add_argument("--binary", action="append", default=[])
     ap.add_argument("--sizes", default="5,20,50")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--transports", default="process,persistent")
+    ap.add_argument(
+        "--cases",
+        default="process,process+nodecode,persistent,persistent+nodecode",
+        help="transports; +nodecode sets decode_command = false (the PHP bridge's setting)",
+    )
     args = ap.parse_args()
     binaries = args.binary or ["target/release/laravel-worker"]
     with tempfile.TemporaryDirectory(prefix="lw-bench-") as tmp:
@@ -124,17 +132,19 @@ def main():
                 if os.path.exists(socket):
                     break
                 time.sleep(0.02)
-            print("size_MB  payload_MB  transport   binary                          "
+            print("size_MB  payload_MB  case                 binary                    "
                   "peak_MB  peak/payload  target_MB")
             for size in [int(s) for s in args.sizes.split(",")]:
                 body = payload(size).encode()
-                for transport in args.transports.split(","):
-                    config = write_config(tmp, socket, transport)
+                for case in args.cases.split(","):
+                    config = write_config(tmp, socket, case)
                     for binary in binaries:
                         peaks = [peak_kib(binary, config, socket, body) for _ in range(args.runs)]
+                        if None in peaks:
+                            continue
                         peak = statistics.median(peaks) * 1024 / MB
                         size_mb = len(body) / MB
-                        print(f"{size:7}  {size_mb:10.1f}  {transport:10}  {binary[-30:]:30}  "
+                        print(f"{size:7}  {size_mb:10.1f}  {case:19}  {binary[-24:]:24}  "
                               f"{peak:7.1f}  {peak / size_mb:12.2f}  {3 * size_mb + 10:9.1f}")
         finally:
             server.kill()

@@ -174,15 +174,19 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                         kill_grace: settings.kill_grace,
                         output_limit: settings.output_limit,
                         environment,
+                        decode_command: entry.decode_command.unwrap_or(true),
                     }))
                 }
-                _ => Handler::Subprocess(SubprocessHandler::new(
-                    command,
-                    settings.kill_grace,
-                    settings.output_limit,
-                    Arc::clone(&result_dir),
-                    environment,
-                )),
+                _ => Handler::Subprocess(
+                    SubprocessHandler::new(
+                        command,
+                        settings.kill_grace,
+                        settings.output_limit,
+                        Arc::clone(&result_dir),
+                        environment,
+                    )
+                    .decoding_command(entry.decode_command.unwrap_or(true)),
+                ),
             };
             let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);
             Ok(match &entry.queues {

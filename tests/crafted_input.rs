@@ -369,3 +369,27 @@ fn memory_is_given_back_after_large_jobs() {
         "each handler got the decoded command"
     );
 }
+
+/// `decode_command = false`: no command file for a process handler and no
+/// `command` in a persistent request, though the job carries one; the
+/// default passes it.
+#[test]
+fn decode_command_false_passes_no_decoded_command() {
+    let s = Scene::new();
+    let handler = recording_handler(&s);
+    let command = "O:3:\"Foo\":1:{s:1:\"x\";i:1;}";
+    for (decode, expected) in [(true, "has-command"), (false, "no-command")] {
+        let config = s
+            .config()
+            .handler(Handler::command(&handler).decode_command(decode))
+            .write();
+        s.redis.push("default", &job_with_command(command).build());
+        s.run(&config, &["--once", "--sleep=0"]);
+        let log = s.log();
+        assert_eq!(
+            log.last().map(String::as_str),
+            Some(format!("App\\Jobs\\Deep {expected}").as_str()),
+            "decode_command = {decode}: {log:?}"
+        );
+    }
+}

@@ -414,3 +414,24 @@ fn persistent_output_and_answers_are_bounded() {
         "the job with the long answer is released: {state:?}"
     );
 }
+
+/// `decode_command = false`: the request carries the payload but no
+/// `command`, though the job has one (the default carries it).
+#[test]
+fn decode_command_false_leaves_the_command_out_of_requests() {
+    for decode in [true, false] {
+        let (s, config) = warm(DONE, |h| h.decode_command(decode));
+        let job = Job::laravel8("App\\Jobs\\WithCommand");
+        s.push(&job);
+        s.run(&config, &["--once", "--sleep=0"]);
+        let calls = calls(&s);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        let request = &calls[0].1;
+        assert!(request["payload"].is_string(), "{request}");
+        assert_eq!(
+            request.get("command").is_some(),
+            decode,
+            "decode_command = {decode}: {request}"
+        );
+    }
+}

@@ -214,6 +214,12 @@ pub struct HandlerEntry {
     /// daemon's (default false); the handler then sees only `env` and the
     /// daemon's `LARAVEL_WORKER_*` variables.
     pub env_clear: Option<bool>,
+    /// Command handlers: pass `data.command` decoded to JSON (the command
+    /// file in process mode, the request's `command` in persistent mode);
+    /// default true. The PHP bridge reads the payload itself: `false`
+    /// saves the decoding, and for a job of many megabytes twice its size
+    /// in the worker's memory.
+    pub decode_command: Option<bool>,
 }
 
 /// The transport a `[[handlers]]` entry means. [`HandlerEntry::transport`]

@@ -595,6 +595,7 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
                 ("max_memory", h.max_memory.is_some()),
                 ("env", h.env.is_some()),
                 ("env_clear", h.env_clear.is_some()),
+                ("decode_command", h.decode_command.is_some()),
             ] {
                 if set {
                     bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");

@@ -92,6 +92,8 @@ pub struct PersistentOptions {
     pub output_limit: usize,
     /// What the processes see of the daemon's environment.
     pub environment: process_group::Environment,
+    /// Whether requests carry `data.command` decoded to JSON (`command`).
+    pub decode_command: bool,
 }
 
 /// A pool of warm processes running one command.
@@ -207,7 +209,7 @@ impl PersistentHandler {
             return Outcome::Exception(JobException::new(HANDLER_FAILED, "handler pool closed"));
         };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let line = match request_line(call, inv) {
+        let line = match request_line(call, inv, self.options.decode_command) {
             Ok(line) => line,
             Err(e) => {
                 return Outcome::Exception(JobException::new(
@@ -567,15 +569,25 @@ fn unread_bytes(stdin: &ChildStdin) -> Option<usize> {
     (r == 0).then(|| usize::try_from(n).unwrap_or(0))
 }
 
-/// The request line for call `call` of `inv`, newline included.
-fn request_line(call: u64, inv: &Invocation<'_>) -> serde_json::Result<String> {
+/// The request line for call `call` of `inv`, newline included; with
+/// `decode_command`, `data.command` decoded to JSON too.
+fn request_line(
+    call: u64,
+    inv: &Invocation<'_>,
+    decode_command: bool,
+) -> serde_json::Result<String> {
     let job = inv.job;
     let payload = String::from_utf8_lossy(&job.reserved);
     let request = RequestLine {
         call,
         metadata: &CallMetadata::of(inv),
         payload: &payload,
-        command: job.payload.as_ref().ok().and_then(|p| p.command_json()),
+        command: job
+            .payload
+            .as_ref()
+            .ok()
+            .filter(|_| decode_command)
+            .and_then(|p| p.command_json()),
     };
     let mut line = serde_json::to_string(&request)?;
     line.push('\n');

@@ -72,6 +72,8 @@ pub struct SubprocessHandler {
     result_dir: Arc<tempfile::TempDir>,
     environment: Environment,
     calls: AtomicU64,
+    /// Write `data.command`, decoded to JSON, to a command file per call.
+    decode_command: bool,
 }
 
 /// A new private directory for result and command files: mode 0700 under
@@ -109,7 +111,15 @@ impl SubprocessHandler {
             result_dir,
             environment,
             calls: AtomicU64::new(0),
+            decode_command: true,
         }
+    }
+
+    /// Whether each call gets `data.command` decoded to JSON in a command
+    /// file (the default) or no command file at all.
+    pub fn decoding_command(mut self, decode: bool) -> Self {
+        self.decode_command = decode;
+        self
     }
 
     /// Runs one call to its end (or its time limit) and reports the outcome.
@@ -129,6 +139,9 @@ impl SubprocessHandler {
 
     /// Writes the decoded `data.command` for call `n`, when there is one.
     fn write_command(&self, inv: &Invocation<'_>, n: u64) -> Option<PathBuf> {
+        if !self.decode_command {
+            return None;
+        }
         let command = inv.job.payload.as_ref().ok()?.command_json()?;
         let path = self.result_dir.path().join(format!("{n}.command.json"));
         // Readable by the daemon's user only: the job's data may be private.

@@ -95,7 +95,7 @@ impl RedisQueue {
     /// Any Redis error.
     pub async fn elsewhere(&self, queue: &QueueKeys) -> redis::RedisResult<Vec<QueueElsewhere>> {
         let mut conn = self.conn();
-        if conn.is_cluster() || self.sizes(queue).await?.size() > 0 {
+        if conn.is_cluster() || self.count(queue).await? > 0 {
             return Ok(Vec::new());
         }
         let mut prefixes: Vec<String> = Vec::new();
@@ -123,7 +123,7 @@ impl RedisQueue {
                 unrecorded: format!("{ready}:unrecorded"),
                 ready,
             };
-            let jobs = self.sizes(&other).await?.size();
+            let jobs = self.count(&other).await?;
             if jobs > 0 {
                 found.push(QueueElsewhere {
                     watched: queue.ready.clone(),

@@ -11,7 +11,7 @@ use super::batch::{SharedConnection, Write, WriteBatch};
 use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
-use super::member::{MemberDigest, MemberRef};
+use super::member::{DIGEST_AT, MemberDigest, MemberRef};
 use super::payload::{Payload, PayloadError};
 use super::scripts;
 use bytes::Bytes;
@@ -206,14 +206,17 @@ impl RedisQueue {
             }
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
+        let set_aside = format!("{}:popped:{}", queue.ready, uuid::Uuid::new_v4().simple());
         pipe.cmd("EVAL")
             .arg(scripts::POP)
-            .arg(3)
+            .arg(4)
             .arg(&queue.ready)
             .arg(&queue.reserved)
             .arg(&queue.notify)
+            .arg(&set_aside)
             .arg(expiry)
-            .arg(count.max(1));
+            .arg(count.max(1))
+            .arg(DIGEST_AT);
         let result: RedisResult<(Vec<Value>,)> = pipe
             .query_async(&mut self.conn())
             .await
@@ -222,7 +225,8 @@ impl RedisQueue {
             // The migration may not have run: try again next call.
             self.migrations.expire(&queue.ready);
         }
-        let (popped,) = result?;
+        let (mut popped,) = result?;
+        self.take_set_aside(&set_aside, &mut popped).await?;
         let lease = || Lease::new(self.retry_after, sent, expiry);
         let jobs = reserved_jobs(queue, popped, lease);
         if jobs.iter().any(|job| job.digest.is_some()) {
@@ -231,6 +235,39 @@ impl RedisQueue {
             self.renew_connection().await;
         }
         Ok(jobs)
+    }
+
+    /// Puts back into `popped` the large originals the pop script set aside
+    /// (their place holds nil; see [`scripts::POP`]), each read by a command
+    /// of its own, and deletes them from Redis. One reply per original keeps
+    /// the client's read buffer at the size of one copy of a job, not of
+    /// every copy the pop returned.
+    ///
+    /// # Errors
+    /// Any Redis error: the jobs popped stay reserved and are reclaimed
+    /// after `retry_after`, as after a pop whose answer was lost.
+    async fn take_set_aside(&self, set_aside: &str, popped: &mut [Value]) -> RedisResult<()> {
+        let places: Vec<usize> = (0..popped.len())
+            .step_by(3)
+            .filter(|&i| matches!(popped[i], Value::Nil))
+            .collect();
+        if places.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for place in &places {
+            let key = format!("{set_aside}:{}", place + 1);
+            // MGET and DEL rather than GETDEL: the documented ACL user has them.
+            pipe.cmd("MGET").arg(&key).cmd("DEL").arg(&key).ignore();
+        }
+        let originals: Vec<Vec<Value>> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(name_denied_script_command)?;
+        for (place, mut original) in places.into_iter().zip(originals) {
+            popped[place] = original.pop().unwrap_or(Value::Nil);
+        }
+        Ok(())
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
@@ -393,10 +430,14 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error.
     pub async fn unrecorded(&self, queue: &QueueKeys, count: usize) -> RedisResult<Vec<Vec<u8>>> {
-        redis::cmd("ZRANGE")
+        // ZRANGEBYSCORE rather than ZRANGE: the documented ACL user has it.
+        redis::cmd("ZRANGEBYSCORE")
             .arg(&queue.unrecorded)
+            .arg("-inf")
+            .arg("+inf")
+            .arg("LIMIT")
             .arg(0)
-            .arg(count.saturating_sub(1))
+            .arg(count)
             .query_async(&mut self.conn())
             .await
     }
@@ -494,8 +535,25 @@ impl RedisQueue {
             .map_err(name_denied_script_command)
     }
 
+    /// Ready + delayed + reserved jobs of a queue, without reading any of
+    /// them.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    pub async fn count(&self, queue: &QueueKeys) -> RedisResult<u64> {
+        let (pending, delayed, reserved): (u64, u64, u64) = redis::pipe()
+            .llen(&queue.ready)
+            .zcard(&queue.delayed)
+            .zcard(&queue.reserved)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(pending + delayed + reserved)
+    }
+
     /// Ready, delayed and reserved counts of a queue, and the `createdAt`
     /// of the oldest ready job (Laravel 12.11+ payloads), in one round trip.
+    /// The oldest payload is read whole (it is the only way to its
+    /// `createdAt`) but only that field is parsed out of it.
     ///
     /// # Errors
     /// Any Redis error.
@@ -507,9 +565,15 @@ impl RedisQueue {
             .lindex(&queue.ready, 0)
             .query_async(&mut self.conn())
             .await?;
+        /// The one field read; every other is skipped without being built.
+        #[derive(serde::Deserialize)]
+        struct Oldest {
+            #[serde(rename = "createdAt")]
+            created_at: Option<i64>,
+        }
         let oldest_pending = oldest
-            .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
-            .and_then(|v| v.get("createdAt").and_then(serde_json::Value::as_i64));
+            .and_then(|raw| serde_json::from_slice::<Oldest>(&raw).ok())
+            .and_then(|o| o.created_at);
         Ok(QueueSizes {
             pending,
             delayed,
@@ -681,6 +745,17 @@ fn reserved_jobs(
     let mut jobs = Vec::new();
     loop {
         let (raw, reserved, poison) = (parts.next(), parts.next(), parts.next());
+        if let (Some(Value::Nil), Some(Value::BulkString(_))) = (&raw, &reserved) {
+            // A set-aside original that could not be read back (it expired
+            // before the worker asked): the reservation is as usual, so the
+            // job is reclaimed after retry_after with this attempt counted.
+            tracing::error!(
+                queue = %queue.name,
+                "the original of a large job could not be read back after its pop; \
+                 the job stays reserved and is reclaimed after retry_after"
+            );
+            continue;
+        }
         let (Some(Value::BulkString(raw)), Some(Value::BulkString(reserved))) = (raw, reserved)
         else {
             if poison.is_some() || parts.next().is_some() {

@@ -9,9 +9,10 @@
 
 /// Reserve up to `count` jobs from the head of a ready list.
 ///
-/// KEYS: ready list, reserved zset, notify list. ARGV\[1\]: reservation
-/// expiry, UNIX seconds (now + `retry_after`). ARGV\[2\]: the most jobs to
-/// reserve (at least 1).
+/// KEYS: ready list, reserved zset, notify list, and a key name of this
+/// call's own (see below). ARGV\[1\]: reservation expiry, UNIX seconds
+/// (now + `retry_after`). ARGV\[2\]: the most jobs to reserve (at least 1).
+/// ARGV\[3\]: the size in bytes from which an original is set aside.
 ///
 /// For each job, like Laravel's pop: LPOP, decode, `attempts + 1`, re-encode
 /// with cjson (this is the *reserved* string: keys reordered, `[]` turned to
@@ -30,6 +31,15 @@
 /// Here it is reserved as its own bytes and its poison flag is `1`, so the
 /// worker can move it to the failed store (and, should the worker die first,
 /// it is reclaimed after `retry_after` like any reserved job).
+///
+/// Ours too: an original of ARGV\[3\] bytes or more (a job of megabytes)
+/// is not returned with its reserved copy but set aside under
+/// `KEYS[4]:N` (N: its place in the flattened reply) for 60 seconds, and
+/// its place in the reply is `false` (nil): the worker reads it with a
+/// command of its own, so that no single reply holds both copies and the
+/// client's read buffer never grows to their sum (see
+/// `RedisQueue::pop`). Should the worker never read it, it expires; the
+/// reservation itself is as usual.
 pub const POP: &str = r#"
 local out = {}
 for _ = 1, tonumber(ARGV[2]) do
@@ -54,7 +64,12 @@ for _ = 1, tonumber(ARGV[2]) do
     end
     redis.call('zadd', KEYS[2], ARGV[1], reserved)
     redis.call('lpop', KEYS[3])
-    out[#out + 1] = original
+    if poison == 0 and #original >= tonumber(ARGV[3]) then
+        redis.call('set', KEYS[4] .. ':' .. (#out + 1), original, 'EX', 60)
+        out[#out + 1] = false
+    else
+        out[#out + 1] = original
+    end
     out[#out + 1] = reserved
     out[#out + 1] = poison
 end

@@ -45,6 +45,12 @@ impl Handler {
         self
     }
 
+    /// `decode_command = decode`: whether the handler gets `data.command`
+    /// as JSON.
+    pub fn decode_command(self, decode: bool) -> Self {
+        self.set("decode_command", decode)
+    }
+
     /// Only jobs whose name matches `pattern` (default `*`).
     pub fn matching(self, pattern: &str) -> Self {
         self.set("match", pattern)
