@@ -20,10 +20,6 @@ use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 use laravel_worker::cli::Cli;
-use laravel_worker::config::file::{
-    AppLayer, CacheLayer, FailedLayer, HandlerEntry, Layer, MetricsLayer, QueueLayer, RedisLayer,
-    WorkerLayer,
-};
 
 /// The variable that makes the generated pages be rewritten instead of
 /// compared.
@@ -153,41 +149,6 @@ fn cli_reference_is_the_help_of_every_command() {
 
 // ------------------------------------------------------------- config
 
-/// The field names of struct `T` as serde knows them (renames applied).
-fn fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
-    use serde::de::{Error, Visitor, value};
-
-    struct Fields(Option<&'static [&'static str]>);
-
-    impl<'de> serde::Deserializer<'de> for &mut Fields {
-        type Error = value::Error;
-
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
-            Err(value::Error::custom("not a struct"))
-        }
-
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, value::Error> {
-            self.0 = Some(fields);
-            Err(value::Error::custom("fields recorded"))
-        }
-
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-            bytes byte_buf option unit unit_struct newtype_struct seq tuple
-            tuple_struct map enum identifier ignored_any
-        }
-    }
-
-    let mut recorder = Fields(None);
-    let _ = T::deserialize(&mut recorder);
-    recorder.0.expect("a struct with named fields")
-}
-
 /// The keys each section of the config reference documents: the first
 /// column (`` `key` ``) of the table rows under each `## `[section]``
 /// heading.
@@ -217,18 +178,9 @@ fn documented_keys(page: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn config_reference_documents_every_key_and_no_other() {
-    let sections: Vec<(&str, &[&str])> = vec![
-        ("app", fields::<AppLayer>()),
-        ("redis", fields::<RedisLayer>()),
-        ("queue", fields::<QueueLayer>()),
-        ("cache", fields::<CacheLayer>()),
-        ("failed", fields::<FailedLayer>()),
-        ("worker", fields::<WorkerLayer>()),
-        ("metrics", fields::<MetricsLayer>()),
-        ("handlers", fields::<HandlerEntry>()),
-    ];
+    let sections = laravel_worker::config::keys::sections();
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-    let mut top = fields::<Layer>().to_vec();
+    let mut top = laravel_worker::config::keys::top_level().to_vec();
     names.sort_unstable();
     top.sort_unstable();
     assert_eq!(

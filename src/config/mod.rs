@@ -14,6 +14,7 @@ pub mod app_config;
 pub mod dotenv;
 pub mod env;
 pub mod file;
+pub mod keys;
 pub mod phpdotenv;
 pub mod redact;
 
@@ -818,42 +819,6 @@ mod tests {
         assert_eq!(persistent[0].processes, Some(4));
     }
 
-    /// The field names of struct `T` as serde knows them (renames applied):
-    /// a deserializer that records what `deserialize_struct` is asked for.
-    fn fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
-        use serde::de::{Error, Visitor, value};
-
-        struct Fields(Option<&'static [&'static str]>);
-
-        impl<'de> serde::Deserializer<'de> for &mut Fields {
-            type Error = value::Error;
-
-            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
-                Err(value::Error::custom("not a struct"))
-            }
-
-            fn deserialize_struct<V: Visitor<'de>>(
-                self,
-                _: &'static str,
-                fields: &'static [&'static str],
-                _: V,
-            ) -> Result<V::Value, value::Error> {
-                self.0 = Some(fields);
-                Err(value::Error::custom("fields recorded"))
-            }
-
-            serde::forward_to_deserialize_any! {
-                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-                bytes byte_buf option unit unit_struct newtype_struct seq tuple
-                tuple_struct map enum identifier ignored_any
-            }
-        }
-
-        let mut recorder = Fields(None);
-        let _ = T::deserialize(&mut recorder);
-        recorder.0.expect("a struct with named fields")
-    }
-
     /// The example config with every commented-out key and section header
     /// (`# key = …`, `# [section]`, `# [[handlers]]`) uncommented.
     fn example_with_every_key() -> String {
@@ -886,23 +851,10 @@ mod tests {
     /// setting, and every setting is set or shown there.
     #[test]
     fn example_config_shows_every_key() {
-        use file::{
-            AppLayer, CacheLayer, FailedLayer, MetricsLayer, QueueLayer, RedisLayer, WorkerLayer,
-        };
-
-        let sections: Vec<(&str, &[&str])> = vec![
-            ("app", fields::<AppLayer>()),
-            ("redis", fields::<RedisLayer>()),
-            ("queue", fields::<QueueLayer>()),
-            ("cache", fields::<CacheLayer>()),
-            ("failed", fields::<FailedLayer>()),
-            ("worker", fields::<WorkerLayer>()),
-            ("metrics", fields::<MetricsLayer>()),
-            ("handlers", fields::<HandlerEntry>()),
-        ];
-        // A new section must be added above (and to the example).
+        let sections = keys::sections();
+        // A new section must be added to `keys::sections` (and to the example).
         let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-        let mut top: Vec<&str> = fields::<Layer>().to_vec();
+        let mut top: Vec<&str> = keys::top_level().to_vec();
         names.sort_unstable();
         top.sort_unstable();
         assert_eq!(names, top);

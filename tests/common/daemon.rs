@@ -330,6 +330,21 @@ impl Daemon {
         }))
     }
 
+    /// The first log line (seen so far) containing `needle`, asserted to
+    /// contain each of `parts` too; returns it.
+    #[track_caller]
+    pub fn log_line(&self, needle: &str, parts: &[&str]) -> String {
+        let log = self.stderr_text();
+        let line = log
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} line in the log:\n{log}"));
+        for part in parts {
+            assert!(line.contains(part), "{part:?} missing from {line:?}");
+        }
+        line.to_string()
+    }
+
     /// All of stderr seen so far, without colours.
     pub fn stderr_text(&self) -> String {
         self.stderr
