@@ -707,6 +707,26 @@ fn dead_cache_redis_at_startup_names_its_address() {
     );
 }
 
+/// A Redis that wants a password when none is configured: exit 1 at start
+/// with the server's NOAUTH answer and its address (before: the worker ran
+/// on, logging `cannot reserve a job` forever).
+#[test]
+fn a_redis_that_wants_a_password_exits_1_at_start() {
+    let s = Scene::new();
+    let config = s.config().failed_driver("null").write_as("noauth.toml");
+    let _: () = s.redis.cmd(&["CONFIG", "SET", "requirepass", "s3cret"]);
+
+    let mut d = Daemon::run(&["--config", config.to_str().unwrap(), "work"], &[]);
+    d.expect_exit(1);
+    let err = d.stderr_text();
+    let socket = s.redis.socket.display().to_string();
+    assert!(
+        err.contains("NOAUTH") && err.contains(&socket),
+        "the error gives the server's answer and address: {err}"
+    );
+    assert!(!err.contains("s3cret"), "no password in the log: {err}");
+}
+
 /// An unknown key in the config file: exit 1, and the error names it.
 #[test]
 fn unknown_config_key_exits_1_naming_it() {

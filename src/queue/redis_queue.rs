@@ -100,9 +100,17 @@ impl RedisQueue {
     /// # Errors
     /// A bad URL, unreadable TLS files, or an unreachable server.
     pub async fn connect(target: &RedisTarget, options: QueueOptions) -> RedisResult<Self> {
-        let conn = Arc::new(Mutex::new(
-            super::connect::open(target, Some(COMMAND_TIMEOUT)).await?,
-        ));
+        let mut first = super::connect::open(target, Some(COMMAND_TIMEOUT)).await?;
+        // A server that wants a password when none is configured accepts
+        // the connection and refuses every command (NOAUTH): ask once, so
+        // that start fails as it does for a wrong password. Any other
+        // refusal (an ACL user without PING) means the login was accepted.
+        if let Err(e) = redis::cmd("PING").query_async::<()>(&mut first).await
+            && e.to_string().contains("NOAUTH")
+        {
+            return Err(e);
+        }
+        let conn = Arc::new(Mutex::new(first));
         let blocking = if target.is_cluster() {
             Blocking::PerQueue(Arc::new(NotifyWaits::new(target.clone())))
         } else {
