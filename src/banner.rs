@@ -72,7 +72,7 @@ pub struct Banner {
     pub queues: Vec<QueueLine>,
     /// `retry_after` in words: `90 s` or `never`.
     pub retry_after: String,
-    /// `block_for` in words: `5 s` or `never (poll)`.
+    /// `block_for` in words: `5 s`, or when unset `unset (BLPOP on :notify for up to --sleep)`.
     pub block_for: String,
     /// The cache store: `redis <address>`, `file <dir>` or `none`.
     pub cache: String,
@@ -171,7 +171,10 @@ impl Banner {
             connection: settings.connection.clone(),
             queues,
             retry_after: seconds(settings.retry_after, "never"),
-            block_for: seconds(settings.block_for, "never (poll)"),
+            block_for: seconds(
+                settings.block_for,
+                "unset (BLPOP on :notify for up to --sleep)",
+            ),
             cache,
             restart_key,
             failed,

@@ -51,7 +51,7 @@ fn the_banner_lists_what_the_worker_watches() {
         "connection=redis",
         "queues=high (laravel_database_queues:high), default (laravel_database_queues:default)",
         "retry_after=90 s",
-        "block_for=never (poll)",
+        "block_for=unset (BLPOP on :notify for up to --sleep)",
         &format!("cache=redis {socket} db 1"),
         "restart_key=laravel_database_laravel_cache:illuminate:queue:restart",
         "failed=",

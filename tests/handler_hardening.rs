@@ -261,6 +261,37 @@ fn handler_programs_that_cannot_run_stop_the_worker_at_start() {
     }
 }
 
+/// An argument that is an absolute path to nothing (the bridge script of an
+/// example config whose `/srv/app` was not changed) is warned about at
+/// start, naming it; an existing one and a non-path argument are not.
+#[test]
+fn a_handler_argument_naming_a_missing_path_is_warned_about() {
+    let s = Scene::new();
+    let program = s.script("ok.sh", "cat > /dev/null");
+    let program = program.to_str().unwrap();
+    let existing = s.path("bridge.php");
+    std::fs::write(&existing, "<?php\n").unwrap();
+    let existing = existing.to_str().unwrap();
+    for (argument, warns) in [
+        ("/srv/nowhere/laravel-worker-bridge.php", true),
+        (existing, false),
+        ("--app=/srv/nowhere", false),
+    ] {
+        let config = s
+            .config()
+            .handler(Handler::argv(&[program, argument]))
+            .write();
+        let d = s.run(&config, &["--once", "--sleep=0"]);
+        let logs = d.stderr_text();
+        let warned = logs.lines().any(|l| {
+            l.contains("WARN")
+                && l.contains("names a path that does not exist")
+                && l.contains(argument)
+        });
+        assert_eq!(warned, warns, "{argument}: {logs}");
+    }
+}
+
 /// A result file is read to at most 1 MiB, as a persistent handler's answer
 /// line: a larger one (here 2 MiB of spaces before a valid request, which
 /// used to be read whole and obeyed) is an exception saying so.

@@ -14,6 +14,10 @@
 //!   will have (its `env`, else none with `env_clear`, else the worker's).
 //!   Not finding it there is only a warning: that `PATH` is the system's
 //!   business and may change before the first job.
+//! - An argument that is an absolute path (`/srv/app/laravel-worker-bridge.php`)
+//!   and names nothing is a warning: most often the script the program runs,
+//!   copied from an example without its path changed. It is not refused, as
+//!   an argument may name a file the handler creates.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -57,6 +61,7 @@ pub fn check_program(
     let Some(program) = command.first() else {
         bail!("[[handlers]] match = {pattern:?}: command is empty");
     };
+    warn_missing_arguments(pattern, &command[1..]);
     if program.contains('/') {
         let path = Path::new(program);
         let (resolved, against) = if path.is_absolute() {
@@ -87,6 +92,20 @@ pub fn check_program(
         );
     }
     Ok(())
+}
+
+/// Warns about each argument that is an absolute path to nothing.
+fn warn_missing_arguments(pattern: &str, arguments: &[String]) {
+    for argument in arguments {
+        if argument.starts_with('/') && !Path::new(argument).exists() {
+            tracing::warn!(
+                handler = pattern,
+                argument = argument.as_str(),
+                "a handler argument names a path that does not exist; if it is the script \
+                 the program runs (the PHP bridge, say), every job of this handler will fail"
+            );
+        }
+    }
 }
 
 /// The `PATH` a handler with `environment` gets.
