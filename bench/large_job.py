@@ -27,10 +27,11 @@ import uuid
 MB = 1_000_000
 
 
-def payload(size_mb):
+def payload(size_mb, plain=False):
     """A Laravel 8+ payload whose command holds a `size_mb` MB string of
-    characters that JSON escapes (so the payload text is larger still)."""
-    unit = 'x"\\/é'
+    characters that JSON escapes (so the payload text is about twice as
+    large), or with `plain`, of ASCII letters (the payload is that size)."""
+    unit = "abcdefghij" if plain else 'x"\\/é'
     blob = unit * (size_mb * MB // len(unit.encode()))
     command = 'O:12:"App\\Jobs\\Big":1:{s:4:"blob";s:%d:"%s";}' % (len(blob.encode()), blob)
     return json.dumps({
@@ -113,6 +114,7 @@ def main():
     ap.add_argument("--binary", action="append", default=[])
     ap.add_argument("--sizes", default="5,20,50")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--plain", action="store_true", help="ASCII letters instead of escaped characters")
     ap.add_argument(
         "--cases",
         default="process,process+nodecode,persistent,persistent+nodecode",
@@ -135,7 +137,7 @@ def main():
             print("size_MB  payload_MB  case                 binary                    "
                   "peak_MB  peak/payload  target_MB")
             for size in [int(s) for s in args.sizes.split(",")]:
-                body = payload(size).encode()
+                body = payload(size, args.plain).encode()
                 for case in args.cases.split(","):
                     config = write_config(tmp, socket, case)
                     for binary in binaries:

@@ -105,3 +105,53 @@ fn a_large_job_longer_than_retry_after_is_renewed_not_reclaimed() {
     assert_eq!(s.log().len(), 1, "run once: {:?}", s.log());
     s.assert_state(QueueState::empty());
 }
+
+/// A large job through a persistent handler: the request is written in
+/// parts (the payload escaped a chunk at a time, the decoded command from
+/// its own buffer) and must read as the same JSON line a small one would:
+/// the reserved payload whole, every character intact across chunk
+/// boundaries, and `data.command` decoded.
+#[test]
+fn a_large_persistent_request_is_one_exact_json_line() {
+    let s = Scene::new();
+    let handler = s.script(
+        "p.sh",
+        "while IFS= read -r line; do\n\
+           printf '%s\\n' \"$line\" > \"$DIR/request.json\"\n\
+           CALL=${line#\\{\\\"call\\\":}; CALL=${CALL%%,*}\n\
+           printf '{\"call\":%s,\"action\":\"done\"}\\n' \"$CALL\" >&3\n\
+         done",
+    );
+    let config = s
+        .config()
+        .handler(common::Handler::command(&handler).persistent())
+        .write();
+    // Multi-byte and escaped characters, so chunk cuts fall inside them.
+    let blob = "é\"\\/\n\u{1F600}x".repeat(200_000);
+    let command = format!(
+        "O:12:\"App\\Jobs\\Big\":1:{{s:4:\"blob\";s:{}:\"{blob}\";}}",
+        blob.len()
+    );
+    let job = Job::laravel8("App\\Jobs\\Big").set(
+        "data",
+        json!({ "commandName": "App\\Jobs\\Big", "command": command }),
+    );
+    s.push(&job);
+
+    s.run(&config, &["--once", "--sleep=0"]);
+    let text = std::fs::read_to_string(s.path("request.json")).unwrap();
+    assert_eq!(text.matches('\n').count(), 1, "one line");
+    let request: serde_json::Value = serde_json::from_str(&text).expect("a JSON line");
+    assert!(request["call"].is_u64(), "call first: {}", &text[..80]);
+    let payload: serde_json::Value =
+        serde_json::from_str(request["payload"].as_str().unwrap()).unwrap();
+    assert_eq!(payload["attempts"], 1, "the reserved copy");
+    assert_eq!(payload["uuid"], job.uuid().as_str());
+    assert_eq!(
+        payload["data"]["command"],
+        command.as_str(),
+        "payload intact"
+    );
+    assert_eq!(request["command"]["blob"], blob.as_str(), "command decoded");
+    s.assert_state(QueueState::empty());
+}

@@ -15,6 +15,7 @@ pub mod persistent;
 pub mod preflight;
 pub mod process_group;
 pub mod request;
+pub mod request_line;
 pub mod router;
 pub mod subprocess;
 

@@ -38,22 +38,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::unistd::Pid;
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::capture::{Keep, Tail, next_line, shown};
-use super::metadata::{self, CallMetadata, Value};
+use super::metadata;
+use super::request_line::Request;
 use super::subprocess::{describe, detail, env_value};
 use super::{Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
-
-/// Bytes of the failure text sent in a failed-mode request.
-const EXCEPTION_LIMIT: usize = 64 * 1024;
 
 /// Bytes of one answer line on fd 3. A longer line is a protocol error
 /// (the process is replaced, the job released); it is never held whole.
@@ -145,39 +142,6 @@ struct Echo {
     call: Option<serde_json::Value>,
 }
 
-/// One request line: the `call` number, the call's metadata under its
-/// [`metadata::Field::key`] names, the payload as a string, and
-/// `data.command` as JSON when it is a plain PHP-serialized object.
-struct RequestLine<'a> {
-    call: u64,
-    metadata: &'a CallMetadata<'a>,
-    payload: &'a str,
-    command: Option<Box<serde_json::value::RawValue>>,
-}
-
-impl Serialize for RequestLine<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("call", &self.call)?;
-        for (field, value) in self.metadata.fields() {
-            match value {
-                None => {}
-                Some(Value::Number(n)) => map.serialize_entry(field.key, &n)?,
-                Some(Value::Text(text)) if field == metadata::EXCEPTION => map.serialize_entry(
-                    field.key,
-                    &text[..text.floor_char_boundary(EXCEPTION_LIMIT)],
-                )?,
-                Some(Value::Text(text)) => map.serialize_entry(field.key, &text)?,
-            }
-        }
-        map.serialize_entry("payload", self.payload)?;
-        if let Some(command) = &self.command {
-            map.serialize_entry("command", command)?;
-        }
-        map.end()
-    }
-}
-
 /// Why a call did not produce an outcome from the process.
 enum CallError {
     /// The process never read the request (it could not be written, or all
@@ -209,8 +173,8 @@ impl PersistentHandler {
             return Outcome::Exception(JobException::new(HANDLER_FAILED, "handler pool closed"));
         };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let line = match request_line(call, inv, self.options.decode_command) {
-            Ok(line) => line,
+        let request = match Request::new(call, inv, self.options.decode_command) {
+            Ok(request) => request,
             Err(e) => {
                 return Outcome::Exception(JobException::new(
                     HANDLER_FAILED,
@@ -231,10 +195,10 @@ impl PersistentHandler {
                 }
             };
             let exchanged = match inv.timeout {
-                Some(limit) => tokio::time::timeout(limit, process.exchange(call, &line))
+                Some(limit) => tokio::time::timeout(limit, process.exchange(call, &request))
                     .await
                     .unwrap_or(Err(CallError::TimedOut)),
-                None => process.exchange(call, &line).await,
+                None => process.exchange(call, &request).await,
             };
             match exchanged {
                 Ok(answer) => {
@@ -485,19 +449,22 @@ impl Process {
     }
 
     /// Sends request `call` (the text `line`) and waits for its answer.
-    async fn exchange(&mut self, call: u64, line: &str) -> Result<Vec<u8>, CallError> {
+    async fn exchange(&mut self, call: u64, request: &Request<'_>) -> Result<Vec<u8>, CallError> {
         // Before the write: a quick answer must find its call in flight.
         self.in_flight.store(call, Ordering::SeqCst);
-        let written = match self.stdin.write_all(line.as_bytes()).await {
-            Ok(()) => self.stdin.flush().await,
+        let written = match request.write_to(&mut self.stdin).await {
+            Ok(sent) => self.stdin.flush().await.map(|()| sent),
             Err(e) => Err(e),
         };
-        if let Err(e) = written {
-            self.in_flight.store(0, Ordering::SeqCst);
-            return Err(CallError::NotDelivered(format!(
-                "could not be sent the request ({e})"
-            )));
-        }
+        let sent = match written {
+            Ok(sent) => sent,
+            Err(e) => {
+                self.in_flight.store(0, Ordering::SeqCst);
+                return Err(CallError::NotDelivered(format!(
+                    "could not be sent the request ({e})"
+                )));
+            }
+        };
         let answer = tokio::select! {
             answer = self.answers.recv() => answer,
             // Its fd 3 may outlive it (held by a process it started): an
@@ -510,7 +477,7 @@ impl Process {
         self.in_flight.store(0, Ordering::SeqCst);
         let line = match answer {
             Some(Answer::Line(line)) => line,
-            Some(Answer::End) | None => return Err(self.ended_without_answer(line.len()).await),
+            Some(Answer::End) | None => return Err(self.ended_without_answer(sent).await),
         };
         if line.total > line.bytes.len() as u64 {
             return Err(CallError::Protocol(format!(
@@ -567,31 +534,6 @@ fn unread_bytes(stdin: &ChildStdin) -> Option<usize> {
     // `n`; the descriptor is open for as long as `stdin` lives.
     let r = unsafe { nix::libc::ioctl(stdin.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
     (r == 0).then(|| usize::try_from(n).unwrap_or(0))
-}
-
-/// The request line for call `call` of `inv`, newline included; with
-/// `decode_command`, `data.command` decoded to JSON too.
-fn request_line(
-    call: u64,
-    inv: &Invocation<'_>,
-    decode_command: bool,
-) -> serde_json::Result<String> {
-    let job = inv.job;
-    let payload = String::from_utf8_lossy(&job.reserved);
-    let request = RequestLine {
-        call,
-        metadata: &CallMetadata::of(inv),
-        payload: &payload,
-        command: job
-            .payload
-            .as_ref()
-            .ok()
-            .filter(|_| decode_command)
-            .and_then(|p| p.command_json()),
-    };
-    let mut line = serde_json::to_string(&request)?;
-    line.push('\n');
-    Ok(line)
 }
 
 /// Reads a process's fd 3: passes on each line read while a call is in
