@@ -29,10 +29,6 @@ pub const SCAN_CALLS: usize = 100;
 /// Most matches one look reports.
 const MAX_FOUND: usize = 3;
 
-/// The suffixes of a queue's keys that hold jobs (`:notify` holds only
-/// wake-up tokens, so it alone does not mean jobs are waiting there).
-const JOB_SUFFIXES: [&str; 3] = ["", ":delayed", ":reserved"];
-
 /// Jobs of the watched queue found under another prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueElsewhere {
@@ -98,31 +94,22 @@ impl RedisQueue {
         if conn.is_cluster() || self.count(queue).await? > 0 {
             return Ok(Vec::new());
         }
-        let mut prefixes: Vec<String> = Vec::new();
+        let mut layouts: Vec<(String, bool)> = Vec::new();
         scan(&mut conn, "*queues:*", |key| {
-            if let Some(prefix) = queue_prefix(key, &queue.name)
-                && !prefixes.contains(&prefix)
+            if let Some(layout) = queue_layout(key, &queue.name)
+                && !layouts.contains(&layout)
             {
-                prefixes.push(prefix);
+                layouts.push(layout);
             }
-            prefixes.len() >= MAX_FOUND
+            layouts.len() >= MAX_FOUND
         })
         .await?;
         let mut found = Vec::new();
-        for marked in prefixes {
-            let ready = ready_key(&marked, &queue.name);
-            if ready == queue.ready {
+        for (prefix, tagged) in layouts {
+            let other = QueueKeys::new(&prefix, &queue.name, tagged);
+            if other.ready == queue.ready {
                 continue;
             }
-            let prefix = marked.strip_suffix(TAGGED).unwrap_or(&marked).to_string();
-            let other = QueueKeys {
-                name: queue.name.clone(),
-                delayed: format!("{ready}:delayed"),
-                reserved: format!("{ready}:reserved"),
-                notify: format!("{ready}:notify"),
-                unrecorded: format!("{ready}:unrecorded"),
-                ready,
-            };
             let jobs = self.count(&other).await?;
             if jobs > 0 {
                 found.push(QueueElsewhere {
@@ -195,36 +182,18 @@ async fn scan(
     Ok(())
 }
 
-/// The prefix of `key` when it is one of queue `name`'s job keys
-/// (`{prefix}queues:{name}`, `:delayed` or `:reserved`, the name bare or
-/// in a hash tag), the prefix marked with the tag form when there is one.
-fn queue_prefix(key: &str, name: &str) -> Option<String> {
-    for tagged in [false, true] {
-        let shown = if tagged {
-            format!("{{{name}}}")
-        } else {
-            name.to_string()
-        };
-        for suffix in JOB_SUFFIXES {
-            let tail = format!("queues:{shown}{suffix}");
-            if let Some(prefix) = key.strip_suffix(tail.as_str()) {
-                let mark = if tagged { TAGGED } else { "" };
-                return Some(format!("{prefix}{mark}"));
-            }
-        }
-    }
-    None
-}
-
-/// Marks a prefix whose queue keys wrap the name in a hash tag.
-const TAGGED: &str = "\u{0}tagged";
-
-/// The ready-list key of `name` under a prefix from [`queue_prefix`].
-fn ready_key(prefix: &str, name: &str) -> String {
-    match prefix.strip_suffix(TAGGED) {
-        Some(bare) => format!("{bare}queues:{{{name}}}"),
-        None => format!("{prefix}queues:{name}"),
-    }
+/// The prefix of `key`, and whether the name is in a hash tag, when `key`
+/// is one of queue `name`'s keys that hold jobs: the ready list,
+/// `:delayed` or `:reserved` (`:notify` holds only wake-up tokens). The
+/// layouts are [`QueueKeys::new`]'s, so the keys found are rebuilt by it.
+fn queue_layout(key: &str, name: &str) -> Option<(String, bool)> {
+    [false, true].into_iter().find_map(|tagged| {
+        let keys = QueueKeys::new("", name, tagged);
+        [&keys.ready, &keys.delayed, &keys.reserved]
+            .into_iter()
+            .find_map(|tail| key.strip_suffix(tail.as_str()))
+            .map(|prefix| (prefix.to_string(), tagged))
+    })
 }
 
 /// `s` with the glob characters of `SCAN MATCH` escaped.
@@ -244,26 +213,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queue_prefixes_are_read_off_every_job_key() {
+    fn queue_layouts_are_read_off_every_job_key() {
+        let layout = |key| queue_layout(key, "default");
         assert_eq!(
-            queue_prefix("shop_database_queues:default", "default"),
-            Some("shop_database_".into())
+            layout("shop_database_queues:default"),
+            Some(("shop_database_".into(), false))
         );
         assert_eq!(
-            queue_prefix("x-queues:default:reserved", "default"),
-            Some("x-".into())
+            layout("x-queues:default:reserved"),
+            Some(("x-".into(), false))
         );
         assert_eq!(
-            queue_prefix("queues:default:delayed", "default"),
-            Some(String::new())
+            layout("queues:default:delayed"),
+            Some((String::new(), false))
         );
-        assert_eq!(queue_prefix("p_queues:default:notify", "default"), None);
-        assert_eq!(queue_prefix("p_queues:other", "default"), None);
-        assert_eq!(queue_prefix("p_queues:xdefault", "default"), None);
-        let tagged = queue_prefix("p_queues:{default}", "default").unwrap();
-        assert_eq!(ready_key(&tagged, "default"), "p_queues:{default}");
-        let bare = queue_prefix("p_queues:default", "default").unwrap();
-        assert_eq!(ready_key(&bare, "default"), "p_queues:default");
+        assert_eq!(layout("p_queues:default:notify"), None);
+        assert_eq!(layout("p_queues:other"), None);
+        assert_eq!(layout("p_queues:xdefault"), None);
+        let (prefix, tagged) = layout("p_queues:{default}").unwrap();
+        assert_eq!(
+            QueueKeys::new(&prefix, "default", tagged).ready,
+            "p_queues:{default}"
+        );
+        let (prefix, tagged) = layout("p_queues:default").unwrap();
+        assert_eq!(
+            QueueKeys::new(&prefix, "default", tagged).ready,
+            "p_queues:default"
+        );
     }
 
     #[test]
