@@ -53,8 +53,16 @@ pub struct ReservedJob {
 #[derive(Debug, Clone)]
 pub struct Lease {
     retry_after: Option<u64>,
-    until: Arc<Mutex<Option<Instant>>>,
-    scores: Arc<Mutex<(i64, i64)>>,
+    state: Arc<Mutex<LeaseState>>,
+}
+
+/// What a [`Lease`] knows, changed together under one lock.
+#[derive(Debug, Clone, Copy)]
+struct LeaseState {
+    /// When the reservation may expire; `None` when it never does.
+    until: Option<Instant>,
+    /// Lowest and highest score (UNIX seconds) the member may have.
+    scores: (i64, i64),
 }
 
 impl Lease {
@@ -64,8 +72,10 @@ impl Lease {
     pub fn new(retry_after: Option<u64>, sent: Instant, score: i64) -> Self {
         let lease = Lease {
             retry_after,
-            until: Arc::new(Mutex::new(None)),
-            scores: Arc::new(Mutex::new((score, score))),
+            state: Arc::new(Mutex::new(LeaseState {
+                until: None,
+                scores: (score, score),
+            })),
         };
         lease.confirm(sent, score);
         lease
@@ -77,39 +87,47 @@ impl Lease {
         let until = self
             .retry_after
             .map(|s| sent + Duration::from_secs(s.saturating_sub(1).max(1)));
-        if let Ok(mut slot) = self.until.lock() {
-            *slot = until;
-        }
-        if let Ok(mut scores) = self.scores.lock() {
-            *scores = (score, score);
-        }
+        self.update(|state| {
+            state.until = until;
+            state.scores = (score, score);
+        });
     }
 
     /// A renewal to `score` is about to be sent: until it is confirmed the
     /// member may have either its old score or this one.
     pub fn renewing(&self, score: i64) {
-        if let Ok(mut scores) = self.scores.lock() {
-            scores.0 = scores.0.min(score);
-            scores.1 = scores.1.max(score);
-        }
+        self.update(|state| {
+            state.scores = (state.scores.0.min(score), state.scores.1.max(score));
+        });
     }
 
     /// Lowest and highest score the member may have in `:reserved`.
     pub fn scores(&self) -> (i64, i64) {
-        match self.scores.lock() {
-            Ok(scores) => *scores,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.state().scores
     }
 
     /// When the reservation may expire; `None` when it never does.
     pub fn until(&self) -> Option<Instant> {
-        self.until.lock().ok().and_then(|until| *until)
+        self.state().until
     }
 
     /// True once the reservation may have expired.
     pub fn expired(&self) -> bool {
         self.until().is_some_and(|until| Instant::now() >= until)
+    }
+
+    fn state(&self) -> LeaseState {
+        match self.state.lock() {
+            Ok(state) => *state,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut LeaseState)) {
+        match self.state.lock() {
+            Ok(mut state) => change(&mut state),
+            Err(poisoned) => change(&mut poisoned.into_inner()),
+        }
     }
 }
 
