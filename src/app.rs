@@ -174,7 +174,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                         kill_grace: settings.kill_grace,
                         output_limit: settings.output_limit,
                         environment,
-                        decode_command: entry.decode_command.unwrap_or(true),
+                        decode_command: entry.decodes_command(),
                     }))
                 }
                 _ => Handler::Subprocess(
@@ -185,7 +185,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                         Arc::clone(&result_dir),
                         environment,
                     )
-                    .decoding_command(entry.decode_command.unwrap_or(true)),
+                    .decoding_command(entry.decodes_command()),
                 ),
             };
             let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);

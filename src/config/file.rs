@@ -235,6 +235,12 @@ pub enum Transport {
 }
 
 impl HandlerEntry {
+    /// Whether a command handler gets `data.command` decoded to JSON
+    /// (`decode_command`, default true).
+    pub fn decodes_command(&self) -> bool {
+        self.decode_command.unwrap_or(true)
+    }
+
     /// This entry's transport: `url` means HTTP, `mode = "persistent"` warm
     /// processes, anything else one process per job. (Entries that set
     /// both `url` and `command`, or an unknown `mode`, are refused when the
