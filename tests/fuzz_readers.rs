@@ -115,6 +115,18 @@ fn the_unserialize_corpus_replays() {
 }
 
 #[test]
+fn the_unserialize_corpus_reads_the_same_every_way() {
+    for (_, bytes) in corpus("unserialize") {
+        check_every_way(&bytes);
+        // As the value of an object's property, as a command holds it.
+        let mut wrapped = b"O:1:\"A\":1:{s:1:\"v\";".to_vec();
+        wrapped.extend_from_slice(&bytes);
+        wrapped.push(b'}');
+        check_every_way(&wrapped);
+    }
+}
+
+#[test]
 fn the_payload_corpus_replays() {
     for (path, bytes) in corpus("payload") {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -418,8 +430,70 @@ fn corpus_seed(name: &'static str) -> impl Strategy<Value = Vec<u8>> {
     prop::sample::select(seeds)
 }
 
+/// `text` as the body of a JSON string written the way PHP's
+/// `json_encode()` writes it by default: `\/`, and `\uXXXX` (surrogate
+/// pairs past the BMP) for every character that is not ASCII.
+fn php_escaped(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '/' => out.push_str("\\/"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every way the worker reads a command agrees on `text`: as bytes or
+/// still JSON-escaped (serde_json's way and PHP's), whole or written in
+/// pieces to a sink.
+fn check_every_way(text: &[u8]) {
+    let whole = command::decode(command::Text::Plain(text)).map(|raw| raw.get().to_string());
+    let mut bodies = Vec::new();
+    if let Ok(text) = std::str::from_utf8(text) {
+        let json = serde_json::to_string(text).unwrap();
+        bodies.push(json[1..json.len() - 1].to_string());
+        bodies.push(php_escaped(text));
+    }
+    let mut ways = vec![command::Text::Plain(text)];
+    ways.extend(
+        bodies
+            .iter()
+            .map(|b| command::Text::JsonEscaped(b.as_bytes())),
+    );
+    for way in ways {
+        let read = command::decode(way).map(|raw| raw.get().to_string());
+        assert!(
+            read == whole,
+            "{way:.80?}: {read:.200?} against {whole:.200?}"
+        );
+        let mut sink = Vec::new();
+        let streamed =
+            command::decode_to(way, &mut sink).map(|()| String::from_utf8(sink).unwrap());
+        assert!(streamed == whole, "streamed {way:.80?}: {streamed:.200?}");
+        assert_eq!(command::check_decodes(way).is_ok(), whole.is_ok());
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_way_of_reading_agrees(v in php_value(), ms in prop::collection::vec(mutation(), 0..3)) {
+        let mut text = b"O:1:\"A\":1:{s:1:\"v\";".to_vec();
+        serialize(&v, &mut text);
+        text.push(b'}');
+        check_every_way(&mutate(text, &ms));
+    }
 
     #[test]
     fn serialized_values_decode_to_their_json(v in php_value()) {

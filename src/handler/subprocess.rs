@@ -32,7 +32,6 @@
 //! running unowned while another worker reclaims it.
 
 use std::borrow::Cow;
-use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -142,19 +141,25 @@ impl SubprocessHandler {
         if !self.decode_command {
             return None;
         }
-        let command = inv.job.payload.as_ref().ok()?.command_json()?;
+        let payload = inv.job.payload.as_ref().ok()?;
         let path = self.result_dir.path().join(format!("{n}.command.json"));
         // Readable by the daemon's user only: the job's data may be private.
+        // Written as it is decoded, so the JSON is never held whole.
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&path)
-            .and_then(|mut file| file.write_all(command.get().as_bytes()));
+            .and_then(|mut file| payload.write_command_json(&mut file));
         match written {
-            Ok(()) => Some(path),
+            Ok(true) => Some(path),
+            Ok(false) => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
             Err(e) => {
                 tracing::warn!("cannot write the decoded command for the handler: {e}");
+                let _ = std::fs::remove_file(&path);
                 None
             }
         }

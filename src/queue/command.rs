@@ -28,7 +28,40 @@
 //! [`MAX_DEPTH`] levels, so no input can exhaust the stack, and the output
 //! is at most a few times the size of the input.
 
+mod input;
+
+use std::borrow::Cow;
+use std::io::Write;
+
 use serde_json::value::RawValue;
+
+use input::{Input, Span};
+
+/// PHP's serialized text of a command, as the reader is given it.
+#[derive(Debug, Clone, Copy)]
+pub enum Text<'a> {
+    /// PHP's bytes as they are.
+    Plain(&'a [u8]),
+    /// The body of the JSON string that holds them (between its quotes),
+    /// still escaped: how `data.command` sits in a payload. Read as it
+    /// stands, without an unescaped copy (see `input`).
+    JsonEscaped(&'a [u8]),
+}
+
+impl<'a> Text<'a> {
+    fn input(self) -> Input<'a> {
+        match self {
+            Text::Plain(text) => Input::plain(text),
+            Text::JsonEscaped(body) => Input::json_escaped(body),
+        }
+    }
+
+    /// Whether the text starts with `O:`, as a serialized object does.
+    fn is_object(self) -> bool {
+        let mut input = self.input();
+        input.next() == Some(b'O') && input.next() == Some(b':')
+    }
+}
 
 /// The deepest nesting of JSON arrays and objects a decoded command may
 /// have. PHP's `json_decode()` accepts 511 levels (its default depth of
@@ -50,6 +83,9 @@ pub enum CommandError {
     /// Text PHP's `unserialize()` would refuse; says where.
     #[error("the command is not valid serialized PHP: {0}")]
     Malformed(String),
+    /// The JSON could not be written where [`decode_to`] was told to.
+    #[error("cannot write the decoded command: {0}")]
+    Write(String),
 }
 
 /// Decodes the serialized object text of `data.command` into JSON.
@@ -58,11 +94,56 @@ pub enum CommandError {
 /// [`CommandError::NotAnObject`] for text that does not start with `O:`
 /// (an encrypted command), [`CommandError::TooDeep`] past [`MAX_DEPTH`],
 /// [`CommandError::Malformed`] for anything PHP would not unserialize.
-pub fn decode(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
-    if !text.starts_with(b"O:") {
+pub fn decode(text: Text<'_>) -> Result<Box<RawValue>, CommandError> {
+    if !text.is_object() {
         return Err(CommandError::NotAnObject);
     }
-    unserialize(text)
+    read_value(text)
+}
+
+/// Decodes like [`decode`], writing the JSON to `sink` in pieces of about
+/// [`PIECE`] bytes rather than holding it: for a command of megabytes, the
+/// worker then holds its text but not its JSON too. The text is checked
+/// whole before the first byte is written, so a command that cannot be
+/// decoded writes nothing.
+///
+/// # Errors
+/// As [`decode`]; [`CommandError::Write`] when `sink` fails, after which
+/// what was written is a prefix of the JSON.
+pub fn decode_to(text: Text<'_>, sink: &mut dyn Write) -> Result<(), CommandError> {
+    if !text.is_object() {
+        return Err(CommandError::NotAnObject);
+    }
+    let lists = check(text)?;
+    let mut write = Reader::new(text, Pass::write(lists, Vec::with_capacity(2 * PIECE)));
+    write.sink = Some(sink);
+    write.run()?;
+    write.flush(0)
+}
+
+/// Whether [`decode`] would decode `text`, found by reading it once
+/// without writing anything.
+///
+/// # Errors
+/// As [`decode`].
+pub fn check_decodes(text: Text<'_>) -> Result<(), CommandError> {
+    if !text.is_object() {
+        return Err(CommandError::NotAnObject);
+    }
+    check(text).map(drop)
+}
+
+/// Bytes of JSON [`decode_to`] gathers before it writes them.
+pub const PIECE: usize = 64 * 1024;
+
+/// Pass 1: checks `text` and notes which arrays are lists.
+fn check(text: Text<'_>) -> Result<Vec<bool>, CommandError> {
+    let mut check = Reader::new(text, Pass::Check(Vec::new()));
+    check.run()?;
+    let Pass::Check(lists) = check.pass else {
+        unreachable!("pass 1 keeps its pass")
+    };
+    Ok(lists)
 }
 
 /// Reads one serialized value of any type into JSON text.
@@ -70,22 +151,19 @@ pub fn decode(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
 /// # Errors
 /// As [`decode`], except that any type is accepted at the top.
 pub fn unserialize(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
+    read_value(Text::Plain(text))
+}
+
+fn read_value(text: Text<'_>) -> Result<Box<RawValue>, CommandError> {
     // Pass 1: check everything and note which arrays are lists.
-    let mut check = Reader::new(text, Pass::Check(Vec::new()));
-    check.run()?;
-    let Pass::Check(lists) = check.pass else {
-        unreachable!("pass 1 keeps its pass")
-    };
+    let lists = check(text)?;
     // Pass 2: write. It reads what pass 1 accepted, so it cannot fail
     // except on a bug, which then shows as an error, not as bad JSON.
-    let mut write = Reader::new(
-        text,
-        Pass::Write {
-            lists,
-            next: 0,
-            out: Vec::with_capacity(text.len() + text.len() / 8),
-        },
-    );
+    let size = match text {
+        Text::Plain(bytes) | Text::JsonEscaped(bytes) => bytes.len(),
+    };
+    let out = Vec::with_capacity(size + size / 8);
+    let mut write = Reader::new(text, Pass::write(lists, out));
     write.run()?;
     let Pass::Write { out, .. } = write.pass else {
         unreachable!("pass 2 keeps its pass")
@@ -105,6 +183,16 @@ enum Pass {
         next: usize,
         out: Vec<u8>,
     },
+}
+
+impl Pass {
+    fn write(lists: Vec<bool>, out: Vec<u8>) -> Self {
+        Pass::Write {
+            lists,
+            next: 0,
+            out,
+        }
+    }
 }
 
 /// An array or object whose entries are being read.
@@ -133,18 +221,39 @@ enum Kind {
 /// An array or object key, as PHP stores it.
 enum Key<'a> {
     Int(i64),
-    Str(&'a [u8]),
+    Str(Cow<'a, [u8]>),
 }
 
-struct Reader<'a> {
-    text: &'a [u8],
-    at: usize,
+struct Reader<'a, 's> {
+    input: Input<'a>,
     pass: Pass,
+    /// Where the write pass sends its output once it holds [`PIECE`]
+    /// bytes ([`decode_to`]); `None` keeps it all.
+    sink: Option<&'s mut dyn Write>,
 }
 
-impl<'a> Reader<'a> {
-    fn new(text: &'a [u8], pass: Pass) -> Self {
-        Reader { text, at: 0, pass }
+impl<'a, 's> Reader<'a, 's> {
+    fn new(text: Text<'a>, pass: Pass) -> Self {
+        Reader {
+            input: text.input(),
+            pass,
+            sink: None,
+        }
+    }
+
+    /// Sends the output gathered so far to the sink, if there is one and
+    /// the output holds at least `least` bytes.
+    fn flush(&mut self, least: usize) -> Result<(), CommandError> {
+        let (Some(sink), Pass::Write { out, .. }) = (self.sink.as_mut(), &mut self.pass) else {
+            return Ok(());
+        };
+        if out.len() < least.max(1) {
+            return Ok(());
+        }
+        sink.write_all(out)
+            .map_err(|e| CommandError::Write(e.to_string()))?;
+        out.clear();
+        Ok(())
     }
 
     fn out(&mut self) -> Option<&mut Vec<u8>> {
@@ -160,7 +269,43 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string_out(&mut self, bytes: &[u8]) {
+    /// Writes a string the text holds, in pieces when it is long and the
+    /// output goes to a sink, so that neither it nor its JSON is held whole.
+    fn string_out(&mut self, span: &Span<'a>) -> Result<(), CommandError> {
+        if self.sink.is_none() || span.len() <= PIECE {
+            if self.out().is_some() {
+                let bytes = span.bytes();
+                self.string_out_bytes(&bytes);
+            }
+            return Ok(());
+        }
+        // Each piece is cut where a character may still be incomplete; the
+        // at most 3 bytes after the cut start the next piece.
+        let mut carry: Vec<u8> = Vec::with_capacity(PIECE + 4);
+        let mut escaped = Vec::with_capacity(6 * (PIECE + 4) + 2);
+        self.raw("\"");
+        let mut write = |reader: &mut Self, bytes: &[u8]| {
+            escaped.clear();
+            write_str(&mut escaped, bytes);
+            if let Some(out) = reader.out() {
+                // Without the quotes put around the piece.
+                out.extend_from_slice(&escaped[1..escaped.len() - 1]);
+            }
+            reader.flush(PIECE)
+        };
+        span.pieces(PIECE, |piece| {
+            carry.extend_from_slice(piece);
+            let cut = complete_up_to(&carry);
+            write(self, &carry[..cut])?;
+            carry.drain(..cut);
+            Ok(())
+        })?;
+        write(self, &carry)?;
+        self.raw("\"");
+        Ok(())
+    }
+
+    fn string_out_bytes(&mut self, bytes: &[u8]) {
         if let Some(out) = self.out() {
             write_str(out, bytes);
         }
@@ -175,6 +320,7 @@ impl<'a> Reader<'a> {
             if let Some(container) = self.value_head(open.len())? {
                 open.push(container);
             }
+            self.flush(PIECE)?;
             // Then close what is complete and read the next key.
             loop {
                 let Some(top) = open.last_mut() else {
@@ -207,11 +353,11 @@ impl<'a> Reader<'a> {
                         ..
                     } => {}
                     Kind::Array { .. } => {
-                        self.key_out(&key, false);
+                        self.key_out(&key, false)?;
                         self.raw(":");
                     }
                     Kind::Object => {
-                        self.key_out(&key, true);
+                        self.key_out(&key, true)?;
                         self.raw(":");
                     }
                 }
@@ -224,6 +370,7 @@ impl<'a> Reader<'a> {
     /// `None` returned; an array or object is opened and returned, its
     /// entries still to read. `depth` is the number of containers open.
     fn value_head(&mut self, depth: usize) -> Result<Option<Open>, CommandError> {
+        let before = self.input;
         let kind = self.byte()?;
         match kind {
             b'N' => {
@@ -256,7 +403,7 @@ impl<'a> Reader<'a> {
             b's' => {
                 let s = self.string()?;
                 self.expect(b';')?;
-                self.string_out(s);
+                self.string_out(&s)?;
             }
             b'a' => {
                 Self::enter(depth)?;
@@ -296,7 +443,7 @@ impl<'a> Reader<'a> {
                 let count = self.count(b':')?;
                 self.expect(b'{')?;
                 self.raw("{\"__class\":");
-                self.string_out(class);
+                self.string_out(&class)?;
                 return Ok(Some(Open {
                     kind: Kind::Object,
                     left: count,
@@ -308,7 +455,7 @@ impl<'a> Reader<'a> {
                 let case = self.string()?;
                 self.expect(b';')?;
                 self.raw("{\"__enum\":");
-                self.string_out(case);
+                self.string_out(&case)?;
                 self.raw("}");
             }
             b'C' => {
@@ -320,9 +467,9 @@ impl<'a> Reader<'a> {
                 let data = self.take(len)?;
                 self.expect(b'}')?;
                 self.raw("{\"__class\":");
-                self.string_out(class);
+                self.string_out(&class)?;
                 self.raw(",\"__serialized\":");
-                self.string_out(data);
+                self.string_out(&data)?;
                 self.raw("}");
             }
             b'r' | b'R' => {
@@ -332,7 +479,7 @@ impl<'a> Reader<'a> {
                 self.raw(&format!("{{\"__ref\":{n}}}"));
             }
             _ => {
-                self.at -= 1;
+                self.input = before;
                 return Err(self.error("a type letter"));
             }
         }
@@ -368,6 +515,7 @@ impl<'a> Reader<'a> {
 
     /// An array or object key: `i:N;` or `s:N:"…";`, as PHP requires.
     fn key(&mut self) -> Result<Key<'a>, CommandError> {
+        let before = self.input;
         match self.byte()? {
             b'i' => {
                 self.expect(b':')?;
@@ -376,25 +524,31 @@ impl<'a> Reader<'a> {
             b's' => {
                 let s = self.string()?;
                 self.expect(b';')?;
-                Ok(Key::Str(s))
+                Ok(Key::Str(s.bytes()))
             }
             _ => {
-                self.at -= 1;
+                self.input = before;
                 Err(self.error("an integer or string key"))
             }
         }
     }
 
-    fn key_out(&mut self, key: &Key<'_>, property: bool) {
+    fn key_out(&mut self, key: &Key<'_>, property: bool) -> Result<(), CommandError> {
         match key {
-            Key::Int(n) => self.raw(&format!("\"{n}\"")),
-            Key::Str(s) if property => self.string_out(property_name(s)),
-            Key::Str(s) => self.string_out(s),
+            Key::Int(n) => {
+                self.raw(&format!("\"{n}\""));
+                Ok(())
+            }
+            Key::Str(s) => {
+                let name = if property { property_name(s) } else { s };
+                self.string_out_bytes(name);
+                Ok(())
+            }
         }
     }
 
     /// `:LEN:"bytes"` (the type letter already read).
-    fn string(&mut self) -> Result<&'a [u8], CommandError> {
+    fn string(&mut self) -> Result<Span<'a>, CommandError> {
         self.expect(b':')?;
         let len = self.count(b':')?;
         self.expect(b'"')?;
@@ -409,7 +563,7 @@ impl<'a> Reader<'a> {
         if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
             return Err(self.error("a count"));
         }
-        std::str::from_utf8(digits)
+        std::str::from_utf8(&digits)
             .ok()
             .and_then(|t| t.parse().ok())
             .ok_or_else(|| self.error("a count"))
@@ -421,7 +575,7 @@ impl<'a> Reader<'a> {
         let (negative, digits) = match text.split_first() {
             Some((b'-', rest)) => (true, rest),
             Some((b'+', rest)) => (false, rest),
-            _ => (false, text),
+            _ => (false, &text[..]),
         };
         if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
             return Err(self.error("an integer"));
@@ -440,7 +594,7 @@ impl<'a> Reader<'a> {
 
     fn float(&mut self) -> Result<f64, CommandError> {
         let text = self.until(b';')?;
-        std::str::from_utf8(text)
+        std::str::from_utf8(&text)
             .ok()
             .filter(|t| {
                 t.bytes()
@@ -450,50 +604,36 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| self.error("a float"))
     }
 
-    /// The bytes up to `end`, which is consumed.
-    fn until(&mut self, end: u8) -> Result<&'a [u8], CommandError> {
-        let text = self.text;
-        let start = self.at;
-        let rest = text.get(start..).unwrap_or_default();
-        // Numbers are short: do not scan far for a delimiter that is missing.
-        let window = &rest[..rest.len().min(32)];
-        let len = window
-            .iter()
-            .position(|&b| b == end)
-            .ok_or_else(|| self.error(&format!("'{}'", end as char)))?;
-        self.at = start + len + 1;
-        Ok(&text[start..start + len])
+    /// The bytes up to `end`, which is consumed. Numbers are short: a
+    /// delimiter that is missing is not looked for far.
+    fn until(&mut self, end: u8) -> Result<Cow<'a, [u8]>, CommandError> {
+        self.input
+            .until(end, 32)
+            .ok_or_else(|| self.error(&format!("'{}'", end as char)))
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], CommandError> {
-        let text = self.text;
-        let end = self.at.checked_add(len).filter(|&e| e <= text.len());
-        let end = end.ok_or_else(|| self.error(&format!("{len} more bytes")))?;
-        let bytes = &text[self.at..end];
-        self.at = end;
-        Ok(bytes)
+    fn take(&mut self, len: usize) -> Result<Span<'a>, CommandError> {
+        self.input
+            .take(len)
+            .ok_or_else(|| self.error(&format!("{len} more bytes")))
     }
 
     fn byte(&mut self) -> Result<u8, CommandError> {
-        let b = *self
-            .text
-            .get(self.at)
-            .ok_or_else(|| self.error("more input"))?;
-        self.at += 1;
-        Ok(b)
+        self.input.next().ok_or_else(|| self.error("more input"))
     }
 
     fn expect(&mut self, want: u8) -> Result<(), CommandError> {
+        let before = self.input;
         if self.byte()? == want {
             Ok(())
         } else {
-            self.at -= 1;
+            self.input = before;
             Err(self.error(&format!("'{}'", want as char)))
         }
     }
 
     fn error(&self, what: &str) -> CommandError {
-        CommandError::Malformed(format!("expected {what} at byte {}", self.at))
+        CommandError::Malformed(format!("expected {what} at byte {}", self.input.position()))
     }
 }
 
@@ -522,6 +662,24 @@ fn write_str(out: &mut Vec<u8>, bytes: &[u8]) {
     let _ = serde_json::to_writer(out, &*String::from_utf8_lossy(bytes));
 }
 
+/// The length of `bytes` up to where a UTF-8 character may still be
+/// incomplete: a cut there, and before nothing else, changes nothing of how
+/// the bytes read as UTF-8 (invalid sequences included) once joined again.
+fn complete_up_to(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let at = bytes.len() - back;
+        let needs = match bytes[at] {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            0x80..=0xBF => continue,
+            _ => return bytes.len(),
+        };
+        return if needs > back { at } else { bytes.len() };
+    }
+    bytes.len()
+}
+
 /// `\0Class\0name` (private) and `\0*\0name` (protected) become `name`.
 fn property_name(raw: &[u8]) -> &[u8] {
     match raw.strip_prefix(b"\0") {
@@ -548,7 +706,7 @@ mod tests {
         // Made by PHP 8.2: serialize(new App\Jobs\SendEmail) with a protected
         // model identifier, a private array, a null and a mixed array.
         let text = "O:18:\"App\\Jobs\\SendEmail\":4:{s:7:\"\0*\0user\";O:45:\"Illuminate\\Contracts\\Database\\ModelIdentifier\":2:{s:5:\"class\";s:8:\"App\\User\";s:2:\"id\";i:7;}s:24:\"\0App\\Jobs\\SendEmail\0tags\";a:2:{i:0;s:1:\"a\";i:1;s:3:\"bé\";}s:5:\"delay\";N;s:4:\"opts\";a:2:{s:1:\"x\";d:1.5;s:1:\"y\";b:1;}}";
-        let raw = decode(text.as_bytes()).unwrap();
+        let raw = decode(Text::Plain(text.as_bytes())).unwrap();
         assert_eq!(
             raw.get(),
             r#"{"__class":"App\\Jobs\\SendEmail","user":{"__class":"Illuminate\\Contracts\\Database\\ModelIdentifier","class":"App\\User","id":7},"tags":["a","bé"],"delay":null,"opts":{"x":1.5,"y":true}}"#,
@@ -660,12 +818,113 @@ mod tests {
     #[test]
     fn only_plain_commands_are_decoded() {
         assert_eq!(
-            decode(b"O:3:\"Foo\":0:{}").unwrap().get(),
+            decode(Text::Plain(b"O:3:\"Foo\":0:{}")).unwrap().get(),
             r#"{"__class":"Foo"}"#
         );
         assert_eq!(
-            decode(b"eyJpdiI6IjEyMyJ9").unwrap_err(),
+            decode(Text::Plain(b"eyJpdiI6IjEyMyJ9")).unwrap_err(),
             CommandError::NotAnObject
         );
+    }
+
+    /// `text` as the body of a JSON string, as a payload holds it.
+    fn escaped(text: &[u8]) -> String {
+        let json = serde_json::to_string(&String::from_utf8_lossy(text)).unwrap();
+        json[1..json.len() - 1].to_string()
+    }
+
+    /// Every way of reading `text` gives the same answer: plain or still
+    /// escaped, whole or written to a sink.
+    fn same_every_way(text: &[u8]) -> Result<String, CommandError> {
+        let plain = decode(Text::Plain(text)).map(|raw| raw.get().to_string());
+        // JSON holds only UTF-8: other bytes have no escaped form.
+        let body = std::str::from_utf8(text).map(|_| escaped(text)).ok();
+        let mut ways = vec![Text::Plain(text)];
+        if let Some(body) = &body {
+            let from_json = decode(Text::JsonEscaped(body.as_bytes())).map(|r| r.get().to_string());
+            assert!(from_json == plain, "escaped text reads as the text");
+            ways.push(Text::JsonEscaped(body.as_bytes()));
+        }
+        for text in ways {
+            let mut sink = Vec::new();
+            let streamed = decode_to(text, &mut sink).map(|()| String::from_utf8(sink).unwrap());
+            assert!(streamed == plain, "written in pieces as whole");
+            assert_eq!(check_decodes(text).is_ok(), plain.is_ok());
+        }
+        plain
+    }
+
+    #[test]
+    fn escaped_text_reads_as_its_unescaped_bytes() {
+        let job = "O:18:\"App\\Jobs\\SendEmail\":3:{s:7:\"\0*\0user\";s:6:\"a/\"\n\t\\\";s:4:\"tags\";a:1:{i:0;s:7:\"b\u{e9}\u{1F600}\";}s:1:\"x\";d:1.5;}";
+        let json = same_every_way(job.as_bytes()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&json).unwrap(),
+            json!({"__class": "App\\Jobs\\SendEmail", "user": "a/\"\n\t\\", "tags": ["b\u{e9}\u{1F600}"], "x": 1.5})
+        );
+        // PHP's lengths count bytes of the unescaped text: a length that
+        // counts escapes instead is refused either way.
+        assert!(same_every_way(b"O:1:\"A\":1:{s:1:\"k\";s:2:\"\n\";}").is_err());
+        assert!(same_every_way(b"O:1:\"A\":1:{s:1:\"k\";s:1:\"\n\";}").is_ok());
+    }
+
+    #[test]
+    fn escapes_that_are_not_json_are_refused_not_read() {
+        for body in [
+            &b"O:1:\\q"[..],
+            b"O:1:\\u12",
+            b"O:1:\\ud800x",
+            b"O:1:\\udc00",
+        ] {
+            let result = decode(Text::JsonEscaped(body));
+            assert!(
+                matches!(result, Err(CommandError::Malformed(_))),
+                "{result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_strings_are_written_in_pieces_that_join_to_the_whole() {
+        // Multi-byte characters, escapes and invalid UTF-8 across the cuts.
+        let mut blob = Vec::new();
+        while blob.len() < 3 * PIECE + 17 {
+            blob.extend_from_slice("x\"\\/\u{e9}\u{20ac}\u{1F600}\n".as_bytes());
+            if blob.len() % 7 == 0 {
+                blob.push(0xff);
+            }
+        }
+        let valid: Vec<u8> = blob.iter().copied().filter(|&b| b != 0xff).collect();
+        for (cut, blob) in [0, 1, 2, 3]
+            .into_iter()
+            .flat_map(|cut| [(cut, &blob), (cut, &valid)])
+        {
+            let blob = &blob[cut..];
+            let mut text = format!("O:3:\"Big\":1:{{s:4:\"blob\";s:{}:\"", blob.len()).into_bytes();
+            text.extend_from_slice(blob);
+            text.extend_from_slice(b"\";}");
+            let json = same_every_way(&text).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            assert!(value["blob"].as_str().unwrap() == String::from_utf8_lossy(blob));
+        }
+    }
+
+    #[test]
+    fn a_sink_that_fails_is_an_error() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let n = 2 * PIECE;
+        let text = format!("O:1:\"A\":1:{{s:1:\"k\";s:{n}:\"{}\";}}", "a".repeat(n));
+        assert!(matches!(
+            decode_to(Text::Plain(text.as_bytes()), &mut Full),
+            Err(CommandError::Write(_))
+        ));
     }
 }

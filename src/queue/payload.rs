@@ -200,31 +200,75 @@ impl Payload {
     /// gives `None`: the handler still gets the whole payload.
     pub fn command_json(&self) -> Option<Box<RawValue>> {
         let text = self.command_text()?;
-        match command::decode(text.as_bytes()) {
+        match command::decode(text) {
             Ok(json) => Some(json),
-            Err(CommandError::NotAnObject) => None,
             Err(e) => {
-                tracing::warn!(
-                    id = self.id.as_deref().unwrap_or_default(),
-                    "data.command is not passed to the handler as JSON: {e}"
-                );
+                self.warn_undecoded(&e);
                 None
             }
         }
     }
 
-    /// The `data.command` string, unescaped from the payload's JSON.
-    fn command_text(&self) -> Option<Cow<'_, str>> {
+    /// As [`Self::command_json`], written to `sink` in pieces (see
+    /// [`command::decode_to`]) rather than held: what a handler of a job
+    /// of megabytes is given. Returns whether a command was written; one
+    /// that cannot be decoded is logged as by [`Self::command_json`] and
+    /// writes nothing.
+    ///
+    /// # Errors
+    /// `sink` failed; part of the JSON may have been written.
+    pub fn write_command_json(&self, sink: &mut dyn std::io::Write) -> std::io::Result<bool> {
+        let Some(text) = self.command_text() else {
+            return Ok(false);
+        };
+        match command::decode_to(text, sink) {
+            Ok(()) => Ok(true),
+            Err(CommandError::Write(e)) => Err(std::io::Error::other(e)),
+            Err(e) => {
+                self.warn_undecoded(&e);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Whether [`Self::write_command_json`] would write a command: it has
+    /// one, and it decodes (logged as by [`Self::command_json`] when it
+    /// does not). Reads the command once, writing nothing.
+    pub fn has_command_json(&self) -> bool {
+        let Some(text) = self.command_text() else {
+            return false;
+        };
+        let checked = command::check_decodes(text);
+        if let Err(e) = &checked {
+            self.warn_undecoded(e);
+        }
+        checked.is_ok()
+    }
+
+    fn warn_undecoded(&self, e: &CommandError) {
+        if !matches!(e, CommandError::NotAnObject) {
+            tracing::warn!(
+                id = self.id.as_deref().unwrap_or_default(),
+                "data.command is not passed to the handler as JSON: {e}"
+            );
+        }
+    }
+
+    /// The `data.command` string as it sits in the payload: the body of a
+    /// JSON string, still escaped (read as it is; see [`command::Text`]).
+    fn command_text(&self) -> Option<command::Text<'_>> {
         #[derive(Deserialize)]
         struct Data<'a> {
             #[serde(borrow, default)]
-            command: Option<Cow<'a, str>>,
+            command: Option<&'a RawValue>,
         }
         let range = self.data.clone()?;
         let data = self.raw.get(range)?;
         // `data` may be anything; only an object with a string `command`
         // counts. Its other fields are skipped without recursion.
-        serde_json::from_slice::<Data<'_>>(data).ok()?.command
+        let command = serde_json::from_slice::<Data<'_>>(data).ok()?.command?;
+        let body = command.get().strip_prefix('"')?.strip_suffix('"')?;
+        Some(command::Text::JsonEscaped(body.as_bytes()))
     }
 }
 

@@ -12,6 +12,11 @@ use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
 use super::member::{DIGEST_AT, MemberDigest, MemberRef};
+
+/// The size of the pieces a large job's strings are set aside in by the
+/// pop script, and read back in (bytes): the largest reply the queue
+/// connection reads for a job of any size.
+const SET_ASIDE_PIECE: usize = 1024 * 1024;
 use super::payload::{Payload, PayloadError};
 use super::scripts;
 use bytes::Bytes;
@@ -224,7 +229,8 @@ impl RedisQueue {
             .arg(&set_aside)
             .arg(expiry)
             .arg(count.max(1))
-            .arg(DIGEST_AT);
+            .arg(DIGEST_AT)
+            .arg(SET_ASIDE_PIECE);
         let result: RedisResult<(Vec<Value>,)> = pipe
             .query_async(&mut self.conn())
             .await
@@ -236,46 +242,64 @@ impl RedisQueue {
         let (mut popped,) = result?;
         self.take_set_aside(&set_aside, &mut popped).await?;
         let lease = || Lease::new(self.retry_after, sent, expiry);
-        let jobs = reserved_jobs(queue, popped, lease);
-        if jobs.iter().any(|job| job.digest.is_some()) {
-            // The client keeps its read buffer as large as the largest reply;
-            // let it go now rather than hold it while the job runs.
-            self.renew_connection().await;
-        }
-        Ok(jobs)
+        Ok(reserved_jobs(queue, popped, lease))
     }
 
-    /// Puts back into `popped` the large originals the pop script set aside
-    /// (their place holds nil; see [`scripts::POP`]), each read by a command
-    /// of its own, and deletes them from Redis. One reply per original keeps
-    /// the client's read buffer at the size of one copy of a job, not of
-    /// every copy the pop returned.
+    /// Puts back into `popped` the strings of the large jobs the pop script
+    /// set aside (their places hold their lengths; see [`scripts::POP`]),
+    /// each read piece by piece into a buffer of its exact size, and deletes
+    /// the pieces from Redis. No reply is larger than one piece, so the
+    /// client's read buffer stays small and each string is held once.
+    ///
+    /// A string whose pieces are gone (they expired before the worker
+    /// asked) is left nil, which [`reserved_jobs`] reports.
     ///
     /// # Errors
     /// Any Redis error: the jobs popped stay reserved and are reclaimed
     /// after `retry_after`, as after a pop whose answer was lost.
     async fn take_set_aside(&self, set_aside: &str, popped: &mut [Value]) -> RedisResult<()> {
-        let places: Vec<usize> = (0..popped.len())
-            .step_by(3)
-            .filter(|&i| matches!(popped[i], Value::Nil))
-            .collect();
-        if places.is_empty() {
-            return Ok(());
-        }
-        let mut pipe = redis::pipe();
-        for place in &places {
+        for (place, value) in popped.iter_mut().enumerate() {
+            let Value::Int(len) = *value else {
+                continue;
+            };
             let key = format!("{set_aside}:{}", place + 1);
-            // MGET and DEL rather than GETDEL: the documented ACL user has them.
-            pipe.cmd("MGET").arg(&key).cmd("DEL").arg(&key).ignore();
-        }
-        let originals: Vec<Vec<Value>> = pipe
-            .query_async(&mut self.conn())
-            .await
-            .map_err(name_denied_script_command)?;
-        for (place, mut original) in places.into_iter().zip(originals) {
-            popped[place] = original.pop().unwrap_or(Value::Nil);
+            let len = usize::try_from(len).unwrap_or(0);
+            *value = match self.read_pieces(&key, len).await? {
+                Some(text) => Value::BulkString(text),
+                None => Value::Nil,
+            };
         }
         Ok(())
+    }
+
+    /// Reads the `len` bytes set aside under `key:1`, `key:2`, … (pieces of
+    /// [`SET_ASIDE_PIECE`] bytes), deleting each piece as it is read.
+    /// `None` when a piece is missing or the pieces do not add up to `len`.
+    ///
+    /// # Errors
+    /// Any Redis error.
+    async fn read_pieces(&self, key: &str, len: usize) -> RedisResult<Option<Vec<u8>>> {
+        let mut text = Vec::with_capacity(len);
+        for n in 1..=len.div_ceil(SET_ASIDE_PIECE) {
+            let piece = format!("{key}:{n}");
+            // MGET and DEL rather than GETDEL: the documented ACL user has them.
+            let (mut got,): (Vec<Value>,) = redis::pipe()
+                .cmd("MGET")
+                .arg(&piece)
+                .cmd("DEL")
+                .arg(&piece)
+                .ignore()
+                .query_async(&mut self.conn())
+                .await
+                .map_err(name_denied_script_command)?;
+            match got.pop() {
+                Some(Value::BulkString(bytes)) if text.len() + bytes.len() <= len => {
+                    text.extend_from_slice(&bytes)
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok((text.len() == len).then_some(text))
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
@@ -753,14 +777,16 @@ fn reserved_jobs(
     let mut jobs = Vec::new();
     loop {
         let (raw, reserved, poison) = (parts.next(), parts.next(), parts.next());
-        if let (Some(Value::Nil), Some(Value::BulkString(_))) = (&raw, &reserved) {
-            // A set-aside original that could not be read back (it expired
-            // before the worker asked): the reservation is as usual, so the
-            // job is reclaimed after retry_after with this attempt counted.
+        let nil = |v: &Option<Value>| matches!(v, Some(Value::Nil));
+        if (nil(&raw) || nil(&reserved)) && matches!(poison, Some(Value::Int(_))) {
+            // A large job set aside by the pop that could not be read back
+            // (its pieces expired before the worker asked): the reservation
+            // is as usual, so the job is reclaimed after retry_after with
+            // this attempt counted.
             tracing::error!(
                 queue = %queue.name,
-                "the original of a large job could not be read back after its pop; \
-                 the job stays reserved and is reclaimed after retry_after"
+                "a large job could not be read back after its pop; \
+                 it stays reserved and is reclaimed after retry_after"
             );
             continue;
         }

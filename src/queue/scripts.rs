@@ -12,7 +12,8 @@
 /// KEYS: ready list, reserved zset, notify list, and a key name of this
 /// call's own (see below). ARGV\[1\]: reservation expiry, UNIX seconds
 /// (now + `retry_after`). ARGV\[2\]: the most jobs to reserve (at least 1).
-/// ARGV\[3\]: the size in bytes from which an original is set aside.
+/// ARGV\[3\]: the size in bytes from which a job is set aside; ARGV\[4\]:
+/// the size of the pieces it is set aside in.
 ///
 /// For each job, like Laravel's pop: LPOP, decode, `attempts + 1`, re-encode
 /// with cjson (this is the *reserved* string: keys reordered, `[]` turned to
@@ -32,14 +33,16 @@
 /// worker can move it to the failed store (and, should the worker die first,
 /// it is reclaimed after `retry_after` like any reserved job).
 ///
-/// Ours too: an original of ARGV\[3\] bytes or more (a job of megabytes)
-/// is not returned with its reserved copy but set aside under
-/// `KEYS[4]:N` (N: its place in the flattened reply) for 60 seconds, and
-/// its place in the reply is `false` (nil): the worker reads it with a
-/// command of its own, so that no single reply holds both copies and the
-/// client's read buffer never grows to their sum (see
-/// `RedisQueue::pop`). Should the worker never read it, it expires; the
-/// reservation itself is as usual.
+/// Ours too: a job whose original is ARGV\[3\] bytes or more (a job of
+/// megabytes) is not returned in the reply. Both its strings are set aside,
+/// cut into pieces of ARGV\[4\] bytes, each `SET` under
+/// `KEYS[4]:N:I` for 60 seconds (N: the string's place in the flattened
+/// reply, I: the piece, from 1), and the reply holds each string's length
+/// in bytes in its place. The worker reads the pieces back one command at a
+/// time, so that no reply is larger than one piece and the client's read
+/// buffer never grows to the size of a job (see `RedisQueue::pop`). Should
+/// the worker never read them, they expire; the reservation itself is as
+/// usual.
 pub const POP: &str = r#"
 local out = {}
 for _ = 1, tonumber(ARGV[2]) do
@@ -64,13 +67,22 @@ for _ = 1, tonumber(ARGV[2]) do
     end
     redis.call('zadd', KEYS[2], ARGV[1], reserved)
     redis.call('lpop', KEYS[3])
-    if poison == 0 and #original >= tonumber(ARGV[3]) then
-        redis.call('set', KEYS[4] .. ':' .. (#out + 1), original, 'EX', 60)
-        out[#out + 1] = false
+    if #original >= tonumber(ARGV[3]) then
+        local piece = tonumber(ARGV[4])
+        for place, text in ipairs({original, reserved}) do
+            local key = KEYS[4] .. ':' .. (#out + place) .. ':'
+            local n = 0
+            for at = 1, #text, piece do
+                n = n + 1
+                redis.call('set', key .. n, string.sub(text, at, at + piece - 1), 'EX', 60)
+            end
+        end
+        out[#out + 1] = #original
+        out[#out + 1] = #reserved
     else
         out[#out + 1] = original
+        out[#out + 1] = reserved
     end
-    out[#out + 1] = reserved
     out[#out + 1] = poison
 end
 return out
