@@ -107,8 +107,8 @@ fn a_large_job_longer_than_retry_after_is_renewed_not_reclaimed() {
 }
 
 /// A large job through a persistent handler: the request is written in
-/// parts (the payload escaped a chunk at a time, the decoded command from
-/// its own buffer) and must read as the same JSON line a small one would:
+/// parts (the payload escaped a chunk at a time, the command decoded as it
+/// is written) and must read as the same JSON line a small one would:
 /// the reserved payload whole, every character intact across chunk
 /// boundaries, and `data.command` decoded.
 #[test]
@@ -153,5 +153,48 @@ fn a_large_persistent_request_is_one_exact_json_line() {
         "payload intact"
     );
     assert_eq!(request["command"]["blob"], blob.as_str(), "command decoded");
+    s.assert_state(QueueState::empty());
+}
+
+/// A large job through a process handler: its command file (written as the
+/// command is decoded, straight from the payload's escaped JSON) holds the
+/// whole command, every character intact across the pieces it was written
+/// in, and its stdin the reserved payload.
+#[test]
+fn a_large_command_file_holds_the_whole_command() {
+    let s = Scene::new();
+    let handler = s.script(
+        "h.sh",
+        "cat > \"$DIR/stdin.json\"\ncp \"$LARAVEL_WORKER_COMMAND_FILE\" \"$DIR/command.json\"",
+    );
+    let config = s
+        .config()
+        .handler(common::Handler::command(&handler))
+        .write();
+    // Multi-byte and escaped characters, so piece cuts fall inside them.
+    let blob = "é\"\\/\n\u{1F600}x\u{0}".repeat(200_000);
+    let command = format!(
+        "O:12:\"App\\Jobs\\Big\":2:{{s:4:\"blob\";s:{}:\"{blob}\";s:7:\"\0*\0list\";a:2:{{i:0;i:1;i:1;s:1:\"/\";}}}}",
+        blob.len()
+    );
+    let job = Job::laravel8("App\\Jobs\\Big").set(
+        "data",
+        json!({ "commandName": "App\\Jobs\\Big", "command": command }),
+    );
+    s.push(&job);
+
+    s.run(&config, &["--once", "--sleep=0"]);
+    let file = std::fs::read_to_string(s.path("command.json")).expect("a command file");
+    let decoded: serde_json::Value = serde_json::from_str(&file).expect("JSON");
+    assert_eq!(decoded["__class"], "App\\Jobs\\Big");
+    assert!(decoded["blob"] == blob.as_str(), "blob intact");
+    assert_eq!(decoded["list"], json!([1, "/"]));
+    let stdin: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("stdin.json")).unwrap()).unwrap();
+    assert_eq!(stdin["attempts"], 1, "the reserved copy on stdin");
+    assert!(
+        stdin["data"]["command"] == command.as_str(),
+        "payload intact"
+    );
     s.assert_state(QueueState::empty());
 }

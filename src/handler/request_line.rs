@@ -6,7 +6,8 @@
 //! [`STREAM_AT`] bytes or more, the line would hold the payload a second
 //! time, escaped, next to the decoded command: so it is written in parts
 //! instead, the payload escaped [`CHUNK`] bytes at a time and the command
-//! straight from its own buffer. The bytes on the pipe are the same.
+//! decoded as it is written (on a blocking thread, handing pieces over a
+//! channel of two). The bytes on the pipe are the same.
 
 use std::borrow::Cow;
 
@@ -14,9 +15,11 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 use super::Invocation;
 use super::metadata::{self, CallMetadata, Value};
+use crate::queue::Payload;
 
 /// Bytes of the failure text sent in a failed-mode request.
 const EXCEPTION_LIMIT: usize = 64 * 1024;
@@ -34,11 +37,12 @@ pub enum Request<'a> {
     Line(String),
     /// A large request in parts: `head` is the line up to and including
     /// `"payload":"`; then the payload, escaped as it is written; then the
-    /// command, if any, and the end of the line.
+    /// command, if any (the parsed payload it is decoded from, checked to
+    /// decode), and the end of the line.
     Parts {
         head: String,
         payload: Cow<'a, str>,
-        command: Option<Box<RawValue>>,
+        command: Option<Payload>,
     },
 }
 
@@ -55,14 +59,10 @@ impl<'a> Request<'a> {
     ) -> serde_json::Result<Self> {
         let job = inv.job;
         let payload = String::from_utf8_lossy(&job.reserved);
-        let command = job
-            .payload
-            .as_ref()
-            .ok()
-            .filter(|_| decode_command)
-            .and_then(|p| p.command_json());
+        let parsed = job.payload.as_ref().ok().filter(|_| decode_command);
         let metadata = CallMetadata::of(inv);
         if job.reserved.len() < STREAM_AT {
+            let command = parsed.and_then(Payload::command_json);
             let mut line = serde_json::to_string(&RequestLine {
                 call,
                 metadata: &metadata,
@@ -83,7 +83,7 @@ impl<'a> Request<'a> {
         Ok(Request::Parts {
             head,
             payload,
-            command,
+            command: parsed.filter(|p| p.has_command_json()).cloned(),
         })
     }
 
@@ -121,8 +121,7 @@ impl<'a> Request<'a> {
                 if let Some(command) = command {
                     tail.push_str(",\"command\":");
                     to.write_all(tail.as_bytes()).await?;
-                    to.write_all(command.get().as_bytes()).await?;
-                    sent += tail.len() + command.get().len();
+                    sent += tail.len() + write_command(command.clone(), to).await?;
                     tail.clear();
                 }
                 tail.push_str("}\n");
@@ -130,6 +129,53 @@ impl<'a> Request<'a> {
                 Ok(sent + tail.len())
             }
         }
+    }
+}
+
+/// Writes `payload`'s `data.command` as JSON to `to` while it is decoded,
+/// so that it is never held whole; returns how many bytes were written.
+///
+/// # Errors
+/// The write failed, or the command did not decode after all (the line is
+/// then cut short: the caller must not use the process for another request).
+async fn write_command<W: AsyncWrite + Unpin>(
+    payload: Payload,
+    to: &mut W,
+) -> std::io::Result<usize> {
+    let (pieces, mut received) = mpsc::channel::<Vec<u8>>(2);
+    let decoding =
+        tokio::task::spawn_blocking(move || payload.write_command_json(&mut PieceSender(pieces)));
+    let mut sent = 0;
+    // On a write error the receiver is dropped on return, so the decoder's
+    // next piece fails and its thread ends.
+    while let Some(piece) = received.recv().await {
+        to.write_all(&piece).await?;
+        sent += piece.len();
+    }
+    match decoding.await {
+        Ok(Ok(true)) => Ok(sent),
+        Ok(Ok(false)) => Err(std::io::Error::other(
+            "the command did not decode as it was written",
+        )),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// The decoder's sink in [`write_command`]: each write is one piece, sent
+/// to the writing task (waiting while two are queued).
+struct PieceSender(mpsc::Sender<Vec<u8>>);
+
+impl std::io::Write for PieceSender {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .blocking_send(bytes.to_vec())
+            .map_err(|_| std::io::ErrorKind::BrokenPipe)?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
