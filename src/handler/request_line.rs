@@ -42,7 +42,7 @@ pub enum Request<'a> {
     Parts {
         head: String,
         payload: Cow<'a, str>,
-        command: Option<Payload>,
+        command: Option<Box<Payload>>,
     },
 }
 
@@ -83,7 +83,9 @@ impl<'a> Request<'a> {
         Ok(Request::Parts {
             head,
             payload,
-            command: parsed.filter(|p| p.has_command_json()).cloned(),
+            command: parsed
+                .filter(|p| p.has_command_json())
+                .map(|p| Box::new(p.clone())),
         })
     }
 
@@ -121,7 +123,7 @@ impl<'a> Request<'a> {
                 if let Some(command) = command {
                     tail.push_str(",\"command\":");
                     to.write_all(tail.as_bytes()).await?;
-                    sent += tail.len() + write_command(command.clone(), to).await?;
+                    sent += tail.len() + write_command(Payload::clone(command), to).await?;
                     tail.clear();
                 }
                 tail.push_str("}\n");
