@@ -272,7 +272,7 @@ impl HttpHandler {
         if let Some(secret) = &self.secret {
             let timestamp = now.to_string();
             put(TIMESTAMP_HEADER, &timestamp);
-            let signature = sign(secret, &signed_text(&headers, body));
+            let signature = sign(secret, &headers, body);
             headers.insert(
                 HeaderName::from_static(SIGNATURE_HEADER),
                 header_value(&signature),
@@ -401,25 +401,33 @@ fn retry_after(value: &str, now: DateTime<Utc>) -> Option<u64> {
 /// (control characters are sent as spaces), so the lines cannot be shifted
 /// into one another.
 pub fn signed_text(headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
+    let mut text = signed_head(headers);
+    text.extend_from_slice(body);
+    text
+}
+
+/// The part of [`signed_text`] before the body.
+fn signed_head(headers: &HeaderMap) -> Vec<u8> {
     let names = std::iter::once(TIMESTAMP_HEADER).chain(metadata::FIELDS.iter().map(|f| f.header));
-    let mut text = Vec::with_capacity(body.len() + 512);
+    let mut text = Vec::with_capacity(512);
     for name in names {
         if let Some(value) = headers.get(name) {
             text.extend_from_slice(value.as_bytes());
         }
         text.push(b'\n');
     }
-    text.extend_from_slice(body);
     text
 }
 
-/// Hex HMAC-SHA256 of `text` under `secret`.
-fn sign(secret: &Secret, text: &[u8]) -> String {
+/// Hex HMAC-SHA256 of [`signed_text`]`(headers, body)` under `secret`,
+/// computed without copying the body into that text.
+fn sign(secret: &Secret, headers: &HeaderMap, body: &[u8]) -> String {
     // HMAC takes keys of any length; the error branch cannot happen.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.0.as_bytes()) else {
         return String::new();
     };
-    mac.update(text);
+    mac.update(&signed_head(headers));
+    mac.update(body);
     hex::encode(mac.finalize().into_bytes())
 }
 
@@ -570,7 +578,7 @@ mod tests {
         // Expected value from PHP's `hash_hmac('sha256', $text, 'Jefe')`.
         let secret = Secret::new("Jefe");
         assert_eq!(
-            sign(&secret, &text),
+            sign(&secret, &headers, body),
             "ff16f54fa0099c37d8c6f9f7ea5f6476ef1587821340ad7077a4bf103f5cf660"
         );
         // Any signed header changed, the signature changes.
@@ -578,8 +586,8 @@ mod tests {
             let mut changed = headers.clone();
             changed.insert(HeaderName::from_static(field.header), header_value("other"));
             assert_ne!(
-                sign(&secret, &signed_text(&changed, body)),
-                sign(&secret, &text),
+                sign(&secret, &changed, body),
+                sign(&secret, &headers, body),
                 "{field:?}"
             );
         }
