@@ -17,7 +17,7 @@
 //! | `X-Laravel-Worker-Timeout`      | seconds, 0 = none                       |
 //! | `X-Laravel-Worker-Exception`    | failed mode only: the first [`EXCEPTION_HEADER_LIMIT`] bytes of the recorded failure, percent-encoded (PHP: `rawurldecode`) |
 //! | `X-Laravel-Worker-Timestamp`    | with a secret: UNIX seconds of sending  |
-//! | `X-Laravel-Worker-Signature`    | with a secret: hex HMAC-SHA256 of the [canonical string](signed_text) |
+//! | `X-Laravel-Worker-Signature`    | with a secret: hex HMAC-SHA256 of the [canonical string](signed_head) followed by the body |
 //! | `Authorization`                 | with a token: `Bearer {token}`          |
 //!
 //! Control characters in header values (which HTTP forbids) are sent as
@@ -68,7 +68,8 @@ use crate::exception::{HANDLER_FAILED, JobException};
 
 /// With a secret: UNIX seconds when the request was signed.
 pub const TIMESTAMP_HEADER: &str = "x-laravel-worker-timestamp";
-/// With a secret: hex HMAC-SHA256 of [`signed_text`].
+/// With a secret: hex HMAC-SHA256 of the canonical text ([`signed_head`],
+/// then the body).
 pub const SIGNATURE_HEADER: &str = "x-laravel-worker-signature";
 
 /// Bytes of the failure text put (before percent-encoding) in the
@@ -394,19 +395,13 @@ fn retry_after(value: &str, now: DateTime<Utc>) -> Option<u64> {
     Some(u64::try_from(at.timestamp() - now.timestamp()).unwrap_or(0))
 }
 
-/// The text a request's signature covers: the values of the timestamp
+/// The text a request's signature covers, before the body (which follows
+/// it): the values of the timestamp
 /// header and of every metadata header in `headers`, in
 /// [`metadata::FIELDS`] order, each followed by `\n` (an absent header
-/// counts as empty), then the body. Header values hold no line breaks
+/// counts as empty). Header values hold no line breaks
 /// (control characters are sent as spaces), so the lines cannot be shifted
 /// into one another.
-pub fn signed_text(headers: &HeaderMap, body: &[u8]) -> Vec<u8> {
-    let mut text = signed_head(headers);
-    text.extend_from_slice(body);
-    text
-}
-
-/// The part of [`signed_text`] before the body.
 fn signed_head(headers: &HeaderMap) -> Vec<u8> {
     let names = std::iter::once(TIMESTAMP_HEADER).chain(metadata::FIELDS.iter().map(|f| f.header));
     let mut text = Vec::with_capacity(512);
@@ -419,8 +414,8 @@ fn signed_head(headers: &HeaderMap) -> Vec<u8> {
     text
 }
 
-/// Hex HMAC-SHA256 of [`signed_text`]`(headers, body)` under `secret`,
-/// computed without copying the body into that text.
+/// Hex HMAC-SHA256 of [`signed_head`]`(headers)` followed by `body`,
+/// under `secret`, computed without copying the body after the head.
 fn sign(secret: &Secret, headers: &HeaderMap, body: &[u8]) -> String {
     // HMAC takes keys of any length; the error branch cannot happen.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.0.as_bytes()) else {
@@ -570,7 +565,8 @@ mod tests {
             headers.insert(HeaderName::from_static(name), header_value(value));
         }
         let body = br#"{"job":"x"}"#;
-        let text = signed_text(&headers, body);
+        let mut text = signed_head(&headers);
+        text.extend_from_slice(body);
         assert_eq!(
             String::from_utf8(text.clone()).unwrap(),
             "1700000000\nrun\n7\nu\nApp\\Jobs\\X\ndefault\nredis\n1\n3\n60\n\n{\"job\":\"x\"}"
