@@ -13,14 +13,18 @@ exits. Prints the peak and its ratio to the payload, beside the target of
 Several --binary values are measured in the same run, one after the other
 for each case, so that a before/after comparison shares the machine's
 state. Medians of --runs runs are printed. Needs redis-server and python3.
+The http case (`--cases http`) signs each request and sends it to an
+endpoint this script serves.
 """
 
 import argparse
+import http.server
 import json
 import os
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 
@@ -45,8 +49,39 @@ def payload(size_mb, plain=False):
     })
 
 
-def write_config(tmp, socket, case):
+class Sink(http.server.BaseHTTPRequestHandler):
+    """An HTTP handler endpoint that reads each request and answers 204."""
+
+    def do_POST(self):
+        left = int(self.headers.get("Content-Length", 0))
+        while left > 0:
+            left -= len(self.rfile.read(min(left, 1 << 20)) or b"x" * left)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def start_sink():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def write_config(tmp, socket, case, http_port=None):
     transport, _, option = case.partition("+")
+    if transport == "http":
+        # Signed, so the signature's cost in memory shows too.
+        config = os.path.join(tmp, f"{case}.toml")
+        with open(config, "w") as f:
+            f.write(
+                f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
+                '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
+                f'[[handlers]]\nmatch = "*"\nurl = "http://127.0.0.1:{http_port}/"\n'
+                'secret_env = "BENCH_HANDLER_SECRET"\n'
+            )
+        return config
     handler = os.path.join(tmp, "handler.sh")
     with open(handler, "w") as f:
         if transport == "process":
@@ -86,6 +121,7 @@ def peak_kib(binary, config, socket, body):
     proc = subprocess.Popen(
         [binary, "--config", config, "work", "--stop-when-empty", "--sleep=0", "--memory=4096"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "BENCH_HANDLER_SECRET": "bench-secret"},
     )
     peak = 0
     status = f"/proc/{proc.pid}/status"
@@ -118,10 +154,12 @@ def main():
     ap.add_argument(
         "--cases",
         default="process,process+nodecode,persistent,persistent+nodecode",
-        help="transports; +nodecode sets decode_command = false (the PHP bridge's setting)",
+        help="transports (process, persistent, http: signed, to a local endpoint); "
+        "+nodecode sets decode_command = false (the PHP bridge's setting)",
     )
     args = ap.parse_args()
     binaries = args.binary or ["target/release/laravel-worker"]
+    sink = start_sink()
     with tempfile.TemporaryDirectory(prefix="lw-bench-") as tmp:
         socket = os.path.join(tmp, "redis.sock")
         server = subprocess.Popen(
@@ -139,7 +177,7 @@ def main():
             for size in [int(s) for s in args.sizes.split(",")]:
                 body = payload(size, args.plain).encode()
                 for case in args.cases.split(","):
-                    config = write_config(tmp, socket, case)
+                    config = write_config(tmp, socket, case, sink.server_address[1])
                     for binary in binaries:
                         peaks = [peak_kib(binary, config, socket, body) for _ in range(args.runs)]
                         if None in peaks:
