@@ -146,14 +146,20 @@ impl<'a> Input<'a> {
     /// The bytes up to `end` (which is consumed), when `end` comes within
     /// `window` bytes; else `None`, with nothing read.
     pub fn until(&mut self, end: u8, window: usize) -> Option<Cow<'a, [u8]>> {
-        if !self.escaped {
+        if self.pending.0 == self.pending.1 {
+            // No escape before `end`: the bytes are lent as they stand.
             let rest = self.text.get(self.at..).unwrap_or_default();
-            let len = rest[..rest.len().min(window)]
-                .iter()
-                .position(|&b| b == end)?;
-            self.at += len + 1;
-            self.read += len + 1;
-            return Some(Cow::Borrowed(&rest[..len]));
+            let window = &rest[..rest.len().min(window)];
+            let stop = window.iter().position(|&b| b == end || (self.escaped && b == b'\\'));
+            match stop {
+                Some(len) if window[len] == end => {
+                    self.at += len + 1;
+                    self.read += len + 1;
+                    return Some(Cow::Borrowed(&rest[..len]));
+                }
+                Some(_) => {}
+                None => return None,
+            }
         }
         let mut ahead = *self;
         let mut bytes = Vec::new();
