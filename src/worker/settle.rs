@@ -120,6 +120,40 @@ async fn fail(
     services: &Services,
 ) -> Written {
     let text = exception.to_string();
+    // The record holds a copy of the payload: it is dropped before the
+    // hook runs, which may take long (and, for a job of megabytes, would
+    // otherwise hold that copy all along).
+    let parked = record_failure(job, &text, services).await;
+    if let Some(parked) = parked {
+        let landed = matches!(
+            parked,
+            Written::Done
+                | Written::Gone {
+                    after_failure: true
+                }
+        );
+        if let Some(route) = hook.filter(|_| landed) {
+            call_failed_hook(job, route, &text, services).await;
+        }
+        return parked;
+    }
+    let deleted = retry("delete", job, || services.queue.delete(job)).await;
+    if let Some(route) = hook {
+        call_failed_hook(job, route, &text, services).await;
+    }
+    deleted
+}
+
+/// Writes `job`'s failure record (`exception`: its text) to the failed
+/// store. `None` when it was recorded (in the store or its fallback);
+/// when the store is down, the record is parked in the queue's
+/// `:unrecorded` in place of the reservation and the outcome of that
+/// write is returned.
+async fn record_failure(
+    job: &ReservedJob,
+    exception: &str,
+    services: &Services,
+) -> Option<Written> {
     let record = FailedJob {
         uuid: job
             .uuid()
@@ -127,19 +161,22 @@ async fn fail(
         connection: services.connection.clone(),
         queue: job.queue.name.clone(),
         payload: job.raw_text(),
-        exception: text.clone(),
+        exception: exception.to_string(),
         failed_at: Utc::now(),
     };
     match services.failed.log(&record).await {
-        Logged::Recorded => {}
-        Logged::RecordedInFallback { refusal, fallback } => tracing::warn!(
-            job = job.display_name(),
-            id = %job.id(),
-            store = services.failed.describe(),
-            fallback,
-            "the failed job store refused the record for good, so it was recorded in the \
-             fallback instead (see `failed`): {refusal}"
-        ),
+        Logged::Recorded => None,
+        Logged::RecordedInFallback { refusal, fallback } => {
+            tracing::warn!(
+                job = job.display_name(),
+                id = %job.id(),
+                store = services.failed.describe(),
+                fallback,
+                "the failed job store refused the record for good, so it was recorded in the \
+                 fallback instead (see `failed`): {refusal}"
+            );
+            None
+        }
         Logged::StoreDown(e) => {
             tracing::error!(
                 job = job.display_name(),
@@ -151,28 +188,15 @@ async fn fail(
             );
             let kept = bytes::Bytes::from(crate::failed::unrecorded::encode(&record));
             let at = record.failed_at.timestamp();
-            let parked = retry("keep the failure of", job, || {
-                services.queue.park_failure(job, kept.clone(), at)
-            })
-            .await;
-            let landed = matches!(
-                parked,
-                Written::Done
-                    | Written::Gone {
-                        after_failure: true
-                    }
-            );
-            if let Some(route) = hook.filter(|_| landed) {
-                call_failed_hook(job, route, &text, services).await;
-            }
-            return parked;
+            drop(record);
+            Some(
+                retry("keep the failure of", job, || {
+                    services.queue.park_failure(job, kept.clone(), at)
+                })
+                .await,
+            )
         }
     }
-    let deleted = retry("delete", job, || services.queue.delete(job)).await;
-    if let Some(route) = hook {
-        call_failed_hook(job, route, &text, services).await;
-    }
-    deleted
 }
 
 /// Calls the job's handler in failed mode, so the app's `failed()` method,

@@ -150,7 +150,9 @@ impl<'a> Input<'a> {
             // No escape before `end`: the bytes are lent as they stand.
             let rest = self.text.get(self.at..).unwrap_or_default();
             let window = &rest[..rest.len().min(window)];
-            let stop = window.iter().position(|&b| b == end || (self.escaped && b == b'\\'));
+            let stop = window
+                .iter()
+                .position(|&b| b == end || (self.escaped && b == b'\\'));
             match stop {
                 Some(len) if window[len] == end => {
                     self.at += len + 1;
