@@ -217,10 +217,10 @@ impl DatabaseStore {
         ]
         .join(", ");
         let values = [
-            &job.uuid,
+            job.uuid.as_str(),
             &job.connection,
             &job.queue,
-            &job.payload,
+            job.payload.as_str(),
             &job.exception,
             &failed_at,
         ];

@@ -32,12 +32,49 @@ pub struct FailedJob {
     pub connection: String,
     /// Plain queue name (`default`).
     pub queue: String,
-    /// The original raw body of the failing attempt.
-    pub payload: String,
+    /// The original raw body of the failing attempt, shared with the job
+    /// rather than copied.
+    pub payload: SharedText,
     /// The exception text (see [`crate::exception::JobException`]).
     pub exception: String,
     /// When it failed.
     pub failed_at: DateTime<Utc>,
+}
+
+/// UTF-8 text held in shared bytes: a failure record's payload is the
+/// job's own bytes, not a copy of them (for a job of megabytes the copy
+/// would be held while the store writes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedText(bytes::Bytes);
+
+impl SharedText {
+    /// `bytes` as text: shared when they are UTF-8; otherwise a copy with
+    /// each invalid sequence replaced by U+FFFD, as PHP's strings would be
+    /// by the JSON the failed store writes.
+    pub fn lossy(bytes: &bytes::Bytes) -> Self {
+        match String::from_utf8_lossy(bytes) {
+            std::borrow::Cow::Borrowed(_) => SharedText(bytes.clone()),
+            std::borrow::Cow::Owned(text) => SharedText(text.into()),
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // UTF-8 by construction; checked again rather than assumed.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(text: String) -> Self {
+        SharedText(text.into())
+    }
+}
+
+impl From<&str> for SharedText {
+    fn from(text: &str) -> Self {
+        SharedText(bytes::Bytes::copy_from_slice(text.as_bytes()))
+    }
 }
 
 /// A failed job as a store holds it: what `queue:failed` lists and

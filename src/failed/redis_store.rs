@@ -29,7 +29,6 @@
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::{FailedJob, Place, StoredJob, format_failed_at};
 use crate::queue::connect::{RedisConn, name_denied_in_scripts};
@@ -144,14 +143,25 @@ impl RedisFailedStore {
     /// # Errors
     /// Any Redis error.
     pub async fn log(&self, job: &FailedJob) -> anyhow::Result<String> {
-        let record = json!({
-            "uuid": job.uuid,
-            "connection": job.connection,
-            "queue": job.queue,
-            "payload": job.payload,
-            "exception": job.exception,
-            "failed_at": format_failed_at(&job.failed_at),
-        });
+        // Written from borrowed fields straight into the JSON text: the
+        // payload (megabytes, for a large job) is not copied on the way.
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            uuid: &'a str,
+            connection: &'a str,
+            queue: &'a str,
+            payload: &'a str,
+            exception: &'a str,
+            failed_at: String,
+        }
+        let record = serde_json::to_vec(&Written {
+            uuid: &job.uuid,
+            connection: &job.connection,
+            queue: &job.queue,
+            payload: job.payload.as_str(),
+            exception: &job.exception,
+            failed_at: format_failed_at(&job.failed_at),
+        })?;
         let key: String = redis::cmd("EVAL")
             .arg(LOG)
             .arg(3)
@@ -159,7 +169,7 @@ impl RedisFailedStore {
             .arg(&self.index)
             .arg(&self.duplicates)
             .arg(&job.uuid)
-            .arg(record.to_string())
+            .arg(&record)
             .arg(job.failed_at.timestamp())
             .query_async(&mut self.conn.clone())
             .await

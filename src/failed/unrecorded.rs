@@ -34,7 +34,7 @@ pub fn encode(job: &FailedJob) -> Vec<u8> {
         uuid: Cow::Borrowed(&job.uuid),
         connection: Cow::Borrowed(&job.connection),
         queue: Cow::Borrowed(&job.queue),
-        payload: Cow::Borrowed(&job.payload),
+        payload: Cow::Borrowed(job.payload.as_str()),
         exception: Cow::Borrowed(&job.exception),
         failed_at: job.failed_at.timestamp(),
     };
@@ -49,7 +49,7 @@ pub fn decode(bytes: &[u8]) -> Option<FailedJob> {
         uuid: kept.uuid.into_owned(),
         connection: kept.connection.into_owned(),
         queue: kept.queue.into_owned(),
-        payload: kept.payload.into_owned(),
+        payload: kept.payload.into_owned().into(),
         exception: kept.exception.into_owned(),
         failed_at: DateTime::<Utc>::from_timestamp(kept.failed_at, 0)?,
     })

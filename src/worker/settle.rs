@@ -160,7 +160,7 @@ async fn record_failure(
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
         connection: services.connection.clone(),
         queue: job.queue.name.clone(),
-        payload: job.raw_text(),
+        payload: crate::failed::SharedText::lossy(&job.raw),
         exception: exception.to_string(),
         failed_at: Utc::now(),
     };
