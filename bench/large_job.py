@@ -21,6 +21,7 @@ import argparse
 import http.server
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -84,7 +85,9 @@ def write_config(tmp, socket, case, http_port=None):
         return config
     handler = os.path.join(tmp, "handler.sh")
     with open(handler, "w") as f:
-        if transport == "process":
+        if transport == "process" and option.startswith("fail"):
+            f.write("#!/bin/sh\ncat > /dev/null\nexit 1\n")
+        elif transport == "process":
             f.write("#!/bin/sh\ncat > /dev/null\n")
         else:
             # Persistent: one request per line on stdin, answer on fd 3
@@ -101,11 +104,25 @@ def write_config(tmp, socket, case, http_port=None):
                 "    answers.flush()\n"
             )
     os.chmod(handler, 0o755)
+    failed = 'driver = "null"\n'
+    if option == "fail-redis":
+        failed = 'driver = "redis"\n'
+    elif option == "fail-db":
+        database = os.path.join(tmp, f"{case}.sqlite")
+        if os.path.exists(database):
+            os.remove(database)
+        with sqlite3.connect(database) as db:
+            db.execute(
+                "CREATE TABLE failed_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "uuid VARCHAR(255) UNIQUE, connection TEXT, queue TEXT, payload TEXT, "
+                "exception TEXT, failed_at DATETIME DEFAULT CURRENT_TIMESTAMP)"
+            )
+        failed = f'driver = "database-uuids"\nurl = "sqlite://{database}"\n'
     config = os.path.join(tmp, f"{case}.toml")
     with open(config, "w") as f:
         f.write(
             f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
-            '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
+            f'[cache]\nstore = "none"\n[failed]\n{failed}'
             f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\n'
             + ('mode = "persistent"\n' if transport == "persistent" else "")
             + ("decode_command = false\n" if option == "nodecode" else "")
@@ -121,9 +138,14 @@ def redis_cli(socket, *args, stdin=None):
 
 def peak_kib(binary, config, socket, body):
     redis_cli(socket, "FLUSHALL")
+    database = config[: -len(".toml")] + ".sqlite"
+    if os.path.exists(database):
+        with sqlite3.connect(database) as db:
+            db.execute("DELETE FROM failed_jobs")
     redis_cli(socket, "-x", "RPUSH", "bench_queues:default", stdin=body)
     proc = subprocess.Popen(
-        [binary, "--config", config, "work", "--stop-when-empty", "--sleep=0", "--memory=4096"],
+        [binary, "--config", config, "work", "--stop-when-empty", "--sleep=0", "--memory=4096",
+         "--tries=1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, "BENCH_HANDLER_SECRET": "bench-secret"},
     )
@@ -143,7 +165,7 @@ def peak_kib(binary, config, socket, body):
         return None  # a binary from before the option
     if proc.returncode != 0:
         raise SystemExit(f"{binary} exited {proc.returncode}:\n{err[-2000:]}")
-    left = redis_cli(socket, "KEYS", "*").decode().split()
+    left = [k for k in redis_cli(socket, "KEYS", "*").decode().split() if "failed_jobs" not in k]
     if left:
         raise SystemExit(f"{binary}: the job was not settled ({left}):\n{err[-2000:]}")
     return peak
@@ -159,7 +181,9 @@ def main():
         "--cases",
         default="process,process+nodecode,persistent,persistent+nodecode",
         help="transports (process, persistent, http: signed, to a local endpoint); "
-        "+nodecode sets decode_command = false (the PHP bridge's setting)",
+        "+nodecode sets decode_command = false (the PHP bridge's setting); "
+        "process+fail-db and process+fail-redis fail the job (--tries=1) into a SQLite "
+        "failed_jobs table or the Redis failed store",
     )
     args = ap.parse_args()
     binaries = args.binary or ["target/release/laravel-worker"]
