@@ -38,6 +38,7 @@ mod log_limit;
 mod memory;
 mod metrics;
 mod output;
+mod pieces;
 mod queue;
 mod signals;
 mod worker;

@@ -198,3 +198,40 @@ fn a_large_command_file_holds_the_whole_command() {
     );
     s.assert_state(QueueState::empty());
 }
+
+/// A large job failed into the Redis failed store: its record (the payload
+/// escaped once more in the record's JSON) is sent in pieces and joined by
+/// the store's script. The record holds the exact original, and no piece is
+/// left behind.
+#[test]
+fn a_large_job_failed_into_the_redis_store_is_recorded_whole() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .recording("exit 1")
+        .failed_driver("redis")
+        .write();
+    // Characters the record's JSON escapes again, across the piece cuts.
+    let job = Job::laravel8("App\\Jobs\\Big").set(
+        "data",
+        json!({ "commandName": "App\\Jobs\\Big", "blob": "é\"\\/\n".repeat(400_000) }),
+    );
+    s.push(&job);
+
+    s.run(&config, &["--once", "--sleep=0", "--tries=1"]);
+    let hash = "laravel_database_laravel-worker:failed_jobs";
+    let record: String = s.redis.cmd(&["HGET", hash, &job.uuid()]);
+    let record: serde_json::Value = serde_json::from_str(&record).expect("a JSON record");
+    assert!(
+        record["payload"].as_str() == Some(job.build().as_str()),
+        "the exact original, whole"
+    );
+    assert_eq!(record["uuid"], job.uuid().as_str());
+    let left: Vec<String> = s
+        .redis
+        .keys(0)
+        .into_iter()
+        .filter(|k| k.contains(":incoming:"))
+        .collect();
+    assert!(left.is_empty(), "pieces left: {left:?}");
+}

@@ -37,17 +37,66 @@ use crate::queue::connect::{RedisConn, name_denied_in_scripts};
 /// uuid's key is taken; returns the key used.
 /// KEYS: the hash, the index, the duplicates hash. ARGV: uuid, record,
 /// UNIX time of failure.
+///
+/// A record of megabytes comes in pieces instead: a fourth key names them
+/// (`KEYS[4]:1`, `KEYS[4]:2`, … set by the worker beforehand) and ARGV\[2\]
+/// is their count; they are joined and deleted here. A piece that is gone
+/// (expired) fails the script, and nothing is stored.
 pub(crate) const LOG: &str = r"
+local record = ARGV[2]
+if KEYS[4] then
+    local parts = {}
+    for i = 1, tonumber(ARGV[2]) do
+        local piece = redis.call('mget', KEYS[4] .. ':' .. i)[1]
+        if not piece then
+            return redis.error_reply('a piece of the failure record is gone')
+        end
+        parts[i] = piece
+    end
+    record = table.concat(parts)
+    for i = 1, #parts do
+        redis.call('del', KEYS[4] .. ':' .. i)
+    end
+end
 local key = ARGV[1]
-if redis.call('hsetnx', KEYS[1], key, ARGV[2]) == 0 then
+if redis.call('hsetnx', KEYS[1], key, record) == 0 then
     repeat
         local n = redis.call('hincrby', KEYS[3], ARGV[1], 1)
         key = ARGV[1] .. '#' .. (n + 1)
-    until redis.call('hsetnx', KEYS[1], key, ARGV[2]) == 1
+    until redis.call('hsetnx', KEYS[1], key, record) == 1
 end
 redis.call('zadd', KEYS[2], ARGV[3], key)
 return key
 ";
+
+/// Records whose payload is at least this many bytes (1 MiB) are sent in
+/// pieces of this size (see [`LOG`]).
+const PIECE: usize = 1024 * 1024;
+
+/// A record as the store writes it, from the failed job's own fields (the
+/// payload, megabytes for a large job, is not copied on the way).
+#[derive(serde::Serialize)]
+struct Written<'a> {
+    uuid: &'a str,
+    connection: &'a str,
+    queue: &'a str,
+    payload: &'a str,
+    exception: &'a str,
+    failed_at: String,
+}
+
+impl<'a> Written<'a> {
+    fn of(job: &'a FailedJob) -> Self {
+        Written {
+            uuid: &job.uuid,
+            connection: &job.connection,
+            queue: &job.queue,
+            payload: job.payload.as_str(),
+            exception: &job.exception,
+            failed_at: format_failed_at(&job.failed_at),
+        }
+    }
+}
 
 /// Deletes the records whose keys are ARGV[3..], and the uuid ARGV[1]'s
 /// duplicates count when it still is ARGV[2] ('' = none; a record logged
@@ -143,38 +192,62 @@ impl RedisFailedStore {
     /// # Errors
     /// Any Redis error.
     pub async fn log(&self, job: &FailedJob) -> anyhow::Result<String> {
-        // Written from borrowed fields straight into the JSON text: the
-        // payload (megabytes, for a large job) is not copied on the way.
-        #[derive(serde::Serialize)]
-        struct Written<'a> {
-            uuid: &'a str,
-            connection: &'a str,
-            queue: &'a str,
-            payload: &'a str,
-            exception: &'a str,
-            failed_at: String,
+        let mut script = redis::cmd("EVAL");
+        script.arg(LOG);
+        if job.payload.as_str().len() < PIECE {
+            let record = serde_json::to_vec(&Written::of(job))?;
+            script
+                .arg(3)
+                .arg(&self.hash)
+                .arg(&self.index)
+                .arg(&self.duplicates)
+                .arg(&job.uuid)
+                .arg(&record);
+        } else {
+            let pieces = format!("{}:incoming:{}", self.hash, uuid::Uuid::new_v4().simple());
+            let count = self.send_pieces(&pieces, job).await?;
+            script
+                .arg(4)
+                .arg(&self.hash)
+                .arg(&self.index)
+                .arg(&self.duplicates)
+                .arg(&pieces)
+                .arg(&job.uuid)
+                .arg(count);
         }
-        let record = serde_json::to_vec(&Written {
-            uuid: &job.uuid,
-            connection: &job.connection,
-            queue: &job.queue,
-            payload: job.payload.as_str(),
-            exception: &job.exception,
-            failed_at: format_failed_at(&job.failed_at),
-        })?;
-        let key: String = redis::cmd("EVAL")
-            .arg(LOG)
-            .arg(3)
-            .arg(&self.hash)
-            .arg(&self.index)
-            .arg(&self.duplicates)
-            .arg(&job.uuid)
-            .arg(&record)
+        let key: String = script
             .arg(job.failed_at.timestamp())
             .query_async(&mut self.conn.clone())
             .await
             .map_err(named_in_our_scripts)?;
         Ok(key)
+    }
+
+    /// Writes `job`'s record as JSON, made on a blocking thread a piece at a
+    /// time, to `pieces:1`, `pieces:2`, … (each `SET … EX 60`, in the
+    /// store's hash slot); returns how many. The record (the payload
+    /// escaped once more) is never held whole.
+    ///
+    /// # Errors
+    /// Any Redis error; the pieces written expire.
+    async fn send_pieces(&self, pieces: &str, job: &FailedJob) -> anyhow::Result<usize> {
+        let job = job.clone();
+        let (mut made, making) = crate::pieces::make(PIECE, move |sink| {
+            serde_json::to_writer(sink, &Written::of(&job)).map_err(std::io::Error::other)
+        });
+        let mut count = 0;
+        while let Some(piece) = made.recv().await {
+            count += 1;
+            let () = redis::cmd("SET")
+                .arg(format!("{pieces}:{count}"))
+                .arg(piece)
+                .arg("EX")
+                .arg(60)
+                .query_async(&mut self.conn.clone())
+                .await?;
+        }
+        making.await??;
+        Ok(count)
     }
 
     /// Every record, newest first (descending time of failure; records of

@@ -6,8 +6,8 @@
 //! [`STREAM_AT`] bytes or more, the line would hold the payload a second
 //! time, escaped, next to the decoded command: so it is written in parts
 //! instead, the payload escaped [`CHUNK`] bytes at a time and the command
-//! decoded as it is written (on a blocking thread, handing pieces over a
-//! channel of two). The bytes on the pipe are the same.
+//! decoded as it is written (on a blocking thread, see [`crate::pieces`]).
+//! The bytes on the pipe are the same.
 
 use std::borrow::Cow;
 
@@ -15,7 +15,6 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
 
 use super::Invocation;
 use super::metadata::{self, CallMetadata, Value};
@@ -134,8 +133,9 @@ impl<'a> Request<'a> {
     }
 }
 
-/// Writes `payload`'s `data.command` as JSON to `to` while it is decoded,
-/// so that it is never held whole; returns how many bytes were written.
+/// Writes `payload`'s `data.command` as JSON to `to` while it is decoded
+/// (on a blocking thread, see [`crate::pieces`]), so that it is never held
+/// whole; returns how many bytes were written.
 ///
 /// # Errors
 /// The write failed, or the command did not decode after all (the line is
@@ -144,13 +144,12 @@ async fn write_command<W: AsyncWrite + Unpin>(
     payload: Payload,
     to: &mut W,
 ) -> std::io::Result<usize> {
-    let (pieces, mut received) = mpsc::channel::<Vec<u8>>(2);
-    let decoding =
-        tokio::task::spawn_blocking(move || payload.write_command_json(&mut PieceSender(pieces)));
+    let (mut pieces, decoding) =
+        crate::pieces::make(CHUNK, move |sink| payload.write_command_json(sink));
     let mut sent = 0;
     // On a write error the receiver is dropped on return, so the decoder's
     // next piece fails and its thread ends.
-    while let Some(piece) = received.recv().await {
+    while let Some(piece) = pieces.recv().await {
         to.write_all(&piece).await?;
         sent += piece.len();
     }
@@ -161,23 +160,6 @@ async fn write_command<W: AsyncWrite + Unpin>(
         )),
         Ok(Err(e)) => Err(e),
         Err(e) => Err(std::io::Error::other(e)),
-    }
-}
-
-/// The decoder's sink in [`write_command`]: each write is one piece, sent
-/// to the writing task (waiting while two are queued).
-struct PieceSender(mpsc::Sender<Vec<u8>>);
-
-impl std::io::Write for PieceSender {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .blocking_send(bytes.to_vec())
-            .map_err(|_| std::io::ErrorKind::BrokenPipe)?;
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
