@@ -17,6 +17,23 @@ fn large(class: &str, mib: usize) -> Job {
     )
 }
 
+/// A job whose `data.command` is PHP's `serialize()` text of an
+/// `App\Jobs\Big` with `count` properties (`properties`, serialized), and
+/// that text.
+fn command_job(count: usize, properties: &str) -> (Job, String) {
+    let command = format!("O:12:\"App\\Jobs\\Big\":{count}:{{{properties}}}");
+    let job = Job::laravel8("App\\Jobs\\Big").set(
+        "data",
+        json!({ "commandName": "App\\Jobs\\Big", "command": command }),
+    );
+    (job, command)
+}
+
+/// `text` as PHP serializes a string (its length in bytes).
+fn php_string(text: &str) -> String {
+    format!("s:{}:\"{text}\";", text.len())
+}
+
 #[test]
 fn a_large_job_that_succeeds_is_deleted() {
     let (s, config) = Scene::recording("exit 0");
@@ -128,14 +145,7 @@ fn a_large_persistent_request_is_one_exact_json_line() {
         .write();
     // Multi-byte and escaped characters, so chunk cuts fall inside them.
     let blob = "é\"\\/\n\u{1F600}x".repeat(200_000);
-    let command = format!(
-        "O:12:\"App\\Jobs\\Big\":1:{{s:4:\"blob\";s:{}:\"{blob}\";}}",
-        blob.len()
-    );
-    let job = Job::laravel8("App\\Jobs\\Big").set(
-        "data",
-        json!({ "commandName": "App\\Jobs\\Big", "command": command }),
-    );
+    let (job, command) = command_job(1, &format!("s:4:\"blob\";{}", php_string(&blob)));
     s.push(&job);
 
     s.run(&config, &["--once", "--sleep=0"]);
@@ -173,14 +183,11 @@ fn a_large_command_file_holds_the_whole_command() {
         .write();
     // Multi-byte and escaped characters, so piece cuts fall inside them.
     let blob = "é\"\\/\n\u{1F600}x\u{0}".repeat(200_000);
-    let command = format!(
-        "O:12:\"App\\Jobs\\Big\":2:{{s:4:\"blob\";s:{}:\"{blob}\";s:7:\"\0*\0list\";a:2:{{i:0;i:1;i:1;s:1:\"/\";}}}}",
-        blob.len()
+    let properties = format!(
+        "s:4:\"blob\";{}s:7:\"\0*\0list\";a:2:{{i:0;i:1;i:1;s:1:\"/\";}}",
+        php_string(&blob)
     );
-    let job = Job::laravel8("App\\Jobs\\Big").set(
-        "data",
-        json!({ "commandName": "App\\Jobs\\Big", "command": command }),
-    );
+    let (job, command) = command_job(2, &properties);
     s.push(&job);
 
     s.run(&config, &["--once", "--sleep=0"]);

@@ -75,6 +75,33 @@ pub struct SubprocessHandler {
     decode_command: bool,
 }
 
+/// A command file, created at its first write: readable by the daemon's
+/// user only (the job's data may be private).
+struct CommandFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl std::io::Write for CommandFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&self.path)?,
+            ),
+        };
+        file.write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), std::io::Write::flush)
+    }
+}
+
 /// A new private directory for result and command files: mode 0700 under
 /// the system's temporary directory, removed when the last handler using
 /// it is dropped.
@@ -142,24 +169,21 @@ impl SubprocessHandler {
             return None;
         }
         let payload = inv.job.payload.as_ref().ok()?;
-        let path = self.result_dir.path().join(format!("{n}.command.json"));
-        // Readable by the daemon's user only: the job's data may be private.
-        // Written as it is decoded, so the JSON is never held whole.
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|mut file| payload.write_command_json(&mut file));
-        match written {
-            Ok(true) => Some(path),
-            Ok(false) => {
-                let _ = std::fs::remove_file(&path);
-                None
-            }
+        let mut file = CommandFile {
+            path: self.result_dir.path().join(format!("{n}.command.json")),
+            file: None,
+        };
+        // Written as it is decoded, so the JSON is never held whole; the
+        // file is made at the first byte, so a job without a command (or
+        // with one that does not decode) costs no file.
+        match payload.write_command_json(&mut file) {
+            Ok(true) => Some(file.path),
+            Ok(false) => None,
             Err(e) => {
                 tracing::warn!("cannot write the decoded command for the handler: {e}");
-                let _ = std::fs::remove_file(&path);
+                if file.file.is_some() {
+                    let _ = std::fs::remove_file(&file.path);
+                }
                 None
             }
         }

@@ -178,9 +178,4 @@ impl ReservedJob {
             None => MemberRef::Exact(self.reserved.clone()),
         }
     }
-
-    /// The raw body as text (lossy only for payloads that are not UTF-8).
-    pub fn raw_text(&self) -> String {
-        String::from_utf8_lossy(&self.raw).into_owned()
-    }
 }

@@ -12,14 +12,14 @@ use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
 use super::member::{DIGEST_AT, MemberDigest, MemberRef};
+use super::payload::{Payload, PayloadError};
+use super::scripts;
+use bytes::Bytes;
 
 /// The size of the pieces a large job's strings are set aside in by the
 /// pop script, and read back in (bytes): the largest reply the queue
 /// connection reads for a job of any size.
 const SET_ASIDE_PIECE: usize = 1024 * 1024;
-use super::payload::{Payload, PayloadError};
-use super::scripts;
-use bytes::Bytes;
 
 /// A queue connection: one Redis database, one key prefix, and the
 /// connection's `retry_after`, `block_for` and `migration_batch_size`.

@@ -120,9 +120,8 @@ async fn fail(
     services: &Services,
 ) -> Written {
     let text = exception.to_string();
-    // The record holds a copy of the payload: it is dropped before the
-    // hook runs, which may take long (and, for a job of megabytes, would
-    // otherwise hold that copy all along).
+    // The record (and, when parked, its encoded copy) is dropped before the
+    // hook runs, which may take long.
     let parked = record_failure(job, &text, services).await;
     if let Some(parked) = parked {
         let landed = matches!(
