@@ -214,6 +214,9 @@ pub struct WorkArgs {
     /// Stop when the queue is empty.
     #[arg(long)]
     pub stop_when_empty: bool,
+    /// Stop once no job has run for this many seconds (0 = off).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    pub stop_when_empty_for: u64,
     /// Seconds before a job that threw is retried; a list like 1,5,10 gives one per attempt.
     #[arg(long, default_value = "0")]
     pub backoff: String,

@@ -254,6 +254,27 @@ fn case27_stop_when_empty_exits_0_at_the_first_empty_poll() {
     s.assert_state(QueueState::empty().delayed(&later, Score::At(at)));
 }
 
+/// `--stop-when-empty-for=N` (Laravel 13.10+): a job running longer than N
+/// keeps the worker; it exits 0 with `empty_for` once N seconds have passed
+/// with no job, counted from the end of the last one.
+#[test]
+fn case27_stop_when_empty_for_counts_from_the_last_job() {
+    let (s, config) = Scene::recording("sleep 1.5");
+    let [job] = Job::named(["Slow"]);
+    s.push(&job);
+    let started = Instant::now();
+    let args = ["--stop-when-empty-for=1", "--sleep=0.1"];
+    let mut d = s.work_until_exit(&config, &args);
+    let took = started.elapsed();
+    d.expect_stop(0, "empty_for");
+    assert_eq!(s.log(), vec![job.run_line(1)], "the job ran once");
+    assert!(
+        took >= Duration::from_millis(2500),
+        "stopped after {took:?}"
+    );
+    s.assert_state(QueueState::empty());
+}
+
 // ---------------------------------------------------------------------------
 // Case 22: the restart key
 // ---------------------------------------------------------------------------

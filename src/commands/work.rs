@@ -99,6 +99,7 @@ pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<Wo
         queues: queue_list(args.queue.as_deref(), &settings.default_queue)?,
         once: args.once,
         stop_when_empty: args.stop_when_empty,
+        stop_when_empty_for: Duration::from_secs(args.stop_when_empty_for),
         backoff,
         max_jobs: args.max_jobs,
         max_time: Duration::from_secs(args.max_time),

@@ -12,7 +12,7 @@
 //! 4. [`stop_reason`](Daemon::stop_reason): [`read_signals`](Daemon::read_signals)
 //!    (restart key and pause keys, one round trip), then the stop
 //!    conditions in Laravel's order: signal, memory, restart key,
-//!    `--stop-when-empty`, `--max-time`, `--max-jobs`, `--once`;
+//!    `--stop-when-empty`, `--stop-when-empty-for`, `--max-time`, `--max-jobs`, `--once`;
 //! 5. [`reserve`](Daemon::reserve) the next job from the queues not
 //!    paused, in priority order (or block/sleep when there is none);
 //! 6. [`dispatch`](Daemon::dispatch) it to a task of its own: run handler
@@ -87,6 +87,9 @@ pub struct Daemon {
     polled: bool,
     /// Whether the last poll reserved a job (for `--stop-when-empty`).
     found: bool,
+    /// When a job last ended or started (or the loop started), for
+    /// `--stop-when-empty-for` (Laravel's `lastJobProcessedAt ?? start`).
+    last_job_at: Instant,
     /// The restart marker seen at start: `queue:restart` changes it.
     last_restart: Option<String>,
     /// The restart marker at the last read of the cache signals.
@@ -148,6 +151,7 @@ impl Daemon {
             reserved: 0,
             polled: false,
             found: true,
+            last_job_at: Instant::now(),
             last_restart: None,
             restart: None,
             signals_read: None,
@@ -219,6 +223,7 @@ impl Daemon {
         self.restart = self.last_restart.clone();
         self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
         self.started = Instant::now();
+        self.last_job_at = self.started;
         let options = &self.services.options;
         tracing::info!(
             connection = %self.services.connection,
@@ -293,9 +298,11 @@ impl Daemon {
         permits
     }
 
-    /// Collects the job tasks that have ended.
+    /// Collects the job tasks that have ended, noting when the last did.
     fn reap(&mut self) {
-        while self.in_flight.try_join_next().is_some() {}
+        while self.in_flight.try_join_next().is_some() {
+            self.last_job_at = Instant::now();
+        }
     }
 
     /// `pauseWorker`: paused or down for maintenance, so sleep (at least
@@ -388,6 +395,7 @@ impl Daemon {
     /// until the job is settled and `--rest` has passed.
     fn dispatch(&mut self, job: ReservedJob, permit: OwnedSemaphorePermit) {
         self.reserved += 1;
+        self.last_job_at = Instant::now();
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
         let counted = self.pulse.counter().start();
@@ -489,6 +497,7 @@ impl Daemon {
         if !self.polled {
             return None;
         }
+        self.reap();
         let memory_mb = self.services.options.memory_mb;
         if memory_mb > 0 && self.rss_bytes(busy) >= memory_mb * 1024 * 1024 {
             return Some(StopReason::Memory);
@@ -500,6 +509,9 @@ impl Daemon {
         if options.stop_when_empty && !found {
             return Some(StopReason::Empty);
         }
+        if self.empty_for(found) {
+            return Some(StopReason::EmptyFor);
+        }
         if !options.max_time.is_zero() && self.started.elapsed() >= options.max_time {
             return Some(StopReason::MaxTime);
         }
@@ -510,6 +522,18 @@ impl Daemon {
             return Some(StopReason::Once);
         }
         None
+    }
+
+    /// `--stop-when-empty-for`: the last poll found nothing, no job is in
+    /// flight, and none has run for the configured time. A job still
+    /// running counts as work, as it would in Laravel's one-job loop.
+    /// Jobs that ended must have been reaped first.
+    fn empty_for(&self, found: bool) -> bool {
+        let limit = self.services.options.stop_when_empty_for;
+        if limit.is_zero() || found {
+            return false;
+        }
+        self.in_flight.is_empty() && self.last_job_at.elapsed() >= limit
     }
 
     /// The worker's resident memory in bytes, read again unless `busy` and

@@ -13,6 +13,10 @@ pub struct WorkerOptions {
     pub once: bool,
     /// `--stop-when-empty`: stop at the first poll that finds nothing.
     pub stop_when_empty: bool,
+    /// `--stop-when-empty-for` (Laravel 13.10+): stop at an empty poll once
+    /// no job has run for this long, counted from the end of the last job
+    /// (or the start); zero = off.
+    pub stop_when_empty_for: Duration,
     /// `--backoff` (or the larger deprecated `--delay`), seconds per attempt.
     pub backoff: Vec<u64>,
     /// `--max-jobs`: stop after this many reserved jobs; 0 = unlimited.
@@ -45,6 +49,7 @@ impl Default for WorkerOptions {
             queues: vec!["default".into()],
             once: false,
             stop_when_empty: false,
+            stop_when_empty_for: Duration::ZERO,
             backoff: vec![0],
             max_jobs: 0,
             max_time: Duration::ZERO,

@@ -11,6 +11,8 @@ pub enum StopReason {
     Restart,
     /// `--stop-when-empty` and a poll found nothing.
     Empty,
+    /// `--stop-when-empty-for` and no job has run for that long.
+    EmptyFor,
     /// `--max-time` elapsed.
     MaxTime,
     /// `--max-jobs` jobs reserved.
@@ -35,6 +37,7 @@ impl StopReason {
             StopReason::Memory => "memory",
             StopReason::Restart => "restart_signal",
             StopReason::Empty => "empty",
+            StopReason::EmptyFor => "empty_for",
             StopReason::MaxTime => "max_time",
             StopReason::MaxJobs => "max_jobs",
             StopReason::Once => "once",
