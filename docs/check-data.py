@@ -35,9 +35,32 @@ def main():
         kinds = [doc["kind"] for doc in yaml.safe_load_all(f) if doc]
     assert "Deployment" in kinds, f"the manifest has no Deployment: {kinds}"
 
+    autoscaling = check_autoscaling()
+
     print(f"check-data: dashboard ({len(dashboard['panels'])} panels), "
-          f"{len(rules)} alert rules, Kubernetes manifest ({', '.join(kinds)}) parse")
+          f"{len(rules)} alert rules, Kubernetes manifest ({', '.join(kinds)}), "
+          f"autoscaling recipes ({autoscaling}) parse")
     return 0
+
+
+def check_autoscaling():
+    """The KEDA ScaledObject and the HPA of the autoscaling recipes: the
+    HPA against the Kubernetes schema (kubernetes-validate, when installed),
+    the ScaledObject (a CRD the schema does not know) by its shape."""
+    with open(path("migrating/kubernetes-autoscaling.yaml"), encoding="utf-8") as f:
+        docs = {doc["kind"]: doc for doc in yaml.safe_load_all(f) if doc}
+    scaled, hpa = docs["ScaledObject"], docs["HorizontalPodAutoscaler"]
+    triggers = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
+    assert "max(laravel_worker_queue_backlog" in triggers["prometheus"]["query"], triggers
+    assert "queues:" in triggers["redis"]["listName"], triggers
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]["name"]
+    assert metric == "laravel_worker_queue_backlog", metric
+    try:
+        import kubernetes_validate
+    except ImportError:
+        return "HPA not checked against the schema: pip install kubernetes-validate"
+    kubernetes_validate.validate(hpa, "1.30.0", strict=True)
+    return "HPA valid for Kubernetes 1.30"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@
 //!   reservation was lost and the handler stopped);
 //! - `job_duration_seconds{queue}`: from reservation to settlement;
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
-//! - `reserve_errors_total`: polls that failed to reach Redis.
+//! - `reserve_errors_total`: polls that failed to reach Redis;
+//! - `queue_*`: the watched queues' backlog, for autoscalers (see
+//!   [`backlog`](crate::backlog)).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -101,6 +103,12 @@ impl Metrics {
             redis_ok: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
         }
+    }
+
+    /// Registers the queue backlog gauges beside the job metrics; the
+    /// returned handle's sampler sets them.
+    pub fn backlog(&mut self) -> crate::backlog::Backlog {
+        crate::backlog::Backlog::register(&mut self.registry)
     }
 
     /// Whether `/readyz` answers 200.

@@ -6,7 +6,8 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::{Job, Scene};
+use common::{Daemon, Job, Scene, now};
+use serde_json::json;
 
 /// `GET path` → (status, body).
 fn get(address: &str, path: &str) -> (u16, String) {
@@ -26,6 +27,16 @@ fn get(address: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// The address the worker's metrics endpoint listens on, from its log.
+fn endpoint(d: &mut Daemon) -> String {
+    let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
+    line.split("address=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string()
+}
+
 #[test]
 fn metrics_count_jobs_and_health_answers() {
     let s = Scene::new();
@@ -36,13 +47,7 @@ fn metrics_count_jobs_and_health_answers() {
     s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);
-    let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
-    let address = line
-        .split("address=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let address = endpoint(&mut d);
     for _ in 0..2 {
         d.wait_stdout(|l| l.contains("\"status\":\"success\""));
     }
@@ -79,6 +84,66 @@ fn metrics_count_jobs_and_health_answers() {
     assert_eq!(metric("laravel_worker_reserve_errors_total"), "0");
     assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
     assert_eq!(get(&address, "/nope").0, 404, "GET /nope");
+
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
+/// The backlog gauges (for KEDA or an HPA) equal the Redis state of each
+/// watched queue: ready, delayed (all and due), reserved, the head job's
+/// age from its `createdAt`, and backlog = ready + due delayed + reserved.
+/// The queues are paused so that the worker takes nothing meanwhile.
+#[test]
+fn backlog_gauges_equal_the_redis_state() {
+    let s = Scene::new();
+    let config = s.config().script("exit 0").metrics_listen("127.0.0.1:0");
+    let config = config.set("metrics", "backlog_interval", 1).write();
+    for queue in ["redis:default", "redis:idle"] {
+        Daemon::cli(&config, &["pause", queue]).expect_exit(0);
+    }
+    let t = now();
+    let oldest = Job::laravel13("App\\Jobs\\A").set("createdAt", json!(t - 30));
+    s.push_on("default", [&oldest, &Job::laravel13("App\\Jobs\\B")]);
+    for (at, name) in [(t - 5, "Due1"), (t - 1, "Due2"), (t + 600, "Later")] {
+        s.redis.later("default", at, &Job::laravel13(name).build());
+    }
+    let running = Job::laravel13("App\\Jobs\\R").set("attempts", json!(1));
+    let reserved = "laravel_database_queues:default:reserved";
+    let _: () = s
+        .redis
+        .cmd(&["ZADD", reserved, &(t + 90).to_string(), &running.build()]);
+
+    let mut d = s.work(&config, &["--queue=default,idle", "--sleep=0.1"]);
+    let address = endpoint(&mut d);
+    let gauge = |text: &str, name: &str, queue: &str| -> Option<i64> {
+        let needle = format!("laravel_worker_queue_{name}{{queue=\"{queue}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&needle))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let mut text = String::new();
+    common::wait_until("the backlog gauges", || {
+        text = get(&address, "/metrics").1;
+        gauge(&text, "backlog", "idle").is_some()
+    });
+    let default = |name| gauge(&text, name, "default");
+    assert_eq!(default("ready"), Some(2), "{text}");
+    assert_eq!(default("delayed"), Some(3), "{text}");
+    assert_eq!(default("delayed_due"), Some(2), "{text}");
+    assert_eq!(default("reserved"), Some(1), "{text}");
+    assert_eq!(default("backlog"), Some(5), "{text}");
+    let age = default("oldest_ready_age_seconds").expect("the head job's age");
+    assert!((30..=40).contains(&age), "age {age}: {text}");
+    assert_eq!(gauge(&text, "backlog", "idle"), Some(0), "{text}");
+    assert_eq!(
+        gauge(&text, "oldest_ready_age_seconds", "idle"),
+        None,
+        "{text}"
+    );
+    assert_eq!(
+        s.redis.llen("laravel_database_queues:default"),
+        2,
+        "paused: nothing taken"
+    );
 
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);

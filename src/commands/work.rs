@@ -35,7 +35,12 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     for hint in crate::hints::wrong_place(&queue, &cache, &options.queues).await {
         tracing::warn!("{hint}");
     }
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
+        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
+        tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
+    }
+    let metrics = Arc::new(metrics);
     if let Some(listen) = &settings.metrics_listen {
         let listener = tokio::net::TcpListener::bind(listen)
             .await

@@ -173,6 +173,8 @@ pub struct MetricsLayer {
     /// `host:port` to serve `/metrics`, `/healthz` and `/readyz` on; unset:
     /// no endpoint.
     pub listen: Option<String>,
+    /// Seconds between two readings of the queue backlog gauges; 0: off.
+    pub backlog_interval: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -403,6 +405,10 @@ impl Layer {
             },
             metrics: MetricsLayer {
                 listen: over.metrics.listen.or(self.metrics.listen),
+                backlog_interval: over
+                    .metrics
+                    .backlog_interval
+                    .or(self.metrics.backlog_interval),
             },
             handlers: over.handlers.or(self.handlers),
         }

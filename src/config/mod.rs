@@ -71,6 +71,9 @@ pub struct Settings {
     pub on_lease_lost: OnLeaseLost,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
+    /// How often the queue backlog gauges are read (`[metrics]
+    /// backlog_interval`, seconds, default 5); `None`: never.
+    pub backlog_interval: Option<Duration>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -387,6 +390,7 @@ impl Settings {
                 }
             },
             metrics_listen: layer.metrics.listen,
+            backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
                     format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
@@ -629,6 +633,19 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
 /// timer or a reservation score (now + `retry_after`, signed 64-bit) would
 /// overflow, so a larger value is refused as a typo rather than run wrong.
 pub const MAX_SECONDS: u64 = i32::MAX as u64;
+
+/// `[metrics] backlog_interval`: seconds between two readings of the
+/// backlog gauges, default 5; 0 turns them off (`None`).
+///
+/// # Errors
+/// A value above [`MAX_SECONDS`].
+fn backlog_interval(seconds: Option<u64>) -> anyhow::Result<Option<Duration>> {
+    match seconds.unwrap_or(5) {
+        0 => Ok(None),
+        s if s <= MAX_SECONDS => Ok(Some(Duration::from_secs(s))),
+        s => bail!("[metrics] backlog_interval = {s}: at most {MAX_SECONDS} seconds (0: off)"),
+    }
+}
 
 /// `retry_after` and `block_for` (seconds; `None` is null): at most
 /// [`MAX_SECONDS`].

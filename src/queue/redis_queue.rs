@@ -78,9 +78,15 @@ pub struct QueueSizes {
     pub pending: u64,
     /// Jobs in `:delayed`.
     pub delayed: u64,
+    /// Jobs in `:delayed` already due (the next pop makes them ready). Not
+    /// in `queue:monitor`'s JSON, so not in ours.
+    #[serde(skip)]
+    pub delayed_due: u64,
     /// Jobs in `:reserved`.
     pub reserved: u64,
-    /// `createdAt` (UNIX seconds) of the job at the head of the ready list.
+    /// When the job at the head of the ready list was pushed (UNIX
+    /// seconds): its `createdAt` (Laravel 12.11+), else Horizon's
+    /// `pushedAt`; `None` for older payloads.
     pub oldest_pending: Option<i64>,
 }
 
@@ -88,6 +94,13 @@ impl QueueSizes {
     /// Ready + delayed + reserved, as Laravel's `size`.
     pub fn size(&self) -> u64 {
         self.pending + self.delayed + self.reserved
+    }
+
+    /// The jobs that want a worker now: ready + delayed already due +
+    /// reserved (running, or waiting to be reclaimed). What an autoscaler
+    /// should follow; jobs delayed into the future are left out.
+    pub fn backlog(&self) -> u64 {
+        self.pending + self.delayed_due + self.reserved
     }
 }
 
@@ -582,35 +595,34 @@ impl RedisQueue {
         Ok(pending + delayed + reserved)
     }
 
-    /// Ready, delayed and reserved counts of a queue, and the `createdAt`
-    /// of the oldest ready job (Laravel 12.11+ payloads), in one round trip.
-    /// The oldest payload is read whole (it is the only way to its
-    /// `createdAt`) but only that field is parsed out of it.
+    /// Ready, delayed (and due) and reserved counts of a queue, and when
+    /// its oldest ready job was pushed, in one script
+    /// ([`scripts::QUEUE_SIZES`]): no job crosses the wire.
     ///
     /// # Errors
-    /// Any Redis error.
+    /// Any Redis error (a user without `zcount` gets a NOPERM one).
     pub async fn sizes(&self, queue: &QueueKeys) -> RedisResult<QueueSizes> {
-        let (pending, delayed, reserved, oldest): (u64, u64, u64, Option<Vec<u8>>) = redis::pipe()
-            .llen(&queue.ready)
-            .zcard(&queue.delayed)
-            .zcard(&queue.reserved)
-            .lindex(&queue.ready, 0)
+        let (pending, delayed, delayed_due, reserved, pushed): (
+            u64,
+            u64,
+            u64,
+            u64,
+            Option<String>,
+        ) = redis::cmd("EVAL")
+            .arg(scripts::QUEUE_SIZES)
+            .arg(3)
+            .arg(&queue.ready)
+            .arg(&queue.delayed)
+            .arg(&queue.reserved)
+            .arg(now())
             .query_async(&mut self.conn())
             .await?;
-        /// The one field read; every other is skipped without being built.
-        #[derive(serde::Deserialize)]
-        struct Oldest {
-            #[serde(rename = "createdAt")]
-            created_at: Option<i64>,
-        }
-        let oldest_pending = oldest
-            .and_then(|raw| serde_json::from_slice::<Oldest>(&raw).ok())
-            .and_then(|o| o.created_at);
         Ok(QueueSizes {
             pending,
             delayed,
+            delayed_due,
             reserved,
-            oldest_pending,
+            oldest_pending: pushed.and_then(|at| at.parse().ok()),
         })
     }
 

@@ -238,3 +238,35 @@ local size = redis.call('llen', KEYS[1]) + redis.call('zcard', KEYS[2]) + redis.
 redis.call('del', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return size
 "#;
+
+/// Count a queue's jobs by state, and say when its oldest ready job was
+/// pushed, without sending any job over the wire.
+///
+/// KEYS: ready list, delayed zset, reserved zset. ARGV\[1\]: now, UNIX
+/// seconds. Returns `{ready, delayed, delayed due by now, reserved, pushed}`
+/// where `pushed` is the head job's `createdAt` (Laravel 12.11+), else the
+/// whole seconds of Horizon's `pushedAt` string, else `false` (nil). The
+/// field is found by a plain search of the payload text: a key inside
+/// `data.command` is escaped (`\"createdAt\"`) and cannot match.
+pub const QUEUE_SIZES: &str = r#"
+local pushed = false
+local head = redis.call('lindex', KEYS[1], 0)
+if head then
+    local at = string.find(head, '"createdAt":', 1, true)
+    if at then
+        pushed = string.match(head, '^(%d+)', at + 12)
+    else
+        at = string.find(head, '"pushedAt":"', 1, true)
+        if at then
+            pushed = string.match(head, '^(%d+)', at + 12)
+        end
+    end
+end
+return {
+    redis.call('llen', KEYS[1]),
+    redis.call('zcard', KEYS[2]),
+    redis.call('zcount', KEYS[2], '-inf', ARGV[1]),
+    redis.call('zcard', KEYS[3]),
+    pushed,
+}
+"#;

@@ -1,0 +1,188 @@
+//! Queue backlog gauges, for autoscalers (KEDA, an HPA on Prometheus).
+//!
+//! The job counters of [`metrics`](crate::metrics) say what this worker
+//! did; an autoscaler needs what is waiting. Every `[metrics]
+//! backlog_interval` seconds a sampler reads, for each queue the worker
+//! watches, one [`QueueSizes`] (one script, no job over the wire, see
+//! [`RedisQueue::sizes`]) and sets, labelled `queue`:
+//!
+//! | gauge | value |
+//! |---|---|
+//! | `laravel_worker_queue_ready` | jobs in the ready list |
+//! | `laravel_worker_queue_delayed` | jobs in `:delayed`, due or not |
+//! | `laravel_worker_queue_delayed_due` | of those, the ones already due |
+//! | `laravel_worker_queue_reserved` | jobs in `:reserved` (running, or waiting to be reclaimed) |
+//! | `laravel_worker_queue_oldest_ready_age_seconds` | now − `createdAt` (or Horizon's `pushedAt`) of the head job; absent when the list is empty or its payload has neither |
+//! | `laravel_worker_queue_backlog` | ready + due delayed + reserved: the one number to scale on |
+//!
+//! A sample that fails (Redis down, an ACL without `zcount`) is logged
+//! through a [`RepeatLimiter`] and leaves the last values standing; the
+//! worker's own loop is never touched.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
+use crate::queue::redis_queue::{QueueSizes, now};
+use crate::queue::{QueueKeys, RedisQueue};
+
+/// Log site of a failed sample (see [`RepeatLimiter`]).
+const SAMPLE_FAILED: &str = "cannot read the queue sizes for the backlog gauges";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    queue: String,
+}
+
+type PerQueue = Family<QueueLabel, Gauge>;
+
+/// The backlog gauges of the watched queues, registered in the worker's
+/// metrics registry.
+#[derive(Clone, Default)]
+pub struct Backlog {
+    ready: PerQueue,
+    delayed: PerQueue,
+    delayed_due: PerQueue,
+    reserved: PerQueue,
+    oldest_age: PerQueue,
+    backlog: PerQueue,
+}
+
+impl Backlog {
+    /// Registers the gauges (all prefixed `laravel_worker_queue_`) in
+    /// `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let b = Backlog::default();
+        let queue = registry.sub_registry_with_prefix("queue");
+        queue.register("ready", "Jobs in the ready list", b.ready.clone());
+        queue.register(
+            "delayed",
+            "Jobs in the delayed zset, due or not",
+            b.delayed.clone(),
+        );
+        queue.register(
+            "delayed_due",
+            "Delayed jobs already due",
+            b.delayed_due.clone(),
+        );
+        queue.register(
+            "reserved",
+            "Jobs reserved (running, or waiting to be reclaimed)",
+            b.reserved.clone(),
+        );
+        queue.register(
+            "oldest_ready_age_seconds",
+            "Seconds since the job at the head of the ready list was pushed",
+            b.oldest_age.clone(),
+        );
+        queue.register(
+            "backlog",
+            "Ready + due delayed + reserved jobs: the number to scale on",
+            b.backlog.clone(),
+        );
+        b
+    }
+
+    /// Sets the gauges of queue `name` from `sizes`, read at `now` (UNIX
+    /// seconds).
+    fn set(&self, name: &str, sizes: &QueueSizes, now: i64) {
+        let label = QueueLabel {
+            queue: name.to_string(),
+        };
+        let gauge = |family: &PerQueue, value: u64| {
+            family
+                .get_or_create(&label)
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        };
+        gauge(&self.ready, sizes.pending);
+        gauge(&self.delayed, sizes.delayed);
+        gauge(&self.delayed_due, sizes.delayed_due);
+        gauge(&self.reserved, sizes.reserved);
+        gauge(&self.backlog, sizes.backlog());
+        match sizes.oldest_pending.filter(|_| sizes.pending > 0) {
+            Some(pushed) => {
+                let age = u64::try_from(now.saturating_sub(pushed)).unwrap_or(0);
+                gauge(&self.oldest_age, age);
+            }
+            None => {
+                self.oldest_age.remove(&label);
+            }
+        }
+    }
+
+    /// Samples `queues` every `interval` until the process ends.
+    pub async fn sample(self, queue: RedisQueue, queues: Vec<Arc<QueueKeys>>, interval: Duration) {
+        let mut errors = RepeatLimiter::new(DEFAULT_INTERVAL);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match self.sample_once(&queue, &queues).await {
+                Ok(()) => errors.log_resolved(SAMPLE_FAILED),
+                Err(e) => {
+                    let redis = queue.describe();
+                    let error = format_args!("{e} (queue Redis at {redis})");
+                    errors.log(tracing::Level::WARN, SAMPLE_FAILED, &error);
+                }
+            }
+        }
+    }
+
+    /// Reads every queue's sizes and sets its gauges.
+    async fn sample_once(
+        &self,
+        queue: &RedisQueue,
+        queues: &[Arc<QueueKeys>],
+    ) -> redis::RedisResult<()> {
+        for keys in queues {
+            let sizes = queue.sizes(keys).await?;
+            self.set(&keys.name, &sizes, now());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_leaves_out_jobs_delayed_into_the_future() {
+        let mut registry = Registry::with_prefix("laravel_worker");
+        let b = Backlog::register(&mut registry);
+        let sizes = QueueSizes {
+            pending: 3,
+            delayed: 5,
+            delayed_due: 2,
+            reserved: 1,
+            oldest_pending: Some(1_000),
+        };
+        b.set("default", &sizes, 1_030);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "laravel_worker_queue_ready{queue=\"default\"} 3",
+            "laravel_worker_queue_delayed{queue=\"default\"} 5",
+            "laravel_worker_queue_delayed_due{queue=\"default\"} 2",
+            "laravel_worker_queue_reserved{queue=\"default\"} 1",
+            "laravel_worker_queue_backlog{queue=\"default\"} 6",
+            "laravel_worker_queue_oldest_ready_age_seconds{queue=\"default\"} 30",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let empty = QueueSizes {
+            pending: 0,
+            oldest_pending: None,
+            ..sizes
+        };
+        b.set("default", &empty, 1_030);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(!text.contains("oldest_ready_age_seconds{"), "{text}");
+    }
+}
