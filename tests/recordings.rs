@@ -259,3 +259,262 @@ fn every_recorded_payload_is_reserved_run_and_settled() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Where a recorded key lives (`KEYS.json`'s `where`): a Redis DB, the
+/// `cache` table, or a file under `storage/`.
+enum Place {
+    Redis(i64),
+    Table,
+    File,
+}
+
+fn place(where_: &str) -> Place {
+    match where_.strip_prefix("redis db ") {
+        Some(db) => Place::Redis(db.parse().unwrap()),
+        None if where_ == "table cache" => Place::Table,
+        None => Place::File,
+    }
+}
+
+/// A recorded `.env` variant in a scene: the app folder (the `.env` with
+/// only the Redis port changed to the scene's, as the recording changed
+/// it to its own; SQLite `database/database.sqlite` with the skeleton's
+/// tables; `storage/`), the server reachable over TCP with the variant's
+/// credentials.
+struct Variant {
+    s: Scene,
+    admin: redis::Connection,
+    app: std::path::PathBuf,
+    config: std::path::PathBuf,
+    keys: Value,
+}
+
+impl Variant {
+    fn new(name: &str, keys: &Value) -> Variant {
+        let s = Scene::new();
+        let mut admin = s.redis.conn(0);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let recorded = rec::json(&format!("laravel12/config/{name}.json"));
+        let mut env = recorded["env_file"].as_str().unwrap().to_string();
+        let changes = recorded["observation"]["env_changes_for_observing"].clone();
+        for change in changes.as_array().unwrap() {
+            let (var, value) = change.as_str().unwrap().split_once('=').unwrap();
+            env = set_env(&env, var, value);
+        }
+        env = set_env(&env, "REDIS_PORT", &port.to_string()).replace(":7701", &format!(":{port}"));
+        if name == "config-cached" {
+            env = set_env(&env, "APP_NAME", "\"Changed Since\"");
+        }
+        let admin_cmd = |c: &mut redis::Connection, args: &[&str]| {
+            redis::cmd(args[0]).arg(&args[1..]).query::<()>(c).unwrap();
+        };
+        admin_cmd(&mut admin, &["CONFIG", "SET", "port", &port.to_string()]);
+        admin_cmd(
+            &mut admin,
+            &[
+                "ACL", "SETUSER", "user", "on", "nopass", "~*", "&*", "+@all",
+            ],
+        );
+        let app = s.path("app");
+        for dir in [
+            "database",
+            "storage/framework/cache/data",
+            "bootstrap/cache",
+        ] {
+            std::fs::create_dir_all(app.join(dir)).unwrap();
+        }
+        if name == "config-cached" {
+            // What config:cache leaves (its content is PHP's business).
+            std::fs::write(app.join("bootstrap/cache/config.php"), "<?php return [];\n").unwrap();
+        }
+        std::fs::write(app.join(".env"), env).unwrap();
+        let schema = rec::json("laravel12/failed_jobs/schema.json");
+        rec::create_tables(&app.join("database/database.sqlite"), &schema);
+        let config = s.config().settings_from_app().recording("").write();
+        if name == "redis-password-set" {
+            admin_cmd(&mut admin, &["CONFIG", "SET", "requirepass", "s3cret"]);
+        }
+        Variant {
+            s,
+            admin,
+            app,
+            config,
+            keys: keys[name].clone(),
+        }
+    }
+
+    /// Runs `work ARGS` with `--env-file` and no PHP on the PATH.
+    fn work(&self, args: &[&str]) -> Daemon {
+        let env_file = self.app.join(".env");
+        let mut all = vec![
+            "--config",
+            self.config.to_str().unwrap(),
+            "--env-file",
+            env_file.to_str().unwrap(),
+            "work",
+        ];
+        all.extend_from_slice(args);
+        Daemon::start(&all, &[("PATH", "/nonexistent")])
+    }
+
+    fn redis(&mut self, db: i64, args: &[&str]) {
+        redis::cmd("SELECT")
+            .arg(db)
+            .query::<()>(&mut self.admin)
+            .unwrap();
+        redis::cmd(args[0])
+            .arg(&args[1..])
+            .query::<redis::Value>(&mut self.admin)
+            .unwrap();
+    }
+
+    fn llen(&mut self, db: i64, key: &str) -> i64 {
+        redis::cmd("SELECT")
+            .arg(db)
+            .query::<()>(&mut self.admin)
+            .unwrap();
+        redis::cmd("LLEN").arg(key).query(&mut self.admin).unwrap()
+    }
+
+    /// Writes the recorded value of `which` (`restart_key`, ...) where
+    /// Laravel wrote it.
+    fn write(&mut self, which: &str) {
+        let entry = self.keys[which].clone();
+        // KEYS.json gives no value for the Redis store: its formats are
+        // those of cache/redis-store.json (`b:1;`, plain digits).
+        let fallback = match which {
+            "restart_key" => common::now().to_string(),
+            _ => "b:1;".to_string(),
+        };
+        let key = entry["key"].as_str().unwrap();
+        let value = entry["value"].as_str().map_or(fallback, str::to_string);
+        let value = value.as_str();
+        match place(entry["where"].as_str().unwrap()) {
+            Place::Redis(db) => self.redis(db, &["SET", key, value]),
+            Place::Table => common::sqlite::execute(
+                &self.app.join("database/database.sqlite"),
+                "INSERT OR REPLACE INTO cache (key, value, expiration) VALUES (?, ?, 2110918398)",
+                &[key, value],
+            ),
+            Place::File => {
+                let path = self.app.join("storage").join(key);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, value).unwrap();
+            }
+        }
+    }
+}
+
+/// `text` with `var=value` in place of any line setting `var`.
+fn set_env(text: &str, var: &str, value: &str) -> String {
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{var}=")) && !l.starts_with(&format!("# {var}=")))
+        .map(str::to_string)
+        .collect();
+    lines.push(format!("{var}={value}"));
+    lines.join("\n") + "\n"
+}
+
+/// For every recorded `.env` variant, `--env-file` alone (no PHP on the
+/// PATH) finds the queue list, its DB and the restart and pause keys
+/// Laravel used (`KEYS.json`): a job pushed there runs, the recorded pause
+/// value there holds the queue, the recorded restart value there stops
+/// the worker; the connection authenticates and selects as the observed
+/// trace does. A `config:cache`d app whose `.env` changed since cannot be
+/// known from the `.env`: the log says so.
+#[test]
+fn env_file_alone_derives_the_recorded_keys() {
+    let keys = rec::json("laravel12/config/KEYS.json");
+    assert_eq!(keys.as_object().unwrap().len(), 16);
+    for name in keys.as_object().unwrap().keys() {
+        let mut v = Variant::new(name, &keys);
+        let queue = v.keys["queue_list_key_for_default"].clone();
+        let (key, Place::Redis(db)) = (
+            queue["key"].as_str().unwrap(),
+            place(queue["where"].as_str().unwrap()),
+        ) else {
+            panic!("{name}: {queue}");
+        };
+        let job = Job::laravel13("App\\Jobs\\PlainJob").build();
+        v.redis(db, &["RPUSH", key, &job]);
+        let auth: &[&str] = if name == "redis-password-set" {
+            &["-a", "s3cret", "--no-auth-warning"]
+        } else {
+            &[]
+        };
+        let monitor = Monitor::start_as(&v.s, name, auth);
+        let mut d = v.work(&["--stop-when-empty", "--sleep=0"]);
+        d.expect_exit(0);
+        let log = d.stderr_text();
+        assert!(
+            log.contains("php is not on the PATH") || !v.app.join("artisan").exists(),
+            "{log}"
+        );
+        if name == "config-cached" {
+            assert!(log.contains("the app's configuration is cached"), "{log}");
+            assert!(
+                log.contains("first_key=changed-since-database-queues:default"),
+                "{log}"
+            );
+            assert_eq!(
+                v.llen(db, key),
+                1,
+                "{name}: the cached key is not the .env's"
+            );
+            continue;
+        }
+        assert!(log.contains(&format!("first_key={key}")), "{name}: {log}");
+        assert_eq!(v.llen(db, key), 0, "{name}: the job ran: {log}");
+        let restart = v.keys["restart_key"]["key"].as_str().unwrap().to_string();
+        assert!(
+            log.contains(&restart),
+            "{name}: restart key {restart} in {log}"
+        );
+        if let (Some(monitor), Some(observed)) = (
+            monitor,
+            Some(rec::read(&format!(
+                "laravel12/config/{name}.observe.monitor.txt"
+            ))),
+        ) {
+            let ours = monitor.stop_after(|| v.redis(0, &["ECHO", "monitor-end"]));
+            assert_eq!(
+                auth_and_select(&ours, db),
+                auth_and_select(&observed, db),
+                "{name}"
+            );
+        }
+
+        // The recorded pause value holds the queue.
+        v.write("pause_key_for_redis:default");
+        v.redis(db, &["RPUSH", key, &job]);
+        v.work(&["--stop-when-empty", "--sleep=0"]).expect_exit(0);
+        assert_eq!(v.llen(db, key), 1, "{name}: paused");
+        // The recorded restart value stops a running worker.
+        let mut d = v.work(&["--sleep=0.05"]);
+        d.wait_log(&["worker started"]);
+        v.write("restart_key");
+        d.expect_stop(0, "restart_signal");
+    }
+}
+
+/// How a trace's first connection to DB `db` authenticated and selected:
+/// the number of AUTH arguments (password, or user and password) and the
+/// SELECT it sent.
+fn auth_and_select(trace: &str, db: i64) -> (usize, bool) {
+    let auth = trace
+        .lines()
+        .map(rec::monitor_args)
+        .find(|a| a.first().is_some_and(|c| c.eq_ignore_ascii_case("auth")))
+        .map_or(0, |a| a.len() - 1);
+    let select = db == 0
+        || trace.lines().map(rec::monitor_args).any(|a| {
+            a.first().is_some_and(|c| c.eq_ignore_ascii_case("select"))
+                && a.get(1) == Some(&db.to_string())
+        });
+    (auth, select)
+}

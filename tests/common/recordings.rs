@@ -34,7 +34,7 @@ pub const USES: &[(&str, &[&str])] = &[
     ),
     (
         "env_file_alone_derives_the_recorded_keys",
-        &["laravel12/config/"],
+        &["laravel12/config/", "laravel12/failed_jobs/schema.json"],
     ),
     (
         "restart_and_pause_from_the_recorded_cache_entries",
@@ -171,6 +171,11 @@ impl Monitor {
     /// Starts the monitor and waits for its `OK`; `None` (after a skip
     /// note) without redis-cli.
     pub fn start(s: &Scene, name: &str) -> Option<Monitor> {
+        Self::start_as(s, name, &[])
+    }
+
+    /// As [`Monitor::start`], with more redis-cli arguments (`-a PASSWORD`).
+    pub fn start_as(s: &Scene, name: &str, more: &[&str]) -> Option<Monitor> {
         if !super::skip::have("redis-cli", "the daemon's Redis commands are not compared") {
             return None;
         }
@@ -179,6 +184,7 @@ impl Monitor {
         let child = Command::new("redis-cli")
             .arg("-s")
             .arg(&s.redis.socket)
+            .args(more)
             .arg("monitor")
             .stdout(file)
             .stderr(Stdio::null())
@@ -197,8 +203,15 @@ impl Monitor {
 
     /// Stops the monitor after a last marker command has reached it and
     /// returns the trace up to that marker.
-    pub fn stop(mut self, s: &Scene) -> String {
-        let _: String = s.redis.cmd(&["ECHO", "monitor-end"]);
+    pub fn stop(self, s: &Scene) -> String {
+        self.stop_after(|| {
+            let _: String = s.redis.cmd(&["ECHO", "monitor-end"]);
+        })
+    }
+
+    /// As [`Monitor::stop`], with `echo` sending `ECHO monitor-end`.
+    pub fn stop_after(mut self, echo: impl FnOnce()) -> String {
+        echo();
         super::wait_until("the monitor's end marker", || {
             self.text().contains("\"monitor-end\"")
         });
