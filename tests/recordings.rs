@@ -518,3 +518,87 @@ fn auth_and_select(trace: &str, db: i64) -> (usize, bool) {
         });
     (auth, select)
 }
+
+/// A cache store of the recordings, set up in a scene.
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    Database,
+    Redis,
+    File,
+}
+
+impl Store {
+    /// The scene's daemon config with this store, as the 12.x skeleton
+    /// makes it (prefix `laravel-cache-`, no colon).
+    fn config(self, s: &Scene) -> std::path::PathBuf {
+        let config = s.config().set("redis", "prefix", PREFIX);
+        let config = match self {
+            Store::Database => {
+                let schema = rec::json("laravel12/failed_jobs/schema.json");
+                rec::create_tables(&s.path("failed.sqlite"), &schema);
+                let url = format!("sqlite://{}", s.path("failed.sqlite").display());
+                config.database_cache(&url, CACHE_PREFIX).failed_url(&url)
+            }
+            Store::Redis => config.set("cache", "prefix", CACHE_PREFIX).set("cache", "colon", false),
+            Store::File => config.file_cache(&s.path("storage/framework/cache/data")),
+        };
+        config.recording("").write()
+    }
+
+    /// Makes the store hold exactly the recorded `after` state of a step.
+    fn load(self, s: &Scene, after: &Value) {
+        match self {
+            Store::Database => {
+                common::sqlite::execute(&s.path("failed.sqlite"), "DELETE FROM cache", &[]);
+                rec::load_cache_rows(&s.path("failed.sqlite"), &after["cache"]);
+            }
+            Store::Redis => {
+                let _: () = s.redis.cache(&["FLUSHDB"]);
+                rec::load_redis(s, &after["redis"]);
+            }
+            Store::File => {
+                let _ = std::fs::remove_dir_all(s.path("storage"));
+                for file in after["files"].as_array().into_iter().flatten() {
+                    let path = s.path("storage").join(file["path"].as_str().unwrap());
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, file["content"].as_str().unwrap()).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// `queue:restart`, `queue:pause`, `queue:resume`, `queue:pause`,
+/// `queue:continue` and `queue:restart` again, as each cache store held
+/// them after each command (`cache/*-store.json`: rows with `i:<time>;`
+/// and `b:1;`, Redis keys on the cache DB with plain digits, files named
+/// by sha1 of the key without the prefix): the daemon stops on each
+/// restart and leaves the queue alone exactly while it is paused.
+#[test]
+fn restart_and_pause_from_the_recorded_cache_entries() {
+    for store in [Store::Database, Store::Redis, Store::File] {
+        let name = format!("{store:?}").to_lowercase();
+        let recorded = rec::json(&format!("laravel12/cache/{name}-store.json"));
+        let s = Scene::new();
+        let config = store.config(&s);
+        let queue = format!("{PREFIX}queues:default");
+        for (n, step) in recorded["steps"].as_array().unwrap().iter().enumerate() {
+            let command = step["command"].as_str().unwrap();
+            if command.contains("queue:restart") {
+                let mut d = s.work(&config, &["--sleep=0.05"]);
+                d.wait_log(&["worker started"]);
+                store.load(&s, &step["after"]);
+                d.expect_stop(0, "restart_signal");
+                continue;
+            }
+            store.load(&s, &step["after"]);
+            let job = Job::laravel13("App\\Jobs\\PlainJob").build();
+            let _: i64 = s.redis.cmd(&["RPUSH", &queue, &job]);
+            s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+            let paused = command.contains("queue:pause");
+            let left = s.redis.llen(&queue);
+            assert_eq!(left, i64::from(paused), "{name} step {n}: {command}");
+            let _: i64 = s.redis.cmd(&["DEL", &queue]);
+        }
+    }
+}

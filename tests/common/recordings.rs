@@ -39,6 +39,7 @@ pub const USES: &[(&str, &[&str])] = &[
     (
         "restart_and_pause_from_the_recorded_cache_entries",
         &[
+            "laravel12/failed_jobs/schema.json",
             "laravel12/cache/database-store.json",
             "laravel12/cache/redis-store.json",
             "laravel12/cache/file-store.json",
