@@ -539,10 +539,45 @@ impl Store {
                 let url = format!("sqlite://{}", s.path("failed.sqlite").display());
                 config.database_cache(&url, CACHE_PREFIX).failed_url(&url)
             }
-            Store::Redis => config.set("cache", "prefix", CACHE_PREFIX).set("cache", "colon", false),
+            Store::Redis => config
+                .set("cache", "prefix", CACHE_PREFIX)
+                .set("cache", "colon", false),
             Store::File => config.file_cache(&s.path("storage/framework/cache/data")),
         };
         config.recording("").write()
+    }
+
+    /// The config of the trace runs: this store, failed_jobs in the
+    /// scene's SQLite made from the recorded schema, a short kill grace.
+    fn trace_config(self, s: &Scene) -> std::path::PathBuf {
+        let schema = rec::json("laravel12/failed_jobs/schema.json");
+        let db = s.path("failed.sqlite");
+        rec::create_tables(&db, &schema);
+        let url = format!("sqlite://{}", db.display());
+        let config = s
+            .config()
+            .set("redis", "prefix", PREFIX)
+            .failed_url(&url)
+            .kill_grace(1);
+        let config = match self {
+            Store::Database => config.database_cache(&url, CACHE_PREFIX),
+            _ => config
+                .set("cache", "prefix", CACHE_PREFIX)
+                .set("cache", "colon", false),
+        };
+        config.script(SCENARIO_HANDLER).write()
+    }
+
+    /// Writes what a trace's `queue:restart` left in the store.
+    fn load_trace_after(self, s: &Scene, state: &Value) {
+        match self {
+            Store::Database => rec::load_cache_rows(&s.path("failed.sqlite"), &state["cache"]),
+            _ => {
+                let mut cache = state["redis"].clone();
+                cache.as_object_mut().unwrap().retain(|db, _| db != "0");
+                rec::load_redis(s, &cache);
+            }
+        }
     }
 
     /// Makes the store hold exactly the recorded `after` state of a step.
@@ -594,11 +629,532 @@ fn restart_and_pause_from_the_recorded_cache_entries() {
             store.load(&s, &step["after"]);
             let job = Job::laravel13("App\\Jobs\\PlainJob").build();
             let _: i64 = s.redis.cmd(&["RPUSH", &queue, &job]);
-            s.run(&config, &["--stop-when-empty", "--sleep=0"]);
             let paused = command.contains("queue:pause");
+            // The pause key is read before the pop with --once too.
+            s.run(&config, &["--once", "--sleep=0"]);
+            assert_eq!(
+                s.redis.llen(&queue),
+                i64::from(paused),
+                "{name} step {n}: --once"
+            );
+            let _: i64 = s.redis.cmd(&["RPUSH", &queue, &job]);
+            s.run(&config, &["--stop-when-empty", "--sleep=0"]);
             let left = s.redis.llen(&queue);
-            assert_eq!(left, i64::from(paused), "{name} step {n}: {command}");
+            assert_eq!(left, 2 * i64::from(paused), "{name} step {n}: {command}");
             let _: i64 = s.redis.cmd(&["DEL", &queue]);
         }
     }
+}
+
+/// The handler of the trace scenarios: logs `MODE NAME ATTEMPT`; in run
+/// mode sleeps past the job's timeout when `sleep` exists and answers
+/// with `answer.json` when it exists (else exit 0: done).
+const SCENARIO_HANDLER: &str = "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT\" >> \"$LOG\"\n\
+    [ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
+    if [ -f \"$DIR/sleep\" ]; then sleep 5; fi\n\
+    if [ -f \"$DIR/answer.json\" ]; then cp \"$DIR/answer.json\" \"$LARAVEL_WORKER_RESULT\"; fi\n\
+    exit 0";
+
+/// The failed_jobs fixture of a scenario that fails its job.
+fn failed_fixture(scenario: &str) -> Option<&'static str> {
+    Some(match scenario {
+        "last-try-failed" => "failed-last-try",
+        "timeout-last-attempt" => "failed-timeout",
+        "timeout-fail-on-timeout" => "failed-timeout-fail-on-timeout",
+        "max-exceptions-exhausted" => "failed-max-exceptions",
+        "retry-until-expired" => "failed-retry-until",
+        "self-failing" => "failed-self",
+        _ => return None,
+    })
+}
+
+/// What the handler answers in `scenario`, as the recorded job behaved:
+/// the recorded exception's class and message, `release(5)`, `fail()`.
+fn answer(scenario: &str, state: &Value) -> Option<Value> {
+    let thrown = |state: &Value| {
+        let row = state["failed_jobs"]
+            .as_array()
+            .and_then(|r| r.first())
+            .cloned();
+        let line = row.map_or("RuntimeException: flaky".to_string(), |r| {
+            rec::first_line(r["exception"].as_str().unwrap())
+        });
+        let (class, message) = line.split_once(": ").unwrap();
+        json!({"action": "exception", "class": class, "message": message})
+    };
+    match scenario {
+        "release-backoff"
+        | "last-try-failed"
+        | "max-exceptions-first"
+        | "max-exceptions-exhausted" => Some(thrown(state)),
+        "release-explicit" => Some(json!({"action": "release", "delay": 5})),
+        "self-failing" => {
+            let mut a = thrown(state);
+            a["action"] = json!("fail");
+            a["reason"] = a["message"].clone();
+            Some(a)
+        }
+        _ => None,
+    }
+}
+
+/// The recorded run's "now": the first time stamp of its raw trace
+/// (`None` when the worker sent no command, as with a paused queue and
+/// the database store).
+fn recorded_now(raw: &str) -> Option<f64> {
+    raw.lines()
+        .find_map(|l| l.split(' ').next()?.parse::<f64>().ok())
+        .map(f64::floor)
+}
+
+/// Shifts every zset score of a recorded `redis` state by `by` seconds.
+fn shift_scores(redis: &mut Value, by: f64) {
+    for keys in redis
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+    {
+        for entry in keys
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            if entry["type"] == "zset" {
+                for pair in entry["value"].as_array_mut().into_iter().flatten() {
+                    pair[1] = json!(pair[1].as_f64().unwrap() + by);
+                }
+            }
+        }
+    }
+}
+
+/// One trace scenario run by the daemon with `store`'s cache.
+struct TraceRun {
+    s: Scene,
+    state: Value,
+    now: f64,
+    ours: String,
+    recorded: String,
+    raw: String,
+}
+
+fn run_trace(scenario: &str, store: Store) -> Option<TraceRun> {
+    let base = format!(
+        "laravel12/traces/{scenario}.{}-cache",
+        format!("{store:?}").to_lowercase()
+    );
+    let state = rec::json(&format!("{base}.state.json"));
+    let raw = rec::read(&format!("{base}.monitor.txt"));
+    let recorded = rec::read(&format!("{base}.normalized.txt"));
+    // normalize.py turns the recorded raw trace into the normalized one:
+    // the daemon's trace goes through the same script.
+    let normalized = rec::normalize(&raw)?;
+    assert_eq!(normalized, recorded, "{base}: normalize.py");
+    let s = Scene::new();
+    let config = store.trace_config(&s);
+    let now = common::now() as f64;
+    let shift = now - recorded_now(&raw).unwrap_or(now);
+    let mut before = state["before"]["redis"].clone();
+    shift_scores(&mut before, shift);
+    rec::load_redis(&s, &before);
+    if let Store::Database = store {
+        rec::load_cache_rows(&s.path("failed.sqlite"), &state["before"]["cache"]);
+        for lock in state["before"]["cache_locks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            common::sqlite::execute(
+                &s.path("failed.sqlite"),
+                "INSERT INTO cache_locks (key, owner, expiration) VALUES (?, ?, ?)",
+                &[
+                    lock["key"].as_str().unwrap(),
+                    lock["owner"].as_str().unwrap(),
+                    &(now as i64 + 3600).to_string(),
+                ],
+            );
+        }
+    }
+    if let Some(answer) = answer(scenario, &state) {
+        std::fs::write(s.path("answer.json"), answer.to_string()).unwrap();
+    }
+    if scenario.starts_with("timeout") {
+        s.touch("sleep");
+    }
+    let monitor = Monitor::start(&s, scenario)?;
+    let args: Vec<&str> = state["worker"]["argv"].as_array().unwrap()[4..]
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    if scenario == "restart-stop" {
+        let mut d = s.work(&config, &args);
+        d.wait_log(&["worker started"]);
+        store.load_trace_after(&s, &state);
+        d.expect_stop(0, "restart_signal");
+    } else {
+        s.run(&config, &args);
+    }
+    let ours = rec::normalize(&monitor.stop(&s))?;
+    Some(TraceRun {
+        s,
+        state,
+        now,
+        ours,
+        recorded,
+        raw,
+    })
+}
+
+/// Asserts that two comparable `redis` states hold the same keys, types
+/// and members, scores within a second.
+fn assert_same_redis(expected: &Value, ours: &Value, what: &str) {
+    let keys = |v: &Value| -> Vec<String> {
+        v.as_object()
+            .into_iter()
+            .flat_map(|dbs| {
+                dbs.iter().flat_map(|(db, keys)| {
+                    keys.as_object()
+                        .unwrap()
+                        .keys()
+                        .map(move |k| format!("{db} {k}"))
+                })
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys(ours),
+        keys(expected),
+        "{what}: keys\nours: {ours:#}\nrecorded: {expected:#}"
+    );
+    for (db, dbkeys) in expected.as_object().unwrap() {
+        for (key, entry) in dbkeys.as_object().unwrap() {
+            let our = &ours[db][key];
+            assert_eq!(our["type"], entry["type"], "{what}: {key}");
+            if entry["type"] != "zset" {
+                assert_eq!(our["value"], entry["value"], "{what}: {key}");
+                continue;
+            }
+            let (a, b) = (
+                our["value"].as_array().unwrap(),
+                entry["value"].as_array().unwrap(),
+            );
+            assert_eq!(a.len(), b.len(), "{what}: {key}");
+            for (x, y) in a.iter().zip(b) {
+                assert_eq!(x[0], y[0], "{what}: {key} member");
+                let (sx, sy) = (x[1].as_f64().unwrap(), y[1].as_f64().unwrap());
+                assert!(
+                    (sx - sy).abs() <= 1.0,
+                    "{what}: {key} score {sx} vs recorded {sy}"
+                );
+            }
+        }
+    }
+}
+
+/// The recorded failed_jobs rows of `scenario` (from `failed_jobs/`),
+/// compared with ours: connection, queue, the payload byte for byte (as it
+/// was before the pop counted the attempt), the exception's first line.
+fn assert_failed_rows(run: &TraceRun, scenario: &str, store: Store) {
+    let ours = run.s.failed_rows();
+    let Some(fixture) = failed_fixture(scenario) else {
+        assert!(ours.is_empty(), "{scenario}: {ours:?}");
+        return;
+    };
+    let recorded = rec::json(&format!("laravel12/failed_jobs/{fixture}.json"));
+    let rows = match store {
+        Store::Database => &recorded["rows"],
+        _ => &recorded["rows_from_the_redis_cache_store_run"],
+    };
+    let rows = rows.as_array().unwrap();
+    assert_eq!(
+        rows,
+        run.state["failed_jobs"].as_array().unwrap(),
+        "{fixture} and the state file agree"
+    );
+    assert_eq!(ours.len(), rows.len(), "{scenario}");
+    for (our, row) in ours.iter().zip(rows) {
+        assert_eq!(our.uuid, row["uuid"].as_str().unwrap(), "{scenario}");
+        assert_eq!(
+            our.connection,
+            row["connection"].as_str().unwrap(),
+            "{scenario}"
+        );
+        assert_eq!(our.queue, row["queue"].as_str().unwrap(), "{scenario}");
+        assert_eq!(
+            our.payload,
+            row["payload"].as_str().unwrap(),
+            "{scenario}: payload"
+        );
+        let expected = rec::first_line(row["exception"].as_str().unwrap());
+        assert_eq!(
+            rec::first_line(&our.exception),
+            expected,
+            "{scenario}: exception"
+        );
+    }
+}
+
+/// Every trace scenario with `store`: the daemon's Redis commands write
+/// the keys queue:work's do, and leave the recorded Redis state, cache
+/// rows and failed_jobs rows, but for the differences named in
+/// [`deliberate`].
+fn traces_match_in_effect(store: Store) {
+    let mut scenarios: Vec<String> =
+        rec::files_in("laravel12/traces", ".database-cache.state.json")
+            .into_iter()
+            .map(|f| {
+                f.rsplit('/')
+                    .next()
+                    .unwrap()
+                    .split('.')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+    scenarios.sort();
+    assert_eq!(scenarios.len(), 17);
+    let mut failures = vec![];
+    for scenario in &scenarios {
+        let result = std::panic::catch_unwind(|| check_trace(scenario, store));
+        if let Err(e) = result {
+            let text = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failures.push(format!(
+                "{scenario}: {}",
+                text.chars().take(3000).collect::<String>()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} scenarios differ:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// One trace scenario (see [`traces_match_in_effect`]).
+fn check_trace(scenario: &str, store: Store) {
+    {
+        let Some(run) = run_trace(scenario, store) else {
+            return;
+        };
+        let what = format!("{scenario} ({store:?} cache)");
+        let mut expected = rec::comparable_redis(
+            &run.state["redis"],
+            recorded_now(&run.raw).unwrap_or(run.now),
+        );
+        let mut written = rec::written_keys(&run.recorded);
+        deliberate(&run, scenario, &mut expected, &mut written);
+        let ours = rec::redis_state(&run.s, run.now);
+        assert_same_redis(&expected, &ours, &what);
+        assert_eq!(
+            rec::written_keys(&run.ours),
+            written,
+            "{what}: keys written\nours:\n{}",
+            run.ours
+        );
+        assert_failed_rows(&run, scenario, store);
+        // The migrations ask for the same due members, with 12.x's limit
+        // argument (`limit 0 -1`).
+        let migrations = |trace: &str| -> BTreeSet<String> {
+            trace
+                .lines()
+                .filter(|l| l.contains("] \"zrangebyscore\""))
+                .map(|l| l[l.find(']').unwrap()..].to_string())
+                .collect()
+        };
+        assert!(
+            migrations(&run.ours).is_superset(&migrations(&run.recorded)),
+            "{what}: migrations\nours:\n{}",
+            run.ours
+        );
+        if scenario.starts_with("max-exceptions") {
+            assert_counter_as_recorded(&run, scenario, store);
+        }
+        if let Store::Database = store {
+            let mut locks: Vec<String> = run.state["cache_locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["key"].as_str().unwrap().to_string())
+                .collect();
+            if scenario == "unique" {
+                locks = run.state["before"]["cache_locks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["key"].as_str().unwrap().to_string())
+                    .collect();
+            }
+            let ours = common::sqlite::strings(
+                &run.s.path("failed.sqlite"),
+                "SELECT key FROM cache_locks ORDER BY key",
+            );
+            assert_eq!(ours, locks, "{what}: cache_locks");
+            let recorded: Vec<String> = run.state["cache"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}={}",
+                        r["key"].as_str().unwrap(),
+                        r["value"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            assert_eq!(
+                rec::cache_rows(&run.s.path("failed.sqlite")),
+                recorded,
+                "{what}: cache rows"
+            );
+        }
+    }
+}
+
+/// The differences named in `docs/src/differences.md`, applied to what
+/// queue:work left, so that the test asserts the daemon's documented
+/// behaviour.
+fn deliberate(
+    run: &TraceRun,
+    scenario: &str,
+    expected: &mut Value,
+    written: &mut BTreeSet<String>,
+) {
+    let queue = format!("{PREFIX}queues:default");
+    // A process handler does not release a ShouldBeUnique lock (the PHP
+    // bridge does, through Laravel's own code): it stays where the
+    // dispatch put it until `uniqueFor` passes.
+    if scenario == "unique" {
+        let lock = unique_lock(run);
+        if let Some((key, entry)) = lock {
+            written.remove(&format!("0 {key}"));
+            let db0 = expected
+                .as_object_mut()
+                .unwrap()
+                .entry("0")
+                .or_insert(json!({}));
+            db0.as_object_mut().unwrap().insert(key, entry);
+        }
+    }
+    let db0 = expected.get_mut("0").and_then(Value::as_object_mut);
+    match (scenario, db0) {
+        // A process handler does not dispatch a chain's next job (the PHP
+        // bridge does, through Laravel's own code).
+        ("chain-next", Some(db0)) => {
+            db0.remove(&queue);
+            db0.remove(&format!("{queue}:notify"));
+        }
+        // A timeout with tries left: queue:work leaves the job reserved
+        // until retry_after (and kills itself); the daemon kills only the
+        // handler and releases the job at once (backoff 0).
+        ("timeout-first-attempt", Some(db0)) => {
+            let mut reserved = db0.remove(&format!("{queue}:reserved")).unwrap();
+            reserved["value"][0][1] = json!(0.0);
+            db0.insert(format!("{queue}:delayed"), reserved);
+            written.insert(format!("0 {queue}:delayed"));
+        }
+        _ => {}
+    }
+    if expected
+        .get("0")
+        .and_then(Value::as_object)
+        .is_some_and(|m| m.is_empty())
+    {
+        expected.as_object_mut().unwrap().remove("0");
+    }
+}
+
+#[test]
+fn traces_match_in_effect_with_the_database_cache() {
+    traces_match_in_effect(Store::Database);
+}
+
+#[test]
+fn traces_match_in_effect_with_the_redis_cache() {
+    traces_match_in_effect(Store::Redis);
+}
+
+/// The unique lock of the `unique` scenario as the dispatch left it in
+/// the Redis store (`cache/unique-lock.json`): on the lock connection (DB
+/// 0) under the Redis and cache prefixes, named
+/// `laravel_unique_job:{class}:{uniqueId}` (12.x: a colon before the id),
+/// the name the payload carries in `illuminate:log:context.hidden`. `None`
+/// for the database store (its lock is a `cache_locks` row).
+fn unique_lock(run: &TraceRun) -> Option<(String, Value)> {
+    let recorded = rec::json("laravel12/cache/unique-lock.json");
+    let payload: Value =
+        serde_json::from_str(rec::read("laravel12/payloads/unique.json").as_str()).unwrap();
+    let hidden = &payload["illuminate:log:context"]["hidden"];
+    let name = "laravel_unique_job:App\\Jobs\\UniqueJob:k";
+    assert_eq!(
+        hidden["laravel_unique_job_key"],
+        json!(format!("s:{}:\"{name}\";", name.len()))
+    );
+    let db_lock = &recorded["database"]["after_dispatch"]["cache_locks"][0]["key"];
+    assert_eq!(db_lock, &json!(format!("{CACHE_PREFIX}{name}")));
+    let key = format!("{PREFIX}{CACHE_PREFIX}{name}");
+    let in_db0 = &recorded["redis"]["after_dispatch"]["redis_non_queue_keys"]["0"][&key];
+    assert_eq!(in_db0["type"], "string", "{recorded:#}");
+    let before = run.state["before"]["redis"]["0"].get(&key)?;
+    Some((key, json!({"type": "string", "value": before["value"]})))
+}
+
+/// The `$maxExceptions` counter after each exception, as
+/// `cache/job-exceptions.json` shows it per store (same run and uuid as
+/// the traces): `job-exceptions:UUID` = `i:1;` in the table, plain digits
+/// in Redis DB 1, forgotten after the second exception. The daemon's
+/// store holds exactly that.
+fn assert_counter_as_recorded(run: &TraceRun, scenario: &str, store: Store) {
+    let recorded = rec::json("laravel12/cache/job-exceptions.json");
+    let step = if scenario.ends_with("first") {
+        "after_first_exception"
+    } else {
+        "after_second_exception"
+    };
+    let (expected, ours): (Vec<String>, Vec<String>) = match store {
+        Store::Database => {
+            let rows = recorded["database"][step]["table cache"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let rows = rows.iter().map(|r| {
+                format!(
+                    "{}={}",
+                    r["key"].as_str().unwrap(),
+                    r["value"].as_str().unwrap()
+                )
+            });
+            let ours = rec::cache_rows(&run.s.path("failed.sqlite"));
+            (
+                rows.collect(),
+                ours.into_iter()
+                    .filter(|r| r.contains("job-exceptions:"))
+                    .collect(),
+            )
+        }
+        _ => {
+            let keys = recorded["redis"][step]["redis db 1"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let keys = keys
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v["value"].as_str().unwrap()));
+            let ours = run
+                .s
+                .redis
+                .keys(1)
+                .into_iter()
+                .filter(|k| k.contains("job-exceptions:"));
+            let ours = ours.map(|k| format!("{k}={}", run.s.redis.cache::<String>(&["GET", &k])));
+            (keys.collect(), ours.collect())
+        }
+    };
+    assert_eq!(ours, expected, "{scenario}: the exception counter");
 }

@@ -54,6 +54,7 @@ pub const USES: &[(&str, &[&str])] = &[
             "laravel12/failed_jobs/failed-",
             "laravel12/cache/job-exceptions.json",
             "laravel12/cache/unique-lock.json",
+            "laravel12/payloads/unique.json",
         ],
     ),
     (
@@ -65,6 +66,7 @@ pub const USES: &[(&str, &[&str])] = &[
             "laravel12/failed_jobs/failed-",
             "laravel12/cache/job-exceptions.json",
             "laravel12/cache/unique-lock.json",
+            "laravel12/payloads/unique.json",
         ],
     ),
     (
