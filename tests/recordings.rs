@@ -32,6 +32,14 @@ const CACHE_PREFIX: &str = "laravel-cache-";
 fn every_fixture_file_is_used_by_a_test() {
     let unused = rec::unused();
     assert!(unused.is_empty(), "fixture files no test uses: {unused:#?}");
+    // Every test the registry names is a test of this file.
+    let source = std::fs::read_to_string(file!()).unwrap();
+    for (test, _) in rec::USES {
+        assert!(
+            source.contains(&format!("#[test]\nfn {test}()")),
+            "no test {test}"
+        );
+    }
     // Every scenario of the README's table has its trace files, and every
     // file the newer-payloads README names is there.
     let readme = rec::read("laravel12/README.md");
@@ -1157,4 +1165,74 @@ fn assert_counter_as_recorded(run: &TraceRun, scenario: &str, store: Store) {
         }
     };
     assert_eq!(ours, expected, "{scenario}: the exception counter");
+}
+
+/// A batch's row as the recordings compare it: pending, failed, failed
+/// job ids, cancelled, finished.
+fn batch_counters(row: &Value) -> (i64, i64, usize, bool, bool) {
+    let ids: Vec<Value> = serde_json::from_str(row["failed_job_ids"].as_str().unwrap()).unwrap();
+    (
+        row["pending_jobs"].as_i64().unwrap(),
+        row["failed_jobs"].as_i64().unwrap(),
+        ids.len(),
+        !row["cancelled_at"].is_null(),
+        !row["finished_at"].is_null(),
+    )
+}
+
+/// `job_batches` counters through a batch's life when its jobs run
+/// through the PHP bridge, one `work --once` at a time, as the recordings
+/// show them for `queue:work --once` (`failed_jobs/batch-*.json`):
+/// pending and failed counts, failed job ids, cancelled_at and
+/// finished_at, and the callbacks' order and counters. The bridge runs
+/// here on Debian's Laravel 8.83 (the test app in `tests/laravel/`), whose
+/// batch bookkeeping the recorded 12.67 rows are compared with.
+#[test]
+fn batch_counters_move_as_recorded() {
+    for name in ["batch-ok", "batch-fails", "batch-allow-failures"] {
+        let recorded = rec::json(&format!("laravel12/failed_jobs/{name}.json"));
+        let s = Scene::new();
+        let Some(app) = common::laravel::App::new(&s) else {
+            return;
+        };
+        let db = s.path("failed.sqlite");
+        // The 12.x skeleton's job_batches columns (8.x has the same).
+        let schema = rec::json("laravel12/failed_jobs/schema.json");
+        rec::create_tables(&db, &json!({"job_batches": schema["job_batches"]}));
+        let config = app.config(&s, common::laravel::Transport::PerJob);
+        app.dispatch(json!([recorded["spec"]]));
+        for (n, snapshot) in recorded["snapshots"].as_array().unwrap().iter().enumerate() {
+            if n > 0 {
+                s.run(&config, &["--once", "--sleep=0"]);
+            }
+            let rows = common::sqlite::batches(&db);
+            assert_eq!(rows.len(), 1, "{name}");
+            let ours = (
+                rows[0].pending_jobs,
+                rows[0].failed_jobs,
+                rows[0].failed_job_ids,
+                rows[0].cancelled,
+                rows[0].finished,
+            );
+            let expected = batch_counters(&snapshot["job_batches"][0]);
+            assert_eq!(ours, expected, "{name}: after {}", snapshot["after"]);
+        }
+        let summary = |log: &[Value]| -> Vec<String> {
+            log.iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {} {} {}",
+                        r["event"], r["tag"], r["pending"], r["failed"], r["skipped"]
+                    )
+                })
+                .collect()
+        };
+        let expected = summary(recorded["job_log"].as_array().unwrap());
+        assert_eq!(summary(&app.records()), expected, "{name}: job log");
+        assert_eq!(
+            s.failed_rows().len(),
+            recorded["failed_jobs"].as_array().unwrap().len(),
+            "{name}"
+        );
+    }
 }

@@ -71,7 +71,10 @@ pub const USES: &[(&str, &[&str])] = &[
     ),
     (
         "batch_counters_move_as_recorded",
-        &["laravel12/failed_jobs/batch-"],
+        &[
+            "laravel12/failed_jobs/batch-",
+            "laravel12/failed_jobs/schema.json",
+        ],
     ),
 ];
 
