@@ -17,7 +17,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use common::recordings::{self as rec, Monitor};
 use common::{Daemon, Job, Scene};
