@@ -12,7 +12,7 @@
 //! | `REDIS_SENTINEL_PASSWORD`         | `[redis] sentinel_password`              |
 //! | `REDIS_PREFIX`                    | `[redis] prefix`                         |
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
-//! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
+//! | `REDIS_CACHE_DB`                  | `[cache] database` (a database in `REDIS_URL` wins) |
 //! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
 //! | `DB_CACHE_TABLE`                  | `[cache] table` (database store)         |
 //! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
