@@ -1,13 +1,12 @@
 //! Parity with `php artisan queue:work`: one scenario of real dispatched
 //! jobs, run once by the app's own worker and once by laravel-worker
 //! (through the PHP bridge), each on its own Redis with the same layout,
-//! on both test apps: Laravel 8.83 (`tests/laravel/`: Redis cache store,
-//! `laravel_database_` prefix) and Laravel 12.67 (`tests/laravel12/`: the
-//! 12.x skeleton's database cache store on SQLite, `laravel-database-`
-//! prefix). After every round both must show the same runs and attempts,
-//! the same failed() hooks and chain callbacks, the same release delays
-//! (within a second), the same failed_jobs rows, the same Redis keys and
-//! the same rows in the database cache store (`cache`, `cache_locks`).
+//! on the Laravel 8.83 test app (`tests/laravel/`: Redis cache store,
+//! `laravel_database_` prefix). After every round both must show the same
+//! runs and attempts, the same failed() hooks and chain callbacks, the
+//! same release delays (within a second), the same failed_jobs rows and
+//! the same Redis keys. Laravel 11–12 are checked against recordings of
+//! Laravel 12.67 instead (`tests/recordings.rs`).
 //!
 //! The differences that exist on purpose, or that are known, are named
 //! here and asserted separately:
@@ -16,25 +15,23 @@
 //!   leaves the job reserved until `retry_after`; laravel-worker kills only
 //!   the handler and releases the job at once. On the last try both fail
 //!   it with the app's version's class and message (8.x:
-//!   `MaxAttemptsExceededException`, 10.25+: `TimeoutExceededException`);
+//!   `MaxAttemptsExceededException`);
 //! - a job whose `retryUntil` has passed (`too-late`): queue:work's row
 //!   ends its first line with PHP's ` in file:line`, which the worker,
 //!   having no PHP frame, cannot write. Class and wording are the app's
 //!   version's (`[app] laravel`): 8.x's "…attempted too many times or run
-//!   too long. The job may have previously timed out.", 10.30+'s
-//!   "…attempted too many times.".
+//!   too long. The job may have previously timed out.".
 //!
 //! What differs between the two runs but not between the workers is
-//! masked: the failed rows' uuid and id, and Laravel 11+'s `createdAt`
-//! (each run dispatches at its own time).
+//! masked: the failed rows' uuid and id.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::laravel::{App, Transport, Version};
-use common::{Failed, Payload, QueueState, Scene, Score};
+use common::laravel::{App, Transport};
+use common::{Failed, Payload, QueueState, Scene, Score, q};
 use serde_json::{Value, json};
 
 /// Both runs use one APP_KEY, so that serialized closures (chain catch
@@ -68,31 +65,13 @@ fn scenario() -> Value {
 }
 
 /// The start of both workers' failed row for a job that timed out on its
-/// last try: 8.x's class and wording, 10.25+'s `TimeoutExceededException`.
-fn timed_out(version: Version) -> &'static str {
-    match version {
-        Version::L8 => {
-            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long."
-        }
-        Version::L12 => {
-            "Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\TimeoutJob has timed out."
-        }
-    }
-}
+/// last try: 8.x's class and wording.
+const TIMED_OUT: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long.";
 
 /// The first line of both workers' failed row for the job whose
 /// `retryUntil` has passed (queue:work's adds ` in file:line`): the same
-/// class, in the app's version's wording.
-fn too_late(version: Version) -> &'static str {
-    match version {
-        Version::L8 => {
-            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out."
-        }
-        Version::L12 => {
-            "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times."
-        }
-    }
-}
+/// class, in 8.x's wording.
+const TOO_LATE: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
 
 /// The worker options of both runs.
 const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
@@ -110,9 +89,6 @@ struct Round {
     failed: BTreeMap<String, (String, String, String, String)>,
     /// Keys of DB 0 and DB 1, uuids masked.
     keys: (Vec<String>, Vec<String>),
-    /// Keys of the database cache store's `cache` and `cache_locks`
-    /// tables, uuids masked (none on the 8.83 app, whose store is Redis).
-    cache: (Vec<String>, Vec<String>),
 }
 
 /// The test tag inside a payload (string job data, or the serialized
@@ -153,7 +129,7 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
     };
     let delayed = s
         .redis
-        .zrange(&format!("{}:delayed", app.version.q("default")))
+        .zrange(&format!("{}:delayed", q("default")))
         .into_iter()
         .map(|(member, score)| {
             let p: Value = serde_json::from_str(&member).unwrap();
@@ -174,17 +150,10 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
         .into_iter()
         .map(|row| {
             let p: Value = serde_json::from_str(&row.payload).unwrap();
-            let mut payload = row
+            let payload = row
                 .payload
                 .replace(&row.uuid, "<uuid>")
                 .replace(p["id"].as_str().unwrap(), "<id>");
-            // Laravel 11+'s dispatch time: the two runs dispatch apart.
-            if let Some(at) = p["createdAt"].as_i64() {
-                payload = payload.replace(
-                    &format!("\"createdAt\":{at},"),
-                    "\"createdAt\":<dispatched>,",
-                );
-            }
             let first_line = row
                 .exception
                 .lines()
@@ -208,15 +177,14 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
         delayed,
         failed,
         keys: (mask(s.redis.keys(0)), mask(s.redis.keys(1))),
-        cache: (mask(app.cache_keys()), mask(app.cache_lock_keys())),
     }
 }
 
 /// Runs the scenario round by round with `work` (one worker run to its
 /// end), making delayed jobs due between rounds.
-fn run_scenario(version: Version, work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
+fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
     let s = Scene::new();
-    let app = App::on(&s, version)?;
+    let app = App::new(&s)?;
     app.set_env("APP_KEY", APP_KEY);
     let config = app.config(&s, Transport::Persistent(1));
     let dispatched = common::now();
@@ -226,8 +194,7 @@ fn run_scenario(version: Version, work: &dyn Fn(&App, &Scene, &Path)) -> Option<
         let before = app.records();
         work(&app, &s, &config);
         rounds.push(observe(&app, &s, &before, dispatched));
-        s.redis
-            .make_due(&format!("{}:delayed", app.version.q("default")));
+        s.redis.make_due(&format!("{}:delayed", q("default")));
     }
     Some(rounds)
 }
@@ -265,19 +232,10 @@ fn split_differences(round: &mut Round) -> Vec<String> {
 
 #[test]
 fn queue_work_and_laravel_worker_leave_the_same_results() {
-    parity(Version::L8);
-}
-
-#[test]
-fn laravel_12_queue_work_and_laravel_worker_leave_the_same_results() {
-    parity(Version::L12);
-}
-
-fn parity(version: Version) {
-    let Some(mut php) = run_scenario(version, &php_worker) else {
+    let Some(mut php) = run_scenario(&php_worker) else {
         return;
     };
-    let mut ours = run_scenario(version, &laravel_worker).unwrap();
+    let mut ours = run_scenario(&laravel_worker).unwrap();
 
     let mut php_apart = vec![];
     let mut our_apart = vec![];
@@ -306,7 +264,6 @@ fn parity(version: Version) {
         assert_eq!(p.records, o.records, "round {i}: job records");
         assert_eq!(p.failed, o.failed, "round {i}: failed_jobs");
         assert_eq!(p.keys, o.keys, "round {i}: Redis keys");
-        assert_eq!(p.cache, o.cache, "round {i}: database cache rows");
     }
 
     // The scenario did what it is meant to (not just the same twice).
@@ -337,25 +294,6 @@ fn parity(version: Version) {
         "{php_self:?}"
     );
 
-    // Each store saw the counters come and go: the Redis store on the
-    // 8.83 app, the database store (`cache` table) on the 12.67 app.
-    match version {
-        Version::L8 => assert!(ours.iter().all(|r| r.cache == (vec![], vec![]))),
-        Version::L12 => {
-            assert!(ours.iter().all(|r| r.keys.1.is_empty()), "nothing in DB 1");
-            let counted = ours[0]
-                .cache
-                .0
-                .iter()
-                .any(|k| k.ends_with("job-exceptions:<uuid>"));
-            assert!(
-                counted,
-                "max-ex counted in the cache table: {:?}",
-                ours[0].cache
-            );
-        }
-    }
-
     // The named differences, as they are today.
     let row = |apart: &[String], tag: &str| {
         apart
@@ -367,7 +305,7 @@ fn parity(version: Version) {
     // retryUntil passed: the same class and wording ([app] laravel); PHP's
     // line adds the file and line it was thrown at, which the worker,
     // having no PHP frame, cannot.
-    let message = format!("too-late: {}", too_late(version));
+    let message = format!("too-late: {TOO_LATE}");
     let php_row = row(&php_apart, "too-late");
     assert!(
         php_row.starts_with(&format!("{message} in ")),
@@ -390,22 +328,13 @@ fn parity(version: Version) {
 /// queue:work. Both run the failed() hook.
 #[test]
 fn timeouts_differ_on_purpose() {
-    timeouts(Version::L8);
-}
-
-#[test]
-fn laravel_12_timeouts_differ_on_purpose() {
-    timeouts(Version::L12);
-}
-
-fn timeouts(version: Version) {
     let s = Scene::new();
-    let Some(app) = App::on(&s, version) else {
+    let Some(app) = App::new(&s) else {
         return;
     };
-    let layout = || QueueState::empty().prefix(version.redis_prefix());
+    let layout = || QueueState::empty();
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
-    let reserved = format!("{}:reserved", version.q("default"));
+    let reserved = format!("{}:reserved", q("default"));
 
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
     let status = php.wait();
@@ -423,13 +352,13 @@ fn timeouts(version: Version) {
     let mut php = app.queue_work(&["--stop-when-empty", "--sleep=0"]);
     assert_eq!(php.wait().signal(), Some(9), "queue:work kills itself");
     assert_eq!(app.attempts("slow"), [1, 2]);
-    let row = Failed::row().exception(timed_out(version));
+    let row = Failed::row().exception(TIMED_OUT);
     s.assert_state(layout().failed([row]));
     assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");
 
     // laravel-worker, same job, same layout: one run, no reclaim wait.
     let s = Scene::new();
-    let app = App::on(&s, version).unwrap();
+    let app = App::new(&s).unwrap();
     let config = app.config(&s, Transport::PerJob);
     app.dispatch(json!([{"kind": "timeout", "tag": "slow", "sleep": 30}]));
     // The worker lives on.
@@ -447,7 +376,7 @@ fn timeouts(version: Version) {
     // The same class and message as queue:work's row ([app] laravel);
     // the detail below says how the handler was stopped.
     let row = Failed::row()
-        .exception(timed_out(version))
+        .exception(TIMED_OUT)
         .containing("was killed after 1 s");
     s.assert_state(layout().failed([row]));
     assert_eq!(app.events("failed", "slow").len(), 1, "failed() ran");

@@ -74,6 +74,28 @@ impl AppSource {
     }
 }
 
+/// Warns when settings follow the `.env` rules although the app beside
+/// `env_file` has a cached configuration (`bootstrap/cache/config.php`,
+/// made by `php artisan config:cache`): Laravel then reads the cache and
+/// ignores the `.env`, so values changed in the `.env` (or in
+/// `config/*.php`) since the cache was made are not the app's. Only PHP
+/// can read the cache; the worker says so instead of guessing.
+pub fn warn_if_config_cached(env_file: &Path) {
+    let dir = env_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let cached = dir.join("bootstrap/cache/config.php");
+    if cached.is_file() {
+        tracing::warn!(
+            cache = %cached.display(),
+            "the app's configuration is cached (config:cache): Laravel reads the cache, \
+             not the .env, so the settings derived from the .env may not be the app's; \
+             put php on the PATH (or pass --app) or set them in the config file"
+        );
+    }
+}
+
 /// Why the app could not be asked.
 #[derive(Debug)]
 pub enum ReadError {

@@ -12,7 +12,7 @@
 //! | `REDIS_SENTINEL_PASSWORD`         | `[redis] sentinel_password`              |
 //! | `REDIS_PREFIX`                    | `[redis] prefix`                         |
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
-//! | `REDIS_CACHE_DB`                  | `[cache] database`                       |
+//! | `REDIS_CACHE_DB`                  | `[cache] database` (a database in `REDIS_URL` wins) |
 //! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
 //! | `DB_CACHE_TABLE`                  | `[cache] table` (database store)         |
 //! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
@@ -145,7 +145,14 @@ pub fn layer_with(
             ..QueueLayer::default()
         },
         cache: CacheLayer {
-            database: cache_db,
+            // The skeleton's `cache` connection has `url => env('REDIS_URL')`
+            // too: a database in the URL wins over REDIS_CACHE_DB there,
+            // as on the queue connection (12.67 kept its cache keys in the
+            // URL's DB).
+            database: get("REDIS_URL")
+                .as_deref()
+                .and_then(url_database)
+                .or(cache_db),
             table: get("DB_CACHE_TABLE"),
             prefix: kept("CACHE_PREFIX").or_else(|| {
                 app_slug
@@ -163,6 +170,15 @@ pub fn layer_with(
 }
 
 /// `REDIS_CLUSTER`: Laravel's `redis` (the native cluster) or a boolean.
+/// The database number a Redis URL names in its path
+/// (`redis://host:6379/3` → 3), as Laravel's URL parser reads it; `None`
+/// when the path is empty or not a number.
+fn url_database(url: &str) -> Option<i64> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = rest.split(['?', '#']).next()?.split_once('/')?.1;
+    path.trim_matches('/').parse().ok()
+}
+
 fn cluster_flag(value: &str) -> Option<bool> {
     match value.trim().to_ascii_lowercase().as_str() {
         "redis" | "true" | "1" | "yes" | "on" => Some(true),
@@ -364,6 +380,17 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         layer(|k| map.get(k).cloned()).unwrap()
+    }
+
+    #[test]
+    fn a_database_in_redis_url_is_the_cache_connections_too() {
+        let l = env(&[("REDIS_URL", "redis://user:pass@127.0.0.1:7701/3")]);
+        assert_eq!(l.cache.database, Some(3));
+        let l = env(&[("REDIS_URL", "redis://h:1/3"), ("REDIS_CACHE_DB", "5")]);
+        assert_eq!(l.cache.database, Some(3));
+        let l = env(&[("REDIS_URL", "redis://h:1"), ("REDIS_CACHE_DB", "5")]);
+        assert_eq!(l.cache.database, Some(5));
+        assert_eq!(url_database("rediss://h:1/?x=1"), None);
     }
 
     #[test]

@@ -195,6 +195,9 @@ impl Settings {
                 }
             }
         };
+        if let (None, Some(env_file)) = (&app_layer, env_file) {
+            app_config::warn_if_config_cached(env_file);
+        }
         let file = match config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)

@@ -1,13 +1,14 @@
 //! A real Laravel app beside the daemon: `tests/laravel/` (Laravel 8.83, on
-//! Debian's packaged framework) or `tests/laravel12/` (Laravel 12.67, from
-//! `../shared/laravel12`, see [`Version`]) copied into the scene directory, with a `.env` pointing it at the scene's redis-server
+//! Debian's packaged framework) copied into the scene directory, with a
+//! `.env` pointing it at the scene's redis-server
 //! socket, its SQLite `failed_jobs` file and a job log. Jobs are dispatched
 //! through the app's real bus; `php artisan queue:*` commands run for real;
 //! the daemon runs jobs through `php/laravel-worker-bridge.php`.
 //!
 //! Tests skip (with a note on stderr) when `php`, its redis or pdo_sqlite
-//! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing,
-//! and the Laravel 12 ones when `../shared/laravel12` is absent.
+//! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing.
+//! Laravel 11–12 behaviour is checked from recordings instead (see
+//! `tests/recordings.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -24,74 +25,8 @@ pub fn bridge() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("php/laravel-worker-bridge.php")
 }
 
-/// The framework a test app runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
-    /// Debian's packaged Laravel 8.83: `tests/laravel/`, with the 8.x
-    /// skeleton's `_database_` / `_cache` (+ `:`) prefixes.
-    L8,
-    /// Laravel 12.67 from `../shared/laravel12`: `tests/laravel12/`, with
-    /// the 12.x skeleton's `-database-` / `-cache-` prefixes, no colon.
-    L12,
-}
-
-impl Version {
-    /// The app's sources in the repository.
-    fn source(self) -> PathBuf {
-        let dir = match self {
-            Version::L8 => "tests/laravel",
-            Version::L12 => "tests/laravel12",
-        };
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
-    }
-
-    /// `[app] laravel` for this app.
-    pub fn laravel(self) -> &'static str {
-        match self {
-            Version::L8 => "8.83",
-            Version::L12 => "12.67",
-        }
-    }
-
-    /// The queue connection's Redis prefix (APP_NAME=Laravel).
-    pub fn redis_prefix(self) -> &'static str {
-        match self {
-            Version::L8 => "laravel_database_",
-            Version::L12 => "laravel-database-",
-        }
-    }
-
-    /// The cache prefix (`cache.prefix`, APP_NAME=Laravel), without the
-    /// 8.x colon.
-    pub fn cache_prefix(self) -> &'static str {
-        match self {
-            Version::L8 => "laravel_cache",
-            Version::L12 => "laravel-cache-",
-        }
-    }
-
-    /// Everything before a cache key in the cache Redis (DB 1), when the
-    /// app's cache store is `redis` (the 8.83 app's; the 12.67 app's only
-    /// with `CACHE_STORE=redis`).
-    pub fn cache_key_prefix(self) -> &'static str {
-        match self {
-            Version::L8 => "laravel_database_laravel_cache:",
-            Version::L12 => "laravel-database-laravel-cache-",
-        }
-    }
-
-    /// The ready list of queue `name`.
-    pub fn q(self, name: &str) -> String {
-        format!("{}queues:{name}", self.redis_prefix())
-    }
-}
-
-/// `../shared/laravel12/autoload.php` beside the repository, when present.
-pub fn laravel12_autoload() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/laravel12/autoload.php");
-    path.is_file()
-        .then(|| std::fs::canonicalize(&path).unwrap_or(path))
-}
+/// `[app] laravel` for the test app (Debian's packaged framework).
+pub const LARAVEL: &str = "8.83";
 
 /// Why PHP tests cannot run here, if they cannot.
 fn missing() -> Option<&'static str> {
@@ -124,13 +59,8 @@ fn missing() -> Option<&'static str> {
 /// through the bridge with `transport`; `None` (after a note) when PHP or
 /// Laravel is missing: the test should return.
 pub fn scene(transport: Transport) -> Option<(Scene, App, PathBuf)> {
-    scene_on(Version::L8, transport)
-}
-
-/// As [`scene`], with the app of `version`.
-pub fn scene_on(version: Version, transport: Transport) -> Option<(Scene, App, PathBuf)> {
     let s = Scene::new();
-    let app = App::on(&s, version)?;
+    let app = App::new(&s)?;
     let config = app.config(&s, transport);
     Some((s, app, config))
 }
@@ -152,8 +82,6 @@ pub struct App {
     pub log: PathBuf,
     /// The scene directory.
     scene: PathBuf,
-    /// The framework it runs on.
-    pub version: Version,
 }
 
 impl App {
@@ -161,39 +89,16 @@ impl App {
     /// Redis and failed_jobs database (created here). `None`, with a note,
     /// when PHP or Laravel is missing: the test should return.
     pub fn new(s: &Scene) -> Option<App> {
-        App::on(s, Version::L8)
-    }
-
-    /// As [`App::new`], with the app of `version`. The Laravel 12 app gets
-    /// a `vendor/autoload.php` that loads `../shared/laravel12` (as a
-    /// Composer app loads its vendor/) and maps `App\` to `app/`.
-    pub fn on(s: &Scene, version: Version) -> Option<App> {
         if let Some(why) = missing() {
             super::skip::note("php/laravel", &format!("a Laravel interop test: {why}"));
             return None;
         }
-        let autoload = match version {
-            Version::L8 => None,
-            Version::L12 => match laravel12_autoload() {
-                Some(path) => Some(path),
-                None => {
-                    eprintln!(
-                        "note: skipping a Laravel 12 test: ../shared/laravel12 (Laravel 12.67 \
-                         for PHP 8.2) is not beside the repository"
-                    );
-                    return None;
-                }
-            },
-        };
         let scene = s.dir.path().to_path_buf();
         let dir = scene.join("app");
-        copy_dir(&version.source(), &dir);
-        if let Some(autoload) = autoload {
-            std::fs::create_dir_all(dir.join("vendor")).unwrap();
-            // vendor/autoload.php (checked in) requires what this returns.
-            let php = format!("<?php\n\nreturn {:?};\n", autoload.display().to_string());
-            std::fs::write(dir.join("vendor/framework.php"), php).unwrap();
-        }
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/laravel"),
+            &dir,
+        );
         for sub in [
             "storage/logs",
             "storage/framework/cache/data",
@@ -208,60 +113,15 @@ impl App {
             "APP_NAME=Laravel\nAPP_ENV=testing\nAPP_KEY={key}\n\
              REDIS_HOST={socket}\nREDIS_PORT=0\n\
              DB_CONNECTION=sqlite\nDB_DATABASE={db}\n\
-             JOB_LOG={log}\nLOG_CHANNEL=single\n{more}",
+             JOB_LOG={log}\nLOG_CHANNEL=single\n",
             socket = s.redis.socket.display(),
             db = scene.join("failed.sqlite").display(),
             log = log.display(),
-            // The 12.x skeleton's .env (CACHE_STORE=database: the `cache`
-            // table on the app's SQLite database), but queues on Redis.
-            more = match version {
-                Version::L8 => "",
-                Version::L12 =>
-                    "QUEUE_CONNECTION=redis\nCACHE_STORE=database\nREDIS_CLIENT=phpredis\n",
-            },
         );
         std::fs::write(dir.join(".env"), env).unwrap();
-        let app = App {
-            dir,
-            log,
-            scene,
-            version,
-        };
-        match version {
-            // The 8.x skeleton's failed_jobs table, made here.
-            Version::L8 => {
-                let _ = s.failed_db();
-            }
-            // The 12.x skeleton's migrations, run by the app: users, cache
-            // and cache_locks, jobs, job_batches and failed_jobs.
-            Version::L12 => {
-                std::fs::File::create(app.database()).unwrap();
-                app.artisan_ok(&["migrate", "--force"]);
-            }
-        }
-        Some(app)
-    }
-
-    /// The app's SQLite database (`DB_DATABASE`): failed_jobs, and for the
-    /// 12.x app also the cache, cache_locks and job_batches tables.
-    pub fn database(&self) -> PathBuf {
-        self.scene.join("failed.sqlite")
-    }
-
-    /// The keys of the app's database cache store (the `cache` table),
-    /// sorted; empty when there is no such table.
-    pub fn cache_keys(&self) -> Vec<String> {
-        super::sqlite::strings(&self.database(), "SELECT key FROM cache ORDER BY key")
-    }
-
-    /// The keys of the database store's locks (`cache_locks`), sorted.
-    pub fn cache_lock_keys(&self) -> Vec<String> {
-        super::sqlite::strings(&self.database(), "SELECT key FROM cache_locks ORDER BY key")
-    }
-
-    /// The rows of `job_batches` (database batch repository), by name.
-    pub fn batches(&self) -> Vec<super::sqlite::BatchRow> {
-        super::sqlite::batches(&self.database())
+        // The 8.x skeleton's failed_jobs table, made here.
+        let _ = s.failed_db();
+        Some(App { dir, log, scene })
     }
 
     /// Sets `name=value` in the app's .env (replacing any earlier value).
@@ -393,18 +253,7 @@ impl App {
     /// failed_jobs database.
     pub fn config(&self, s: &Scene, transport: Transport) -> PathBuf {
         // Exceptions are worded as the app's version words them.
-        let config = s.config().laravel(self.version.laravel());
-        let config = match self.version {
-            Version::L8 => config,
-            // Prefixes and cache store as the 12.x skeleton makes them:
-            // the database store on the app's database.
-            Version::L12 => config
-                .set("redis", "prefix", self.version.redis_prefix())
-                .database_cache(
-                    &format!("sqlite://{}", self.database().display()),
-                    self.version.cache_prefix(),
-                ),
-        };
+        let config = s.config().laravel(LARAVEL);
         config.handler(self.handler(transport)).write()
     }
 

@@ -21,6 +21,7 @@ pub mod databases;
 pub mod http_server;
 pub mod laravel;
 pub mod payloads;
+pub mod recordings;
 pub mod redis_server;
 pub mod redis_topologies;
 pub mod sandbox;

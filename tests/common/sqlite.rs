@@ -125,3 +125,19 @@ pub fn batches(path: &Path) -> Vec<BatchRow> {
             .collect()
     })
 }
+
+/// Runs each statement of `sql` (separated by `;`) on the SQLite file at
+/// `path` (created when missing), each with `binds` as its parameters.
+pub fn execute(path: &Path, sql: &str, binds: &[&str]) {
+    block_on(async {
+        let mut c = open(path).await;
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for bind in binds {
+            query = query.bind(*bind);
+        }
+        query
+            .execute(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    });
+}

@@ -93,6 +93,9 @@ class DispatchJobs extends Command
                 }
                 $chain->dispatch();
                 break;
+            case 'batch':
+                $this->batch($spec, $tag);
+                break;
             case 'event':
                 event(new OrderShipped($tag, $spec['fail'] ?? false));
                 break;
@@ -111,6 +114,39 @@ class DispatchJobs extends Command
             default:
                 throw new InvalidArgumentException("unknown job kind {$spec['kind']}");
         }
+    }
+
+    /**
+     * Bus::batch() of BatchStep jobs: each step is "name" or "name:fail",
+     * tagged "<tag>.<name>"; then, catch and finally record the batch's
+     * counters; "allow_failures" calls allowFailures().
+     */
+    private function batch(array $spec, string $tag): void
+    {
+        $jobs = array_map(function (string $step) use ($tag) {
+            [$name, $action] = array_pad(explode(':', $step, 2), 2, '');
+
+            return new Jobs\BatchStep("{$tag}.{$name}", $action === 'fail');
+        }, $spec['steps']);
+        $callback = function (string $event) use ($tag) {
+            return static function ($batch, $e = null) use ($event, $tag) {
+                Recorder::record($event, 'Batch', [
+                    'tag' => $tag,
+                    'pending' => $batch->pendingJobs,
+                    'failed' => $batch->failedJobs,
+                    'cancelled' => $batch->cancelled(),
+                    'finished' => $batch->finished(),
+                ] + ($e === null ? [] : Recorder::exception($e)));
+            };
+        };
+        $batch = Bus::batch($jobs)->name($tag)
+            ->then($callback('batch-then'))
+            ->catch($callback('batch-catch'))
+            ->finally($callback('batch-finally'));
+        if ($spec['allow_failures'] ?? false) {
+            $batch->allowFailures();
+        }
+        $batch->dispatch();
     }
 
     /** dispatch() with the item's queue and delay. */

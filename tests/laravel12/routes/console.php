@@ -1,3 +1,0 @@
-<?php
-
-// No closure commands: app/Console/Commands is loaded by the kernel.
