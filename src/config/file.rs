@@ -173,6 +173,15 @@ pub struct MetricsLayer {
     /// `host:port` to serve `/metrics`, `/healthz` and `/readyz` on; unset:
     /// no endpoint.
     pub listen: Option<String>,
+    /// Seconds a client has to send a request's head (line and headers),
+    /// from when the endpoint starts waiting for it (default 5).
+    pub header_timeout: Option<u64>,
+    /// Seconds a connection may go without a byte read or written before
+    /// it is closed (default 30).
+    pub idle_timeout: Option<u64>,
+    /// Connections served at once (default 32, and never more than a
+    /// quarter of the process's open-file limit); more are closed at once.
+    pub max_connections: Option<usize>,
 }
 
 /// One `[[handlers]]` entry.
@@ -403,6 +412,12 @@ impl Layer {
             },
             metrics: MetricsLayer {
                 listen: over.metrics.listen.or(self.metrics.listen),
+                header_timeout: over.metrics.header_timeout.or(self.metrics.header_timeout),
+                idle_timeout: over.metrics.idle_timeout.or(self.metrics.idle_timeout),
+                max_connections: over
+                    .metrics
+                    .max_connections
+                    .or(self.metrics.max_connections),
             },
             handlers: over.handlers.or(self.handlers),
         }

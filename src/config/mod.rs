@@ -71,6 +71,8 @@ pub struct Settings {
     pub on_lease_lost: OnLeaseLost,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
+    /// Time limits and connection cap of the metrics endpoint.
+    pub metrics_limits: crate::metrics::listener::Limits,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -386,6 +388,7 @@ impl Settings {
                     bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
                 }
             },
+            metrics_limits: crate::metrics::listener::Limits::from_layer(&layer.metrics)?,
             metrics_listen: layer.metrics.listen,
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
