@@ -172,6 +172,16 @@ impl Settings {
                         tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
                         Some(layer)
                     }
+                    Err(app_config::ReadError::NoPhp)
+                        if matches!(source, app_config::AppSource::Explicit(_)) =>
+                    {
+                        bail!(
+                            "--app={}: php is not on the PATH, so the app's configuration \
+                             cannot be asked (install PHP's command line, or drop --app and \
+                             give --env-file)",
+                            dir.display()
+                        );
+                    }
                     Err(app_config::ReadError::NoPhp) => {
                         tracing::warn!(
                             app = %dir.display(),
