@@ -141,3 +141,34 @@ fn slow_clients_cannot_starve_the_worker_of_descriptors() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
 }
+
+/// A client that pipelines many scrapes and never reads the answers: the
+/// endpoint's writes stall (the header timeout does not apply to them), and
+/// `idle_timeout` closes the connection.
+#[test]
+fn a_client_that_stops_reading_is_closed_after_the_idle_timeout() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .recording("exit 0")
+        .metrics_listen("127.0.0.1:0")
+        .set("metrics", "idle_timeout", 1)
+        .write();
+    let all = ["--config", config.to_str().unwrap(), "work"];
+    let mut d = Daemon::start(&all, &[("RUST_LOG", "info,laravel_worker::metrics=debug")]);
+    let address = listening_address(&mut d);
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let scrapes = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
+        // The endpoint stops reading once its answers back up: this may
+        // block until the connection is closed, then fail.
+        let _ = writer.write_all(scrapes.as_bytes());
+    });
+    d.wait_log(&["metrics endpoint: idle connection closed"]);
+    assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}

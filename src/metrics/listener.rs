@@ -40,6 +40,13 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
+/// Default `header_timeout`: 5 s.
+const HEADER_TIMEOUT: u64 = 5;
+/// Default `idle_timeout`: 30 s.
+const IDLE_TIMEOUT: u64 = 30;
+/// Default `max_connections`: 32.
+const MAX_CONNECTIONS: usize = 32;
+
 impl Limits {
     /// The limits of `[metrics]`, defaults applied.
     ///
@@ -55,9 +62,9 @@ impl Limits {
             anyhow::bail!("[metrics] max_connections = 0: expected at least 1");
         }
         Ok(Limits {
-            header_timeout: seconds(layer.header_timeout, 5, "header_timeout")?,
-            idle_timeout: seconds(layer.idle_timeout, 30, "idle_timeout")?,
-            max_connections: layer.max_connections.unwrap_or(32),
+            header_timeout: seconds(layer.header_timeout, HEADER_TIMEOUT, "header_timeout")?,
+            idle_timeout: seconds(layer.idle_timeout, IDLE_TIMEOUT, "idle_timeout")?,
+            max_connections: layer.max_connections.unwrap_or(MAX_CONNECTIONS),
         })
     }
 
@@ -71,11 +78,11 @@ impl Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits::from_layer(&MetricsLayer::default()).unwrap_or(Limits {
-            header_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(30),
-            max_connections: 32,
-        })
+        Limits {
+            header_timeout: Duration::from_secs(HEADER_TIMEOUT),
+            idle_timeout: Duration::from_secs(IDLE_TIMEOUT),
+            max_connections: MAX_CONNECTIONS,
+        }
     }
 }
 
