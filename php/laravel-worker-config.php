@@ -21,6 +21,20 @@
  * boot (the message on stderr).
  */
 
+/**
+ * Writes $message to stderr and exits with $status. Fed on standard input,
+ * PHP defines no STDERR constant: php://stderr is opened instead.
+ */
+function lw_fail(string $message, int $status): void
+{
+    $stderr = fopen('php://stderr', 'w');
+    if ($stderr !== false) {
+        $line = str_replace(["\r", "\n"], ' ', $message);
+        fwrite($stderr, 'laravel-worker-config: '.$line."\n");
+    }
+    exit($status);
+}
+
 $base = null;
 foreach (array_slice($argv, 1) as $arg) {
     if (strncmp($arg, '--app=', 6) === 0) {
@@ -28,8 +42,7 @@ foreach (array_slice($argv, 1) as $arg) {
     }
 }
 if ($base === null || $base === '' || ! is_file($base.'/bootstrap/app.php')) {
-    fwrite(STDERR, "laravel-worker-config: pass --app=/path/to/app (a directory with bootstrap/app.php)\n");
-    exit(2);
+    lw_fail('pass --app=/path/to/app (a directory with bootstrap/app.php)', 2);
 }
 
 // Whatever the app prints while it boots must not spoil the JSON.
@@ -46,8 +59,7 @@ try {
     $config = $app->make('config');
 } catch (\Throwable $e) {
     ob_end_clean();
-    fwrite(STDERR, 'laravel-worker-config: the app did not boot: '.get_class($e).': '.$e->getMessage()."\n");
-    exit(1);
+    lw_fail('the app did not boot: '.get_class($e).': '.$e->getMessage(), 1);
 }
 ob_end_clean();
 

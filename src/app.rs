@@ -48,6 +48,13 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
             }
             Err(e) => {
                 let target = settings.redis.describe();
+                if crate::queue::connect::speaks_no_redis(&e) {
+                    anyhow::bail!(
+                        "the queue Redis ({target}) answered, but not in the Redis protocol: \
+                         is another service (an HTTP server?) on that port? Check [redis] url, \
+                         or REDIS_HOST and REDIS_PORT"
+                    );
+                }
                 return Err(e).with_context(|| {
                     if attempt < CONNECT_TRIES {
                         format!("cannot connect to the queue Redis ({target})")

@@ -270,7 +270,7 @@ pub struct PushArgs {
     /// JSON for the payload's `data`.
     #[arg(long, default_value = "{}")]
     pub data: String,
-    /// Seconds before the job is available.
+    /// Seconds before the job is available (at most 2147483647, as `work`'s durations).
     #[arg(long, default_value_t = 0)]
     pub delay: u64,
     /// How many copies to push (for benchmarks and tests).

@@ -2,6 +2,8 @@
 //! output) before it is printed, so it cannot forge a line of its own or
 //! steer the terminal.
 //!
+//! [`capped`] bounds what one log value may take.
+//!
 //! [`control`] is the one rule, used by the artisan job lines and by every
 //! log line (see [`log_fields`]). JSON output needs nothing more: serde
 //! already escapes control characters there.
@@ -49,6 +51,24 @@ fn needs_escape(c: char) -> bool {
         )
 }
 
+/// Most bytes of one value (or of the message) in a log line: 16 KiB, the
+/// default `[worker] output_limit`. A value from outside (a 1 MB host
+/// name in the config, a service that answers garbage) is cut there.
+pub const LOG_VALUE_MAX: usize = 16 * 1024;
+
+/// `s` cut to at most `max` bytes (at a character boundary), with
+/// ` … (N bytes in all)` after the cut; borrowed when it fits.
+pub fn capped(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{} … ({} bytes in all)", &s[..end], s.len()))
+}
+
 /// The field formatter of the daemon's log: as tracing's default (the
 /// message, then `name=value` pairs), with the message and every value passed
 /// through [`control`], so one event is always one line. String values keep
@@ -56,10 +76,11 @@ fn needs_escape(c: char) -> bool {
 pub fn log_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
     debug_fn(|writer: &mut Writer<'_>, field, value| {
         let text = format!("{value:?}");
+        let text = control(&capped(&text, LOG_VALUE_MAX)).into_owned();
         if field.name() == "message" {
-            write!(writer, "{}", control(&text))
+            write!(writer, "{text}")
         } else {
-            write!(writer, "{}={}", field.name(), control(&text))
+            write!(writer, "{}={text}", field.name())
         }
     })
     .delimited(" ")
@@ -68,6 +89,12 @@ pub fn log_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_cut_at_a_character_boundary() {
+        assert!(matches!(capped("short", 8), Cow::Borrowed("short")));
+        assert_eq!(capped("ééé", 3), "é … (6 bytes in all)");
+    }
 
     #[test]
     fn plain_text_is_borrowed() {

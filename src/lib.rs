@@ -42,6 +42,7 @@ mod output;
 mod pieces;
 mod queue;
 mod signals;
+mod stdout;
 mod worker;
 
 // The crate's surface: what the binary and the integration tests use.

@@ -46,7 +46,7 @@ fn main() -> ExitCode {
             Command::Health(args) => {
                 return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
             }
-            Command::Demo => return commands::demo::run(),
+            Command::Demo => return commands::demo::run().await,
             Command::Completions(args) => return commands::docs::completions(args.shell),
             Command::Man => return commands::docs::man(),
             _ => {}

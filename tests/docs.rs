@@ -293,10 +293,10 @@ fn env_reference_names_every_variable() {
 
 // ------------------------------------------------------------ metrics
 
-/// The metric families src/metrics.rs registers: (name as exported,
+/// The metric families src/metrics/mod.rs registers: (name as exported,
 /// kind), with the series names each one exports.
 fn exported_metrics() -> (BTreeSet<String>, BTreeSet<String>) {
-    let source = read("src/metrics.rs");
+    let source = read("src/metrics/mod.rs");
     let strukt = &source[source.find("pub struct Metrics").expect("struct Metrics")..];
     let strukt = &strukt[..strukt.find('}').unwrap()];
     let mut families = BTreeSet::new();
@@ -334,14 +334,14 @@ fn exported_metrics() -> (BTreeSet<String>, BTreeSet<String>) {
     }
     assert!(
         !families.is_empty(),
-        "no registry.register( in src/metrics.rs"
+        "no registry.register( in src/metrics/mod.rs"
     );
     (families, series)
 }
 
-/// The `outcome` label values src/metrics.rs gives.
+/// The `outcome` label values src/metrics/mod.rs gives.
 fn outcomes() -> BTreeSet<String> {
-    let source = read("src/metrics.rs");
+    let source = read("src/metrics/mod.rs");
     let settled = &source[source.find("fn settled").expect("fn settled")..];
     let settled = &settled[..settled.find("};").expect("the end of the match")];
     settled

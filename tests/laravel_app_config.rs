@@ -8,7 +8,7 @@
 mod common;
 
 use common::laravel::{App, LARAVEL, Transport};
-use common::{Scene, q};
+use common::{Daemon, Scene, q};
 use serde_json::json;
 
 /// `--app` alone: the start-up log names the app as the source of the
@@ -71,4 +71,85 @@ fn app_config_alone_on_laravel_8() {
     d.wait_log(&["worker started"]);
     app.artisan_ok(&["queue:restart"]);
     d.expect_stop(0, "restart_signal");
+}
+
+/// `work --app=… --stop-when-empty` on the Laravel 8 app, its config
+/// first edited by `edit`; the daemon, exited.
+fn work_on_edited_app(edit: impl FnOnce(&App)) -> Option<(Scene, Daemon)> {
+    let (s, app, config) = common::laravel::scene(Transport::PerJob)?;
+    edit(&app);
+    let flag = app.app_flag();
+    let mut d = s.work(&config, &[flag.as_str(), "--stop-when-empty", "--sleep=0"]);
+    d.wait_exit();
+    Some((s, d))
+}
+
+/// An `--app` that cannot be asked is fatal, with the real reason: a
+/// directory that does not exist (not "php is not on the PATH", and no
+/// Redis asked), and an app whose configuration throws (PHP's message, not
+/// "Undefined constant STDERR" from the reader fed on standard input).
+#[test]
+fn an_app_that_cannot_be_asked_is_fatal_with_its_reason() {
+    let s = Scene::new();
+    let config = s.config().settings_from_app().write();
+    let mut d = s.work(&config, &["--app=/nonexistent/app", "--stop-when-empty"]);
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(log.contains("/nonexistent/app"), "{log}");
+    assert!(log.contains("No such file or directory"), "{log}");
+    assert!(!log.contains("php is not on the PATH"), "{log}");
+    assert!(
+        !log.contains("worker stopped"),
+        "it ran on defaults:\n{log}"
+    );
+
+    let Some((_s, mut d)) = work_on_edited_app(|app| {
+        app.edit_config(
+            "queue.php",
+            "<?php",
+            "<?php throw new RuntimeException('the queue config is broken');",
+        );
+    }) else {
+        return;
+    };
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(
+        log.contains("the app did not boot: RuntimeException: the queue config is broken"),
+        "{log}"
+    );
+    assert!(!log.contains("STDERR"), "{log}");
+}
+
+/// A reader that writes 1 MiB of warnings on stderr while it boots does not
+/// stall the start (both streams are read at once); an answer over 4 MiB
+/// is refused with a clear error.
+#[test]
+fn a_noisy_or_huge_app_answer_does_not_stall_the_start() {
+    let noise =
+        "<?php file_put_contents('php://stderr', str_repeat(\"Warning: noise\\n\", 70000));";
+    let Some((_s, mut d)) = work_on_edited_app(|app| app.edit_config("queue.php", "<?php", noise))
+    else {
+        return;
+    };
+    d.expect_exit(0);
+    assert!(
+        d.stderr_text()
+            .contains("settings read from the app's own configuration"),
+        "{}",
+        d.stderr_text()
+    );
+
+    let Some((_s, mut d)) = work_on_edited_app(|app| {
+        app.edit_config(
+            "queue.php",
+            "env('REDIS_QUEUE', 'default')",
+            "str_repeat('q', 5 << 20)",
+        );
+    }) else {
+        return;
+    };
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(log.contains("printed more than 4 MiB"), "{log}");
 }

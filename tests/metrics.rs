@@ -11,24 +11,30 @@ use serde_json::json;
 
 /// `GET path` → (status, body).
 fn get(address: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
+    try_get(address, path).unwrap_or_else(|| panic!("GET {path}: no answer"))
+}
+
+/// `GET path` → (status, body); `None` when the connection is refused or
+/// closed without an answer.
+fn try_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(address).ok()?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
     )
-    .unwrap();
+    .ok()?;
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
     let body = response
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
-    (status, body)
+    Some((status, body))
 }
 
-/// The address the worker's metrics endpoint listens on, from its log.
-fn endpoint(d: &mut Daemon) -> String {
+/// The address the daemon's metrics endpoint listens on, from its log.
+fn listening_address(d: &mut Daemon) -> String {
     let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
     line.split("address=")
         .nth(1)
@@ -47,7 +53,7 @@ fn metrics_count_jobs_and_health_answers() {
     s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);
-    let address = endpoint(&mut d);
+    let address = listening_address(&mut d);
     for _ in 0..2 {
         d.wait_stdout(|l| l.contains("\"status\":\"success\""));
     }
@@ -89,6 +95,85 @@ fn metrics_count_jobs_and_health_answers() {
     d.expect_exit(0);
 }
 
+/// 300 clients that send half a request and stop, against a worker with
+/// 256 descriptors: the listener's cap and header timeout keep the
+/// descriptors for the handlers and Redis, every job succeeds, and
+/// `/healthz` answers again once the slow clients are timed out.
+#[test]
+fn slow_clients_cannot_starve_the_worker_of_descriptors() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .recording("exit 0")
+        .metrics_listen("127.0.0.1:0")
+        .set("metrics", "header_timeout", 2)
+        .write();
+    let mut all = vec!["--config", config.to_str().unwrap(), "work"];
+    all.extend(["--json", "--sleep=0.05", "--tries=1"]);
+    let mut d = Daemon::start_wrapped(&["prlimit", "--nofile=256:256", "--"], &all, &[]);
+    let address = listening_address(&mut d);
+    // The default cap, 32, is below a quarter of 256.
+    d.log_line("metrics endpoint listening", &["max_connections=32"]);
+
+    let slow: Vec<TcpStream> = (0..300)
+        .filter_map(|_| {
+            let mut stream = TcpStream::connect(&address).ok()?;
+            // Over the cap the stream is closed at once: writing may fail.
+            let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n");
+            Some(stream)
+        })
+        .collect();
+    assert_eq!(slow.len(), 300, "every slow client connected");
+
+    let jobs = Job::named(["A"; 20]);
+    s.push_on("default", &jobs);
+    for _ in 0..20 {
+        d.wait_event("success");
+    }
+    common::wait_until("/healthz to answer 200", || {
+        try_get(&address, "/healthz").is_some_and(|(status, _)| status == 200)
+    });
+    assert!(d.events_with("failed").is_empty(), "{:?}", d.events());
+    assert_eq!(s.log().len(), 20);
+    let log = d.stderr_text();
+    assert!(!log.contains("Too many open files"), "{log}");
+    assert!(!log.contains("cannot accept a connection"), "{log}");
+    drop(slow);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
+/// A client that pipelines many scrapes and never reads the answers: the
+/// endpoint's writes stall (the header timeout does not apply to them), and
+/// `idle_timeout` closes the connection.
+#[test]
+fn a_client_that_stops_reading_is_closed_after_the_idle_timeout() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .recording("exit 0")
+        .metrics_listen("127.0.0.1:0")
+        .set("metrics", "idle_timeout", 1)
+        .write();
+    let all = ["--config", config.to_str().unwrap(), "work"];
+    let mut d = Daemon::start(&all, &[("RUST_LOG", "info,laravel_worker::metrics=debug")]);
+    let address = listening_address(&mut d);
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let scrapes = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
+        // The endpoint stops reading once its answers back up: this may
+        // block until the connection is closed, then fail.
+        let _ = writer.write_all(scrapes.as_bytes());
+    });
+    d.wait_log(&["metrics endpoint: idle connection closed"]);
+    assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
 /// The backlog gauges (for KEDA or an HPA) equal the Redis state of each
 /// watched queue: ready, delayed (all and due), reserved, the head job's
 /// age from its `createdAt`, and backlog = ready + due delayed + reserved.
@@ -114,7 +199,7 @@ fn backlog_gauges_equal_the_redis_state() {
         .cmd(&["ZADD", reserved, &(t + 90).to_string(), &running.build()]);
 
     let mut d = s.work(&config, &["--queue=default,idle", "--sleep=0.1"]);
-    let address = endpoint(&mut d);
+    let address = listening_address(&mut d);
     let gauge = |text: &str, name: &str, queue: &str| -> Option<i64> {
         let needle = format!("laravel_worker_queue_{name}{{queue=\"{queue}\"}} ");
         let line = text.lines().find(|l| l.starts_with(&needle))?;

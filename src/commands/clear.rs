@@ -2,6 +2,7 @@
 
 use crate::cli::ClearArgs;
 use crate::config::Settings;
+use crate::stdout::say;
 
 /// Deletes every job of the given queues and prints how many there were.
 ///
@@ -13,7 +14,7 @@ pub async fn run(settings: Settings, args: ClearArgs) -> anyhow::Result<u8> {
     let mut total = 0;
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let cleared = queue.clear(&queue.keys(name)).await?;
-        println!("   INFO  Cleared {cleared} jobs from the [{name}] queue.");
+        say!("   INFO  Cleared {cleared} jobs from the [{name}] queue.");
         total += cleared;
     }
     tracing::debug!(total, "cleared");

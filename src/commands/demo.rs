@@ -50,12 +50,31 @@ impl Drop for PrivateRedis {
     }
 }
 
-/// Runs the demo; returns 0 when every step did what it should.
+/// Runs the demo; returns 0 when every step did what it should. Stopped
+/// by SIGINT or SIGTERM it stops the running step and `redis-server`,
+/// removes its directory, and returns 130 or 143 (as a shell reports a
+/// program those signals ended).
 ///
 /// # Errors
 /// `redis-server` missing or not answering, a temporary directory that
 /// cannot be made, or this binary that cannot be run again.
-pub fn run() -> anyhow::Result<u8> {
+pub async fn run() -> anyhow::Result<u8> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+    // Dropping the story (its step, its redis-server and its directory)
+    // cleans up behind it.
+    let code = tokio::select! {
+        done = story() => return done,
+        _ = interrupt.recv() => 130,
+        _ = terminate.recv() => 143,
+    };
+    say("stopped: the private redis-server is stopped and its directory removed");
+    Ok(code)
+}
+
+/// The demo's steps, in order (see the module docs).
+async fn story() -> anyhow::Result<u8> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let dir = tempfile::Builder::new()
         .prefix("laravel-worker-demo-")
@@ -78,7 +97,7 @@ pub fn run() -> anyhow::Result<u8> {
         ("default", "App\\Jobs\\SyncInventory"),
         ("default", "App\\Jobs\\ChargeCard"),
     ] {
-        step(&exe, &config, &["push", queue, "--job", job], &[0])?;
+        step(&exe, &config, &["push", queue, "--job", job], &[0]).await?;
     }
 
     say("$ laravel-worker work --queue=emails,default --tries=3 --backoff=30 --stop-when-empty");
@@ -94,13 +113,14 @@ pub fn run() -> anyhow::Result<u8> {
             "--sleep=0",
         ],
         &[0],
-    )?;
+    )
+    .await?;
     say(
         "SendWelcomeEmail succeeded (DONE); SyncInventory threw and was released for a retry in 30 s; ChargeCard failed for good (FAIL)",
     );
 
     say("$ laravel-worker failed");
-    step(&exe, &config, &["failed"], &[0])?;
+    step(&exe, &config, &["failed"], &[0]).await?;
 
     say("$ laravel-worker monitor redis:default,emails --max=1");
     // Exit 3 (a queue at or over --max) is what the demo expects here.
@@ -109,7 +129,8 @@ pub fn run() -> anyhow::Result<u8> {
         &config,
         &["monitor", "redis:default,emails", "--max=1"],
         &[0, 3],
-    )?;
+    )
+    .await?;
 
     say("done: the private redis-server is stopped and its directory removed");
     Ok(0)
@@ -225,10 +246,13 @@ command = ["./charge.sh"]
 /// Runs `exe --config CONFIG ARGS` with only `PATH` in its environment and
 /// warnings-only logs; its output goes to ours.
 ///
+/// The child is killed if the step is dropped (the demo is stopped).
+///
 /// # Errors
 /// The child cannot start, or exits with a status not in `ok`.
-fn step(exe: &Path, config: &Path, args: &[&str], ok: &[i32]) -> anyhow::Result<()> {
-    let mut cmd = Command::new(exe);
+async fn step(exe: &Path, config: &Path, args: &[&str], ok: &[i32]) -> anyhow::Result<()> {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.kill_on_drop(true);
     cmd.env_clear()
         .env(
             "PATH",
@@ -242,6 +266,7 @@ fn step(exe: &Path, config: &Path, args: &[&str], ok: &[i32]) -> anyhow::Result<
     let _ = std::io::stdout().flush();
     let status = cmd
         .status()
+        .await
         .with_context(|| format!("cannot run {}", exe.display()))?;
     match status.code() {
         Some(code) if ok.contains(&code) => Ok(()),

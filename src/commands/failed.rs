@@ -6,6 +6,7 @@
 //! listed or retried job, laid out to `COLUMNS` (80 when unset, at most
 //! 150) like Symfony's terminal width for a non-terminal.
 
+use crate::stdout::say;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -42,14 +43,14 @@ pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
                 ])
             })
             .collect();
-        println!("{}", PhpValue::List(list).encode());
+        say!("{}", PhpValue::List(list).encode());
         return Ok(0);
     }
     if jobs.is_empty() {
         info("No failed jobs found.");
         return Ok(0);
     }
-    println!();
+    say!("");
     for job in &jobs {
         two_column(
             &format!("{} {}", job.failed_at, job.id),
@@ -61,7 +62,7 @@ pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
             ),
         );
     }
-    println!();
+    say!("");
     Ok(0)
 }
 
@@ -119,7 +120,7 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
         store.delete(&job).await?;
         tracing::debug!(id, queue = job.queue, "failed job pushed back");
     }
-    println!();
+    say!("");
     Ok(u8::from(refused))
 }
 
@@ -310,19 +311,19 @@ fn width() -> usize {
 
 /// Artisan's `components->info`.
 fn info(message: &str) {
-    println!("\n   INFO  {message}\n");
+    say!("\n   INFO  {message}\n");
 }
 
 /// Artisan's `components->error` (on stdout, as artisan writes it).
 fn error(message: &str) {
-    println!("\n   ERROR  {message}\n");
+    say!("\n   ERROR  {message}\n");
 }
 
 /// Artisan's `components->twoColumnDetail`: `  first ..... second`.
 fn two_column(first: &str, second: &str) {
     let used = 2 + first.chars().count() + 1 + 1 + second.chars().count() + 2;
     let dots = ".".repeat(width().saturating_sub(used));
-    println!("  {first} {dots} {second}");
+    say!("  {first} {dots} {second}");
 }
 
 /// Artisan's `components->task` line: `  description ..... 1.23ms DONE`.
@@ -331,7 +332,7 @@ fn task_line(description: &str, took: Duration, done: bool) {
     let used = description.chars().count() + run_time.chars().count() + 10;
     let dots = ".".repeat(width().saturating_sub(used));
     let word = if done { "DONE" } else { "FAIL" };
-    println!("  {description} {dots}{run_time} {word}");
+    say!("  {description} {dots}{run_time} {word}");
 }
 
 /// `12.34ms` up to a second, else `1s 234ms` (seconds and milliseconds).

@@ -7,6 +7,7 @@
 //! talks to no Redis: a worker that cannot reach Redis but keeps retrying
 //! is alive, and its log says why it does nothing.
 
+use crate::stdout::say;
 use std::path::Path;
 
 use anyhow::Context;
@@ -39,7 +40,7 @@ pub fn run(
     match heartbeat::check(&path, args.max_age) {
         Ok(age) => {
             let content = std::fs::read_to_string(&path).unwrap_or_default();
-            println!(
+            say!(
                 "healthy: {} written {} s ago: {}",
                 path.display(),
                 age.as_secs(),

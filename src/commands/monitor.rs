@@ -1,5 +1,6 @@
 //! `monitor`: `php artisan queue:monitor`.
 
+use crate::stdout::say;
 use serde::Serialize;
 
 use super::pause::parse_target;
@@ -68,13 +69,13 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     };
     let restart_hints = crate::hints::restart_elsewhere(&cache).await;
     if args.json {
-        println!("{}", serde_json::to_string(&reports)?);
+        say!("{}", serde_json::to_string(&reports)?);
         for hint in &restart_hints {
             tracing::warn!("{hint}");
         }
         return Ok(status);
     }
-    println!("  Queue name .......... Size / Pending / Delayed / Reserved / Status");
+    say!("  Queue name .......... Size / Pending / Delayed / Reserved / Status");
     for r in &reports {
         let name = format!("{}:{}", r.connection, r.queue);
         let numbers = format!(
@@ -82,13 +83,13 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
             r.size, r.sizes.pending, r.sizes.delayed, r.sizes.reserved, r.status
         );
         let dots = ".".repeat(70usize.saturating_sub(name.len() + numbers.len()).max(3));
-        println!("  {name} {dots} {numbers}");
+        say!("  {name} {dots} {numbers}");
         for hint in &r.hints {
-            println!("    Hint: {hint}");
+            say!("    Hint: {hint}");
         }
     }
     for hint in &restart_hints {
-        println!("  Hint: {hint}");
+        say!("  Hint: {hint}");
     }
     Ok(status)
 }

@@ -2,6 +2,7 @@
 
 use crate::cli::PauseArgs;
 use crate::config::Settings;
+use crate::stdout::say;
 
 /// Splits `connection:queue` the way artisan does: no colon means the
 /// configured connection; an empty queue part means `default`.
@@ -33,7 +34,7 @@ pub async fn run(settings: Settings, args: PauseArgs, pause: bool) -> anyhow::Re
     let cache = crate::app::open_cache(&settings).await?;
     cache.set_paused(connection, queue, pause).await?;
     let done = if pause { "paused" } else { "resumed" };
-    println!("   INFO  Job processing on queue [{connection}:{queue}] has been {done}.");
+    say!("   INFO  Job processing on queue [{connection}:{queue}] has been {done}.");
     Ok(0)
 }
 

@@ -4,6 +4,7 @@
 //! §5.2) in PHP's key order, with `attempts: 0` and a 32-character `id`, so
 //! both PHP workers and this one can run it.
 
+use crate::config::MAX_SECONDS;
 use anyhow::Context;
 use rand::distr::{Alphanumeric, SampleString};
 use serde::Serialize;
@@ -57,8 +58,15 @@ pub fn payload(name: &str, data: &str) -> anyhow::Result<String> {
 /// Pushes `args.count` jobs (delayed by `args.delay` seconds when set).
 ///
 /// # Errors
-/// Bad `--data`, or Redis errors.
+/// Bad `--data`, a `--delay` over [`MAX_SECONDS`] (`work`'s bound: the
+/// due time, now + delay in signed 64-bit, would wrap to "due now"), or
+/// Redis errors.
 pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
+    anyhow::ensure!(
+        args.delay <= MAX_SECONDS,
+        "--delay must be a number of seconds from 0 to {MAX_SECONDS}, not {}",
+        args.delay
+    );
     let queue = crate::app::open_queue(&settings).await?;
     let keys = queue.keys(&args.queue);
     for _ in 0..args.count {

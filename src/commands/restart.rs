@@ -3,6 +3,7 @@
 use crate::cache::CacheStore;
 use crate::config::Settings;
 use crate::queue::redis_queue::now;
+use crate::stdout::say;
 
 /// Writes the current time to `illuminate:queue:restart` in the cache
 /// store; every worker (PHP or ours) stops after its current job.
@@ -30,7 +31,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<u8> {
         _ => now(),
     };
     cache.write_restart(at).await?;
-    println!("   INFO  Broadcasting queue restart signal.");
+    say!("   INFO  Broadcasting queue restart signal.");
     Ok(0)
 }
 

@@ -9,7 +9,7 @@ use crate::app;
 use crate::cli::WorkArgs;
 use crate::config::Settings;
 use crate::lifecycle::{Notifier, Pulse};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, listener};
 use crate::output::Reporter;
 use crate::queue::payload::parse_backoff;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
@@ -48,8 +48,14 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         let address = listener
             .local_addr()
             .map_or_else(|_| listen.clone(), |a| a.to_string());
-        tracing::info!(%address, "metrics endpoint listening (/metrics, /healthz, /readyz)");
-        tokio::spawn(crate::metrics::serve(listener, Arc::clone(&metrics)));
+        let limits = settings.metrics_limits;
+        let cap = limits.cap(listener::open_file_limit());
+        tracing::info!(
+            %address,
+            max_connections = cap,
+            "metrics endpoint listening (/metrics, /healthz, /readyz)"
+        );
+        tokio::spawn(listener::serve(listener, Arc::clone(&metrics), limits, cap));
     }
     // `WorkCommand::listenForEvents`: the output lines and the metrics
     // hear the worker's job events.

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -33,8 +33,12 @@ const SCRIPT: &str = include_str!("../../php/laravel-worker-config.php");
 /// hang is a broken app, not a slow one).
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Most bytes of output read from the reader.
+/// Most bytes of the reader's answer (stdout): 4 MiB; more is refused.
 const MAX_OUTPUT: u64 = 4 * 1024 * 1024;
+
+/// Bytes of the reader's stderr kept (the last ones, where PHP's message
+/// is): 64 KiB; the rest is read and dropped.
+const MAX_STDERR: usize = 64 * 1024;
 
 /// Where the app to ask is, from `--app` and `--env-file`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,11 +113,20 @@ pub enum ReadError {
 ///
 /// # Errors
 /// [`ReadError::NoPhp`] when `php` cannot be started;
-/// [`ReadError::Failed`] when the app does not boot (PHP's message, which
-/// names no secret of ours), the reader runs past its time, or the answer
-/// cannot be used.
+/// [`ReadError::Failed`] when `dir` is not an app directory, the app does
+/// not boot (PHP's message, which names no secret of ours), the reader
+/// runs past its time or prints more than 4 MiB, or the answer cannot be
+/// used.
 pub fn read(dir: &Path) -> Result<Layer, ReadError> {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = std::fs::canonicalize(dir)
+        .with_context(|| format!("cannot open the app directory {}", dir.display()))
+        .map_err(ReadError::Failed)?;
+    if !dir.join("bootstrap/app.php").is_file() {
+        return Err(ReadError::Failed(anyhow::anyhow!(
+            "{} is not a Laravel app: it has no bootstrap/app.php",
+            dir.display()
+        )));
+    }
     let answer = run_php(&dir)?;
     let value: Value = serde_json::from_slice(&answer)
         .context("the app's configuration reader printed something that is not JSON")
@@ -121,48 +134,37 @@ pub fn read(dir: &Path) -> Result<Layer, ReadError> {
     layer_from_answer(&value, &dir).map_err(ReadError::Failed)
 }
 
-/// `php -- --app=DIR` with the script on stdin; its stdout.
+/// `php -- --app=DIR` with the script on stdin; its stdout. Its stdout
+/// and stderr are read at the same time, so that neither can fill its
+/// pipe and stall the other.
 fn run_php(dir: &Path) -> Result<Vec<u8>, ReadError> {
-    let mut child = match Command::new("php")
-        .arg("--")
-        .arg(format!("--app={}", dir.display()))
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::NoPhp),
-        Err(e) => {
-            return Err(ReadError::Failed(
-                anyhow::Error::new(e).context("cannot run php"),
-            ));
-        }
-    };
-    let fail = |e: anyhow::Error| ReadError::Failed(e);
+    let mut child = spawn_php(dir)?;
     if let Some(mut stdin) = child.stdin.take() {
         // A PHP that exits early closes the pipe: its status says why.
         let _ = stdin.write_all(SCRIPT.as_bytes());
     }
-    let (tx, rx) = mpsc::channel();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.take(MAX_OUTPUT).read_to_end(&mut out);
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.take(64 * 1024).read_to_end(&mut err);
-        }
-        let _ = tx.send((out, err));
-    });
-    let Ok((out, err)) = rx.recv_timeout(TIMEOUT) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(fail(anyhow::anyhow!(
+    let deadline = Instant::now() + TIMEOUT;
+    let out = child
+        .stdout
+        .take()
+        .map(|s| on_thread(move || head(s, MAX_OUTPUT + 1)));
+    let err = child
+        .stderr
+        .take()
+        .map(|s| on_thread(move || tail(s, MAX_STDERR)));
+    let out = receive(out, deadline);
+    if out.as_ref().is_some_and(|o| o.len() as u64 > MAX_OUTPUT) {
+        stop(&mut child);
+        return Err(ReadError::Failed(anyhow::anyhow!(
+            "the app's configuration reader printed more than {} MiB, more than any \
+             configuration needs; check the app's config/*.php",
+            MAX_OUTPUT >> 20
+        )));
+    }
+    let err = receive(err, deadline);
+    let (Some(out), Some(err)) = (out, err) else {
+        stop(&mut child);
+        return Err(ReadError::Failed(anyhow::anyhow!(
             "the app's configuration reader ran longer than {} s",
             TIMEOUT.as_secs()
         )));
@@ -172,18 +174,87 @@ fn run_php(dir: &Path) -> Result<Vec<u8>, ReadError> {
         .context("waiting for php")
         .map_err(ReadError::Failed)?;
     if !status.success() {
-        let text = String::from_utf8_lossy(&err);
-        let last = text
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(fail(anyhow::anyhow!(
+        return Err(ReadError::Failed(anyhow::anyhow!(
             "the app's configuration could not be read ({status}): {}",
-            super::redact::text(last.trim())
+            super::redact::text(&last_line(&err))
         )));
     }
     Ok(out)
+}
+
+/// Starts `php -- --app=DIR` in `dir`, its three streams piped.
+fn spawn_php(dir: &Path) -> Result<std::process::Child, ReadError> {
+    match Command::new("php")
+        .arg("--")
+        .arg(format!("--app={}", dir.display()))
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => Ok(child),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ReadError::NoPhp),
+        Err(e) => Err(ReadError::Failed(
+            anyhow::Error::new(e).context("cannot run php"),
+        )),
+    }
+}
+
+/// Runs `work` on a thread of its own; its result arrives on the receiver.
+fn on_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx
+}
+
+/// What `rx` delivers by `deadline`, if anything.
+fn receive<T>(rx: Option<mpsc::Receiver<T>>, deadline: Instant) -> Option<T> {
+    rx?.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .ok()
+}
+
+/// Kills the reader and reaps it.
+fn stop(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The first `limit` bytes of `stream` (read until then, or its end).
+fn head(stream: impl Read, limit: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = stream.take(limit).read_to_end(&mut out);
+    out
+}
+
+/// The last `keep` bytes of `stream`, read to its end.
+fn tail(mut stream: impl Read, keep: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&chunk[..n]);
+        if kept.len() > 2 * keep {
+            kept.drain(..kept.len() - keep);
+        }
+    }
+    let start = kept.len().saturating_sub(keep);
+    kept.split_off(start)
+}
+
+/// The last line of `err` that is not blank, trimmed.
+fn last_line(err: &[u8]) -> String {
+    let text = String::from_utf8_lossy(err);
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
 }
 
 /// A scalar of the answer as text: strings as they are, numbers and

@@ -23,9 +23,13 @@
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
 //! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
 //! `(true)`/`(false)` are `true`/`false`, and one pair of quotes around the
-//! whole value is removed. Empty values count as unset.
+//! whole value is removed. Empty values count as unset. As Laravel then
+//! uses them: `REDIS_PASSWORD=false` (and `REDIS_USERNAME`,
+//! `REDIS_SENTINEL_PASSWORD`) is no password, and `REDIS_PREFIX` or
+//! `CACHE_PREFIX` set to `null` or `false` is no prefix (not the default).
 
 use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
+use super::phpdotenv::EnvValue;
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,10 +73,10 @@ pub fn layer_with(
     // As `env()` returns it: `null` is unset, `empty` is "", `(true)` is
     // "true", quotes around the whole value are removed.
     let raw = |name: &str| get(name).filter(|v| !v.is_empty());
-    let kept = |name: &str| get(name).and_then(|v| super::phpdotenv::setting_value(&v));
+    let kept = |name: &str| get(name).map(|v| prefix_value(&v));
     let get = |name: &str| {
         get(name)
-            .and_then(|v| super::phpdotenv::setting_value(&v))
+            .and_then(|v| setting_value(name, &v))
             .filter(|v| !v.is_empty())
     };
     let app_slug = get("APP_NAME").map(|n| slug_with(&n, conventions.separator));
@@ -110,7 +114,7 @@ pub fn layer_with(
     Ok(Layer {
         redis: RedisLayer {
             url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
-            // `REDIS_PREFIX=` (empty) is no prefix, as `env()` gives "".
+            // `REDIS_PREFIX=` (empty), `null` or `false` is no prefix.
             prefix: kept("REDIS_PREFIX").or_else(|| {
                 app_slug
                     .as_ref()
@@ -193,6 +197,35 @@ fn cluster_flag(value: &str) -> Option<bool> {
 /// As [`layer`].
 pub fn from_process() -> anyhow::Result<Layer> {
     layer(|name| std::env::var(name).ok())
+}
+
+/// Variables Laravel's Redis connectors test with PHP's `empty()`: `false`
+/// there is none at all (no AUTH), not the word "false".
+const FALSE_IS_NONE: &[&str] = &[
+    "REDIS_USERNAME",
+    "REDIS_PASSWORD",
+    "REDIS_SENTINEL_PASSWORD",
+];
+
+/// `raw` as the setting `name` reads it (see [`FALSE_IS_NONE`] and
+/// [`super::phpdotenv::setting_value`]).
+fn setting_value(name: &str, raw: &str) -> Option<String> {
+    match super::phpdotenv::env_value(raw) {
+        EnvValue::Bool(false) if FALSE_IS_NONE.contains(&name) => None,
+        _ => super::phpdotenv::setting_value(raw),
+    }
+}
+
+/// A key prefix (`REDIS_PREFIX`, `CACHE_PREFIX`) as Laravel applies it:
+/// `env()` gives null for `null` (not the config's default) and false for
+/// `false`, and the connectors and the cache store skip an `empty()`
+/// prefix: both are no prefix. `true` is PHP's "1".
+fn prefix_value(raw: &str) -> String {
+    match super::phpdotenv::env_value(raw) {
+        EnvValue::Null | EnvValue::Bool(false) => String::new(),
+        EnvValue::Bool(true) => "1".into(),
+        EnvValue::Str(s) => s,
+    }
 }
 
 /// `redis://` URL from `REDIS_HOST`/`PORT`/`USERNAME`/`PASSWORD`/`DB`, when
@@ -407,6 +440,25 @@ mod tests {
         assert_eq!(env(&[]).redis.url, None);
         let l = env(&[("REDIS_HOST", "/run/redis.sock"), ("REDIS_PORT", "0")]);
         assert_eq!(l.redis.url.as_deref(), Some("unix:///run/redis.sock?db=0"));
+    }
+
+    #[test]
+    fn false_password_and_null_prefix_follow_laravel() {
+        for (password, prefix) in [("false", "null"), ("(false)", "(NULL)"), ("false", "false")] {
+            let l = env(&[
+                ("APP_NAME", "Shop"),
+                ("REDIS_HOST", "redis.internal"),
+                ("REDIS_PASSWORD", password),
+                ("REDIS_PREFIX", prefix),
+                ("CACHE_PREFIX", prefix),
+            ]);
+            assert_eq!(
+                l.redis.url.as_deref(),
+                Some("redis://redis.internal:6379/0")
+            );
+            assert_eq!(l.redis.prefix.as_deref(), Some(""));
+            assert_eq!(l.cache.prefix.as_deref(), Some(""));
+        }
     }
 
     #[test]

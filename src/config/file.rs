@@ -175,6 +175,15 @@ pub struct MetricsLayer {
     pub listen: Option<String>,
     /// Seconds between two readings of the queue backlog gauges; 0: off.
     pub backlog_interval: Option<u64>,
+    /// Seconds a client has to send a request's head (line and headers),
+    /// from when the endpoint starts waiting for it (default 5).
+    pub header_timeout: Option<u64>,
+    /// Seconds a connection may go without a byte read or written before
+    /// it is closed (default 30).
+    pub idle_timeout: Option<u64>,
+    /// Connections served at once (default 32, and never more than a
+    /// quarter of the process's open-file limit); more are closed at once.
+    pub max_connections: Option<usize>,
 }
 
 /// One `[[handlers]]` entry.
@@ -409,6 +418,12 @@ impl Layer {
                     .metrics
                     .backlog_interval
                     .or(self.metrics.backlog_interval),
+                header_timeout: over.metrics.header_timeout.or(self.metrics.header_timeout),
+                idle_timeout: over.metrics.idle_timeout.or(self.metrics.idle_timeout),
+                max_connections: over
+                    .metrics
+                    .max_connections
+                    .or(self.metrics.max_connections),
             },
             handlers: over.handlers.or(self.handlers),
         }

@@ -74,6 +74,8 @@ pub struct Settings {
     /// How often the queue backlog gauges are read (`[metrics]
     /// backlog_interval`, seconds, default 5); `None`: never.
     pub backlog_interval: Option<Duration>,
+    /// Time limits and connection cap of the metrics endpoint.
+    pub metrics_limits: crate::metrics::listener::Limits,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -172,6 +174,16 @@ impl Settings {
                     Ok(layer) => {
                         tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
                         Some(layer)
+                    }
+                    Err(app_config::ReadError::NoPhp)
+                        if matches!(source, app_config::AppSource::Explicit(_)) =>
+                    {
+                        bail!(
+                            "--app={}: php is not on the PATH, so the app's configuration \
+                             cannot be asked (install PHP's command line, or drop --app and \
+                             give --env-file)",
+                            dir.display()
+                        );
                     }
                     Err(app_config::ReadError::NoPhp) => {
                         tracing::warn!(
@@ -392,6 +404,7 @@ impl Settings {
                     bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
                 }
             },
+            metrics_limits: crate::metrics::listener::Limits::from_layer(&layer.metrics)?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
             laravel: match layer.app.laravel {
@@ -432,6 +445,28 @@ fn parse_redis_url(url: &str, scheme: Option<&str>, what: &str) -> anyhow::Resul
         .with_context(|| format!("invalid {what} {:?}", redact::url(url)))
 }
 
+/// `service` and `sentinels` that cannot mean what they say: an empty
+/// service name, or a service with an empty list of sentinels (which would
+/// silently connect to `url` instead).
+///
+/// # Errors
+/// Naming the key.
+fn check_sentinel_keys(layer: &file::RedisLayer) -> anyhow::Result<()> {
+    if let Some(service) = layer.service.as_deref().filter(|s| s.trim().is_empty()) {
+        bail!(
+            "[redis] service = {service:?}: name the master as the sentinels know it \
+             (such as \"mymaster\"), or remove service and sentinels"
+        );
+    }
+    if layer.service.is_some() && layer.sentinels.as_ref().is_some_and(Vec::is_empty) {
+        bail!(
+            "[redis] sentinels = [] with [redis] service: list the sentinels \
+             (\"host:26379\"), or remove service to use [redis] url alone"
+        );
+    }
+    Ok(())
+}
+
 /// The queue connection's target from `[redis]`: URL, TLS files, and one
 /// of single server, Sentinel (`sentinels` + `service`) or Cluster
 /// (`cluster = true`, seeded from `url` and `nodes`).
@@ -454,6 +489,7 @@ fn redis_target(url: &str, layer: &file::RedisLayer) -> anyhow::Result<RedisTarg
         );
     }
     let cluster = layer.cluster.unwrap_or(false);
+    check_sentinel_keys(layer)?;
     let sentinels = layer.sentinels.clone().unwrap_or_default();
     let topology = if !sentinels.is_empty() {
         if cluster {
@@ -565,6 +601,12 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
         (Some(cmd), None) => {
             if cmd.is_empty() || cmd[0].is_empty() {
                 bail!("[[handlers]] match = {name:?}: command is empty");
+            }
+            if h.processes == Some(0) {
+                bail!(
+                    "[[handlers]] match = {name:?}: processes = 0: a persistent handler needs \
+                     at least 1 process"
+                );
             }
             for (var, value) in h.env.iter().flatten() {
                 if var.is_empty() || var.contains(['=', '\0']) {
@@ -785,6 +827,15 @@ mod tests {
                 "exclude each other",
             ),
             ("url = \"unix:///tmp/r.sock\"\ncluster = true", "needs TCP"),
+            ("service = \"\"", "[redis] service = \"\""),
+            (
+                "sentinels = [\"h:1\"]\nservice = \" \"",
+                "[redis] service = \" \"",
+            ),
+            (
+                "sentinels = []\nservice = \"m\"",
+                "[redis] sentinels = [] with",
+            ),
         ] {
             let e = resolve(&format!("{base}{keys}")).unwrap_err().to_string();
             assert!(e.contains(expected), "{keys}: {e}");

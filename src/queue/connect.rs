@@ -368,6 +368,9 @@ async fn manager(
 /// configuration is wrong (TLS files, a refused certificate, refused
 /// credentials), as opposed to a server that is not up yet.
 pub fn is_permanent(e: &RedisError) -> bool {
+    if speaks_no_redis(e) {
+        return true;
+    }
     if matches!(
         e.kind(),
         ErrorKind::InvalidClientConfig | ErrorKind::AuthenticationFailed
@@ -384,6 +387,12 @@ pub fn is_permanent(e: &RedisError) -> bool {
     ]
     .iter()
     .any(|needle| text.contains(needle))
+}
+
+/// True when the server answered in something other than the Redis
+/// protocol (RESP): another service on the port, such as an HTTP server.
+pub fn speaks_no_redis(e: &RedisError) -> bool {
+    e.to_string().contains("Parse error")
 }
 
 /// rustls needs one process-wide crypto provider; the project uses ring.

@@ -137,6 +137,15 @@ impl App {
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     }
 
+    /// Replaces `from` with `to` in the app's `config/NAME` (once; `from`
+    /// must be there).
+    pub fn edit_config(&self, name: &str, from: &str, to: &str) {
+        let path = self.dir.join("config").join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "no {from:?} in config/{name}");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+
     /// The scene directory the app lives in.
     pub fn scene(&self) -> &Path {
         &self.scene

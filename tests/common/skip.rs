@@ -45,8 +45,15 @@ pub fn note(tool: &str, why: &str) {
 
 /// Whether `program` is on the `PATH`.
 pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    which(program).is_some()
+}
+
+/// Where `program` is on the `PATH`, if it is.
+pub fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 /// True when `program` is on the `PATH`; else records the skip (see

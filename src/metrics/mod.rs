@@ -18,8 +18,8 @@
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
 //!   [`backlog`](crate::backlog)).
 
-use std::convert::Infallible;
-use std::sync::Arc;
+pub mod listener;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -32,7 +32,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 
 use crate::queue::ReservedJob;
 
@@ -169,36 +168,6 @@ impl JobEvents for Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the
-/// process ends. Connection errors are logged and never stop the worker.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!("metrics endpoint: cannot accept a connection: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let metrics = Arc::clone(&metrics);
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                    let metrics = Arc::clone(&metrics);
-                    async move { Ok::<_, Infallible>(answer(&request, &metrics)) }
-                });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await
-            {
-                tracing::debug!("metrics endpoint: connection ended: {e}");
-            }
-        });
-    }
-}
-
 fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match request.uri().path() {
         "/metrics" => (
@@ -232,6 +201,7 @@ fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn job() -> ReservedJob {
         let raw =
