@@ -30,6 +30,7 @@ use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
+use crate::worker::tripped::OnHandlerTripped;
 
 /// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
@@ -69,6 +70,10 @@ pub struct Settings {
     pub drain_timeout: Option<Duration>,
     /// What to do with a running handler whose reservation is lost.
     pub on_lease_lost: OnLeaseLost,
+    /// Every handler's breaker, unless its entry sets `trip_after`.
+    pub breaker: crate::handler::BreakerSettings,
+    /// What a handler's trip does to the worker.
+    pub on_handler_tripped: crate::worker::tripped::OnHandlerTripped,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// The app's Laravel version (wording of recorded exceptions).
@@ -386,6 +391,17 @@ impl Settings {
                     bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
                 }
             },
+            breaker: crate::handler::BreakerSettings {
+                trip_after: layer
+                    .worker
+                    .trip_after
+                    .unwrap_or(crate::handler::breaker::DEFAULT_TRIP_AFTER),
+                backoff: layer.worker.trip_backoff.map_or(
+                    crate::handler::breaker::DEFAULT_BACKOFF,
+                    Duration::from_secs,
+                ),
+            },
+            on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
             metrics_listen: layer.metrics.listen,
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
@@ -402,6 +418,17 @@ impl Settings {
             handlers,
             sources: vec!["defaults".to_string()],
         })
+    }
+}
+
+/// `[worker] on_handler_tripped`: `release` (the default) or `exit`.
+fn on_handler_tripped(value: Option<&str>) -> anyhow::Result<OnHandlerTripped> {
+    match value {
+        None | Some("release") => Ok(OnHandlerTripped::Release),
+        Some("exit") => Ok(OnHandlerTripped::Exit),
+        Some(other) => {
+            bail!("[worker] on_handler_tripped = {other:?}: expected \"release\" or \"exit\"")
+        }
     }
 }
 

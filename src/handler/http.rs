@@ -63,7 +63,7 @@ use reqwest::{Response, StatusCode, Url};
 use sha2::Sha256;
 
 use super::metadata::{self, CallMetadata};
-use super::{Invocation, Outcome, request};
+use super::{FaultKind, Invocation, Outcome, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// With a secret: UNIX seconds when the request was signed.
@@ -227,6 +227,7 @@ impl HttpHandler {
         let status = response.status();
         let retry_after = header_text(&response, reqwest::header::RETRY_AFTER);
         let location = header_text(&response, reqwest::header::LOCATION);
+        let content_type = header_text(&response, CONTENT_TYPE);
         let body = match read_bounded(response).await {
             Ok(body) => body,
             Err(e) => return self.transport_error(inv, e),
@@ -242,6 +243,7 @@ impl HttpHandler {
             status,
             retry_after: retry_after.as_deref(),
             location: location.as_deref(),
+            content_type: content_type.as_deref(),
             body: &body,
         };
         answer.outcome(inv.job.display_name(), &self.shown_url, Utc::now())
@@ -327,6 +329,7 @@ struct Answer<'a> {
     status: StatusCode,
     retry_after: Option<&'a str>,
     location: Option<&'a str>,
+    content_type: Option<&'a str>,
     /// The first [`BODY_LIMIT`] bytes of the body.
     body: &'a [u8],
 }
@@ -337,6 +340,9 @@ impl Answer<'_> {
     fn outcome(&self, name: &str, url: &str, now: DateTime<Utc>) -> Outcome {
         let status = self.status;
         if status.is_success() {
+            if let Some(malformed) = self.malformed(name, url) {
+                return malformed;
+            }
             return requested(self.body).unwrap_or(Outcome::Done);
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
@@ -362,6 +368,30 @@ impl Answer<'_> {
         Outcome::Exception(
             JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}")).with_detail(detail),
         )
+    }
+}
+
+impl Answer<'_> {
+    /// A 2xx answer whose `Content-Type` says JSON and whose body (read in
+    /// full) is not: the endpoint is not answering as a handler (an error
+    /// page, a wrong route), so whether the job ran is unknown. An
+    /// exception, and a fault of the handler.
+    fn malformed(&self, name: &str, url: &str) -> Option<Outcome> {
+        let kind = self.content_type?.split(';').next()?.trim();
+        let json = kind.eq_ignore_ascii_case("application/json")
+            || kind.to_ascii_lowercase().ends_with("+json");
+        let whole = self.body.len() < BODY_LIMIT;
+        if !json || !whole || serde_json::from_slice::<serde_json::Value>(self.body).is_ok() {
+            return None;
+        }
+        let status = self.status;
+        let what = format!(
+            "{url} answered {status} with Content-Type {kind} and a body that is not JSON: {}",
+            excerpt(self.body)
+        );
+        let exception = JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}"))
+            .with_detail(format!("The HTTP handler at {what}"));
+        Some(Outcome::Exception(exception).with_fault(FaultKind::Malformed, what))
     }
 }
 
@@ -594,8 +624,24 @@ mod tests {
             status: StatusCode::from_u16(status).unwrap(),
             retry_after: None,
             location: None,
+            content_type: None,
             body: body.as_bytes(),
         }
+    }
+
+    #[test]
+    fn a_json_content_type_with_a_body_that_is_not_json_is_a_fault() {
+        let now = Utc::now();
+        let mut a = answer(200, "<html>Welcome</html>");
+        a.content_type = Some("application/json; charset=utf-8");
+        let (outcome, fault) = a.outcome("App\\Jobs\\X", "http://h/q", now).into_parts();
+        assert!(matches!(outcome, Outcome::Exception(_)), "{outcome:?}");
+        assert_eq!(fault.map(|f| f.kind), Some(FaultKind::Malformed));
+        a.body = br#"{"ok":true}"#;
+        assert_eq!(a.outcome("X", "u", now), Outcome::Done);
+        a.content_type = Some("text/html");
+        a.body = b"<html>Welcome</html>";
+        assert_eq!(a.outcome("X", "u", now), Outcome::Done, "documented: done");
     }
 
     #[test]

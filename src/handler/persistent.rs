@@ -48,7 +48,7 @@ use super::capture::{Keep, Tail, next_line, shown};
 use super::metadata;
 use super::request_line::Request;
 use super::subprocess::{describe, detail, env_value};
-use super::{Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
 
@@ -188,10 +188,12 @@ impl PersistentHandler {
             let mut process = match self.checkout(inv) {
                 Ok(p) => p,
                 Err(e) => {
+                    let what = format!("{:?}: {e}", self.options.command[0]);
                     return Outcome::Exception(JobException::new(
                         HANDLER_FAILED,
-                        format!("cannot start handler {:?}: {e}", self.options.command[0]),
-                    ));
+                        format!("cannot start handler {what}"),
+                    ))
+                    .with_fault(FaultKind::CannotStart, what);
                 }
             };
             let exchanged = match inv.timeout {
@@ -244,21 +246,27 @@ impl PersistentHandler {
                     );
                 }
                 Err(CallError::Protocol(what)) => {
-                    tracing::error!(
-                        pid = process.pid,
-                        job = name,
-                        id = %inv.job.id(),
-                        "handler protocol error: {what}; the process is killed and replaced, \
-                         the job is released"
+                    let what = format!(
+                        "{what} (pid {}, job {name} {}); the process is killed and replaced, \
+                         the job is released",
+                        process.pid,
+                        inv.job.id()
                     );
                     self.end(process).await;
-                    return Outcome::Release { delay: 0 };
+                    return Outcome::Release { delay: 0 }.with_fault(FaultKind::Protocol, what);
                 }
                 Err(CallError::Died(how)) => {
-                    return Outcome::Exception(
+                    let outcome = Outcome::Exception(
                         JobException::new(HANDLER_FAILED, format!("{name} {how}"))
                             .with_detail(detail(&how, &process.stderr_tail())),
                     );
+                    // A process that had answered before may have been
+                    // killed by this job; a fresh one never worked.
+                    if process.calls > 0 {
+                        return outcome;
+                    }
+                    let what = format!("a new process {how} (pid {}, job {name})", process.pid);
+                    return outcome.with_fault(FaultKind::Died, what);
                 }
             }
         }
@@ -269,6 +277,7 @@ impl PersistentHandler {
             JobException::new(HANDLER_FAILED, format!("{name}: the handler {how}"))
                 .with_detail(detail(&how, &last_stderr)),
         )
+        .with_fault(FaultKind::Died, format!("the handler {how} (job {name})"))
     }
 
     /// An idle process that is still alive and in step, or a new one. Idle

@@ -46,7 +46,7 @@ use tokio::process::{Child, Command};
 use super::capture::{Tail, read_tail};
 use super::metadata::CallMetadata;
 use super::process_group::Environment;
-use super::{Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of a metadata value passed in an environment variable (the
@@ -198,10 +198,12 @@ impl SubprocessHandler {
         let mut child = match self.spawn(inv, result_path, command_path) {
             Ok(child) => child,
             Err(e) => {
+                let what = format!("{:?}: {e}", self.command[0]);
                 return Outcome::Exception(JobException::new(
                     HANDLER_FAILED,
                     format!("cannot start handler {:?}: {e}", self.command[0]),
-                ));
+                ))
+                .with_fault(FaultKind::CannotStart, what);
             }
         };
         let group = process_group::group_of(&child);

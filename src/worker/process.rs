@@ -13,12 +13,13 @@
 //! kills itself and leaves the job reserved until `retry_after`; here the
 //! job is released with backoff at once (the attempt still counts).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
+use crate::handler::breaker::Admit;
 use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
 use crate::queue::redis_queue::now;
 use crate::queue::{Payload, ReservedJob};
@@ -100,12 +101,19 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
         };
     };
 
+    if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
+        return Verdict::HandBack { delay };
+    }
     let invocation = invocation(job, route, services, Mode::Run);
     let call = route.handler.call(&invocation);
     let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
         Held::Done(outcome) => outcome,
         Held::Lost => return Verdict::LeaseLost,
     };
+    let (outcome, fault) = outcome.into_parts();
+    if let Some(change) = route.breaker.record(fault.as_ref(), Instant::now()) {
+        services.on_tripped.announce(&change, &services.events);
+    }
 
     match outcome {
         Outcome::Done | Outcome::Delete => Verdict::Delete,
@@ -122,6 +130,12 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
             let e = e.for_version(services.laravel, name);
             after_exception(job, payload, limits, e, true, services).await
         }
+        // Never: `into_parts` took the fault off. Released as a protocol
+        // error would be, should it ever come.
+        Outcome::Fault { .. } => Verdict::Release {
+            delay: 0,
+            exception: None,
+        },
     }
 }
 
