@@ -3,28 +3,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
+use common::http_server::get;
 use common::{Job, Scene};
-
-/// `GET path` → (status, body).
-fn get(address: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[test]
 fn metrics_count_jobs_and_health_answers() {
@@ -36,13 +16,7 @@ fn metrics_count_jobs_and_health_answers() {
     s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);
-    let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
-    let address = line
-        .split("address=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let address = d.metrics_address();
     for _ in 0..2 {
         d.wait_stdout(|l| l.contains("\"status\":\"success\""));
     }

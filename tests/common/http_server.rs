@@ -206,3 +206,22 @@ fn serve(stream: TcpStream, connection: usize, log: &Mutex<Vec<Request>>, script
         }
     }
 }
+
+/// `GET path` from the HTTP server at `address` (`host:port`) →
+/// (status, body).
+pub fn get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
