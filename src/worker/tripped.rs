@@ -42,14 +42,14 @@ impl TripPolicy {
         match change {
             Change::Tripped(trip) => {
                 events.handler_tripped(trip);
-                if self.on_tripped == OnHandlerTripped::Exit {
-                    if !self.stop.swap(true, Ordering::SeqCst) {
-                        tracing::error!(
-                            handler = trip.handler,
-                            "the worker stops because a handler tripped \
-                             ([worker] on_handler_tripped = \"exit\")"
-                        );
-                    }
+                if self.on_tripped == OnHandlerTripped::Exit
+                    && !self.stop.swap(true, Ordering::SeqCst)
+                {
+                    tracing::error!(
+                        handler = trip.handler,
+                        "the worker stops because a handler tripped \
+                         ([worker] on_handler_tripped = \"exit\")"
+                    );
                 }
             }
             Change::Closed { handler } => events.handler_closed(handler),
