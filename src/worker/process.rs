@@ -97,12 +97,18 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
                 ),
                 failed_hook: false,
             },
-            Unmatched::Release { delay } => Verdict::HandBack { delay },
+            Unmatched::Release { delay } => Verdict::HandBack {
+                delay,
+                tripped: false,
+            },
         };
     };
 
     if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
-        return Verdict::HandBack { delay };
+        return Verdict::HandBack {
+            delay,
+            tripped: true,
+        };
     }
     let invocation = invocation(job, route, services, Mode::Run);
     let call = route.handler.call(&invocation);
