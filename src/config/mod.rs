@@ -690,6 +690,24 @@ pub enum OnLeaseLost {
 mod tests {
     use super::*;
 
+    #[test]
+    fn on_handler_tripped_takes_release_or_exit() {
+        assert_eq!(on_handler_tripped(None).unwrap(), OnHandlerTripped::Release);
+        assert_eq!(
+            on_handler_tripped(Some("release")).unwrap(),
+            OnHandlerTripped::Release
+        );
+        assert_eq!(
+            on_handler_tripped(Some("exit")).unwrap(),
+            OnHandlerTripped::Exit
+        );
+        let e = on_handler_tripped(Some("stop")).unwrap_err().to_string();
+        assert!(
+            e.contains("on_handler_tripped = \"stop\"") && e.contains("\"exit\""),
+            "{e}"
+        );
+    }
+
     fn resolve(toml: &str) -> anyhow::Result<Settings> {
         Settings::resolve(Layer::from_toml(toml)?)
     }

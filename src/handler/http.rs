@@ -36,7 +36,9 @@
 //!
 //! - 2xx: done. A JSON object body with an `action` key is a request in the
 //!   format of [`super::request`] (`{"action":"release","delay":30}`...);
-//!   an empty or any other body is plain "done".
+//!   an empty or any other body is plain "done", except a body that is not
+//!   JSON under a JSON `Content-Type`: an exception and a fault of the
+//!   handler for its [`breaker`](super::breaker).
 //! - 429 and 503 with `Retry-After` (seconds or an HTTP date): released
 //!   after that delay, the attempt counted (`$this->release($delay)`).
 //!   Without a readable `Retry-After` they are exceptions.

@@ -13,12 +13,15 @@
 //! Answers are matched by `call`, not by order. A line on fd 3 that is not
 //! the answer to the request in flight (another call number, none, not
 //! JSON, longer than [`ANSWER_LIMIT`]), or any line while no request is in
-//! flight, is a protocol error: it is logged (the line escaped and cut),
-//! the process group is killed and a new process takes later calls. The job
-//! in flight is released at once with its attempt counted
-//! ([`Outcome::Release`] with no delay), not failed: its handler broke the
-//! protocol, the job did not necessarily fail, and the answer that came
-//! cannot be trusted to be this job's.
+//! flight, is a protocol error: the process group is killed and a new
+//! process takes later calls. The job in flight is released at once with
+//! its attempt counted ([`Outcome::Release`] with no delay), not failed: its
+//! handler broke the protocol, the job did not necessarily fail, and the
+//! answer that came cannot be trusted to be this job's. The outcome carries
+//! the fault (the line escaped and cut) to the handler's
+//! [`breaker`](super::breaker), which logs it, rate-limited; so does a
+//! program that cannot start, and a process that ends before answering
+//! its first request.
 //!
 //! A process found dead (or broken) when a call takes it from the pool is
 //! replaced before the request is written. A process that dies after the

@@ -25,7 +25,9 @@
 //! program sees the daemon's environment as its [`Environment`] says
 //! (`[[handlers]] env`, `env_clear`, and never the config's secrets).
 //!
-//! Exit 0 is done, anything else an exception. The process gets its own
+//! Exit 0 is done, anything else an exception. A program that cannot be
+//! started is an exception and a fault of the handler for its
+//! [`breaker`](super::breaker); an exit status never is. The process gets its own
 //! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
 //! the grace period, and the daemon carries on. If the daemon itself dies,
 //! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
