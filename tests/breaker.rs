@@ -134,6 +134,12 @@ fn an_old_protocol_persistent_handler_trips_and_recovers() {
         "the broken handler ran {} times; log:\n{log}",
         starts(&s)
     );
+    // Logged once, then summarised every 30 s: the test takes less.
+    let faults = log
+        .lines()
+        .filter(|l| l.contains("handler protocol error: handler"))
+        .count();
+    assert_eq!(faults, 1, "the fault is logged once; log:\n{log}");
 }
 
 /// A process that is killed (exit 137) each time before it answers.
