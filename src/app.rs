@@ -195,7 +195,12 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                     .decoding_command(entry.decodes_command()),
                 ),
             };
-            let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout);
+            let breaker = crate::handler::BreakerSettings {
+                trip_after: entry.trip_after.unwrap_or(settings.breaker.trip_after),
+                ..settings.breaker
+            };
+            let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout)
+                .with_breaker(breaker, settings.error_summary_interval);
             Ok(match &entry.queues {
                 Some(queues) => route.with_queues(queues.clone()),
                 None => route,

@@ -154,6 +154,11 @@ impl JobEvents for Reporter {
 
     /// The job's line: artisan's DONE/FAIL, or the JSON status.
     fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+        // A job of a tripped handler did not run: a line each would bury
+        // the one error line that says why (JSON keeps its line).
+        if !self.json && matches!(verdict, Verdict::HandBack { tripped: true, .. }) {
+            return;
+        }
         let (status, result, exception) = match verdict {
             Verdict::Delete => ("success", "deleted", None),
             Verdict::Release {

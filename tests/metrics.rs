@@ -6,42 +6,9 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use common::http_server::{get, try_get};
 use common::{Daemon, Job, Scene, now};
 use serde_json::json;
-
-/// `GET path` → (status, body).
-fn get(address: &str, path: &str) -> (u16, String) {
-    try_get(address, path).unwrap_or_else(|| panic!("GET {path}: no answer"))
-}
-
-/// `GET path` → (status, body); `None` when the connection is refused or
-/// closed without an answer.
-fn try_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(address).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((status, body))
-}
-
-/// The address the daemon's metrics endpoint listens on, from its log.
-fn listening_address(d: &mut Daemon) -> String {
-    let line = d.wait_stderr(|l| l.contains("metrics endpoint listening"));
-    line.split("address=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string()
-}
 
 #[test]
 fn metrics_count_jobs_and_health_answers() {
@@ -53,7 +20,7 @@ fn metrics_count_jobs_and_health_answers() {
     s.push_on("default", &jobs);
 
     let mut d = s.work(&config, &["--sleep=0.05", "--json", "--tries=1"]);
-    let address = listening_address(&mut d);
+    let address = d.metrics_address();
     for _ in 0..2 {
         d.wait_stdout(|l| l.contains("\"status\":\"success\""));
     }
@@ -111,7 +78,7 @@ fn slow_clients_cannot_starve_the_worker_of_descriptors() {
     let mut all = vec!["--config", config.to_str().unwrap(), "work"];
     all.extend(["--json", "--sleep=0.05", "--tries=1"]);
     let mut d = Daemon::start_wrapped(&["prlimit", "--nofile=256:256", "--"], &all, &[]);
-    let address = listening_address(&mut d);
+    let address = d.metrics_address();
     // The default cap, 32, is below a quarter of 256.
     d.log_line("metrics endpoint listening", &["max_connections=32"]);
 
@@ -157,7 +124,7 @@ fn a_client_that_stops_reading_is_closed_after_the_idle_timeout() {
         .write();
     let all = ["--config", config.to_str().unwrap(), "work"];
     let mut d = Daemon::start(&all, &[("RUST_LOG", "info,laravel_worker::metrics=debug")]);
-    let address = listening_address(&mut d);
+    let address = d.metrics_address();
     let mut stream = TcpStream::connect(&address).unwrap();
     let mut writer = stream.try_clone().unwrap();
     std::thread::spawn(move || {
@@ -199,7 +166,7 @@ fn backlog_gauges_equal_the_redis_state() {
         .cmd(&["ZADD", reserved, &(t + 90).to_string(), &running.build()]);
 
     let mut d = s.work(&config, &["--queue=default,idle", "--sleep=0.1"]);
-    let address = listening_address(&mut d);
+    let address = d.metrics_address();
     let gauge = |text: &str, name: &str, queue: &str| -> Option<i64> {
         let needle = format!("laravel_worker_queue_{name}{{queue=\"{queue}\"}} ");
         let line = text.lines().find(|l| l.starts_with(&needle))?;

@@ -80,6 +80,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         drain_deadline: drain_deadline_rx,
         on_lease_lost: settings.on_lease_lost,
         laravel: settings.laravel,
+        on_tripped: crate::worker::tripped::TripPolicy::new(settings.on_handler_tripped),
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);

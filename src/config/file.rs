@@ -164,6 +164,16 @@ pub struct WorkerLayer {
     /// What to do with a running handler whose reservation is lost:
     /// `"kill"` (the default) or `"keep"`.
     pub on_lease_lost: Option<String>,
+    /// Faults of a handler itself, in a row, that trip it (default 5;
+    /// 0 = never); `[[handlers]] trip_after` wins for its entry.
+    pub trip_after: Option<u32>,
+    /// Seconds a tripped handler waits before a trial job (default 10),
+    /// doubling at each failed trial up to 32 times this.
+    pub trip_backoff: Option<u64>,
+    /// What a trip does to the worker: `"release"` (the default: hand the
+    /// handler's jobs back and try it again later) or `"exit"` (drain and
+    /// exit with status 4).
+    pub on_handler_tripped: Option<String>,
 }
 
 /// `[metrics]`.
@@ -231,6 +241,9 @@ pub struct HandlerEntry {
     /// saves the decoding, and for a job of many megabytes twice its size
     /// in the worker's memory.
     pub decode_command: Option<bool>,
+    /// Faults of this handler itself, in a row, that trip it (default
+    /// `[worker] trip_after`; 0 = never).
+    pub trip_after: Option<u32>,
 }
 
 /// The transport a `[[handlers]]` entry means. [`HandlerEntry::transport`]
@@ -407,6 +420,12 @@ impl Layer {
                 heartbeat_file: over.worker.heartbeat_file.or(self.worker.heartbeat_file),
                 drain_timeout: over.worker.drain_timeout.or(self.worker.drain_timeout),
                 on_lease_lost: over.worker.on_lease_lost.or(self.worker.on_lease_lost),
+                trip_after: over.worker.trip_after.or(self.worker.trip_after),
+                trip_backoff: over.worker.trip_backoff.or(self.worker.trip_backoff),
+                on_handler_tripped: over
+                    .worker
+                    .on_handler_tripped
+                    .or(self.worker.on_handler_tripped),
                 error_summary_interval: over
                     .worker
                     .error_summary_interval

@@ -30,6 +30,7 @@ use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
+use crate::worker::tripped::OnHandlerTripped;
 
 /// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
@@ -69,6 +70,10 @@ pub struct Settings {
     pub drain_timeout: Option<Duration>,
     /// What to do with a running handler whose reservation is lost.
     pub on_lease_lost: OnLeaseLost,
+    /// Every handler's breaker, unless its entry sets `trip_after`.
+    pub breaker: crate::handler::BreakerSettings,
+    /// What a handler's trip does to the worker.
+    pub on_handler_tripped: crate::worker::tripped::OnHandlerTripped,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// How often the queue backlog gauges are read (`[metrics]
@@ -405,6 +410,17 @@ impl Settings {
                 }
             },
             metrics_limits: crate::metrics::listener::Limits::from_layer(&layer.metrics)?,
+            breaker: crate::handler::BreakerSettings {
+                trip_after: layer
+                    .worker
+                    .trip_after
+                    .unwrap_or(crate::handler::breaker::DEFAULT_TRIP_AFTER),
+                backoff: layer.worker.trip_backoff.map_or(
+                    crate::handler::breaker::DEFAULT_BACKOFF,
+                    Duration::from_secs,
+                ),
+            },
+            on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
             laravel: match layer.app.laravel {
@@ -422,6 +438,17 @@ impl Settings {
             handlers,
             sources: vec!["defaults".to_string()],
         })
+    }
+}
+
+/// `[worker] on_handler_tripped`: `release` (the default) or `exit`.
+fn on_handler_tripped(value: Option<&str>) -> anyhow::Result<OnHandlerTripped> {
+    match value {
+        None | Some("release") => Ok(OnHandlerTripped::Release),
+        Some("exit") => Ok(OnHandlerTripped::Exit),
+        Some(other) => {
+            bail!("[worker] on_handler_tripped = {other:?}: expected \"release\" or \"exit\"")
+        }
     }
 }
 
@@ -724,6 +751,24 @@ pub enum OnLeaseLost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_handler_tripped_takes_release_or_exit() {
+        assert_eq!(on_handler_tripped(None).unwrap(), OnHandlerTripped::Release);
+        assert_eq!(
+            on_handler_tripped(Some("release")).unwrap(),
+            OnHandlerTripped::Release
+        );
+        assert_eq!(
+            on_handler_tripped(Some("exit")).unwrap(),
+            OnHandlerTripped::Exit
+        );
+        let e = on_handler_tripped(Some("stop")).unwrap_err().to_string();
+        assert!(
+            e.contains("on_handler_tripped = \"stop\"") && e.contains("\"exit\""),
+            "{e}"
+        );
+    }
 
     fn resolve(toml: &str) -> anyhow::Result<Settings> {
         Settings::resolve(Layer::from_toml(toml)?)

@@ -36,7 +36,10 @@
 //!
 //! - 2xx: done. A JSON object body with an `action` key is a request in the
 //!   format of [`super::request`] (`{"action":"release","delay":30}`...);
-//!   an empty or any other body is plain "done".
+//!   an empty or plain-text body is plain "done". An HTML page, or a body
+//!   that says (`Content-Type`) or looks (`{`, `[`) like JSON and is not,
+//!   is no handler's answer: an exception and a fault of the handler for
+//!   its [`breaker`](super::breaker).
 //! - 429 and 503 with `Retry-After` (seconds or an HTTP date): released
 //!   after that delay, the attempt counted (`$this->release($delay)`).
 //!   Without a readable `Retry-After` they are exceptions.
@@ -63,7 +66,7 @@ use reqwest::{Response, StatusCode, Url};
 use sha2::Sha256;
 
 use super::metadata::{self, CallMetadata};
-use super::{Invocation, Outcome, request};
+use super::{FaultKind, Invocation, Outcome, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// With a secret: UNIX seconds when the request was signed.
@@ -227,6 +230,7 @@ impl HttpHandler {
         let status = response.status();
         let retry_after = header_text(&response, reqwest::header::RETRY_AFTER);
         let location = header_text(&response, reqwest::header::LOCATION);
+        let content_type = header_text(&response, CONTENT_TYPE);
         let body = match read_bounded(response).await {
             Ok(body) => body,
             Err(e) => return self.transport_error(inv, e),
@@ -242,6 +246,7 @@ impl HttpHandler {
             status,
             retry_after: retry_after.as_deref(),
             location: location.as_deref(),
+            content_type: content_type.as_deref(),
             body: &body,
         };
         answer.outcome(inv.job.display_name(), &self.shown_url, Utc::now())
@@ -327,6 +332,7 @@ struct Answer<'a> {
     status: StatusCode,
     retry_after: Option<&'a str>,
     location: Option<&'a str>,
+    content_type: Option<&'a str>,
     /// The first [`BODY_LIMIT`] bytes of the body.
     body: &'a [u8],
 }
@@ -337,6 +343,9 @@ impl Answer<'_> {
     fn outcome(&self, name: &str, url: &str, now: DateTime<Utc>) -> Outcome {
         let status = self.status;
         if status.is_success() {
+            if let Some(malformed) = self.malformed(name, url) {
+                return malformed;
+            }
             return requested(self.body).unwrap_or(Outcome::Done);
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
@@ -362,6 +371,49 @@ impl Answer<'_> {
         Outcome::Exception(
             JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}")).with_detail(detail),
         )
+    }
+}
+
+impl Answer<'_> {
+    /// A 2xx answer that is not a handler's answer: an HTML page (a wrong
+    /// route, a login or error page), or a body that says or looks like
+    /// JSON (`Content-Type`, or a leading `{` or `[`) and is not. Whether
+    /// the job ran is unknown: an exception, and a fault of the handler.
+    /// A plain-text body (`ok`) stays "done".
+    fn malformed(&self, name: &str, url: &str) -> Option<Outcome> {
+        let problem = self.not_an_answer()?;
+        let status = self.status;
+        let kind = self.content_type.unwrap_or("none");
+        let what = format!(
+            "{url} answered {status} with Content-Type {kind} and {problem}: {}",
+            excerpt(self.body)
+        );
+        let exception = JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}"))
+            .with_detail(format!("The HTTP handler at {what}"));
+        Some(Outcome::Exception(exception).with_fault(FaultKind::Malformed, what))
+    }
+
+    /// What makes this 2xx body no handler's answer, if anything.
+    fn not_an_answer(&self) -> Option<&'static str> {
+        let start = self.body.trim_ascii_start();
+        let opens = |tag: &[u8]| {
+            start
+                .get(..tag.len())
+                .is_some_and(|s| s.eq_ignore_ascii_case(tag))
+        };
+        if opens(b"<!doctype html") || opens(b"<html") {
+            return Some("an HTML page");
+        }
+        let kind = self
+            .content_type
+            .and_then(|t| t.split(';').next())
+            .map(|k| k.trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        let says_json = kind == "application/json" || kind.ends_with("+json");
+        let looks_json = matches!(start.first(), Some(b'{' | b'['));
+        let whole = self.body.len() < BODY_LIMIT;
+        let broken = serde_json::from_slice::<serde_json::Value>(self.body).is_err();
+        ((says_json || looks_json) && whole && broken).then_some("a body that is not JSON")
     }
 }
 
@@ -594,8 +646,44 @@ mod tests {
             status: StatusCode::from_u16(status).unwrap(),
             retry_after: None,
             location: None,
+            content_type: None,
             body: body.as_bytes(),
         }
+    }
+
+    #[test]
+    fn a_json_content_type_with_a_body_that_is_not_json_is_a_fault() {
+        let now = Utc::now();
+        let mut a = answer(200, "<html>Welcome</html>");
+        a.content_type = Some("application/json; charset=utf-8");
+        let (outcome, fault) = a.outcome("App\\Jobs\\X", "http://h/q", now).into_parts();
+        assert!(matches!(outcome, Outcome::Exception(_)), "{outcome:?}");
+        assert_eq!(fault.map(|f| f.kind), Some(FaultKind::Malformed));
+        a.body = br#"{"ok":true}"#;
+        assert_eq!(a.outcome("X", "u", now), Outcome::Done);
+        a.content_type = Some("text/html; charset=UTF-8");
+        a.body = b"ok";
+        assert_eq!(a.outcome("X", "u", now), Outcome::Done, "plain text: done");
+        for page in [
+            &b"\n<!DOCTYPE html><html>Login</html>"[..],
+            b"<HTML>Welcome</HTML>",
+        ] {
+            a.body = page;
+            let fault = a.outcome("X", "u", now).into_parts().1;
+            assert_eq!(
+                fault.map(|f| f.kind),
+                Some(FaultKind::Malformed),
+                "an HTML page"
+            );
+        }
+        a.content_type = None;
+        a.body = br#"{"action":"rel"#;
+        let fault = a.outcome("X", "u", now).into_parts().1;
+        assert_eq!(
+            fault.map(|f| f.kind),
+            Some(FaultKind::Malformed),
+            "cut JSON"
+        );
     }
 
     #[test]

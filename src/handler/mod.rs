@@ -6,8 +6,10 @@
 //! Transports: one process per job ([`subprocess`]), warm processes
 //! ([`persistent`]), an HTTP POST per job ([`http`]); each encodes the same
 //! call metadata ([`metadata`]). [`preflight`] checks at start that the
-//! configured handlers can run.
+//! configured handlers can run; each handler's [`breaker`] stops handing
+//! jobs to a handler that keeps failing on its own.
 
+pub mod breaker;
 pub mod capture;
 pub mod http;
 pub mod metadata;
@@ -24,6 +26,7 @@ use std::time::Duration;
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
 
+pub use breaker::{BreakerSettings, Fault, FaultKind};
 pub use http::{HttpHandler, HttpOptions, Secret};
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use router::{Route, Router, Unmatched};
@@ -79,6 +82,14 @@ pub enum Outcome {
     Exception(JobException),
     /// The time limit passed and the handler was killed.
     TimedOut(JobException),
+    /// The handler itself is at fault, not the job (see [`breaker`]):
+    /// `then` is what becomes of the job.
+    Fault {
+        /// The handler's fault.
+        fault: Fault,
+        /// The job's outcome.
+        then: Box<Outcome>,
+    },
 }
 
 impl Outcome {
@@ -86,6 +97,26 @@ impl Outcome {
     /// `ManuallyFailedException` with that message).
     pub fn fail(reason: impl Into<String>) -> Self {
         Outcome::Fail(JobException::new(crate::exception::MANUALLY_FAILED, reason))
+    }
+
+    /// This outcome, marked as caused by a fault of the handler itself of
+    /// `kind`; `what` says what happened.
+    pub fn with_fault(self, kind: FaultKind, what: impl Into<String>) -> Self {
+        Outcome::Fault {
+            fault: Fault {
+                kind,
+                what: what.into(),
+            },
+            then: Box::new(self),
+        }
+    }
+
+    /// The job's outcome and the handler's fault, if any.
+    pub fn into_parts(self) -> (Outcome, Option<Fault>) {
+        match self {
+            Outcome::Fault { fault, then } => (then.into_parts().0, Some(fault)),
+            outcome => (outcome, None),
+        }
     }
 }
 

@@ -13,12 +13,15 @@
 //! Answers are matched by `call`, not by order. A line on fd 3 that is not
 //! the answer to the request in flight (another call number, none, not
 //! JSON, longer than [`ANSWER_LIMIT`]), or any line while no request is in
-//! flight, is a protocol error: it is logged (the line escaped and cut),
-//! the process group is killed and a new process takes later calls. The job
-//! in flight is released at once with its attempt counted
-//! ([`Outcome::Release`] with no delay), not failed: its handler broke the
-//! protocol, the job did not necessarily fail, and the answer that came
-//! cannot be trusted to be this job's.
+//! flight, is a protocol error: the process group is killed and a new
+//! process takes later calls. The job in flight is released at once with
+//! its attempt counted ([`Outcome::Release`] with no delay), not failed: its
+//! handler broke the protocol, the job did not necessarily fail, and the
+//! answer that came cannot be trusted to be this job's. The outcome carries
+//! the fault (the line escaped and cut) to the handler's
+//! [`breaker`](super::breaker), which logs it, rate-limited; so does a
+//! program that cannot start, and a process that ends before answering
+//! its first request.
 //!
 //! A process found dead (or broken) when a call takes it from the pool is
 //! replaced before the request is written. A process that dies after the
@@ -48,7 +51,7 @@ use super::capture::{Keep, Tail, next_line, shown};
 use super::metadata;
 use super::request_line::Request;
 use super::subprocess::{describe, detail, env_value};
-use super::{Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 use crate::memory::MemoryProbe;
 
@@ -188,10 +191,12 @@ impl PersistentHandler {
             let mut process = match self.checkout(inv) {
                 Ok(p) => p,
                 Err(e) => {
+                    let what = format!("{:?}: {e}", self.options.command[0]);
                     return Outcome::Exception(JobException::new(
                         HANDLER_FAILED,
-                        format!("cannot start handler {:?}: {e}", self.options.command[0]),
-                    ));
+                        format!("cannot start handler {what}"),
+                    ))
+                    .with_fault(FaultKind::CannotStart, what);
                 }
             };
             let exchanged = match inv.timeout {
@@ -244,21 +249,27 @@ impl PersistentHandler {
                     );
                 }
                 Err(CallError::Protocol(what)) => {
-                    tracing::error!(
-                        pid = process.pid,
-                        job = name,
-                        id = %inv.job.id(),
-                        "handler protocol error: {what}; the process is killed and replaced, \
-                         the job is released"
+                    let what = format!(
+                        "{what} (pid {}, job {name} {}); the process is killed and replaced, \
+                         the job is released",
+                        process.pid,
+                        inv.job.id()
                     );
                     self.end(process).await;
-                    return Outcome::Release { delay: 0 };
+                    return Outcome::Release { delay: 0 }.with_fault(FaultKind::Protocol, what);
                 }
                 Err(CallError::Died(how)) => {
-                    return Outcome::Exception(
+                    let outcome = Outcome::Exception(
                         JobException::new(HANDLER_FAILED, format!("{name} {how}"))
                             .with_detail(detail(&how, &process.stderr_tail())),
                     );
+                    // A process that had answered before may have been
+                    // killed by this job; a fresh one never worked.
+                    if process.calls > 0 {
+                        return outcome;
+                    }
+                    let what = format!("a new process {how} (pid {}, job {name})", process.pid);
+                    return outcome.with_fault(FaultKind::Died, what);
                 }
             }
         }
@@ -269,6 +280,7 @@ impl PersistentHandler {
             JobException::new(HANDLER_FAILED, format!("{name}: the handler {how}"))
                 .with_detail(detail(&how, &last_stderr)),
         )
+        .with_fault(FaultKind::Died, format!("the handler {how} (job {name})"))
     }
 
     /// An idle process that is still alive and in step, or a new one. Idle

@@ -1,10 +1,13 @@
 //! Choosing a handler by displayName (and, optionally, queue).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wildmatch::WildMatch;
 
 use super::Handler;
+use super::breaker::{Breaker, BreakerSettings};
+use crate::log_limit::DEFAULT_INTERVAL;
 
 /// One `[[handlers]]` entry.
 #[derive(Debug)]
@@ -17,6 +20,8 @@ pub struct Route {
     pub timeout: Option<u64>,
     /// When set, the route only takes jobs from these queues.
     queues: Option<Vec<String>>,
+    /// Stops handing jobs to the handler while it keeps failing on its own.
+    pub breaker: Breaker,
 }
 
 impl Route {
@@ -28,7 +33,16 @@ impl Route {
             handler,
             timeout,
             queues: None,
+            breaker: Breaker::new(pattern, BreakerSettings::default(), DEFAULT_INTERVAL),
         }
+    }
+
+    /// This route with its breaker set to `settings`, repeated faults
+    /// logged once per `log_interval`.
+    pub fn with_breaker(mut self, settings: BreakerSettings, log_interval: Duration) -> Self {
+        let name = self.breaker.handler().to_string();
+        self.breaker = Breaker::new(&name, settings, log_interval);
+        self
     }
 
     /// This route restricted to jobs from `queues` (names as given to
@@ -83,8 +97,6 @@ impl Router {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::handler::{HttpHandler, HttpOptions};
 

@@ -25,7 +25,9 @@
 //! program sees the daemon's environment as its [`Environment`] says
 //! (`[[handlers]] env`, `env_clear`, and never the config's secrets).
 //!
-//! Exit 0 is done, anything else an exception. The process gets its own
+//! Exit 0 is done, anything else an exception. A program that cannot be
+//! started is an exception and a fault of the handler for its
+//! [`breaker`](super::breaker); an exit status never is. The process gets its own
 //! process group; on timeout the whole group gets SIGTERM, then SIGKILL after
 //! the grace period, and the daemon carries on. If the daemon itself dies,
 //! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
@@ -46,7 +48,7 @@ use tokio::process::{Child, Command};
 use super::capture::{Tail, read_tail};
 use super::metadata::CallMetadata;
 use super::process_group::Environment;
-use super::{Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of a metadata value passed in an environment variable (the
@@ -198,10 +200,12 @@ impl SubprocessHandler {
         let mut child = match self.spawn(inv, result_path, command_path) {
             Ok(child) => child,
             Err(e) => {
+                let what = format!("{:?}: {e}", self.command[0]);
                 return Outcome::Exception(JobException::new(
                     HANDLER_FAILED,
                     format!("cannot start handler {:?}: {e}", self.command[0]),
-                ));
+                ))
+                .with_fault(FaultKind::CannotStart, what);
             }
         };
         let group = process_group::group_of(&child);

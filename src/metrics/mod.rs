@@ -4,7 +4,7 @@
 //! |------------|-------------------------------------------------------------|
 //! | `/metrics` | OpenMetrics text (below)                                    |
 //! | `/healthz` | 200 while the worker process runs its loop                  |
-//! | `/readyz`  | 200 when the last reservation attempt reached Redis and the worker is not stopping; 503 otherwise |
+//! | `/readyz`  | 200 when the last reservation attempt reached Redis, no handler is tripped and the worker is not stopping; 503 otherwise, naming the tripped handlers |
 //!
 //! Metrics, all prefixed `laravel_worker_`:
 //! - `jobs_total{queue, outcome}`: settled jobs; `outcome` is `done`,
@@ -16,10 +16,14 @@
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
 //! - `reserve_errors_total`: polls that failed to reach Redis;
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
-//!   [`backlog`](crate::backlog)).
+//!   [`backlog`](crate::backlog));
+//! - `handler_trips_total{handler}`: trips of a handler's breaker (the
+//!   first trip and each failed trial), `handler` its `match` pattern.
 
 pub mod listener;
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -33,6 +37,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
 
 use crate::worker::{JobEvents, StopReason, Verdict};
@@ -41,6 +46,11 @@ use crate::worker::{JobEvents, StopReason, Verdict};
 struct JobLabels {
     queue: String,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HandlerLabels {
+    handler: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -56,8 +66,11 @@ pub struct Metrics {
     duration: Family<QueueLabels, Histogram>,
     in_flight: Gauge,
     reserve_errors: Counter,
+    trips: Family<HandlerLabels, Counter>,
     redis_ok: AtomicBool,
     stopping: AtomicBool,
+    /// The handlers tripped now.
+    tripped: Mutex<BTreeSet<String>>,
 }
 
 impl Default for Metrics {
@@ -93,14 +106,22 @@ impl Metrics {
             "Polls that failed to reach Redis",
             reserve_errors.clone(),
         );
+        let trips = Family::<HandlerLabels, Counter>::default();
+        registry.register(
+            "handler_trips",
+            "Trips of a handler that kept failing on its own",
+            trips.clone(),
+        );
         Metrics {
             registry,
             jobs,
             duration,
             in_flight,
             reserve_errors,
+            trips,
             redis_ok: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            tripped: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -112,7 +133,26 @@ impl Metrics {
 
     /// Whether `/readyz` answers 200.
     pub fn ready(&self) -> bool {
-        self.redis_ok.load(Ordering::Relaxed) && !self.stopping.load(Ordering::Relaxed)
+        self.redis_ok.load(Ordering::Relaxed)
+            && !self.stopping.load(Ordering::Relaxed)
+            && self.tripped_handlers().is_empty()
+    }
+
+    /// The handlers tripped now, by `match` pattern.
+    pub fn tripped_handlers(&self) -> Vec<String> {
+        let tripped = self.tripped.lock().unwrap_or_else(|e| e.into_inner());
+        tripped.iter().cloned().collect()
+    }
+
+    /// The body of a 503 from `/readyz`: why.
+    fn not_ready(&self) -> String {
+        let mut text = String::from("not ready\n");
+        for handler in self.tripped_handlers() {
+            text.push_str(&format!(
+                "handler {handler:?} is tripped: it keeps failing on its own (see the log)\n"
+            ));
+        }
+        text
     }
 
     /// The OpenMetrics text of every metric.
@@ -166,6 +206,21 @@ impl JobEvents for Metrics {
     fn stopping(&self, _reason: StopReason) {
         self.stopping.store(true, Ordering::Relaxed);
     }
+
+    fn handler_tripped(&self, trip: &Trip) {
+        self.trips
+            .get_or_create(&HandlerLabels {
+                handler: trip.handler.clone(),
+            })
+            .inc();
+        let mut tripped = self.tripped.lock().unwrap_or_else(|e| e.into_inner());
+        tripped.insert(trip.handler.clone());
+    }
+
+    fn handler_closed(&self, handler: &str) {
+        let mut tripped = self.tripped.lock().unwrap_or_else(|e| e.into_inner());
+        tripped.remove(handler);
+    }
 }
 
 fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
@@ -180,7 +235,7 @@ fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
         "/readyz" => (
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",
-            "not ready\n".to_string(),
+            metrics.not_ready(),
         ),
         _ => (
             StatusCode::NOT_FOUND,

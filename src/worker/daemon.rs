@@ -485,6 +485,9 @@ impl Daemon {
         if self.control.borrow().quit.is_some() {
             return Some(StopReason::Interrupted);
         }
+        if self.services.on_tripped.should_stop() {
+            return Some(StopReason::HandlerTripped);
+        }
         // While jobs keep coming, the cache and the memory are read at most
         // every CHECK_EVERY; after an empty poll, every time.
         let busy = found;

@@ -12,6 +12,8 @@
 //! | [`reserved`] | a job was reserved and is about to run                   |
 //! | [`settled`]  | a job was deleted, released or failed (its last step)    |
 //! | [`stopping`] | the loop takes no more jobs and drains the ones in flight |
+//! | [`handler_tripped`] | a handler's breaker tripped (or a trial failed) |
+//! | [`handler_closed`] | a tripped handler answered well again           |
 //!
 //! Listeners run inline on the loop's task or the job's task, so they must
 //! be quick and must not block (write a line, bump a counter).
@@ -20,12 +22,15 @@
 //! [`reserved`]: JobEvents::reserved
 //! [`settled`]: JobEvents::settled
 //! [`stopping`]: JobEvents::stopping
+//! [`handler_tripped`]: JobEvents::handler_tripped
+//! [`handler_closed`]: JobEvents::handler_closed
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::StopReason;
 use super::verdict::Verdict;
+use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
 
 /// A listener for the worker's job events. Every method has an empty
@@ -48,6 +53,13 @@ pub trait JobEvents: Send + Sync {
     /// The worker stops taking jobs for `reason` (Laravel's
     /// `WorkerStopping`); jobs in flight still settle after it.
     fn stopping(&self, _reason: StopReason) {}
+
+    /// A handler tripped: its jobs are handed back until a trial job
+    /// gets a good answer (see [`crate::handler::breaker`]).
+    fn handler_tripped(&self, _trip: &Trip) {}
+
+    /// The tripped handler named `handler` answered well again.
+    fn handler_closed(&self, _handler: &str) {}
 }
 
 /// Every listener, in the order they were added; itself a listener that
@@ -92,6 +104,18 @@ impl JobEvents for Listeners {
     fn stopping(&self, reason: StopReason) {
         for l in &self.listeners {
             l.stopping(reason);
+        }
+    }
+
+    fn handler_tripped(&self, trip: &Trip) {
+        for l in &self.listeners {
+            l.handler_tripped(trip);
+        }
+    }
+
+    fn handler_closed(&self, handler: &str) {
+        for l in &self.listeners {
+            l.handler_closed(handler);
         }
     }
 }

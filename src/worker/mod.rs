@@ -11,6 +11,7 @@
 //! - [`task`]: one job's task, run handler → settle → settled event;
 //! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
 //! - [`stop`]: the stop conditions and their exit codes;
+//! - [`tripped`]: what a handler's trip does to the worker;
 //! - [`events`]: the job events the loop emits to its listeners (output,
 //!   metrics), which it never calls by name;
 //! - [`daemon`]: the loop that ties them together.
@@ -25,6 +26,7 @@ pub mod process;
 pub mod settle;
 pub mod stop;
 pub mod task;
+pub mod tripped;
 pub mod unrecorded;
 pub mod verdict;
 
@@ -65,4 +67,6 @@ pub struct Services {
     pub on_lease_lost: lease::OnLeaseLost,
     /// The Laravel version whose exception classes and wording are recorded.
     pub laravel: crate::exception::LaravelVersion,
+    /// What a handler's trip does (`[worker] on_handler_tripped`).
+    pub on_tripped: tripped::TripPolicy,
 }

@@ -3,7 +3,9 @@
 //!
 //! 1. A job already past its tries or `retryUntil` fails without running.
 //! 2. The handler chosen by displayName runs, under the job's time limit,
-//!    while the reservation is renewed.
+//!    while the reservation is renewed; unless its breaker is tripped, when
+//!    the job is handed back uncounted ([`crate::handler::breaker`]).
+//!    The handler's faults go to its breaker.
 //! 3. Its outcome becomes a [`Verdict`]: delete, release, or fail. An
 //!    exception or a timeout fails the job when it was the last try,
 //!    `retryUntil` has passed, `maxExceptions` is reached, or (timeouts
@@ -13,12 +15,13 @@
 //! kills itself and leaves the job reserved until `retry_after`; here the
 //! job is released with backoff at once (the attempt still counts).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
+use crate::handler::breaker::Admit;
 use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
 use crate::queue::redis_queue::now;
 use crate::queue::{Payload, ReservedJob};
@@ -96,15 +99,16 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
                 ),
                 failed_hook: false,
             },
-            Unmatched::Release { delay } => Verdict::HandBack { delay },
+            Unmatched::Release { delay } => Verdict::HandBack {
+                delay,
+                tripped: false,
+            },
         };
     };
 
-    let invocation = invocation(job, route, services, Mode::Run);
-    let call = route.handler.call(&invocation);
-    let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
-        Held::Done(outcome) => outcome,
-        Held::Lost => return Verdict::LeaseLost,
+    let outcome = match call_handler(job, route, services).await {
+        Ok(outcome) => outcome,
+        Err(verdict) => return verdict,
     };
 
     match outcome {
@@ -122,7 +126,42 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
             let e = e.for_version(services.laravel, name);
             after_exception(job, payload, limits, e, true, services).await
         }
+        // Never: `into_parts` took the fault off. Released as a protocol
+        // error would be, should it ever come.
+        Outcome::Fault { .. } => Verdict::Release {
+            delay: 0,
+            exception: None,
+        },
     }
+}
+
+/// Calls `route`'s handler for `job` while the reservation is held, unless
+/// its breaker refuses the job, and tells the breaker how the call went
+/// (announcing a trip or a recovery). `Err` is the verdict of a job that
+/// did not run to an outcome: handed back for a tripped handler, or its
+/// reservation lost.
+async fn call_handler(
+    job: &ReservedJob,
+    route: &Route,
+    services: &Services,
+) -> Result<Outcome, Verdict> {
+    if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
+        return Err(Verdict::HandBack {
+            delay,
+            tripped: true,
+        });
+    }
+    let invocation = invocation(job, route, services, Mode::Run);
+    let call = route.handler.call(&invocation);
+    let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
+        Held::Done(outcome) => outcome,
+        Held::Lost => return Err(Verdict::LeaseLost),
+    };
+    let (outcome, fault) = outcome.into_parts();
+    if let Some(change) = route.breaker.record(fault.as_ref(), Instant::now()) {
+        services.on_tripped.announce(&change, &services.events);
+    }
+    Ok(outcome)
 }
 
 /// The call of `route`'s handler for `job`: the payload's `timeout` wins

@@ -61,7 +61,7 @@ pub async fn settle(
         Verdict::Release { delay, .. } => {
             retry("release", job, || queue.release(job, *delay)).await
         }
-        Verdict::HandBack { delay } => {
+        Verdict::HandBack { delay, .. } => {
             retry("hand back", job, || queue.hand_back(job, *delay)).await
         }
         // Not ours any more: whoever reclaims it settles it.

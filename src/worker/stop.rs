@@ -19,13 +19,21 @@ pub enum StopReason {
     MaxJobs,
     /// `--once` ran its iteration.
     Once,
+    /// A handler tripped and `[worker] on_handler_tripped = "exit"`.
+    HandlerTripped,
 }
 
+/// The exit status after a handler tripped with
+/// `[worker] on_handler_tripped = "exit"`.
+pub const HANDLER_TRIPPED_EXIT: u8 = 4;
+
 impl StopReason {
-    /// The process exit status: 12 for memory (as Laravel), 0 otherwise.
+    /// The process exit status: 12 for memory (as Laravel),
+    /// [`HANDLER_TRIPPED_EXIT`] after a handler tripped, 0 otherwise.
     pub fn exit_code(self) -> u8 {
         match self {
             StopReason::Memory => 12,
+            StopReason::HandlerTripped => HANDLER_TRIPPED_EXIT,
             _ => 0,
         }
     }
@@ -41,6 +49,8 @@ impl StopReason {
             StopReason::MaxTime => "max_time",
             StopReason::MaxJobs => "max_jobs",
             StopReason::Once => "once",
+            // Not one of Laravel's.
+            StopReason::HandlerTripped => "handler_tripped",
         }
     }
 }

@@ -29,11 +29,15 @@ pub enum Verdict {
         failed_hook: bool,
     },
     /// Handed back to `:delayed` uncounted: this worker has no handler for
-    /// it (`[queue] unmatched = "release"`), so the attempt it took at
-    /// reservation is given back. The only uncounted return.
+    /// it (`[queue] unmatched = "release"`) or its handler is tripped, so
+    /// the attempt it took at reservation is given back. The only
+    /// uncounted return.
     HandBack {
         /// Seconds.
         delay: u64,
+        /// Its handler is tripped (see [`crate::handler::breaker`]): it did
+        /// not run, and artisan's output gets no line for it.
+        tripped: bool,
     },
     /// The reservation was lost while the handler ran (a renewal found it
     /// gone, or Redis stayed unreachable past its expiry) and the handler

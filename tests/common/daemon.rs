@@ -194,6 +194,18 @@ impl Daemon {
         Self::wait_on(&self.err, &mut self.stderr, "stderr", &pred)
     }
 
+    /// Waits for the metrics endpoint's start line (`[metrics] listen`)
+    /// and returns the address it listens on.
+    pub fn metrics_address(&mut self) -> String {
+        let line = self.wait_stderr(|l| l.contains("metrics endpoint listening"));
+        plain(&line)
+            .split("address=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string()
+    }
+
     /// Waits for a JSON event with `status` (requires `--json`).
     pub fn wait_event(&mut self, status: &str) -> serde_json::Value {
         let needle = format!("\"status\":\"{status}\"");

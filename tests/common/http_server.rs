@@ -206,3 +206,28 @@ fn serve(stream: TcpStream, connection: usize, log: &Mutex<Vec<Request>>, script
         }
     }
 }
+
+/// `GET path` from the HTTP server at `address` (`host:port`) →
+/// (status, body).
+pub fn get(address: &str, path: &str) -> (u16, String) {
+    try_get(address, path).unwrap_or_else(|| panic!("GET {path}: no answer"))
+}
+
+/// [`get`], or `None` when the connection is refused or closed without
+/// an answer.
+pub fn try_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
