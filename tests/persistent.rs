@@ -425,3 +425,26 @@ fn decode_command_false_leaves_the_command_out_of_requests() {
         );
     }
 }
+
+/// Issue 22, item 6: a job reserved while every process of its pool is
+/// busy waits, reserved, and a crash of the worker then costs it an
+/// attempt without a start. With one process and `--concurrency=4`, the
+/// worker used to reserve 4 jobs in one pop while only 1 could start;
+/// SIGKILLed then, 3 jobs went to attempt 2 never having run attempt 1.
+/// Now it reserves only what can start: the crash costs the started job.
+#[test]
+fn a_crash_costs_only_the_jobs_that_started() {
+    let (s, config) = warm("touch \"$DIR/started\"; sleep 300", |h| h.processes(1));
+    s.push_on("default", &Job::numbered("App\\Jobs\\Hang@handle", 8));
+    let mut worker = s.work(&config, &["--concurrency=4", "--sleep=0"]);
+    s.wait_for_file("started");
+    worker.signal(nix::sys::signal::Signal::SIGKILL);
+    worker.wait_exit();
+
+    let started = calls(&s).len();
+    let reserved = s.redis.zcard("laravel_database_queues:default:reserved") as usize;
+    assert_eq!(started, 1, "one process, one call");
+    let burnt = reserved - started;
+    assert_eq!(burnt, 0, "{reserved} reserved, {started} started");
+    assert_eq!(s.redis.llen("laravel_database_queues:default"), 7);
+}

@@ -17,6 +17,7 @@ pub mod process_group;
 pub mod request;
 pub mod request_line;
 pub mod router;
+pub mod slots;
 pub mod subprocess;
 
 use std::time::Duration;
@@ -107,6 +108,23 @@ impl Handler {
             Handler::Subprocess(h) => h.call(invocation).await,
             Handler::Persistent(h) => h.call(invocation).await,
             Handler::Http(h) => h.call(invocation).await,
+        }
+    }
+
+    /// How many calls it can start now without waiting: the free
+    /// processes of a persistent pool; unbounded for the others, which
+    /// start every call at once.
+    pub fn free_starts(&self) -> usize {
+        match self {
+            Handler::Persistent(h) => h.free_processes(),
+            Handler::Subprocess(_) | Handler::Http(_) => usize::MAX,
+        }
+    }
+
+    /// Resolves once [`Self::free_starts`] is above 0.
+    pub async fn until_startable(&self) {
+        if let Handler::Persistent(h) = self {
+            h.until_free().await;
         }
     }
 }

@@ -42,7 +42,9 @@ use serde::Deserialize;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
+
+use super::slots::Slots;
 
 use super::capture::{Keep, Tail, next_line, shown};
 use super::metadata;
@@ -97,7 +99,7 @@ pub struct PersistentOptions {
 #[derive(Debug)]
 pub struct PersistentHandler {
     options: PersistentOptions,
-    slots: Semaphore,
+    slots: Slots,
     idle: Mutex<Vec<Process>>,
     /// The next request's `call` number (from 1; 0 means "none in flight").
     next_call: AtomicU64,
@@ -160,16 +162,26 @@ impl PersistentHandler {
     /// A pool for `options` (processes start on first use).
     pub fn new(options: PersistentOptions) -> Self {
         PersistentHandler {
-            slots: Semaphore::new(options.processes.max(1)),
+            slots: Slots::new(options.processes),
             idle: Mutex::new(Vec::new()),
             next_call: AtomicU64::new(1),
             options,
         }
     }
 
+    /// How many processes are free to take a call now.
+    pub fn free_processes(&self) -> usize {
+        self.slots.free()
+    }
+
+    /// Resolves once a process is free to take a call.
+    pub async fn until_free(&self) {
+        self.slots.until_free().await;
+    }
+
     /// Runs one call on a warm process (starting one if none is idle).
     pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
-        let Ok(_slot) = self.slots.acquire().await else {
+        let Some(_slot) = self.slots.acquire().await else {
             return Outcome::Exception(JobException::new(HANDLER_FAILED, "handler pool closed"));
         };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);

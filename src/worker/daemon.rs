@@ -35,6 +35,7 @@ use tokio::task::JoinSet;
 
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
+use super::starts::Starts;
 use super::{Services, StopReason, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
@@ -106,6 +107,8 @@ pub struct Daemon {
     /// One permit per `--concurrency` slot; a job task holds its permit
     /// until it is settled and has rested (`--rest`).
     slots: Arc<Semaphore>,
+    /// The jobs reserved that have not reached their handler yet.
+    starts: Starts,
     /// The job tasks not yet ended.
     in_flight: JoinSet<()>,
     /// systemd notifications and the heartbeat file.
@@ -155,6 +158,7 @@ impl Daemon {
             idle_wait,
             sleep_after_wait,
             slots,
+            starts: Starts::default(),
             in_flight: JoinSet::new(),
             pulse: Pulse::silent(),
             fetch_limit,
@@ -272,10 +276,15 @@ impl Daemon {
     }
 
     /// `permit` and every other slot free right now, as many as this turn
-    /// may fill: one for `--once`, no more than `--max-jobs` leaves.
+    /// may fill: one for `--once`, no more than `--max-jobs` leaves, and no
+    /// more than the handlers can start at once (see
+    /// [`Router::free_starts`](crate::handler::router::Router::free_starts)).
     fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
         let options = &self.services.options;
-        let mut limit = options.concurrency.max(1);
+        let mut limit = options
+            .concurrency
+            .max(1)
+            .min(self.services.router.free_starts());
         if options.once {
             limit = 1;
         }
@@ -307,18 +316,29 @@ impl Daemon {
         self.stop_reason(false).await
     }
 
-    /// Waits for a free `--concurrency` slot. While every slot is busy,
+    /// Waits for a free `--concurrency` slot and for every persistent pool
+    /// to have a free process (a job reserved before would wait for one,
+    /// reserved, and a crash meanwhile would cost it an attempt without a
+    /// start). While every slot is busy,
     /// jobs run under their own limits: the loop is waiting, not stuck. A
     /// signal meanwhile ends the wait: `Err(Some(reason))` to stop,
     /// `Err(None)` to start the turn again.
     async fn wait_for_slot(&mut self) -> Result<OwnedSemaphorePermit, Option<StopReason>> {
         let slots = Arc::clone(&self.slots);
+        let router = &self.services.router;
+        let starts = self.starts.clone();
         let control = &mut self.control;
         let permit = self
             .pulse
             .during(None, async {
+                let startable = async {
+                    let permit = slots.acquire_owned().await;
+                    starts.until_all_reached().await;
+                    router.until_startable().await;
+                    permit
+                };
                 tokio::select! {
-                    permit = slots.acquire_owned() => Some(permit),
+                    permit = startable => Some(permit),
                     _ = control.changed() => None,
                 }
             })
@@ -390,9 +410,10 @@ impl Daemon {
         self.reserved += 1;
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
+        let ticket = self.starts.ticket();
         let counted = self.pulse.counter().start();
         self.in_flight.spawn(async move {
-            task::run_job(job, &services).await;
+            task::run_job(job, &services, ticket).await;
             drop(counted);
             if !services.options.rest.is_zero() {
                 tokio::time::sleep(services.options.rest).await;

@@ -13,6 +13,7 @@
 //! kills itself and leaves the job reserved until `retry_after`; here the
 //! job is released with backoff at once (the attempt still counts).
 
+use super::starts::StartTicket;
 use std::time::Duration;
 
 use super::lease::Held;
@@ -63,8 +64,14 @@ impl Limits {
 }
 
 /// Runs `job` through its handler (`route`, the one its displayName and
-/// queue matched, if any) and decides its fate.
-pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Services) -> Verdict {
+/// queue matched, if any) and decides its fate. `ticket` is dropped as
+/// the handler call begins, or with the verdict when there is none.
+pub async fn decide(
+    job: &ReservedJob,
+    route: Option<&Route>,
+    services: &Services,
+    ticket: StartTicket,
+) -> Verdict {
     let payload = match &job.payload {
         Ok(p) => p,
         Err(e) => {
@@ -102,6 +109,9 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
 
     let invocation = invocation(job, route, services, Mode::Run);
     let call = route.handler.call(&invocation);
+    // No await until the call is first polled (the runtime has one
+    // thread), so the loop sees its handler taken when it wakes.
+    drop(ticket);
     let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
         Held::Done(outcome) => outcome,
         Held::Lost => return Verdict::LeaseLost,
