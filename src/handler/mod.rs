@@ -75,6 +75,11 @@ pub enum Outcome {
     /// The exception is what gets recorded: the job's own when the handler
     /// sent one, else a `ManuallyFailedException` with the reason.
     Fail(JobException),
+    /// The job cannot be run where the handler sent it (an HTTP redirect,
+    /// which is not followed): failed now, no retry, and unlike
+    /// [`Outcome::Fail`] its failed hook is called, as for any failure
+    /// the job did not ask for.
+    Refused(JobException),
     /// The handler ended with an error: released with backoff, or failed
     /// when tries, `retryUntil` or `maxExceptions` say so.
     Exception(JobException),

@@ -105,6 +105,31 @@ pub struct PersistentHandler {
     next_call: AtomicU64,
 }
 
+/// Logs a request the process ended without reading. A process that
+/// answered its calls and then exited with status 0 ended as it meant to
+/// (one call per process, as the PHP bridge after a boot error): that is
+/// news, not a warning. Any other end is a warning.
+fn log_not_delivered(process: &Process, inv: &Invocation<'_>, why: &str) {
+    let (pid, job, id) = (process.pid, inv.job.display_name(), inv.job.id());
+    if process.calls > 0 && why == "exited with status 0" {
+        tracing::info!(
+            pid,
+            job,
+            %id,
+            "the handler process exited after its last answer, before this request; \
+             the job goes to a new process"
+        );
+    } else {
+        tracing::warn!(
+            pid,
+            job,
+            %id,
+            "the handler process {why}, without reading the request; \
+             the job goes to a new process"
+        );
+    }
+}
+
 /// One warm process.
 #[derive(Debug)]
 struct Process {
@@ -224,13 +249,7 @@ impl PersistentHandler {
                     });
                 }
                 Err(CallError::NotDelivered(why)) => {
-                    tracing::warn!(
-                        pid = process.pid,
-                        job = name,
-                        id = %inv.job.id(),
-                        "the handler process {why}, without reading the request; \
-                         the job goes to a new process"
-                    );
+                    log_not_delivered(&process, inv, &why);
                     last_stderr = process.stderr_tail();
                     self.end(process).await;
                 }

@@ -35,7 +35,7 @@ use tokio::task::JoinSet;
 
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
-use super::starts::Starts;
+use super::starts::Tally;
 use super::{Services, StopReason, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
@@ -108,7 +108,11 @@ pub struct Daemon {
     /// until it is settled and has rested (`--rest`).
     slots: Arc<Semaphore>,
     /// The jobs reserved that have not reached their handler yet.
-    starts: Starts,
+    starts: Tally,
+    /// The jobs whose fate is not in Redis yet.
+    unsettled: Tally,
+    /// The jobs whose task has not finished settling (failed hook included).
+    settling: Tally,
     /// The job tasks not yet ended.
     in_flight: JoinSet<()>,
     /// systemd notifications and the heartbeat file.
@@ -158,7 +162,9 @@ impl Daemon {
             idle_wait,
             sleep_after_wait,
             slots,
-            starts: Starts::default(),
+            starts: Tally::default(),
+            unsettled: Tally::default(),
+            settling: Tally::default(),
             in_flight: JoinSet::new(),
             pulse: Pulse::silent(),
             fetch_limit,
@@ -216,7 +222,10 @@ impl Daemon {
         self.last_restart = match self.services.cache.restart_marker().await {
             Ok(marker) => marker,
             Err(e) => {
-                tracing::warn!("cannot read the restart signal from the cache: {e:#}");
+                tracing::warn!(
+                    "cannot read the restart signal from the cache: {}",
+                    crate::error_chain::error_chain(e.as_ref())
+                );
                 None
             }
         };
@@ -410,10 +419,12 @@ impl Daemon {
         self.reserved += 1;
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
-        let ticket = self.starts.ticket();
+        let tickets = [self.starts.ticket(), self.unsettled.ticket()];
+        let settling = self.settling.ticket();
         let counted = self.pulse.counter().start();
         self.in_flight.spawn(async move {
-            task::run_job(job, &services, ticket).await;
+            task::run_job(job, &services, tickets).await;
+            drop(settling);
             drop(counted);
             if !services.options.rest.is_zero() {
                 tokio::time::sleep(services.options.rest).await;
@@ -463,15 +474,10 @@ impl Daemon {
         if self.wait_for_jobs(Some(release_window)).await {
             return;
         }
-        let left = self.in_flight.len();
+        let (settling, unsettled) = (self.settling.count(), self.unsettled.count());
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        tracing::error!(
-            jobs = left,
-            "drain deadline passed before these jobs could be settled; \
-             they stay reserved and are reclaimed after retry_after \
-             (unless a release or delete already sent still reaches Redis)"
-        );
+        report_cut(unsettled, settling.saturating_sub(unsettled));
     }
 
     /// Waits for every job task to end, for at most `limit` (`None`: no
@@ -570,8 +576,9 @@ impl Daemon {
                 signals.restart
             }
             Err(e) => {
+                let error = crate::error_chain::error_chain(e.as_ref());
                 self.errors
-                    .log(tracing::Level::WARN, SIGNALS_FAILED, &format_args!("{e:#}"));
+                    .log(tracing::Level::WARN, SIGNALS_FAILED, &error);
                 self.last_restart.clone()
             }
         }
@@ -664,4 +671,26 @@ pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
     };
     let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
     Some(COMMAND_TIMEOUT.saturating_mul(polls).saturating_add(wait))
+}
+
+/// Logs the job tasks the drain deadline cut: `unsettled` jobs whose fate
+/// never reached Redis (they stay reserved), and `hooks` jobs already
+/// settled (recorded as failed) whose failed hook was cut short.
+fn report_cut(unsettled: usize, hooks: usize) {
+    if unsettled > 0 {
+        tracing::error!(
+            jobs = unsettled,
+            "drain deadline passed before these jobs could be settled; \
+             they stay reserved and are reclaimed after retry_after \
+             (unless a release or delete already sent still reaches Redis)"
+        );
+    }
+    if hooks > 0 {
+        tracing::warn!(
+            jobs = hooks,
+            "drain deadline passed while the failed hook of these jobs ran; \
+             they were already recorded as failed and removed from the queue, \
+             their hook was cut short"
+        );
+    }
 }

@@ -13,7 +13,7 @@
 //! kills itself and leaves the job reserved until `retry_after`; here the
 //! job is released with backoff at once (the attempt still counts).
 
-use super::starts::StartTicket;
+use super::starts::Ticket;
 use std::time::Duration;
 
 use super::lease::Held;
@@ -70,7 +70,7 @@ pub async fn decide(
     job: &ReservedJob,
     route: Option<&Route>,
     services: &Services,
-    ticket: StartTicket,
+    ticket: Ticket,
 ) -> Verdict {
     let payload = match &job.payload {
         Ok(p) => p,
@@ -126,6 +126,10 @@ pub async fn decide(
         Outcome::Fail(exception) => Verdict::Fail {
             exception,
             failed_hook: false,
+        },
+        Outcome::Refused(exception) => Verdict::Fail {
+            exception,
+            failed_hook: true,
         },
         Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
         Outcome::TimedOut(e) => {
