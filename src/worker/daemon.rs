@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
 use super::starts::Tally;
+use super::stop::UNREACHABLE_POLLS;
 use super::{Services, StopReason, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
@@ -111,6 +112,8 @@ pub struct Daemon {
     starts: Tally,
     /// The jobs whose fate is not in Redis yet.
     unsettled: Tally,
+    /// Polls in a row that could not reach Redis.
+    failed_polls: u32,
     /// The jobs whose task has not finished settling (failed hook included).
     settling: Tally,
     /// The job tasks not yet ended.
@@ -164,6 +167,7 @@ impl Daemon {
             slots,
             starts: Tally::default(),
             unsettled: Tally::default(),
+            failed_polls: 0,
             settling: Tally::default(),
             in_flight: JoinSet::new(),
             pulse: Pulse::silent(),
@@ -408,8 +412,13 @@ impl Daemon {
             }
         };
         // A poll that could not reach Redis says nothing about the queues:
-        // `--stop-when-empty` waits for one that did.
+        // `--stop-when-empty` waits for one that did, for a few polls
+        // (see `UNREACHABLE_POLLS`).
         self.found = !matches!(reserved, Reserved::Nothing { .. });
+        match reserved {
+            Reserved::Failed => self.failed_polls += 1,
+            _ => self.failed_polls = 0,
+        }
         reserved
     }
 
@@ -526,6 +535,15 @@ impl Daemon {
         }
         if options.stop_when_empty && !found {
             return Some(StopReason::Empty);
+        }
+        if options.stop_when_empty && self.failed_polls >= UNREACHABLE_POLLS {
+            tracing::error!(
+                redis = %self.services.queue.describe(),
+                "the queue Redis did not answer {UNREACHABLE_POLLS} polls in a row; \
+                 --stop-when-empty cannot tell whether the queues are empty, so the \
+                 worker stops with exit status 1"
+            );
+            return Some(StopReason::RedisUnreachable);
         }
         if !options.max_time.is_zero() && self.started.elapsed() >= options.max_time {
             return Some(StopReason::MaxTime);

@@ -11,7 +11,8 @@ pub struct WorkerOptions {
     pub queues: Vec<String>,
     /// `--once`: one job (or one `--sleep` when there is none), then stop.
     pub once: bool,
-    /// `--stop-when-empty`: stop at the first poll that finds nothing.
+    /// `--stop-when-empty`: stop at the first poll that finds nothing (and,
+    /// exit status 1, after 5 polls in a row that cannot reach Redis).
     pub stop_when_empty: bool,
     /// `--backoff` (or the larger deprecated `--delay`), seconds per attempt.
     pub backoff: Vec<u64>,

@@ -1,5 +1,9 @@
 //! Why the worker stops, and with which exit status (protocol §6.2).
 
+/// With `--stop-when-empty`, how many polls in a row may fail to reach
+/// Redis before the worker stops (the tries a start gets, too).
+pub const UNREACHABLE_POLLS: u32 = 5;
+
 /// A stop condition, checked after every loop iteration in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -11,6 +15,10 @@ pub enum StopReason {
     Restart,
     /// `--stop-when-empty` and a poll found nothing.
     Empty,
+    /// `--stop-when-empty` and the queue Redis failed
+    /// [`UNREACHABLE_POLLS`] polls in a row: whether the queues are empty
+    /// cannot be known, and the worker would otherwise never end.
+    RedisUnreachable,
     /// `--max-time` elapsed.
     MaxTime,
     /// `--max-jobs` jobs reserved.
@@ -20,10 +28,13 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// The process exit status: 12 for memory (as Laravel), 0 otherwise.
+    /// The process exit status: 12 for memory (as Laravel), 1 when Redis
+    /// was unreachable (the fatal status, as for Redis unreachable at
+    /// start), 0 otherwise.
     pub fn exit_code(self) -> u8 {
         match self {
             StopReason::Memory => 12,
+            StopReason::RedisUnreachable => 1,
             _ => 0,
         }
     }
@@ -35,6 +46,7 @@ impl StopReason {
             StopReason::Memory => "memory",
             StopReason::Restart => "restart_signal",
             StopReason::Empty => "empty",
+            StopReason::RedisUnreachable => "lost_connection",
             StopReason::MaxTime => "max_time",
             StopReason::MaxJobs => "max_jobs",
             StopReason::Once => "once",
