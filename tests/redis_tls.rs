@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Certs, Server, cli, openssl, require, text};
+use common::redis_topologies::{Certs, Server, cli, openssl, plain_args, require, text};
 
 /// A test directory with certificates, a TLS server and a handler.
 struct Tls {
@@ -345,5 +345,35 @@ fn a_tls_file_that_is_not_a_regular_file_is_refused() {
             err.contains(&format!("{setting} /dev/zero: not a regular file")),
             "{err}"
         );
+    }
+}
+
+/// Issue 22, item 4: a URL whose scheme does not match the server fails at
+/// the first try with the scheme to use. `rediss://` against a plain Redis
+/// used to run five tries into their time limits (85 s), `redis://`
+/// against a TLS-only port five resets (10 s), both without a hint.
+#[test]
+fn a_scheme_that_does_not_match_the_server_fails_with_a_hint() {
+    let Some(t) = Tls::start("a_scheme_that_does_not_match", false) else {
+        return;
+    };
+    let plain = Server::start_free(t.dir.path(), "plain", |port| (None, plain_args(port)));
+    let cases = [
+        (
+            format!("rediss://127.0.0.1:{}/0", plain.port),
+            "use redis://",
+        ),
+        (
+            format!("redis://127.0.0.1:{}/0", t.server.port),
+            "use rediss://",
+        ),
+    ];
+    for (url, hint) in cases {
+        let config = t.config("scheme.toml", &format!("url = \"{url}\""));
+        let out = cli(&config, &["push", "default", "--job", "X"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(hint), "{url}: {err}");
+        assert!(!err.contains("attempt=2"), "not retried: {err}");
     }
 }

@@ -293,9 +293,22 @@ pub async fn open(
     target: &RedisTarget,
     response_timeout: Option<Duration>,
 ) -> RedisResult<RedisConn> {
-    open_any(target, response_timeout)
-        .await
-        .map_err(explain_ca_as_server)
+    let connect = async {
+        if !matches!(target.topology, Topology::Single) || !is_tls(target.info.addr()) {
+            return open_any(target, response_timeout).await;
+        }
+        tokio::select! {
+            opened = open_any(target, response_timeout) => opened,
+            e = super::tls_probe::plain_under_tls(target.info.addr()) => Err(e),
+        }
+    };
+    match connect.await {
+        Ok(conn) => Ok(conn),
+        Err(e) if is_permanent(&e) || !matches!(target.topology, Topology::Single) => {
+            Err(explain_ca_as_server(e))
+        }
+        Err(e) => Err(super::tls_probe::mismatch(target.info.addr(), e).await),
+    }
 }
 
 async fn open_any(

@@ -21,6 +21,7 @@ pub mod payload;
 pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
+mod tls_probe;
 
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
