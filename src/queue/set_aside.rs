@@ -99,13 +99,15 @@ impl RedisQueue {
 
     /// Reads the `len` bytes set aside under `key:1`, `key:2`, … (pieces of
     /// [`SET_ASIDE_PIECE`] bytes), deleting each piece as it is read.
-    /// `None` when a piece is missing or the pieces do not add up to `len`.
+    /// `None` when a piece is missing (the pieces after it are deleted) or
+    /// the pieces do not add up to `len`.
     ///
     /// # Errors
     /// Any Redis error.
     async fn read_pieces(&self, key: &str, len: usize) -> RedisResult<Option<Vec<u8>>> {
         let mut text = Vec::with_capacity(len);
-        for n in 1..=len.div_ceil(SET_ASIDE_PIECE) {
+        let count = len.div_ceil(SET_ASIDE_PIECE);
+        for n in 1..=count {
             let piece = format!("{key}:{n}");
             // MGET and DEL rather than GETDEL: the documented ACL user has them.
             let (mut got,): (Vec<Value>,) = redis::pipe()
@@ -121,7 +123,17 @@ impl RedisQueue {
                 Some(Value::BulkString(bytes)) if text.len() + bytes.len() <= len => {
                     text.extend_from_slice(&bytes)
                 }
-                _ => return Ok(None),
+                _ => {
+                    // Evicted in part: the pieces left are of no use.
+                    let rest: Vec<String> = (n + 1..=count).map(|i| format!("{key}:{i}")).collect();
+                    if !rest.is_empty() {
+                        let _: RedisResult<()> = redis::cmd("DEL")
+                            .arg(&rest)
+                            .query_async(&mut self.conn())
+                            .await;
+                    }
+                    return Ok(None);
+                }
             }
         }
         Ok((text.len() == len).then_some(text))
