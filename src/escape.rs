@@ -56,17 +56,28 @@ fn needs_escape(c: char) -> bool {
 /// name in the config, a service that answers garbage) is cut there.
 pub const LOG_VALUE_MAX: usize = 16 * 1024;
 
-/// `s` cut to at most `max` bytes (at a character boundary), with
-/// ` … (N bytes in all)` after the cut; borrowed when it fits.
+/// `s` cut to at most `max` bytes of its own (at character boundaries):
+/// its first and last halves, with ` … (N bytes in all) … ` where the
+/// middle was, so both the start of a value and its end (the last words
+/// of a handler's output) stay; borrowed when it fits.
 pub fn capped(s: &str, max: usize) -> Cow<'_, str> {
     if s.len() <= max {
         return Cow::Borrowed(s);
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    let mut head = max / 2;
+    while !s.is_char_boundary(head) {
+        head -= 1;
     }
-    Cow::Owned(format!("{} … ({} bytes in all)", &s[..end], s.len()))
+    let mut tail = s.len() - (max - max / 2);
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    Cow::Owned(format!(
+        "{} … ({} bytes in all) … {}",
+        &s[..head],
+        s.len(),
+        &s[tail..]
+    ))
 }
 
 /// The field formatter of the daemon's log: as tracing's default (the
@@ -93,7 +104,8 @@ mod tests {
     #[test]
     fn long_values_are_cut_at_a_character_boundary() {
         assert!(matches!(capped("short", 8), Cow::Borrowed("short")));
-        assert_eq!(capped("ééé", 3), "é … (6 bytes in all)");
+        assert_eq!(capped("ééé", 4), "é … (6 bytes in all) … é");
+        assert_eq!(capped("abcdefgh", 4), "ab … (8 bytes in all) … gh");
     }
 
     #[test]

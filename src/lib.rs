@@ -29,6 +29,7 @@ mod cache;
 pub mod cli;
 pub mod commands;
 pub mod config;
+mod error_chain;
 mod escape;
 mod exception;
 mod failed;

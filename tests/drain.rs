@@ -81,3 +81,24 @@ fn a_job_finishing_within_the_drain_deadline_is_done() {
     assert_eq!(d.events_with("success").len(), 1, "done: {:?}", d.stdout);
     s.assert_state(QueueState::empty());
 }
+
+/// Issue 22, item 8: a failed hook still running at the drain deadline is
+/// cut, but its job was already recorded as failed and removed: the log
+/// says so, and not that the job "stays reserved".
+#[test]
+fn a_failed_hook_cut_by_the_drain_deadline_is_not_reported_as_reserved() {
+    let job = Job::laravel8("App\\Jobs\\Doomed");
+    let body = "[ \"$LARAVEL_WORKER_MODE\" = run ] && exit 1; \
+                echo $$ > \"$DIR/pid\"; touch \"$DIR/started\"; exec sleep 300";
+    let (s, mut d) = terminate_mid_job(body, |h| h, &job, &["--tries=1"]);
+    d.expect_exit(0);
+    common::wait_dead(s.read_pid("pid"));
+    let said = d.stderr_text();
+    assert!(!said.contains("stay reserved"), "stderr:\n{said}");
+    assert!(
+        said.contains("already recorded as failed") && said.contains("hook was cut short"),
+        "stderr:\n{said}"
+    );
+    let failed = common::Failed::job(&job).containing("App\\Jobs\\Doomed");
+    s.assert_state(QueueState::empty().failed([failed]));
+}

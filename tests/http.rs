@@ -216,6 +216,30 @@ fn other_client_errors_fail_now() {
     assert_eq!(server.requests().len(), 2, "no retry, no failed-mode call");
 }
 
+/// Issue 22, item 8: a 3xx fails the job now (redirects are not followed),
+/// but unlike a 4xx the endpoint did not fail it itself, so the failed hook
+/// is called, as the book says. It used to be skipped.
+#[test]
+fn a_redirect_fails_now_and_calls_the_failed_hook() {
+    let s = Scene::new();
+    let server = Server::start(|r| match r.mode() {
+        "run" => status(302, ""),
+        _ => ok(),
+    });
+    let config = config(&s, Handler::url(&server.url("/q")));
+    let job = Job::laravel8("App\\Jobs\\Moved");
+    s.push(&job);
+
+    run(&config, &["--once", "--tries=5"]);
+    let redirected = Failed::job(&job)
+        .containing("HTTP 302 Found")
+        .containing("redirects are not followed");
+    s.assert_state(QueueState::empty().failed([redirected]));
+    let requests = server.requests();
+    let modes: Vec<&str> = requests.iter().map(|r| r.mode()).collect();
+    assert_eq!(modes, ["run", "failed"]);
+}
+
 /// A 5xx is an exception: released with backoff while tries are left, then
 /// failed on the last try, and the endpoint gets the failed-mode call with
 /// the recorded failure.

@@ -242,3 +242,42 @@ fn a_large_job_failed_into_the_redis_store_is_recorded_whole() {
         .collect();
     assert!(left.is_empty(), "pieces left: {left:?}");
 }
+
+/// `used_memory` of the scene's Redis, bytes.
+fn used_memory(s: &Scene) -> u64 {
+    let info: String = s.redis.cmd(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO memory has used_memory")
+}
+
+/// Issue 22, item 2: under `maxmemory` with `volatile-ttl`, the pieces the
+/// pop sets aside (keys with a TTL) are what Redis evicts first. The limit
+/// is half a MiB above what the queued job takes, so the 4 MiB of pieces
+/// cannot survive until the worker reads them. The job is read from
+/// `:reserved` instead: it runs once, at attempt 1, and the log names the
+/// policy.
+#[test]
+fn a_large_job_whose_pieces_redis_evicted_runs_at_its_first_attempt() {
+    let (s, config) = Scene::recording("exit 0");
+    let job = large("App\\Jobs\\Big", 2);
+    s.push(&job);
+    let limit = (used_memory(&s) + 512 * 1024).to_string();
+    let _: () = s
+        .redis
+        .cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"]);
+    let _: () = s.redis.cmd(&["CONFIG", "SET", "maxmemory", &limit]);
+
+    let run = s.run(&config, &["--once", "--sleep=0", "--tries=1"]);
+    assert_eq!(s.log(), vec![job.run_line(1)]);
+    s.assert_state(QueueState::empty());
+    let evicted = s.redis.cmd::<String>(&["INFO", "stats"]);
+    assert!(!evicted.contains("evicted_keys:0\r"), "{evicted}");
+    let stderr = run.stderr_text();
+    assert!(
+        stderr.contains("Redis evicted the pieces of a large job")
+            && stderr.contains("maxmemory-policy is volatile-ttl"),
+        "{stderr}"
+    );
+}

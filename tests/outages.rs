@@ -265,6 +265,32 @@ fn stop_when_empty_waits_out_an_outage() {
     s.assert_state(QueueState::empty());
 }
 
+/// Issue 22, item 5: `--stop-when-empty` while Redis stays down. A poll
+/// that cannot reach Redis says nothing about the queues, but the worker
+/// must not wait for ever either: after 5 failed polls in a row it stops
+/// with exit status 1, reason `lost_connection`, and says which Redis.
+///
+/// Before: it polled (and logged) until it was killed.
+#[test]
+fn stop_when_empty_ends_when_redis_stays_unreachable() {
+    let mut s = Scene::new();
+    let jobs = Job::named(["One", "Two"]);
+    let config = s.config().retry_after(60).recording("").write();
+    s.push_on("default", &jobs);
+    let mut d = s.work(&config, &["--json", "--stop-when-empty", "--rest=1.5"]);
+    d.wait_event("success");
+    s.redis.shutdown_save();
+
+    d.expect_stop(1, "lost_connection");
+    let said = d.log_line("did not answer 5 polls in a row", &["redis.sock"]);
+    assert!(said.contains("--stop-when-empty"), "{said}");
+    assert_eq!(
+        s.log(),
+        vec![jobs[0].run_line(1)],
+        "one job ran, one is left"
+    );
+}
+
 /// A unix-socket relay in front of the private Redis that can lose one
 /// answer: once armed, it passes the next command it gets on to Redis,
 /// then closes that connection instead of passing the answer back (a

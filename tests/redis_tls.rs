@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Certs, Server, cli, require, text};
+use common::redis_topologies::{Certs, Server, cli, openssl, plain_args, require, text};
 
 /// A test directory with certificates, a TLS server and a handler.
 struct Tls {
@@ -253,4 +253,127 @@ fn tls_insecure_connects_without_verifying_and_says_so() {
         err.contains("WARN") && err.contains("TLS certificate verification is OFF"),
         "{err}"
     );
+}
+
+/// A self-signed certificate for 127.0.0.1 made with `openssl req -x509`
+/// (`NAME.pem`, `NAME.key` in `t`'s directory), with `extra` `-addext`s,
+/// and a TLS server of its own presenting it.
+fn self_signed_server(t: &Tls, name: &str, extra: &[&str]) -> Server {
+    let (pem, key) = (format!("{name}.pem"), format!("{name}.key"));
+    let mut args = vec!["req", "-x509", "-nodes", "-days", "2", "-newkey", "ec"];
+    args.extend([
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    args.extend(["-keyout", &key, "-out", &pem]);
+    args.extend(["-addext", "subjectAltName=IP:127.0.0.1"]);
+    for ext in extra {
+        args.extend(["-addext", ext]);
+    }
+    openssl(t.dir.path(), &args);
+    let swap = |arg: String| {
+        let (server_pem, server_key) = (
+            toml_path(&t.certs.server_cert),
+            toml_path(&t.certs.server_key),
+        );
+        match arg {
+            a if a == server_pem => toml_path(&t.path(&pem)),
+            a if a == server_key => toml_path(&t.path(&key)),
+            a => a,
+        }
+    };
+    Server::start_free(t.dir.path(), name, |port| {
+        (
+            None,
+            t.certs
+                .server_args(port, false)
+                .into_iter()
+                .map(swap)
+                .collect(),
+        )
+    })
+}
+
+/// Issue 22, item 4: the self-signed certificate of a self-hosted Redis,
+/// made with `openssl req -x509` (OpenSSL 3 marks it CA:TRUE) and given as
+/// `tls_ca_file`. The TLS library refuses a CA certificate as the server's
+/// own (`CaUsedAsEndEntity`); the error now says what to do, and doing it
+/// (the same command with CA:FALSE) connects, verified.
+#[test]
+fn a_self_signed_ca_certificate_is_refused_saying_what_to_do() {
+    let Some(t) = Tls::start("a_self_signed_ca_certificate", false) else {
+        return;
+    };
+    let server = self_signed_server(&t, "selfca", &[]);
+    let url = format!("url = \"rediss://127.0.0.1:{}/0\"", server.port);
+    let ca = format!("tls_ca_file = \"{}\"", toml_path(&t.path("selfca.pem")));
+    let config = t.config("selfca.toml", &format!("{url}\n{ca}"));
+    let out = cli(&config, &["push", "default", "--job", "X"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CaUsedAsEndEntity") && err.contains("basicConstraints=critical,CA:FALSE"),
+        "the error must say what to do: {err}"
+    );
+
+    let server = self_signed_server(&t, "selfee", &["basicConstraints=critical,CA:FALSE"]);
+    let url = format!("url = \"rediss://127.0.0.1:{}/0\"", server.port);
+    let ca = format!("tls_ca_file = \"{}\"", toml_path(&t.path("selfee.pem")));
+    let config = t.config("selfee.toml", &format!("{url}\n{ca}"));
+    ok(&cli(&config, &["push", "default", "--job", "X"], &[]));
+}
+
+/// Issue 22, item 4: a TLS file that is a device or a FIFO is refused, not
+/// read without end.
+#[test]
+fn a_tls_file_that_is_not_a_regular_file_is_refused() {
+    let Some(t) = Tls::start("a_tls_file_that_is_not_a_regular_file", false) else {
+        return;
+    };
+    for setting in ["tls_ca_file", "tls_cert_file"] {
+        let pair = match setting {
+            "tls_cert_file" => format!("\ntls_key_file = \"{}\"", toml_path(&t.certs.client_key)),
+            _ => String::new(),
+        };
+        let config = t.config("zero.toml", &format!("{setting} = \"/dev/zero\"{pair}"));
+        let out = cli(&config, &["push", "default", "--job", "X"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{setting} /dev/zero: not a regular file")),
+            "{err}"
+        );
+    }
+}
+
+/// Issue 22, item 4: a URL whose scheme does not match the server fails at
+/// the first try with the scheme to use. `rediss://` against a plain Redis
+/// used to run five tries into their time limits (85 s), `redis://`
+/// against a TLS-only port five resets (10 s), both without a hint.
+#[test]
+fn a_scheme_that_does_not_match_the_server_fails_with_a_hint() {
+    let Some(t) = Tls::start("a_scheme_that_does_not_match", false) else {
+        return;
+    };
+    let plain = Server::start_free(t.dir.path(), "plain", |port| (None, plain_args(port)));
+    let cases = [
+        (
+            format!("rediss://127.0.0.1:{}/0", plain.port),
+            "use redis://",
+        ),
+        (
+            format!("redis://127.0.0.1:{}/0", t.server.port),
+            "use rediss://",
+        ),
+    ];
+    for (url, hint) in cases {
+        let config = t.config("scheme.toml", &format!("url = \"{url}\""));
+        let out = cli(&config, &["push", "default", "--job", "X"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(hint), "{url}: {err}");
+        assert!(!err.contains("attempt=2"), "not retried: {err}");
+    }
 }

@@ -44,8 +44,10 @@
 //!   after that delay, the attempt counted (`$this->release($delay)`).
 //!   Without a readable `Retry-After` they are exceptions.
 //! - 3xx (redirects are not followed: a POST body would be lost) and other
-//!   4xx: the job fails now, with the status and the start of the body as
-//!   the reason; retrying cannot help.
+//!   4xx: the job fails now, with the status and the start of the body (or
+//!   where it was redirected) as the reason; retrying cannot help. A 4xx is
+//!   the endpoint failing the job itself, so its failed hook is not called;
+//!   after a 3xx it is ([`Outcome::Refused`]).
 //! - 5xx and any other status, connection errors: an exception (released
 //!   with backoff, or failed by the usual rules).
 //! - No complete answer within the job's time limit: [`Outcome::TimedOut`].
@@ -54,7 +56,6 @@
 //! HTTP/1.1 connections. Secrets (the token, the signing key) are never
 //! logged and never shown by `Debug`.
 
-use std::error::Error as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -312,7 +313,7 @@ impl HttpHandler {
                 self.shown_url
             )));
         }
-        let cause = error_chain(&e);
+        let cause = crate::error_chain::error_chain(&e);
         Outcome::Exception(
             JobException::new(
                 HANDLER_FAILED,
@@ -354,8 +355,11 @@ impl Answer<'_> {
             }
         } else if status.is_redirection() {
             let to = self.location.unwrap_or("nowhere");
-            return Outcome::fail(format!(
-                "HTTP {status} from {url}: redirected to {to} (redirects are not followed)"
+            return Outcome::Refused(JobException::new(
+                HANDLER_FAILED,
+                format!(
+                    "HTTP {status} from {url}: redirected to {to} (redirects are not followed)"
+                ),
             ));
         } else if status.is_client_error() {
             return Outcome::fail(format!("HTTP {status} from {url}: {}", excerpt(self.body)));
@@ -538,21 +542,6 @@ fn excerpt(body: &[u8]) -> String {
     }
 }
 
-/// An error and its causes on one line: `a: b: c`.
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// `scheme://host[:port]/path` of `url`: no credentials, query or fragment.
 fn shown_url(url: &Url) -> String {
     let host = url.host_str().unwrap_or_default();
@@ -720,7 +709,9 @@ mod tests {
         assert_eq!(o(busy), Outcome::Release { delay: 7 });
         let mut moved = answer(302, "");
         moved.location = Some("/login");
-        let Outcome::Fail(e) = o(moved) else { panic!() };
+        let Outcome::Refused(e) = o(moved) else {
+            panic!()
+        };
         let reason = e.message;
         assert!(reason.contains("redirected to /login"), "{reason}");
     }

@@ -19,6 +19,7 @@ pub mod process_group;
 pub mod request;
 pub mod request_line;
 pub mod router;
+pub mod slots;
 pub mod subprocess;
 
 use std::time::Duration;
@@ -77,6 +78,11 @@ pub enum Outcome {
     /// The exception is what gets recorded: the job's own when the handler
     /// sent one, else a `ManuallyFailedException` with the reason.
     Fail(JobException),
+    /// The job cannot be run where the handler sent it (an HTTP redirect,
+    /// which is not followed): failed now, no retry, and unlike
+    /// [`Outcome::Fail`] its failed hook is called, as for any failure
+    /// the job did not ask for.
+    Refused(JobException),
     /// The handler ended with an error: released with backoff, or failed
     /// when tries, `retryUntil` or `maxExceptions` say so.
     Exception(JobException),
@@ -138,6 +144,23 @@ impl Handler {
             Handler::Subprocess(h) => h.call(invocation).await,
             Handler::Persistent(h) => h.call(invocation).await,
             Handler::Http(h) => h.call(invocation).await,
+        }
+    }
+
+    /// How many calls it can start now without waiting: the free
+    /// processes of a persistent pool; unbounded for the others, which
+    /// start every call at once.
+    pub fn free_starts(&self) -> usize {
+        match self {
+            Handler::Persistent(h) => h.free_processes(),
+            Handler::Subprocess(_) | Handler::Http(_) => usize::MAX,
+        }
+    }
+
+    /// Resolves once [`Self::free_starts`] is above 0.
+    pub async fn until_startable(&self) {
+        if let Handler::Persistent(h) = self {
+            h.until_free().await;
         }
     }
 }

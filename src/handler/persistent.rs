@@ -45,7 +45,9 @@ use serde::Deserialize;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
+
+use super::slots::Slots;
 
 use super::capture::{Keep, Tail, next_line, shown};
 use super::metadata;
@@ -100,10 +102,35 @@ pub struct PersistentOptions {
 #[derive(Debug)]
 pub struct PersistentHandler {
     options: PersistentOptions,
-    slots: Semaphore,
+    slots: Slots,
     idle: Mutex<Vec<Process>>,
     /// The next request's `call` number (from 1; 0 means "none in flight").
     next_call: AtomicU64,
+}
+
+/// Logs a request the process ended without reading. A process that
+/// answered its calls and then exited with status 0 ended as it meant to
+/// (one call per process, as the PHP bridge after a boot error): that is
+/// news, not a warning. Any other end is a warning.
+fn log_not_delivered(process: &Process, inv: &Invocation<'_>, why: &str) {
+    let (pid, job, id) = (process.pid, inv.job.display_name(), inv.job.id());
+    if process.calls > 0 && why == "exited with status 0" {
+        tracing::info!(
+            pid,
+            job,
+            %id,
+            "the handler process exited after its last answer, before this request; \
+             the job goes to a new process"
+        );
+    } else {
+        tracing::warn!(
+            pid,
+            job,
+            %id,
+            "the handler process {why}, without reading the request; \
+             the job goes to a new process"
+        );
+    }
 }
 
 /// One warm process.
@@ -163,16 +190,26 @@ impl PersistentHandler {
     /// A pool for `options` (processes start on first use).
     pub fn new(options: PersistentOptions) -> Self {
         PersistentHandler {
-            slots: Semaphore::new(options.processes.max(1)),
+            slots: Slots::new(options.processes),
             idle: Mutex::new(Vec::new()),
             next_call: AtomicU64::new(1),
             options,
         }
     }
 
+    /// How many processes are free to take a call now.
+    pub fn free_processes(&self) -> usize {
+        self.slots.free()
+    }
+
+    /// Resolves once a process is free to take a call.
+    pub async fn until_free(&self) {
+        self.slots.until_free().await;
+    }
+
     /// Runs one call on a warm process (starting one if none is idle).
     pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
-        let Ok(_slot) = self.slots.acquire().await else {
+        let Some(_slot) = self.slots.acquire().await else {
             return Outcome::Exception(JobException::new(HANDLER_FAILED, "handler pool closed"));
         };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
@@ -217,13 +254,7 @@ impl PersistentHandler {
                     });
                 }
                 Err(CallError::NotDelivered(why)) => {
-                    tracing::warn!(
-                        pid = process.pid,
-                        job = name,
-                        id = %inv.job.id(),
-                        "the handler process {why}, without reading the request; \
-                         the job goes to a new process"
-                    );
+                    log_not_delivered(&process, inv, &why);
                     last_stderr = process.stderr_tail();
                     self.end(process).await;
                 }

@@ -93,6 +93,27 @@ impl Router {
     pub fn route(&self, display_name: &str, queue: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(display_name, queue))
     }
+
+    /// How many jobs may be reserved now so that each can start at once,
+    /// whichever handler it turns out to need: the fewest free processes
+    /// of any persistent pool (unbounded without one).
+    pub fn free_starts(&self) -> usize {
+        self.routes
+            .iter()
+            .map(|r| r.handler.free_starts())
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Resolves once [`Self::free_starts`] is above 0: every persistent
+    /// pool has a free process.
+    pub async fn until_startable(&self) {
+        while self.free_starts() == 0 {
+            for route in &self.routes {
+                route.handler.until_startable().await;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

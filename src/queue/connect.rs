@@ -293,6 +293,28 @@ pub async fn open(
     target: &RedisTarget,
     response_timeout: Option<Duration>,
 ) -> RedisResult<RedisConn> {
+    let connect = async {
+        if !matches!(target.topology, Topology::Single) || !is_tls(target.info.addr()) {
+            return open_any(target, response_timeout).await;
+        }
+        tokio::select! {
+            opened = open_any(target, response_timeout) => opened,
+            e = super::tls_probe::plain_under_tls(target.info.addr()) => Err(e),
+        }
+    };
+    match connect.await {
+        Ok(conn) => Ok(conn),
+        Err(e) if is_permanent(&e) || !matches!(target.topology, Topology::Single) => {
+            Err(explain_ca_as_server(e))
+        }
+        Err(e) => Err(super::tls_probe::mismatch(target.info.addr(), e).await),
+    }
+}
+
+async fn open_any(
+    target: &RedisTarget,
+    response_timeout: Option<Duration>,
+) -> RedisResult<RedisConn> {
     install_crypto_provider();
     if target.tls.insecure && is_tls(target.info.addr()) {
         warn_insecure();
@@ -436,21 +458,77 @@ fn with_insecure(info: ConnectionInfo, insecure: bool) -> ConnectionInfo {
     info.set_addr(addr)
 }
 
+/// A server certificate refused because it is a CA certificate
+/// (`CaUsedAsEndEntity`): what `openssl req -x509` makes by default with
+/// OpenSSL 3 (`CA:TRUE`), given as `tls_ca_file` for a self-signed server.
+/// `redis-cli --cacert` and PHP accept it; the TLS library here cannot, so
+/// the error says how to make a certificate it accepts. Other errors pass.
+fn explain_ca_as_server(e: RedisError) -> RedisError {
+    if !e.to_string().contains("CaUsedAsEndEntity") {
+        return e;
+    }
+    RedisError::from((
+        ErrorKind::InvalidClientConfig,
+        "the server's TLS certificate is a CA certificate",
+        format!(
+            "{e}. The server presents a certificate marked CA:TRUE as its own (what \
+             `openssl req -x509` makes by default), which is refused here although redis-cli \
+             and PHP accept it. Give the server a certificate made with \
+             `-addext basicConstraints=critical,CA:FALSE` (and its host in subjectAltName) and \
+             set that same file as tls_ca_file, or sign a server certificate with your CA and \
+             set the CA as tls_ca_file. Turning verification off (tls_insecure) is not needed."
+        ),
+    ))
+}
+
+/// The largest TLS file read (certificates and keys are a few KiB).
+const TLS_FILE_LIMIT: u64 = 1024 * 1024;
+
+/// Reads TLS file `path` (setting `what`): a regular file of at most
+/// [`TLS_FILE_LIMIT`] bytes, so that a device or a FIFO (`/dev/zero`) is
+/// refused rather than read without end.
+///
+/// # Errors
+/// Not a regular file, too large, or unreadable, naming the setting.
+fn read_tls_file(what: &str, path: &Path) -> RedisResult<Vec<u8>> {
+    let refuse = |why: String| {
+        RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "cannot read a TLS file",
+            format!("{what} {}: {why}", path.display()),
+        ))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "not a regular file (give the path of a PEM file)".into(),
+        ));
+    }
+    if meta.len() > TLS_FILE_LIMIT {
+        return Err(refuse(format!(
+            "{} bytes, more than the {TLS_FILE_LIMIT} a PEM certificate or key may have",
+            meta.len()
+        )));
+    }
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(|e| refuse(e.to_string()))?,
+            TLS_FILE_LIMIT,
+        ),
+        &mut text,
+    )
+    .map_err(|e| refuse(e.to_string()))?;
+    Ok(text)
+}
+
 /// The CA and client certificate files as the client takes them; `None`
 /// when neither is set (system roots, no client certificate).
 ///
 /// # Errors
 /// A file that cannot be read, naming the setting and the path.
 fn certificates(tls: &TlsOptions) -> RedisResult<Option<TlsCertificates>> {
-    let read = |what: &str, path: &Path| {
-        std::fs::read(path).map_err(|e| {
-            RedisError::from((
-                ErrorKind::InvalidClientConfig,
-                "cannot read a TLS file",
-                format!("{what} {}: {e}", path.display()),
-            ))
-        })
-    };
+    let read = read_tls_file;
     let root_cert = tls
         .ca_file
         .as_deref()

@@ -7,7 +7,8 @@
 //! themselves ([`redis_queue`]), the look for the same queue under another
 //! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
 //! of jobs that finish together ([`batch`]), which name large members by digest
-//! ([`member`]).
+//! ([`member`]), and the reading back of the large jobs the pop set aside
+//! (`set_aside`).
 
 pub mod batch;
 pub mod command;
@@ -19,6 +20,8 @@ pub mod member;
 pub mod payload;
 pub mod redis_queue;
 pub mod scripts;
+mod set_aside;
+mod tls_probe;
 
 pub use job::ReservedJob;
 pub use keys::QueueKeys;

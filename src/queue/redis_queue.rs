@@ -19,7 +19,7 @@ use bytes::Bytes;
 /// The size of the pieces a large job's strings are set aside in by the
 /// pop script, and read back in (bytes): the largest reply the queue
 /// connection reads for a job of any size.
-const SET_ASIDE_PIECE: usize = 1024 * 1024;
+pub(super) const SET_ASIDE_PIECE: usize = 1024 * 1024;
 
 /// A queue connection: one Redis database, one key prefix, and the
 /// connection's `retry_after`, `block_for` and `migration_batch_size`.
@@ -253,66 +253,10 @@ impl RedisQueue {
             self.migrations.expire(&queue.ready);
         }
         let (mut popped,) = result?;
-        self.take_set_aside(&set_aside, &mut popped).await?;
+        self.take_set_aside(&set_aside, queue, expiry, &mut popped)
+            .await?;
         let lease = || Lease::new(self.retry_after, sent, expiry);
         Ok(reserved_jobs(queue, popped, lease))
-    }
-
-    /// Puts back into `popped` the strings of the large jobs the pop script
-    /// set aside (their places hold their lengths; see [`scripts::POP`]),
-    /// each read piece by piece into a buffer of its exact size, and deletes
-    /// the pieces from Redis. No reply is larger than one piece, so the
-    /// client's read buffer stays small and each string is held once.
-    ///
-    /// A string whose pieces are gone (they expired before the worker
-    /// asked) is left nil, which [`reserved_jobs`] reports.
-    ///
-    /// # Errors
-    /// Any Redis error: the jobs popped stay reserved and are reclaimed
-    /// after `retry_after`, as after a pop whose answer was lost.
-    async fn take_set_aside(&self, set_aside: &str, popped: &mut [Value]) -> RedisResult<()> {
-        for (place, value) in popped.iter_mut().enumerate() {
-            let Value::Int(len) = *value else {
-                continue;
-            };
-            let key = format!("{set_aside}:{}", place + 1);
-            let len = usize::try_from(len).unwrap_or(0);
-            *value = match self.read_pieces(&key, len).await? {
-                Some(text) => Value::BulkString(text),
-                None => Value::Nil,
-            };
-        }
-        Ok(())
-    }
-
-    /// Reads the `len` bytes set aside under `key:1`, `key:2`, … (pieces of
-    /// [`SET_ASIDE_PIECE`] bytes), deleting each piece as it is read.
-    /// `None` when a piece is missing or the pieces do not add up to `len`.
-    ///
-    /// # Errors
-    /// Any Redis error.
-    async fn read_pieces(&self, key: &str, len: usize) -> RedisResult<Option<Vec<u8>>> {
-        let mut text = Vec::with_capacity(len);
-        for n in 1..=len.div_ceil(SET_ASIDE_PIECE) {
-            let piece = format!("{key}:{n}");
-            // MGET and DEL rather than GETDEL: the documented ACL user has them.
-            let (mut got,): (Vec<Value>,) = redis::pipe()
-                .cmd("MGET")
-                .arg(&piece)
-                .cmd("DEL")
-                .arg(&piece)
-                .ignore()
-                .query_async(&mut self.conn())
-                .await
-                .map_err(name_denied_script_command)?;
-            match got.pop() {
-                Some(Value::BulkString(bytes)) if text.len() + bytes.len() <= len => {
-                    text.extend_from_slice(&bytes)
-                }
-                _ => return Ok(None),
-            }
-        }
-        Ok((text.len() == len).then_some(text))
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
@@ -791,14 +735,14 @@ fn reserved_jobs(
         let (raw, reserved, poison) = (parts.next(), parts.next(), parts.next());
         let nil = |v: &Option<Value>| matches!(v, Some(Value::Nil));
         if (nil(&raw) || nil(&reserved)) && matches!(poison, Some(Value::Int(_))) {
-            // A large job set aside by the pop that could not be read back
-            // (its pieces expired before the worker asked): the reservation
-            // is as usual, so the job is reclaimed after retry_after with
-            // this attempt counted.
+            // A large job set aside by the pop whose pieces are gone and
+            // whose member is no longer in `:reserved` either (see
+            // `take_set_aside`): nothing is left to run here.
             tracing::error!(
                 queue = %queue.name,
-                "a large job could not be read back after its pop; \
-                 it stays reserved and is reclaimed after retry_after"
+                "a large job could not be read back after its pop, neither from its \
+                 pieces nor from :reserved; if it is still reserved it is reclaimed \
+                 after retry_after"
             );
             continue;
         }

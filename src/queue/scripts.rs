@@ -37,12 +37,15 @@
 /// megabytes) is not returned in the reply. Both its strings are set aside,
 /// cut into pieces of ARGV\[4\] bytes, each `SET` under
 /// `KEYS[4]:N:I` for 60 seconds (N: the string's place in the flattened
-/// reply, I: the piece, from 1), and the reply holds each string's length
-/// in bytes in its place. The worker reads the pieces back one command at a
-/// time, so that no reply is larger than one piece and the client's read
-/// buffer never grows to the size of a job (see `RedisQueue::pop`). Should
-/// the worker never read them, they expire; the reservation itself is as
-/// usual.
+/// reply, I: the piece, from 1), and the reply holds the original's length
+/// in bytes in its place and `{length, SHA-1}` of the reserved string in
+/// its. The worker reads the pieces back one command at a time, so that no
+/// reply is larger than one piece and the client's read buffer never grows
+/// to the size of a job (see `RedisQueue::pop`). Should the worker never
+/// read them, they expire; the reservation itself is as usual. Should
+/// Redis evict them first (keys with a TTL go first under `maxmemory` with
+/// a `volatile-*` policy), the worker reads the job from `:reserved` by
+/// that digest instead ([`READ_RESERVED`]).
 pub const POP: &str = r#"
 local out = {}
 for _ = 1, tonumber(ARGV[2]) do
@@ -78,7 +81,7 @@ for _ = 1, tonumber(ARGV[2]) do
             end
         end
         out[#out + 1] = #original
-        out[#out + 1] = #reserved
+        out[#out + 1] = {#reserved, redis.sha1hex(reserved)}
     else
         out[#out + 1] = original
         out[#out + 1] = reserved
@@ -227,6 +230,33 @@ if not member then
 end
 redis.call('zadd', KEYS[1], ARGV[5], member)
 return 1
+"#
+);
+
+/// One piece of a large reserved member named by its digest, for a job
+/// whose set-aside pieces Redis evicted before the worker read them (see
+/// [`POP`]).
+///
+/// KEYS: reserved zset. ARGV: the score the pop gave the member (UNIX
+/// seconds), its length, its SHA-1 (hex), the first byte wanted (from 1),
+/// how many bytes, and `1` to return the piece of the job as it was before
+/// its attempt was counted (`attempts - 1`, re-encoded with cjson as the
+/// pop encodes) rather than of the member itself. Returns the piece (empty
+/// past the end), or nil when the member is gone.
+pub const READ_RESERVED: &str = concat!(
+    find_by_digest!(),
+    r#"
+local member = find(KEYS[1], ARGV[1], ARGV[1], tonumber(ARGV[2]), ARGV[3])
+if not member then
+    return false
+end
+if ARGV[6] == '1' then
+    local job = cjson.decode(member)
+    job['attempts'] = job['attempts'] - 1
+    member = cjson.encode(job)
+end
+local from = tonumber(ARGV[4])
+return string.sub(member, from, from + tonumber(ARGV[5]) - 1)
 "#
 );
 

@@ -35,6 +35,8 @@ use tokio::task::JoinSet;
 
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
+use super::starts::Tally;
+use super::stop::UNREACHABLE_POLLS;
 use super::{Services, StopReason, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
@@ -109,6 +111,14 @@ pub struct Daemon {
     /// One permit per `--concurrency` slot; a job task holds its permit
     /// until it is settled and has rested (`--rest`).
     slots: Arc<Semaphore>,
+    /// The jobs reserved that have not reached their handler yet.
+    starts: Tally,
+    /// The jobs whose fate is not in Redis yet.
+    unsettled: Tally,
+    /// Polls in a row that could not reach Redis.
+    failed_polls: u32,
+    /// The jobs whose task has not finished settling (failed hook included).
+    settling: Tally,
     /// The job tasks not yet ended.
     in_flight: JoinSet<()>,
     /// systemd notifications and the heartbeat file.
@@ -159,6 +169,10 @@ impl Daemon {
             idle_wait,
             sleep_after_wait,
             slots,
+            starts: Tally::default(),
+            unsettled: Tally::default(),
+            failed_polls: 0,
+            settling: Tally::default(),
             in_flight: JoinSet::new(),
             pulse: Pulse::silent(),
             fetch_limit,
@@ -216,7 +230,10 @@ impl Daemon {
         self.last_restart = match self.services.cache.restart_marker().await {
             Ok(marker) => marker,
             Err(e) => {
-                tracing::warn!("cannot read the restart signal from the cache: {e:#}");
+                tracing::warn!(
+                    "cannot read the restart signal from the cache: {}",
+                    crate::error_chain::error_chain(e.as_ref())
+                );
                 None
             }
         };
@@ -277,10 +294,15 @@ impl Daemon {
     }
 
     /// `permit` and every other slot free right now, as many as this turn
-    /// may fill: one for `--once`, no more than `--max-jobs` leaves.
+    /// may fill: one for `--once`, no more than `--max-jobs` leaves, and no
+    /// more than the handlers can start at once (see
+    /// [`Router::free_starts`](crate::handler::router::Router::free_starts)).
     fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
         let options = &self.services.options;
-        let mut limit = options.concurrency.max(1);
+        let mut limit = options
+            .concurrency
+            .max(1)
+            .min(self.services.router.free_starts());
         if options.once {
             limit = 1;
         }
@@ -314,18 +336,29 @@ impl Daemon {
         self.stop_reason(false).await
     }
 
-    /// Waits for a free `--concurrency` slot. While every slot is busy,
+    /// Waits for a free `--concurrency` slot and for every persistent pool
+    /// to have a free process (a job reserved before would wait for one,
+    /// reserved, and a crash meanwhile would cost it an attempt without a
+    /// start). While every slot is busy,
     /// jobs run under their own limits: the loop is waiting, not stuck. A
     /// signal meanwhile ends the wait: `Err(Some(reason))` to stop,
     /// `Err(None)` to start the turn again.
     async fn wait_for_slot(&mut self) -> Result<OwnedSemaphorePermit, Option<StopReason>> {
         let slots = Arc::clone(&self.slots);
+        let router = &self.services.router;
+        let starts = self.starts.clone();
         let control = &mut self.control;
         let permit = self
             .pulse
             .during(None, async {
+                let startable = async {
+                    let permit = slots.acquire_owned().await;
+                    starts.until_all_reached().await;
+                    router.until_startable().await;
+                    permit
+                };
                 tokio::select! {
-                    permit = slots.acquire_owned() => Some(permit),
+                    permit = startable => Some(permit),
                     _ = control.changed() => None,
                 }
             })
@@ -386,8 +419,13 @@ impl Daemon {
             }
         };
         // A poll that could not reach Redis says nothing about the queues:
-        // `--stop-when-empty` waits for one that did.
+        // `--stop-when-empty` waits for one that did, for a few polls
+        // (see `UNREACHABLE_POLLS`).
         self.found = !matches!(reserved, Reserved::Nothing { .. });
+        match reserved {
+            Reserved::Failed => self.failed_polls += 1,
+            _ => self.failed_polls = 0,
+        }
         reserved
     }
 
@@ -398,9 +436,12 @@ impl Daemon {
         self.last_job_at = Instant::now();
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
+        let tickets = [self.starts.ticket(), self.unsettled.ticket()];
+        let settling = self.settling.ticket();
         let counted = self.pulse.counter().start();
         self.in_flight.spawn(async move {
-            task::run_job(job, &services).await;
+            task::run_job(job, &services, tickets).await;
+            drop(settling);
             drop(counted);
             if !services.options.rest.is_zero() {
                 tokio::time::sleep(services.options.rest).await;
@@ -450,15 +491,10 @@ impl Daemon {
         if self.wait_for_jobs(Some(release_window)).await {
             return;
         }
-        let left = self.in_flight.len();
+        let (settling, unsettled) = (self.settling.count(), self.unsettled.count());
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        tracing::error!(
-            jobs = left,
-            "drain deadline passed before these jobs could be settled; \
-             they stay reserved and are reclaimed after retry_after \
-             (unless a release or delete already sent still reaches Redis)"
-        );
+        report_cut(unsettled, settling.saturating_sub(unsettled));
     }
 
     /// Waits for every job task to end, for at most `limit` (`None`: no
@@ -511,6 +547,15 @@ impl Daemon {
         }
         if options.stop_when_empty && !found {
             return Some(StopReason::Empty);
+        }
+        if options.stop_when_empty && self.failed_polls >= UNREACHABLE_POLLS {
+            tracing::error!(
+                redis = %self.services.queue.describe(),
+                "the queue Redis did not answer {UNREACHABLE_POLLS} polls in a row; \
+                 --stop-when-empty cannot tell whether the queues are empty, so the \
+                 worker stops with exit status 1"
+            );
+            return Some(StopReason::RedisUnreachable);
         }
         if self.empty_for(found) {
             return Some(StopReason::EmptyFor);
@@ -576,8 +621,9 @@ impl Daemon {
                 signals.restart
             }
             Err(e) => {
+                let error = crate::error_chain::error_chain(e.as_ref());
                 self.errors
-                    .log(tracing::Level::WARN, SIGNALS_FAILED, &format_args!("{e:#}"));
+                    .log(tracing::Level::WARN, SIGNALS_FAILED, &error);
                 self.last_restart.clone()
             }
         }
@@ -670,4 +716,26 @@ pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
     };
     let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
     Some(COMMAND_TIMEOUT.saturating_mul(polls).saturating_add(wait))
+}
+
+/// Logs the job tasks the drain deadline cut: `unsettled` jobs whose fate
+/// never reached Redis (they stay reserved), and `hooks` jobs already
+/// settled (recorded as failed) whose failed hook was cut short.
+fn report_cut(unsettled: usize, hooks: usize) {
+    if unsettled > 0 {
+        tracing::error!(
+            jobs = unsettled,
+            "drain deadline passed before these jobs could be settled; \
+             they stay reserved and are reclaimed after retry_after \
+             (unless a release or delete already sent still reaches Redis)"
+        );
+    }
+    if hooks > 0 {
+        tracing::warn!(
+            jobs = hooks,
+            "drain deadline passed while the failed hook of these jobs ran; \
+             they were already recorded as failed and removed from the queue, \
+             their hook was cut short"
+        );
+    }
 }

@@ -8,6 +8,7 @@
 //!   timeouts, backoff) while its handler runs;
 //! - [`lease`]: keep the reservation alive while the handler runs;
 //! - [`settle`]: carry out the decision in Redis and the failed store;
+//! - [`starts`]: the reserved jobs not yet handed to their handler;
 //! - [`task`]: one job's task, run handler → settle → settled event;
 //! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
 //! - [`stop`]: the stop conditions and their exit codes;
@@ -24,6 +25,7 @@ pub mod lease;
 pub mod options;
 pub mod process;
 pub mod settle;
+pub mod starts;
 pub mod stop;
 pub mod task;
 pub mod tripped;

@@ -15,6 +15,7 @@
 //! kills itself and leaves the job reserved until `retry_after`; here the
 //! job is released with backoff at once (the attempt still counts).
 
+use super::starts::Ticket;
 use std::time::{Duration, Instant};
 
 use super::lease::Held;
@@ -66,8 +67,14 @@ impl Limits {
 }
 
 /// Runs `job` through its handler (`route`, the one its displayName and
-/// queue matched, if any) and decides its fate.
-pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Services) -> Verdict {
+/// queue matched, if any) and decides its fate. `ticket` is dropped as
+/// the handler call begins, or with the verdict when there is none.
+pub async fn decide(
+    job: &ReservedJob,
+    route: Option<&Route>,
+    services: &Services,
+    ticket: Ticket,
+) -> Verdict {
     let payload = match &job.payload {
         Ok(p) => p,
         Err(e) => {
@@ -106,7 +113,7 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
         };
     };
 
-    let outcome = match call_handler(job, route, services).await {
+    let outcome = match call_handler(job, route, services, ticket).await {
         Ok(outcome) => outcome,
         Err(verdict) => return verdict,
     };
@@ -120,6 +127,10 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
         Outcome::Fail(exception) => Verdict::Fail {
             exception,
             failed_hook: false,
+        },
+        Outcome::Refused(exception) => Verdict::Fail {
+            exception,
+            failed_hook: true,
         },
         Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
         Outcome::TimedOut(e) => {
@@ -139,11 +150,12 @@ pub async fn decide(job: &ReservedJob, route: Option<&Route>, services: &Service
 /// its breaker refuses the job, and tells the breaker how the call went
 /// (announcing a trip or a recovery). `Err` is the verdict of a job that
 /// did not run to an outcome: handed back for a tripped handler, or its
-/// reservation lost.
+/// reservation lost. `ticket` is dropped once the handler has the job.
 async fn call_handler(
     job: &ReservedJob,
     route: &Route,
     services: &Services,
+    ticket: Ticket,
 ) -> Result<Outcome, Verdict> {
     if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
         return Err(Verdict::HandBack {
@@ -153,6 +165,9 @@ async fn call_handler(
     }
     let invocation = invocation(job, route, services, Mode::Run);
     let call = route.handler.call(&invocation);
+    // No await until the call is first polled (the runtime has one
+    // thread), so the loop sees its handler taken when it wakes.
+    drop(ticket);
     let outcome = match lease::hold(&services.queue, job, services.on_lease_lost, call).await {
         Held::Done(outcome) => outcome,
         Held::Lost => return Err(Verdict::LeaseLost),

@@ -21,6 +21,7 @@ use chrono::Utc;
 
 use super::Services;
 use super::process::invocation;
+use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::JobException;
 use crate::failed::{FailedJob, Logged};
@@ -48,37 +49,47 @@ enum Written {
 }
 
 /// Applies `verdict` to `job`; `route` is the job's handler, called in
-/// failed mode when the verdict asks for the `failed()` hook.
+/// failed mode when the verdict asks for the `failed()` hook. `settled` is
+/// dropped once the job's fate is in Redis (and the failed store), before
+/// that hook: a hook the drain deadline cuts short leaves nothing reserved.
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
     verdict: &Verdict,
     services: &Services,
+    settled: Ticket,
 ) {
     let queue = &services.queue;
-    let done = match verdict {
-        Verdict::Delete => retry("delete", job, || queue.delete(job)).await,
-        Verdict::Release { delay, .. } => {
-            retry("release", job, || queue.release(job, *delay)).await
-        }
-        Verdict::HandBack { delay, .. } => {
-            retry("hand back", job, || queue.hand_back(job, *delay)).await
-        }
+    let (done, hook) = match verdict {
+        Verdict::Delete => (retry("delete", job, || queue.delete(job)).await, None),
+        Verdict::Release { delay, .. } => (
+            retry("release", job, || queue.release(job, *delay)).await,
+            None,
+        ),
+        Verdict::HandBack { delay, .. } => (
+            retry("hand back", job, || queue.hand_back(job, *delay)).await,
+            None,
+        ),
         // Not ours any more: whoever reclaims it settles it.
         Verdict::LeaseLost => return,
         Verdict::Fail {
             exception,
             failed_hook,
         } => {
-            fail(
-                job,
-                exception,
-                failed_hook.then_some(route).flatten(),
-                services,
-            )
-            .await
+            let (written, landed) = fail(job, exception, services).await;
+            let hook = failed_hook.then_some(route).flatten().filter(|_| landed);
+            (written, hook.map(|route| (route, exception)))
         }
     };
+    drop(settled);
+    report(job, done);
+    if let Some((route, exception)) = hook {
+        call_failed_hook(job, route, &exception.to_string(), services).await;
+    }
+}
+
+/// Logs how the write that settled `job` went, when it did not simply land.
+fn report(job: &ReservedJob, done: Written) {
     match done {
         Written::Done => {}
         Written::Gone {
@@ -105,25 +116,19 @@ pub async fn settle(
     }
 }
 
-/// `Job::fail`: record, ZREM, then the app's `failed()` hook through
-/// `hook` (the job's route, when the hook must run).
+/// `Job::fail`: record, then ZREM. Returns how the write went and whether
+/// the app's `failed()` hook may run now (the failure landed somewhere).
 ///
 /// The record is written first. If the store is down, the reservation is
 /// replaced, atomically, by the record in the queue's `:unrecorded`, to be
 /// written to the store when it is back; if Redis cannot take that either,
 /// the job stays reserved (and comes back after `retry_after`) rather than
 /// vanish.
-async fn fail(
-    job: &ReservedJob,
-    exception: &JobException,
-    hook: Option<&Route>,
-    services: &Services,
-) -> Written {
+async fn fail(job: &ReservedJob, exception: &JobException, services: &Services) -> (Written, bool) {
     let text = exception.to_string();
     // The record (and, when parked, its encoded copy) is dropped before the
     // hook runs, which may take long.
-    let parked = record_failure(job, &text, services).await;
-    if let Some(parked) = parked {
+    if let Some(parked) = record_failure(job, &text, services).await {
         let landed = matches!(
             parked,
             Written::Done
@@ -131,16 +136,12 @@ async fn fail(
                     after_failure: true
                 }
         );
-        if let Some(route) = hook.filter(|_| landed) {
-            call_failed_hook(job, route, &text, services).await;
-        }
-        return parked;
+        return (parked, landed);
     }
-    let deleted = retry("delete", job, || services.queue.delete(job)).await;
-    if let Some(route) = hook {
-        call_failed_hook(job, route, &text, services).await;
-    }
-    deleted
+    (
+        retry("delete", job, || services.queue.delete(job)).await,
+        true,
+    )
 }
 
 /// Writes `job`'s failure record (`exception`: its text) to the failed
@@ -182,8 +183,9 @@ async fn record_failure(
                 id = %job.id(),
                 store = services.failed.describe(),
                 unrecorded = %job.queue.unrecorded,
-                "cannot record the failed job: {e:#}; the record is kept in Redis \
-                 and written to the store when it is back"
+                "cannot record the failed job: {}; the record is kept in Redis \
+                 and written to the store when it is back",
+                crate::error_chain::error_chain(e.as_ref())
             );
             let kept = bytes::Bytes::from(crate::failed::unrecorded::encode(&record));
             let at = record.failed_at.timestamp();

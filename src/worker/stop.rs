@@ -1,5 +1,9 @@
 //! Why the worker stops, and with which exit status (protocol §6.2).
 
+/// With `--stop-when-empty`, how many polls in a row may fail to reach
+/// Redis before the worker stops (the tries a start gets, too).
+pub const UNREACHABLE_POLLS: u32 = 5;
+
 /// A stop condition, checked after every loop iteration in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -13,6 +17,10 @@ pub enum StopReason {
     Empty,
     /// `--stop-when-empty-for` and no job has run for that long.
     EmptyFor,
+    /// `--stop-when-empty` and the queue Redis failed
+    /// [`UNREACHABLE_POLLS`] polls in a row: whether the queues are empty
+    /// cannot be known, and the worker would otherwise never end.
+    RedisUnreachable,
     /// `--max-time` elapsed.
     MaxTime,
     /// `--max-jobs` jobs reserved.
@@ -29,11 +37,14 @@ pub const HANDLER_TRIPPED_EXIT: u8 = 4;
 
 impl StopReason {
     /// The process exit status: 12 for memory (as Laravel),
-    /// [`HANDLER_TRIPPED_EXIT`] after a handler tripped, 0 otherwise.
+    /// [`HANDLER_TRIPPED_EXIT`] after a handler tripped, 1 when Redis was
+    /// unreachable (the fatal status, as for Redis unreachable at start),
+    /// 0 otherwise.
     pub fn exit_code(self) -> u8 {
         match self {
             StopReason::Memory => 12,
             StopReason::HandlerTripped => HANDLER_TRIPPED_EXIT,
+            StopReason::RedisUnreachable => 1,
             _ => 0,
         }
     }
@@ -46,6 +57,7 @@ impl StopReason {
             StopReason::Restart => "restart_signal",
             StopReason::Empty => "empty",
             StopReason::EmptyFor => "empty_for",
+            StopReason::RedisUnreachable => "lost_connection",
             StopReason::MaxTime => "max_time",
             StopReason::MaxJobs => "max_jobs",
             StopReason::Once => "once",

@@ -11,20 +11,24 @@ use super::Services;
 use super::events::JobEvents;
 use super::process::decide;
 use super::settle::settle;
+use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::{JobException, WORKER_STOPPED};
 use crate::queue::ReservedJob;
 
 /// Runs `job` to its end: decide (runs the handler), settle, report.
+/// `tickets`: dropped as the handler call begins, and once the job's fate
+/// is in Redis.
 ///
 /// If the drain deadline passes first, the handler call is abandoned (its
 /// process group is killed as the call is dropped) and the job released at
 /// once, the attempt counted, as a reclaim after a crash would count it.
-pub async fn run_job(job: ReservedJob, services: &Services) {
+pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]) {
+    let [ticket, settled] = tickets;
     let started = Instant::now();
     let route = services.router.route(job.display_name(), &job.queue.name);
     let verdict = tokio::select! {
-        verdict = decide(&job, route, services) => verdict,
+        verdict = decide(&job, route, services, ticket) => verdict,
         () = drain_deadline(services) => Verdict::Release {
             delay: 0,
             exception: Some(JobException::new(
@@ -33,7 +37,7 @@ pub async fn run_job(job: ReservedJob, services: &Services) {
             )),
         },
     };
-    settle(&job, route, &verdict, services).await;
+    settle(&job, route, &verdict, services, settled).await;
     services.events.settled(&job, &verdict, started.elapsed());
     crate::memory::after_job(job, &services.queue).await;
 }

@@ -82,7 +82,10 @@ async fn record_kept(services: &Services, name: &str) {
                 }
             }
             Logged::StoreDown(e) => {
-                tracing::debug!("the failed job store is still down: {e:#}");
+                tracing::debug!(
+                    "the failed job store is still down: {}",
+                    crate::error_chain::error_chain(e.as_ref())
+                );
                 return;
             }
         }

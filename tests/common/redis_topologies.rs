@@ -217,7 +217,8 @@ pub struct Certs {
     pub other_ca: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs `openssl ARGS` in `dir`; panics with its stderr when it fails.
+pub fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
         .current_dir(dir)
