@@ -30,6 +30,43 @@ use crate::queue::ReservedJob;
 /// The longest pause between two tries of a Redis write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
+/// What Redis (and the failed store) did with a job's last step, as
+/// [`settle`] returns it and the [`settled`](super::events::JobEvents::settled)
+/// event reports it: a listener that mirrors the queue elsewhere (Horizon's
+/// job records) writes only what actually happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The job was deleted from `:reserved` (Laravel's `JobProcessed`).
+    Done,
+    /// The job went back to `:delayed`, available in `delay` seconds
+    /// (a release, or an uncounted hand-back).
+    Released {
+        /// Seconds.
+        delay: u64,
+    },
+    /// The job failed and left `:reserved`. `recorded`: its record is in
+    /// the failed-job store (or its fallback); false when the store was
+    /// down and the record is kept in the queue's `:unrecorded`, to be
+    /// written when the store is back.
+    Failed {
+        /// The record reached the store.
+        recorded: bool,
+    },
+    /// Redis answered that the reservation was gone. `after_failure`: an
+    /// earlier try had failed, so that try most likely went through and
+    /// only its answer was lost; otherwise the job was reclaimed by
+    /// another worker, which settles it.
+    Gone {
+        /// An earlier try failed before this answer.
+        after_failure: bool,
+    },
+    /// No write reached Redis before the lease ran out: the job stays in
+    /// `:reserved` and is reclaimed after `retry_after`.
+    LeftReserved,
+    /// The reservation was lost while the handler ran: nothing was written.
+    LeaseLost,
+}
+
 /// How a settle write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
@@ -48,37 +85,54 @@ enum Written {
 }
 
 /// Applies `verdict` to `job`; `route` is the job's handler, called in
-/// failed mode when the verdict asks for the `failed()` hook.
+/// failed mode when the verdict asks for the `failed()` hook. Returns what
+/// Redis did.
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
     verdict: &Verdict,
     services: &Services,
-) {
+) -> Settled {
     let queue = &services.queue;
-    let done = match verdict {
-        Verdict::Delete => retry("delete", job, || queue.delete(job)).await,
-        Verdict::Release { delay, .. } => {
-            retry("release", job, || queue.release(job, *delay)).await
-        }
-        Verdict::HandBack { delay } => {
-            retry("hand back", job, || queue.hand_back(job, *delay)).await
-        }
+    let (done, landed) = match verdict {
+        Verdict::Delete => (
+            retry("delete", job, || queue.delete(job)).await,
+            Settled::Done,
+        ),
+        Verdict::Release { delay, .. } => (
+            retry("release", job, || queue.release(job, *delay)).await,
+            Settled::Released { delay: *delay },
+        ),
+        Verdict::HandBack { delay } => (
+            retry("hand back", job, || queue.hand_back(job, *delay)).await,
+            Settled::Released { delay: *delay },
+        ),
         // Not ours any more: whoever reclaims it settles it.
-        Verdict::LeaseLost => return,
+        Verdict::LeaseLost => return Settled::LeaseLost,
         Verdict::Fail {
             exception,
             failed_hook,
         } => {
-            fail(
+            let (written, recorded) = fail(
                 job,
                 exception,
                 failed_hook.then_some(route).flatten(),
                 services,
             )
-            .await
+            .await;
+            (written, Settled::Failed { recorded })
         }
     };
+    log_written(job, done);
+    match done {
+        Written::Done => landed,
+        Written::Gone { after_failure } => Settled::Gone { after_failure },
+        Written::LeftReserved => Settled::LeftReserved,
+    }
+}
+
+/// Logs a settle write that did not simply land.
+fn log_written(job: &ReservedJob, done: Written) {
     match done {
         Written::Done => {}
         Written::Gone {
@@ -112,13 +166,14 @@ pub async fn settle(
 /// replaced, atomically, by the record in the queue's `:unrecorded`, to be
 /// written to the store when it is back; if Redis cannot take that either,
 /// the job stays reserved (and comes back after `retry_after`) rather than
-/// vanish.
+/// vanish. Returns the write's outcome and whether the record reached the
+/// store (false: it is kept in `:unrecorded`).
 async fn fail(
     job: &ReservedJob,
     exception: &JobException,
     hook: Option<&Route>,
     services: &Services,
-) -> Written {
+) -> (Written, bool) {
     let text = exception.to_string();
     // The record (and, when parked, its encoded copy) is dropped before the
     // hook runs, which may take long.
@@ -134,13 +189,13 @@ async fn fail(
         if let Some(route) = hook.filter(|_| landed) {
             call_failed_hook(job, route, &text, services).await;
         }
-        return parked;
+        return (parked, false);
     }
     let deleted = retry("delete", job, || services.queue.delete(job)).await;
     if let Some(route) = hook {
         call_failed_hook(job, route, &text, services).await;
     }
-    deleted
+    (deleted, true)
 }
 
 /// Writes `job`'s failure record (`exception`: its text) to the failed

@@ -33,8 +33,10 @@ pub async fn run_job(job: ReservedJob, services: &Services) {
             )),
         },
     };
-    settle(&job, route, &verdict, services).await;
-    services.events.settled(&job, &verdict, started.elapsed());
+    let settled = settle(&job, route, &verdict, services).await;
+    services
+        .events
+        .settled(&job, &verdict, settled, started.elapsed());
     crate::memory::after_job(job, &services.queue).await;
 }
 
