@@ -34,6 +34,7 @@ mod exception;
 mod failed;
 mod handler;
 mod hints;
+mod horizon;
 mod lifecycle;
 mod log_limit;
 mod memory;

@@ -31,6 +31,9 @@ pub struct Layer {
     /// `[metrics]`: the Prometheus and health endpoint.
     #[serde(default)]
     pub metrics: MetricsLayer,
+    /// `[horizon]`: records for Horizon's dashboard.
+    #[serde(default)]
+    pub horizon: HorizonLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -175,6 +178,24 @@ pub struct MetricsLayer {
     pub listen: Option<String>,
     /// Seconds between two readings of the queue backlog gauges; 0: off.
     pub backlog_interval: Option<u64>,
+}
+
+/// `[horizon]`: the records Horizon's dashboard reads (job records,
+/// metrics, a master and its supervisors), written on the queue's Redis.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HorizonLayer {
+    /// Write the records; default false.
+    pub enabled: Option<bool>,
+    /// Horizon's key prefix (`horizon.prefix`, `HORIZON_PREFIX`); default
+    /// `Str::slug(APP_NAME, '_')` + `_horizon:`, `laravel_horizon:`.
+    pub prefix: Option<String>,
+    /// `horizon.trim.pending`, minutes (default 60).
+    pub trim_pending: Option<u64>,
+    /// `horizon.trim.completed`, minutes (default 60).
+    pub trim_completed: Option<u64>,
+    /// `horizon.trim.failed`, minutes (default 10080).
+    pub trim_failed: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -409,6 +430,13 @@ impl Layer {
                     .metrics
                     .backlog_interval
                     .or(self.metrics.backlog_interval),
+            },
+            horizon: HorizonLayer {
+                enabled: over.horizon.enabled.or(self.horizon.enabled),
+                prefix: over.horizon.prefix.or(self.horizon.prefix),
+                trim_pending: over.horizon.trim_pending.or(self.horizon.trim_pending),
+                trim_completed: over.horizon.trim_completed.or(self.horizon.trim_completed),
+                trim_failed: over.horizon.trim_failed.or(self.horizon.trim_failed),
             },
             handlers: over.handlers.or(self.handlers),
         }

@@ -74,6 +74,8 @@ pub struct Settings {
     /// How often the queue backlog gauges are read (`[metrics]
     /// backlog_interval`, seconds, default 5); `None`: never.
     pub backlog_interval: Option<Duration>,
+    /// `[horizon]`: Horizon's records; `None`: not written.
+    pub horizon: Option<crate::horizon::HorizonSettings>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -391,6 +393,7 @@ impl Settings {
             },
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
+            horizon: horizon(&layer.horizon, is_cluster),
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
                     format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
@@ -633,6 +636,23 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
 /// timer or a reservation score (now + `retry_after`, signed 64-bit) would
 /// overflow, so a larger value is refused as a typo rather than run wrong.
 pub const MAX_SECONDS: u64 = i32::MAX as u64;
+
+/// `[horizon]`, resolved: `None` unless `enabled`; the prefix braced on a
+/// cluster as Horizon does (see [`crate::horizon::keys::prefix`]).
+fn horizon(layer: &file::HorizonLayer, cluster: bool) -> Option<crate::horizon::HorizonSettings> {
+    let defaults = crate::horizon::Trim::default();
+    layer
+        .enabled
+        .unwrap_or(false)
+        .then(|| crate::horizon::HorizonSettings {
+            prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
+            trim: crate::horizon::Trim {
+                pending: layer.trim_pending.unwrap_or(defaults.pending),
+                completed: layer.trim_completed.unwrap_or(defaults.completed),
+                failed: layer.trim_failed.unwrap_or(defaults.failed),
+            },
+        })
+}
 
 /// `[metrics] backlog_interval`: seconds between two readings of the
 /// backlog gauges, default 5; 0 turns them off (`None`).
