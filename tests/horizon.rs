@@ -280,7 +280,7 @@ fn master_and_supervisor_heartbeat_and_obey_pause_and_continue() {
     assert_eq!(options["balance"], false);
     assert_eq!(options["timeout"], 42);
     assert!((1..=30).contains(&ttl(&s, &format!("supervisor:{supervisor}"))));
-    assert_eq!(members(&s, "supervisors"), [supervisor.clone()]);
+    assert_eq!(members(&s, "supervisors"), [supervisor.as_str()]);
 
     let command = |class: &str| {
         let text = json!({"command": format!("Laravel\\Horizon\\SupervisorCommands\\{class}"), "options": {}});
@@ -318,4 +318,69 @@ fn master_and_supervisor_heartbeat_and_obey_pause_and_continue() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
     assert!(members(&s, "masters").is_empty(), "forgotten at exit");
+}
+
+#[test]
+fn snapshots_read_and_reset_the_metrics_and_trim_the_lists() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(""))
+        .set("horizon", "snapshot", true)
+        .write();
+    let key = |k: &str| format!("{P}{k}");
+    // Metrics left by earlier runs, and two ids: one older than trim.recent.
+    let _: () = s.redis.cmd(&[
+        "HSET",
+        &key("queue:default"),
+        "throughput",
+        "5",
+        "runtime",
+        "12.5",
+    ]);
+    let _: () = s
+        .redis
+        .cmd(&["SADD", &key("measured_queues"), &key("queue:default")]);
+    let _: () = s.redis.cmd(&[
+        "HSET",
+        &key("job:App\\Jobs\\A"),
+        "throughput",
+        "2",
+        "runtime",
+        "3",
+    ]);
+    let _: () = s
+        .redis
+        .cmd(&["SADD", &key("measured_jobs"), &key("job:App\\Jobs\\A")]);
+    let old = format!("-{}", now() - 61 * 60);
+    let fresh = format!("-{}", now() - 60);
+    let _: () = s
+        .redis
+        .cmd(&["ZADD", &key("recent_jobs"), &old, "old", &fresh, "fresh"]);
+
+    let mut d = s.work(&config, &["--sleep=0.05"]);
+    common::wait_until("a queue snapshot", || {
+        s.redis.exists(&key("snapshot:queue:default"))
+    });
+    let snapshot: Vec<String> = s
+        .redis
+        .cmd(&["ZRANGE", &key("snapshot:queue:default"), "0", "-1"]);
+    let at: i64 = s.redis.cmd(&["GET", &key("last_snapshot_at")]);
+    assert_eq!(
+        snapshot,
+        [format!(
+            r#"{{"throughput":"5","runtime":"12.5","wait":0,"time":{at}}}"#
+        )]
+    );
+    let jobs: Vec<String> = s
+        .redis
+        .cmd(&["ZRANGE", &key("snapshot:job:App\\Jobs\\A"), "0", "-1"]);
+    assert_eq!(
+        jobs,
+        [format!(r#"{{"throughput":"2","runtime":"3","time":{at}}}"#)]
+    );
+    assert!(!s.redis.exists(&key("queue:default")), "read and deleted");
+    let lock: i64 = s.redis.cmd(&["TTL", &key("metrics:snapshot")]);
+    assert!((1..=270).contains(&lock), "horizon:snapshot's lock");
+    assert_eq!(members(&s, "recent_jobs"), ["fresh"]);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
 }

@@ -65,6 +65,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
             Horizon::start(
                 horizon,
                 &settings.redis,
+                &queue,
                 &settings.connection,
                 &options,
                 control.clone(),

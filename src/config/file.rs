@@ -190,12 +190,22 @@ pub struct HorizonLayer {
     /// Horizon's key prefix (`horizon.prefix`, `HORIZON_PREFIX`); default
     /// `Str::slug(APP_NAME, '_')` + `_horizon:`, `laravel_horizon:`.
     pub prefix: Option<String>,
+    /// Take `horizon:snapshot`'s metric snapshots every five minutes and
+    /// trim the job lists, as a scheduled `horizon:snapshot` and a PHP
+    /// master would; default false.
+    pub snapshot: Option<bool>,
+    /// `horizon.trim.recent`, minutes (default 60).
+    pub trim_recent: Option<u64>,
     /// `horizon.trim.pending`, minutes (default 60).
     pub trim_pending: Option<u64>,
     /// `horizon.trim.completed`, minutes (default 60).
     pub trim_completed: Option<u64>,
+    /// `horizon.trim.recent_failed`, minutes (default 10080).
+    pub trim_recent_failed: Option<u64>,
     /// `horizon.trim.failed`, minutes (default 10080).
     pub trim_failed: Option<u64>,
+    /// `horizon.trim.monitored`, minutes (default 10080).
+    pub trim_monitored: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -434,9 +444,16 @@ impl Layer {
             horizon: HorizonLayer {
                 enabled: over.horizon.enabled.or(self.horizon.enabled),
                 prefix: over.horizon.prefix.or(self.horizon.prefix),
+                snapshot: over.horizon.snapshot.or(self.horizon.snapshot),
+                trim_recent: over.horizon.trim_recent.or(self.horizon.trim_recent),
                 trim_pending: over.horizon.trim_pending.or(self.horizon.trim_pending),
                 trim_completed: over.horizon.trim_completed.or(self.horizon.trim_completed),
+                trim_recent_failed: over
+                    .horizon
+                    .trim_recent_failed
+                    .or(self.horizon.trim_recent_failed),
                 trim_failed: over.horizon.trim_failed.or(self.horizon.trim_failed),
+                trim_monitored: over.horizon.trim_monitored.or(self.horizon.trim_monitored),
             },
             handlers: over.handlers.or(self.handlers),
         }

@@ -646,10 +646,14 @@ fn horizon(layer: &file::HorizonLayer, cluster: bool) -> Option<crate::horizon::
         .unwrap_or(false)
         .then(|| crate::horizon::HorizonSettings {
             prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
+            snapshot: layer.snapshot.unwrap_or(false),
             trim: crate::horizon::Trim {
+                recent: layer.trim_recent.unwrap_or(defaults.recent),
                 pending: layer.trim_pending.unwrap_or(defaults.pending),
                 completed: layer.trim_completed.unwrap_or(defaults.completed),
+                recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
                 failed: layer.trim_failed.unwrap_or(defaults.failed),
+                monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
             },
         })
 }

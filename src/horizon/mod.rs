@@ -9,15 +9,17 @@
 //!   their own, never holding up a job;
 //! - [`metrics`]: per class and per queue throughput and runtime;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
-//!   commands Horizon queues for them.
+//!   commands Horizon queues for them;
+//! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
+//!   trimming of the job lists, for deployments with no PHP Horizon left.
 //!
-//! Not written: metric snapshots and the trimming of the job lists (a PHP
-//! master or `horizon:snapshot` does them), monitored tags.
+//! Not kept: monitored tags.
 
 pub mod heartbeat;
 pub mod keys;
 pub mod metrics;
 pub mod records;
+pub mod snapshot;
 pub mod writer;
 
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::queue::RedisQueue;
 use crate::queue::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget};
 use crate::signals::Control;
 use crate::worker::{JobEvents, WorkerOptions};
@@ -36,6 +39,8 @@ use crate::worker::{JobEvents, WorkerOptions};
 pub struct HorizonSettings {
     /// The prefix of every Horizon key, braced on a cluster.
     pub prefix: String,
+    /// Take metric snapshots and trim the job lists.
+    pub snapshot: bool,
     /// `horizon.trim`: how long records live.
     pub trim: Trim,
 }
@@ -43,6 +48,12 @@ pub struct HorizonSettings {
 /// `horizon.trim`, in minutes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trim {
+    /// The recent jobs list (60).
+    pub recent: u64,
+    /// The recent failed jobs list (10080).
+    pub recent_failed: u64,
+    /// The monitored jobs list (10080).
+    pub monitored: u64,
     /// Expiry of a job record the daemon creates at reservation (60).
     pub pending: u64,
     /// Expiry of a completed job's record (60).
@@ -54,6 +65,9 @@ pub struct Trim {
 impl Default for Trim {
     fn default() -> Self {
         Trim {
+            recent: 60,
+            recent_failed: 10080,
+            monitored: 10080,
             pending: 60,
             completed: 60,
             failed: 10080,
@@ -66,6 +80,7 @@ pub struct Horizon {
     recorder: Arc<records::Recorder>,
     writer: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
+    snapshots: Option<JoinHandle<()>>,
     keys: keys::Keys,
     me: heartbeat::Identity,
     conn: RedisConn,
@@ -74,15 +89,17 @@ pub struct Horizon {
 }
 
 impl Horizon {
-    /// Connects to `target` and starts the writer and the heartbeat for a
-    /// worker on connection `connection` with `options`; `control` tells
-    /// whether the worker is paused.
+    /// Connects to `target` and starts the writer and the heartbeat (and
+    /// the snapshots when asked) for a worker on `queue` (connection
+    /// `connection`) with `options`; `control` tells whether the worker is
+    /// paused.
     ///
     /// # Errors
     /// The Redis connection cannot be opened.
     pub async fn start(
         settings: &HorizonSettings,
         target: &RedisTarget,
+        queue: &RedisQueue,
         connection: &str,
         options: &WorkerOptions,
         control: watch::Receiver<Control>,
@@ -107,7 +124,18 @@ impl Horizon {
             conn.clone(),
             control,
         ));
+        let snapshots = settings.snapshot.then(|| {
+            let snapshots = snapshot::Snapshots {
+                keys: keys.clone(),
+                prefix: settings.prefix.clone(),
+                queue: queue.clone(),
+                trim: settings.trim,
+                processes: me.concurrency,
+            };
+            tokio::spawn(snapshots.run(conn.clone()))
+        });
         Ok(Horizon {
+            snapshots,
             recorder: Arc::new(records::Recorder::new(sender, Arc::clone(&dropped))),
             writer,
             heartbeat,
@@ -129,6 +157,7 @@ impl Horizon {
     /// supervisor records.
     pub async fn finish(self) {
         let Horizon {
+            snapshots,
             recorder,
             writer,
             heartbeat,
@@ -139,6 +168,9 @@ impl Horizon {
             failed_batches,
         } = self;
         heartbeat.abort();
+        if let Some(snapshots) = snapshots {
+            snapshots.abort();
+        }
         drop(recorder);
         if tokio::time::timeout(Duration::from_secs(5), writer)
             .await
