@@ -384,3 +384,70 @@ fn snapshots_read_and_reset_the_metrics_and_trim_the_lists() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
 }
+
+#[test]
+fn on_a_cluster_every_record_is_under_the_braced_prefix() {
+    use common::redis_topologies::{Cluster, cli, require, text};
+    let test = "on_a_cluster_every_record_is_under_the_braced_prefix";
+    if !require(test, &["redis-server", "redis-cli"]) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lw-hz-cluster-")
+        .tempdir()
+        .unwrap();
+    let cluster = Cluster::start(dir.path());
+    let handler = dir.path().join("h.sh");
+    std::fs::write(
+        &handler,
+        "#!/bin/sh\ncase \"$LARAVEL_WORKER_JOB_NAME\" in *Bad) exit 1;; esac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\nurl = \"redis://127.0.0.1:{}\"\ncluster = true\n\
+             [failed]\ndriver = \"null\"\n\
+             [horizon]\nenabled = true\nprefix = \"{P}\"\n\
+             [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+            cluster.nodes[0].port,
+            handler.display()
+        ),
+    )
+    .unwrap();
+    for job in ["App\\Jobs\\Good", "App\\Jobs\\Bad"] {
+        let out = cli(&config, &["push", "default", "--job", job], &[]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let out = cli(&config, &["work", "--stop-when-empty", "--tries=1"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let mut conn = cluster.client();
+    let braced = |k: &str| format!("{{{P}}}{k}");
+    let zrange = |conn: &mut redis::cluster::ClusterConnection, k: &str| -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg(braced(k))
+            .arg(0)
+            .arg(-1)
+            .query(conn)
+            .unwrap()
+    };
+    let [done] = <[String; 1]>::try_from(zrange(&mut conn, "completed_jobs")).unwrap();
+    let [failed] = <[String; 1]>::try_from(zrange(&mut conn, "failed_jobs")).unwrap();
+    for (id, status) in [(&done, "completed"), (&failed, "failed")] {
+        let record: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(braced(id))
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(record["status"], status, "{id}");
+    }
+    let throughput: String = redis::cmd("HGET")
+        .arg(braced("queue:default"))
+        .arg("throughput")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(throughput, "1");
+}
