@@ -67,9 +67,11 @@ impl Writer {
         let mut batch = Vec::with_capacity(BATCH);
         while records.recv_many(&mut batch, BATCH).await > 0 {
             let mut pipe = redis::pipe();
+            let mut runs = super::metrics::Runs::default();
             for record in batch.drain(..) {
-                self.add(&mut pipe, &record);
+                self.add(&mut pipe, &mut runs, &record);
             }
+            runs.write(&mut pipe, &self.keys);
             match pipe.query_async::<()>(&mut conn).await {
                 Ok(()) => limiter.log_resolved(SITE),
                 Err(e) => {
@@ -82,7 +84,7 @@ impl Writer {
 
     /// Adds `record`'s commands to `pipe`; a payload without an id (or
     /// not JSON) has no Horizon record and adds none.
-    fn add(&self, pipe: &mut Pipeline, record: &Record) {
+    fn add(&self, pipe: &mut Pipeline, runs: &mut super::metrics::Runs, record: &Record) {
         let fields: Fields = serde_json::from_slice(&record.payload).unwrap_or_default();
         let Some(id) = fields.job_id() else { return };
         let name = fields.display_name.as_deref().unwrap_or("");
@@ -136,7 +138,7 @@ impl Writer {
                     .ignore()
                     .expire_at(&hash, until(trim.completed) as i64)
                     .ignore();
-                super::metrics::add(pipe, &self.keys, &record.queue, name, *runtime_ms);
+                runs.add(&self.keys, &record.queue, name, *runtime_ms);
             }
             Step::Failed { exception } => {
                 self.add_failed(pipe, record, &fields, &id, exception);
