@@ -1,8 +1,8 @@
 //! The task that writes Horizon's job records, as `RedisJobRepository`
 //! writes them, from the records [`super::records`] queued.
 //!
-//! It takes whatever is queued (up to [`BATCH`] records) and sends it as
-//! one pipeline on its own connection. A Redis error is logged (once per
+//! It takes whatever is queued within [`LINGER`] (up to [`BATCH`] records)
+//! and sends it as one pipeline on its own connection. A Redis error is logged (once per
 //! interval, see [`crate::log_limit`]), counted, and the batch dropped:
 //! never retried, so a Redis that refuses the records costs one round trip
 //! per batch and nothing more.
@@ -22,6 +22,11 @@ use crate::queue::connect::RedisConn;
 
 /// Records sent in one pipeline at most.
 pub const BATCH: usize = 256;
+
+/// How long a batch that is not full waits for more records before it is
+/// sent: one round trip for the records of a few milliseconds, not one
+/// per record, whatever the pace of the jobs.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The few payload fields Horizon's records need.
 #[derive(Deserialize, Default)]
@@ -66,6 +71,15 @@ impl Writer {
         let mut limiter = RepeatLimiter::new(crate::log_limit::DEFAULT_INTERVAL);
         let mut batch = Vec::with_capacity(BATCH);
         while records.recv_many(&mut batch, BATCH).await > 0 {
+            if batch.len() < BATCH {
+                tokio::time::sleep(LINGER).await;
+                while batch.len() < BATCH {
+                    match records.try_recv() {
+                        Ok(record) => batch.push(record),
+                        Err(_) => break,
+                    }
+                }
+            }
             let mut pipe = redis::pipe();
             let mut runs = super::metrics::Runs::default();
             for record in batch.drain(..) {
