@@ -7,6 +7,7 @@
 //! never retried, so a Redis that refuses the records costs one round trip
 //! per batch and nothing more.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -82,8 +83,13 @@ impl Writer {
             }
             let mut pipe = redis::pipe();
             let mut runs = super::metrics::Runs::default();
+            // A job's records share its payload: it is parsed once a batch.
+            let mut parsed: HashMap<(usize, usize), Fields> = HashMap::new();
             for record in batch.drain(..) {
-                self.add(&mut pipe, &mut runs, &record);
+                let fields = parsed
+                    .entry((record.payload.as_ptr() as usize, record.payload.len()))
+                    .or_insert_with(|| serde_json::from_slice(&record.payload).unwrap_or_default());
+                self.add(&mut pipe, &mut runs, &record, fields);
             }
             runs.write(&mut pipe, &self.keys);
             match pipe.query_async::<()>(&mut conn).await {
@@ -98,8 +104,13 @@ impl Writer {
 
     /// Adds `record`'s commands to `pipe`; a payload without an id (or
     /// not JSON) has no Horizon record and adds none.
-    fn add(&self, pipe: &mut Pipeline, runs: &mut super::metrics::Runs, record: &Record) {
-        let fields: Fields = serde_json::from_slice(&record.payload).unwrap_or_default();
+    fn add(
+        &self,
+        pipe: &mut Pipeline,
+        runs: &mut super::metrics::Runs,
+        record: &Record,
+        fields: &Fields,
+    ) {
         let Some(id) = fields.job_id() else { return };
         let name = fields.display_name.as_deref().unwrap_or("");
         let hash = self.keys.key(&id);
@@ -155,7 +166,7 @@ impl Writer {
                 runs.add(&self.keys, &record.queue, name, *runtime_ms);
             }
             Step::Failed { exception } => {
-                self.add_failed(pipe, record, &fields, &id, exception);
+                self.add_failed(pipe, record, fields, &id, exception);
             }
         }
     }
