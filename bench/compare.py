@@ -12,6 +12,8 @@ cloned with fresh uuid/id) through:
   * laravel-worker + the PHP bridge (persistent, 2 processes, concurrency 2);
   * laravel-worker + a warm no-op persistent handler (mawk answering on fd 3),
     concurrency 1, 8, 32, 64 (as many processes as slots);
+  * the same, concurrency 1 and 8, with `[horizon] enabled` off and on in
+    turn (the cost of Horizon's records);
   * laravel-worker + a keep-alive HTTP/1.1 no-op endpoint (a small asyncio
     server on 127.0.0.1), concurrency 32;
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
@@ -590,6 +592,10 @@ driver = "null"
                      ("bridge", "bridge persistent x2, c=2", n, self.bridge)]
         for c in (1, 8, 32, 64):
             rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
+        for c in (1, 8):
+            for on in (False, True):
+                rows.append(("horizon", f"warm no-op, c={c}, [horizon] {'on' if on else 'off'}", n,
+                             lambda c=c, on=on: self.warm_row(c, horizon=on)))
         rows.append(("http", "HTTP keep-alive no-op, c=32", n, lambda: self.http_row(32)))
         rows.append(("process", "/bin/true per job, c=8", np_, lambda: self.process_row(8)))
         rows = [(name, count, run) for key, name, count, run in rows if self.wanted(key)]
@@ -638,8 +644,11 @@ driver = "null"
             ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2")]
 
-    def warm_row(self, c):
-        cfg = self.config(f"warm{c}", self.handler_persistent([self.warm], c))
+    def warm_row(self, c, horizon=False):
+        handlers = self.handler_persistent([self.warm], c)
+        if horizon:
+            handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n\n'
+        cfg = self.config(f"warm{c}{'-horizon' if horizon else ''}", handlers)
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
 
     def start_http(self):
@@ -1115,7 +1124,8 @@ def main():
     ap.add_argument("--size", choices=sorted(SIZES), default="quick",
                     help="quick: a smoke run of a few minutes; full: the README table")
     ap.add_argument("--reps", type=int, help="repetitions of each throughput row (median)")
-    ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, http, process "
+    ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, horizon "
+                                   "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
                                    "delayed, pickup")
     ap.add_argument("--json", help="also write the results to this file")

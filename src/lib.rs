@@ -35,6 +35,7 @@ mod exception;
 mod failed;
 mod handler;
 mod hints;
+mod horizon;
 mod lifecycle;
 mod log_limit;
 mod memory;

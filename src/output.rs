@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
-use crate::worker::{JobEvents, Verdict};
+use crate::worker::{JobEvents, Settled, Verdict};
 
 /// Writes the per-job lines to stdout: a listener of the worker's
 /// [`JobEvents`], as artisan's `WorkCommand` listens to the worker's.
@@ -153,7 +153,7 @@ impl JobEvents for Reporter {
     }
 
     /// The job's line: artisan's DONE/FAIL, or the JSON status.
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, _: Settled, took: Duration) {
         // A job of a tripped handler did not run: a line each would bury
         // the one error line that says why (JSON keeps its line).
         if !self.json && matches!(verdict, Verdict::HandBack { tripped: true, .. }) {

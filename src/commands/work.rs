@@ -8,6 +8,7 @@ use anyhow::Context;
 use crate::app;
 use crate::cli::WorkArgs;
 use crate::config::Settings;
+use crate::horizon::Horizon;
 use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::{Metrics, listener};
 use crate::output::Reporter;
@@ -58,13 +59,31 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         tokio::spawn(listener::serve(listener, Arc::clone(&metrics), limits, cap));
     }
     // `WorkCommand::listenForEvents`: the output lines and the metrics
-    // hear the worker's job events.
-    let events = Listeners::new()
+    // hear the worker's job events, and Horizon's records when asked.
+    let mut events = Listeners::new()
         .with(Arc::new(
             Reporter::new(options.json, settings.connection.clone())
                 .with_laravel8_lines(settings.laravel.major < 9),
         ) as Arc<dyn JobEvents>)
         .with(metrics as Arc<dyn JobEvents>);
+    let horizon = match &settings.horizon {
+        Some(horizon) => Some(
+            Horizon::start(
+                horizon,
+                &settings.redis,
+                &queue,
+                &settings.connection,
+                &options,
+                control.clone(),
+            )
+            .await
+            .context("cannot connect to the Redis of [horizon]")?,
+        ),
+        None => None,
+    };
+    if let Some(horizon) = &horizon {
+        events = events.with(horizon.listener());
+    }
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
@@ -90,6 +109,9 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         .with_drain_timeout(settings.drain_timeout, drain_deadline)
         .run()
         .await;
+    if let Some(horizon) = horizon {
+        horizon.finish().await;
+    }
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
 }

@@ -12,6 +12,7 @@
 //! | `REDIS_SENTINEL_PASSWORD`         | `[redis] sentinel_password`              |
 //! | `REDIS_PREFIX`                    | `[redis] prefix`                         |
 //! | `APP_NAME`                        | prefixes `slug-database-` / `slug-cache-` when no prefix is set |
+//! | `HORIZON_PREFIX`                  | `[horizon] prefix` (else `{slug}_horizon:` from `APP_NAME`) |
 //! | `REDIS_CACHE_DB`                  | `[cache] database` (a database in `REDIS_URL` wins) |
 //! | `CACHE_PREFIX`                    | `[cache] prefix`                         |
 //! | `DB_CACHE_TABLE`                  | `[cache] table` (database store)         |
@@ -28,7 +29,7 @@
 //! `REDIS_SENTINEL_PASSWORD`) is no password, and `REDIS_PREFIX` or
 //! `CACHE_PREFIX` set to `null` or `false` is no prefix (not the default).
 
-use super::file::{CacheLayer, FailedLayer, Layer, Nullable, QueueLayer, RedisLayer};
+use super::file::{CacheLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer};
 use super::phpdotenv::EnvValue;
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
@@ -168,6 +169,13 @@ pub fn layer_with(
         failed: FailedLayer {
             url: database_url(&get),
             ..FailedLayer::default()
+        },
+        horizon: HorizonLayer {
+            // Horizon's config: `HORIZON_PREFIX`, else the app name's slug
+            // (always with `_`) and `_horizon:`.
+            prefix: kept("HORIZON_PREFIX")
+                .or_else(|| get("APP_NAME").map(|n| format!("{}_horizon:", slug_with(&n, '_')))),
+            ..HorizonLayer::default()
         },
         ..Layer::default()
     })

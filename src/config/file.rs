@@ -31,6 +31,9 @@ pub struct Layer {
     /// `[metrics]`: the Prometheus and health endpoint.
     #[serde(default)]
     pub metrics: MetricsLayer,
+    /// `[horizon]`: records for Horizon's dashboard.
+    #[serde(default)]
+    pub horizon: HorizonLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -194,6 +197,34 @@ pub struct MetricsLayer {
     /// Connections served at once (default 32, and never more than a
     /// quarter of the process's open-file limit); more are closed at once.
     pub max_connections: Option<usize>,
+}
+
+/// `[horizon]`: the records Horizon's dashboard reads (job records,
+/// metrics, a master and its supervisors), written on the queue's Redis.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HorizonLayer {
+    /// Write the records; default false.
+    pub enabled: Option<bool>,
+    /// Horizon's key prefix (`horizon.prefix`, `HORIZON_PREFIX`); default
+    /// `Str::slug(APP_NAME, '_')` + `_horizon:`, `laravel_horizon:`.
+    pub prefix: Option<String>,
+    /// Take `horizon:snapshot`'s metric snapshots every five minutes and
+    /// trim the job lists, as a scheduled `horizon:snapshot` and a PHP
+    /// master would; default false.
+    pub snapshot: Option<bool>,
+    /// `horizon.trim.recent`, minutes (default 60).
+    pub trim_recent: Option<u64>,
+    /// `horizon.trim.pending`, minutes (default 60).
+    pub trim_pending: Option<u64>,
+    /// `horizon.trim.completed`, minutes (default 60).
+    pub trim_completed: Option<u64>,
+    /// `horizon.trim.recent_failed`, minutes (default 10080).
+    pub trim_recent_failed: Option<u64>,
+    /// `horizon.trim.failed`, minutes (default 10080).
+    pub trim_failed: Option<u64>,
+    /// `horizon.trim.monitored`, minutes (default 10080).
+    pub trim_monitored: Option<u64>,
 }
 
 /// One `[[handlers]]` entry.
@@ -443,6 +474,20 @@ impl Layer {
                     .metrics
                     .max_connections
                     .or(self.metrics.max_connections),
+            },
+            horizon: HorizonLayer {
+                enabled: over.horizon.enabled.or(self.horizon.enabled),
+                prefix: over.horizon.prefix.or(self.horizon.prefix),
+                snapshot: over.horizon.snapshot.or(self.horizon.snapshot),
+                trim_recent: over.horizon.trim_recent.or(self.horizon.trim_recent),
+                trim_pending: over.horizon.trim_pending.or(self.horizon.trim_pending),
+                trim_completed: over.horizon.trim_completed.or(self.horizon.trim_completed),
+                trim_recent_failed: over
+                    .horizon
+                    .trim_recent_failed
+                    .or(self.horizon.trim_recent_failed),
+                trim_failed: over.horizon.trim_failed.or(self.horizon.trim_failed),
+                trim_monitored: over.horizon.trim_monitored.or(self.horizon.trim_monitored),
             },
             handlers: over.handlers.or(self.handlers),
         }

@@ -5,8 +5,8 @@
 use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
-    AppLayer, CacheLayer, FailedLayer, HandlerEntry, Layer, MetricsLayer, QueueLayer, RedisLayer,
-    WorkerLayer,
+    AppLayer, CacheLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer, MetricsLayer, QueueLayer,
+    RedisLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -20,6 +20,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("failed", fields::<FailedLayer>()),
         ("worker", fields::<WorkerLayer>()),
         ("metrics", fields::<MetricsLayer>()),
+        ("horizon", fields::<HorizonLayer>()),
         ("handlers", fields::<HandlerEntry>()),
     ]
 }

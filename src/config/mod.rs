@@ -81,6 +81,8 @@ pub struct Settings {
     pub backlog_interval: Option<Duration>,
     /// Time limits and connection cap of the metrics endpoint.
     pub metrics_limits: crate::metrics::listener::Limits,
+    /// `[horizon]`: Horizon's records; `None`: not written.
+    pub horizon: Option<crate::horizon::HorizonSettings>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -423,6 +425,7 @@ impl Settings {
             on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
+            horizon: horizon(&layer.horizon, is_cluster),
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
                     format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
@@ -705,6 +708,27 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
 /// timer or a reservation score (now + `retry_after`, signed 64-bit) would
 /// overflow, so a larger value is refused as a typo rather than run wrong.
 pub const MAX_SECONDS: u64 = i32::MAX as u64;
+
+/// `[horizon]`, resolved: `None` unless `enabled`; the prefix braced on a
+/// cluster as Horizon does (see [`crate::horizon::keys::prefix`]).
+fn horizon(layer: &file::HorizonLayer, cluster: bool) -> Option<crate::horizon::HorizonSettings> {
+    let defaults = crate::horizon::Trim::default();
+    layer
+        .enabled
+        .unwrap_or(false)
+        .then(|| crate::horizon::HorizonSettings {
+            prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
+            snapshot: layer.snapshot.unwrap_or(false),
+            trim: crate::horizon::Trim {
+                recent: layer.trim_recent.unwrap_or(defaults.recent),
+                pending: layer.trim_pending.unwrap_or(defaults.pending),
+                completed: layer.trim_completed.unwrap_or(defaults.completed),
+                recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
+                failed: layer.trim_failed.unwrap_or(defaults.failed),
+                monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
+            },
+        })
+}
 
 /// `[metrics] backlog_interval`: seconds between two readings of the
 /// backlog gauges, default 5; 0 turns them off (`None`).

@@ -40,7 +40,7 @@ use prometheus_client::registry::Registry;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
 
-use crate::worker::{JobEvents, StopReason, Verdict};
+use crate::worker::{JobEvents, Settled, StopReason, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
@@ -177,7 +177,7 @@ impl JobEvents for Metrics {
         self.in_flight.inc();
     }
 
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, _: Settled, took: Duration) {
         self.in_flight.dec();
         let outcome = match verdict {
             Verdict::Delete => "done",
@@ -279,7 +279,12 @@ mod tests {
         assert!(m.ready());
         let job = job();
         m.reserved(&job);
-        m.settled(&job, &Verdict::Delete, Duration::from_millis(20));
+        m.settled(
+            &job,
+            &Verdict::Delete,
+            Settled::Done,
+            Duration::from_millis(20),
+        );
         let text = m.render();
         assert!(
             text.contains("laravel_worker_jobs_total{queue=\"default\",outcome=\"done\"} 1"),

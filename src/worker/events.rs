@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::StopReason;
+use super::settle::Settled;
 use super::verdict::Verdict;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
@@ -46,9 +47,10 @@ pub trait JobEvents: Send + Sync {
 
     /// `job` was settled with `verdict`, `took` after it was reserved
     /// (Laravel's `JobProcessed`, `JobReleasedAfterException` or
-    /// `JobFailed`). Emitted whether or not Redis accepted the settle: a
-    /// job left reserved by an outage is still done for this worker.
-    fn settled(&self, _job: &ReservedJob, _verdict: &Verdict, _took: Duration) {}
+    /// `JobFailed`). Emitted whether or not Redis accepted the settle (a
+    /// job left reserved by an outage is still done for this worker);
+    /// `settled` says what Redis actually did.
+    fn settled(&self, _job: &ReservedJob, _verdict: &Verdict, _settled: Settled, _took: Duration) {}
 
     /// The worker stops taking jobs for `reason` (Laravel's
     /// `WorkerStopping`); jobs in flight still settle after it.
@@ -95,9 +97,9 @@ impl JobEvents for Listeners {
         }
     }
 
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, took: Duration) {
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, settled: Settled, took: Duration) {
         for l in &self.listeners {
-            l.settled(job, verdict, took);
+            l.settled(job, verdict, settled, took);
         }
     }
 

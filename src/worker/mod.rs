@@ -40,6 +40,7 @@ use crate::queue::RedisQueue;
 pub use daemon::Daemon;
 pub use events::{JobEvents, Listeners};
 pub use options::WorkerOptions;
+pub use settle::Settled;
 pub use stop::StopReason;
 pub use verdict::Verdict;
 

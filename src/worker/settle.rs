@@ -31,6 +31,43 @@ use crate::queue::ReservedJob;
 /// The longest pause between two tries of a Redis write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
+/// What Redis (and the failed store) did with a job's last step, as
+/// [`settle`] returns it and the [`settled`](super::events::JobEvents::settled)
+/// event reports it: a listener that mirrors the queue elsewhere (Horizon's
+/// job records) writes only what actually happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The job was deleted from `:reserved` (Laravel's `JobProcessed`).
+    Done,
+    /// The job went back to `:delayed`, available in `delay` seconds
+    /// (a release, or an uncounted hand-back).
+    Released {
+        /// Seconds.
+        delay: u64,
+    },
+    /// The job failed and left `:reserved`. `recorded`: its record is in
+    /// the failed-job store (or its fallback); false when the store was
+    /// down and the record is kept in the queue's `:unrecorded`, to be
+    /// written when the store is back.
+    Failed {
+        /// The record reached the store.
+        recorded: bool,
+    },
+    /// Redis answered that the reservation was gone. `after_failure`: an
+    /// earlier try had failed, so that try most likely went through and
+    /// only its answer was lost; otherwise the job was reclaimed by
+    /// another worker, which settles it.
+    Gone {
+        /// An earlier try failed before this answer.
+        after_failure: bool,
+    },
+    /// No write reached Redis before the lease ran out: the job stays in
+    /// `:reserved` and is reclaimed after `retry_after`.
+    LeftReserved,
+    /// The reservation was lost while the handler ran: nothing was written.
+    LeaseLost,
+}
+
 /// How a settle write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
@@ -49,42 +86,61 @@ enum Written {
 }
 
 /// Applies `verdict` to `job`; `route` is the job's handler, called in
-/// failed mode when the verdict asks for the `failed()` hook. `settled` is
-/// dropped once the job's fate is in Redis (and the failed store), before
-/// that hook: a hook the drain deadline cuts short leaves nothing reserved.
+/// failed mode when the verdict asks for the `failed()` hook. Returns what
+/// Redis did. `settled` is dropped once the job's fate is in Redis (and the
+/// failed store), before that hook: a hook the drain deadline cuts short
+/// leaves nothing reserved.
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
     verdict: &Verdict,
     services: &Services,
     settled: Ticket,
-) {
+) -> Settled {
     let queue = &services.queue;
-    let (done, hook) = match verdict {
-        Verdict::Delete => (retry("delete", job, || queue.delete(job)).await, None),
+    let (done, landed, hook) = match verdict {
+        Verdict::Delete => (
+            retry("delete", job, || queue.delete(job)).await,
+            Settled::Done,
+            None,
+        ),
         Verdict::Release { delay, .. } => (
             retry("release", job, || queue.release(job, *delay)).await,
+            Settled::Released { delay: *delay },
             None,
         ),
         Verdict::HandBack { delay, .. } => (
             retry("hand back", job, || queue.hand_back(job, *delay)).await,
+            Settled::Released { delay: *delay },
             None,
         ),
         // Not ours any more: whoever reclaims it settles it.
-        Verdict::LeaseLost => return,
+        Verdict::LeaseLost => return Settled::LeaseLost,
         Verdict::Fail {
             exception,
             failed_hook,
         } => {
-            let (written, landed) = fail(job, exception, services).await;
-            let hook = failed_hook.then_some(route).flatten().filter(|_| landed);
-            (written, hook.map(|route| (route, exception)))
+            let (written, hook_may_run, recorded) = fail(job, exception, services).await;
+            let hook = failed_hook
+                .then_some(route)
+                .flatten()
+                .filter(|_| hook_may_run);
+            (
+                written,
+                Settled::Failed { recorded },
+                hook.map(|route| (route, exception)),
+            )
         }
     };
     drop(settled);
     report(job, done);
     if let Some((route, exception)) = hook {
         call_failed_hook(job, route, &exception.to_string(), services).await;
+    }
+    match done {
+        Written::Done => landed,
+        Written::Gone { after_failure } => Settled::Gone { after_failure },
+        Written::LeftReserved => Settled::LeftReserved,
     }
 }
 
@@ -116,15 +172,20 @@ fn report(job: &ReservedJob, done: Written) {
     }
 }
 
-/// `Job::fail`: record, then ZREM. Returns how the write went and whether
-/// the app's `failed()` hook may run now (the failure landed somewhere).
+/// `Job::fail`: record, then ZREM.
 ///
 /// The record is written first. If the store is down, the reservation is
 /// replaced, atomically, by the record in the queue's `:unrecorded`, to be
 /// written to the store when it is back; if Redis cannot take that either,
 /// the job stays reserved (and comes back after `retry_after`) rather than
-/// vanish.
-async fn fail(job: &ReservedJob, exception: &JobException, services: &Services) -> (Written, bool) {
+/// vanish. Returns how the write went, whether the app's `failed()` hook
+/// may run now (the failure landed somewhere), and whether the record
+/// reached the store (false: it is kept in `:unrecorded`).
+async fn fail(
+    job: &ReservedJob,
+    exception: &JobException,
+    services: &Services,
+) -> (Written, bool, bool) {
     let text = exception.to_string();
     // The record (and, when parked, its encoded copy) is dropped before the
     // hook runs, which may take long.
@@ -136,10 +197,11 @@ async fn fail(job: &ReservedJob, exception: &JobException, services: &Services) 
                     after_failure: true
                 }
         );
-        return (parked, landed);
+        return (parked, landed, false);
     }
     (
         retry("delete", job, || services.queue.delete(job)).await,
+        true,
         true,
     )
 }

@@ -37,8 +37,10 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
             )),
         },
     };
-    settle(&job, route, &verdict, services, settled).await;
-    services.events.settled(&job, &verdict, started.elapsed());
+    let outcome = settle(&job, route, &verdict, services, settled).await;
+    services
+        .events
+        .settled(&job, &verdict, outcome, started.elapsed());
     crate::memory::after_job(job, &services.queue).await;
 }
 

@@ -1,0 +1,219 @@
+//! Horizon's dashboard for the jobs this daemon runs (`[horizon]`).
+//!
+//! Opt-in (`[horizon] enabled = true`). On the queue connection's Redis,
+//! under Horizon's prefix ([`keys`]), the daemon writes what Horizon's PHP
+//! workers and master would:
+//! - [`records`] and [`writer`]: the job records (`P{id}` hashes and the
+//!   recent, pending, completed, silenced and failed lists, failed tags),
+//!   written after Redis did each step, on a task and a connection of
+//!   their own, never holding up a job;
+//! - [`metrics`]: per class and per queue throughput and runtime;
+//! - [`heartbeat`]: a master and its supervisor, every second, and the
+//!   commands Horizon queues for them;
+//! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
+//!   trimming of the job lists, for deployments with no PHP Horizon left.
+//!
+//! Not kept: monitored tags.
+
+pub mod heartbeat;
+pub mod keys;
+pub mod metrics;
+pub mod records;
+pub mod snapshot;
+pub mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::queue::RedisQueue;
+use crate::queue::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget};
+use crate::signals::Control;
+use crate::worker::{JobEvents, WorkerOptions};
+
+/// `[horizon]`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HorizonSettings {
+    /// The prefix of every Horizon key, braced on a cluster.
+    pub prefix: String,
+    /// Take metric snapshots and trim the job lists.
+    pub snapshot: bool,
+    /// `horizon.trim`: how long records live.
+    pub trim: Trim,
+}
+
+/// `horizon.trim`, in minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trim {
+    /// The recent jobs list (60).
+    pub recent: u64,
+    /// The recent failed jobs list (10080).
+    pub recent_failed: u64,
+    /// The monitored jobs list (10080).
+    pub monitored: u64,
+    /// Expiry of a job record the daemon creates at reservation (60).
+    pub pending: u64,
+    /// Expiry of a completed job's record (60).
+    pub completed: u64,
+    /// Expiry of a failed job's record and of its `failed:{tag}` sets (10080).
+    pub failed: u64,
+}
+
+impl Default for Trim {
+    fn default() -> Self {
+        Trim {
+            recent: 60,
+            recent_failed: 10080,
+            monitored: 10080,
+            pending: 60,
+            completed: 60,
+            failed: 10080,
+        }
+    }
+}
+
+/// The running Horizon bookkeeping: the writer and heartbeat tasks.
+pub struct Horizon {
+    recorder: Arc<records::Recorder>,
+    writer: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+    snapshots: Option<JoinHandle<()>>,
+    keys: keys::Keys,
+    me: heartbeat::Identity,
+    conn: RedisConn,
+    dropped: Arc<AtomicU64>,
+    failed_batches: Arc<AtomicU64>,
+}
+
+impl Horizon {
+    /// Connects to `target` and starts the writer and the heartbeat (and
+    /// the snapshots when asked) for a worker on `queue` (connection
+    /// `connection`) with `options`; `control` tells whether the worker is
+    /// paused.
+    ///
+    /// # Errors
+    /// The Redis connection cannot be opened.
+    pub async fn start(
+        settings: &HorizonSettings,
+        target: &RedisTarget,
+        queue: &RedisQueue,
+        connection: &str,
+        options: &WorkerOptions,
+        control: watch::Receiver<Control>,
+    ) -> anyhow::Result<Self> {
+        let conn = crate::queue::connect::open(target, Some(COMMAND_TIMEOUT)).await?;
+        let keys = keys::Keys::new(settings.prefix.clone());
+        let (sender, receiver) = tokio::sync::mpsc::channel(records::CAPACITY);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let failed_batches = Arc::new(AtomicU64::new(0));
+        let writer = writer::Writer {
+            keys: keys.clone(),
+            connection: connection.to_string(),
+            settings: settings.clone(),
+            failed_batches: Arc::clone(&failed_batches),
+        };
+        let writer = tokio::spawn(writer.run(receiver, conn.clone()));
+        let me = identity(connection, options);
+        tracing::info!(master = %me.master, prefix = %settings.prefix, "writing Horizon's records");
+        let heartbeat = tokio::spawn(heartbeat::run(
+            keys.clone(),
+            me.clone(),
+            conn.clone(),
+            control,
+        ));
+        let snapshots = settings.snapshot.then(|| {
+            let snapshots = snapshot::Snapshots {
+                keys: keys.clone(),
+                prefix: settings.prefix.clone(),
+                queue: queue.clone(),
+                trim: settings.trim,
+                processes: me.concurrency,
+            };
+            tokio::spawn(snapshots.run(conn.clone()))
+        });
+        Ok(Horizon {
+            snapshots,
+            recorder: Arc::new(records::Recorder::new(sender, Arc::clone(&dropped))),
+            writer,
+            heartbeat,
+            keys,
+            me,
+            conn,
+            dropped,
+            failed_batches,
+        })
+    }
+
+    /// The job events listener that queues the records.
+    pub fn listener(&self) -> Arc<dyn JobEvents> {
+        Arc::clone(&self.recorder) as Arc<dyn JobEvents>
+    }
+
+    /// Once the worker stopped (and dropped its listeners): writes what is
+    /// still queued (for at most 5 s) and removes the master and
+    /// supervisor records.
+    pub async fn finish(self) {
+        let Horizon {
+            snapshots,
+            recorder,
+            writer,
+            heartbeat,
+            keys,
+            me,
+            mut conn,
+            dropped,
+            failed_batches,
+        } = self;
+        heartbeat.abort();
+        if let Some(snapshots) = snapshots {
+            snapshots.abort();
+        }
+        drop(recorder);
+        if tokio::time::timeout(Duration::from_secs(5), writer)
+            .await
+            .is_err()
+        {
+            tracing::warn!("Horizon records still queued at exit were dropped");
+        }
+        if let Err(e) = heartbeat::forget(&keys, &me, &mut conn).await {
+            tracing::warn!("cannot remove Horizon's master record: {e}");
+        }
+        let (dropped, failed) = (
+            dropped.load(Ordering::Relaxed),
+            failed_batches.load(Ordering::Relaxed),
+        );
+        if dropped + failed > 0 {
+            tracing::warn!(dropped, failed_batches = failed, "Horizon records lost");
+        }
+    }
+}
+
+/// The master and supervisor this worker shows as.
+fn identity(connection: &str, options: &WorkerOptions) -> heartbeat::Identity {
+    let queue = options.queues.join(",");
+    heartbeat::Identity {
+        master: keys::master_name(),
+        connection: connection.to_string(),
+        queues: options.queues.clone(),
+        concurrency: options.concurrency.max(1),
+        options: serde_json::json!({
+            "name": "laravel-worker",
+            "connection": connection,
+            "queue": queue,
+            "balance": false,
+            "maxProcesses": options.concurrency.max(1),
+            "minProcesses": options.concurrency.max(1),
+            "timeout": options.timeout,
+            "maxTries": options.tries,
+            "maxJobs": options.max_jobs,
+            "maxTime": options.max_time.as_secs(),
+            "memory": options.memory_mb,
+            "sleep": options.sleep.as_secs_f64(),
+            "rest": options.rest.as_secs_f64(),
+            "force": options.force,
+        }),
+    }
+}
