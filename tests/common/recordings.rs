@@ -474,10 +474,19 @@ pub fn create_tables(path: &Path, schema: &Value) {
     }
 }
 
-/// Inserts the recorded `cache` rows (key, value, expiration).
+/// Around when the recordings were made (UNIX seconds, the fixtures'
+/// README: "every Unix time in the data ... around 1795558000").
+const RECORDED_AROUND: i64 = 1_795_558_000;
+
+/// Inserts the recorded `cache` rows (key, value, expiration). Each row
+/// was alive when recorded, so its expiration is moved by the time since
+/// the recording: a counter written with a day to live (`job-exceptions`)
+/// must not have expired because the test runs a day later.
 pub fn load_cache_rows(path: &Path, rows: &Value) {
+    let shift = (super::now() - RECORDED_AROUND).max(0);
     for row in rows.as_array().into_iter().flatten() {
-        let expiration = row["expiration"].to_string();
+        let recorded = row["expiration"].as_i64().unwrap_or(0);
+        let expiration = (recorded + shift).to_string();
         super::sqlite::execute(
             path,
             "INSERT INTO cache (key, value, expiration) VALUES (?, ?, ?)",
