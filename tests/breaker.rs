@@ -115,25 +115,8 @@ fn failed_trials(log: &str) -> usize {
 /// not echo the request's `call` id.
 #[test]
 fn an_old_protocol_persistent_handler_trips_and_recovers() {
-    let s = Scene::new();
-    let script = s.script(
-        "p.sh",
-        "echo $$ >> \"$DIR/starts\"\n\
-         while IFS= read -r line; do printf '{\"action\":\"done\"}\\n' >&3; done",
-    );
-    let config = tuned(&s, Handler::command(&script).persistent()).write();
-    let log = trips_then_recovers(
-        &s,
-        &config,
-        "echoing the request's `call` id",
-        || replace_script(&s, &script, FIXED),
-        || logged(&s),
-    );
-    assert!(
-        starts(&s) <= TRIP_AFTER as usize + failed_trials(&log),
-        "the broken handler ran {} times; log:\n{log}",
-        starts(&s)
-    );
+    let body = "while IFS= read -r line; do printf '{\"action\":\"done\"}\\n' >&3; done";
+    let log = persistent_trips_and_recovers(body, "echoing the request's `call` id");
     // Logged once, then summarised every 30 s: the test takes less.
     let faults = log
         .lines()
@@ -145,24 +128,7 @@ fn an_old_protocol_persistent_handler_trips_and_recovers() {
 /// A process that is killed (exit 137) each time before it answers.
 #[test]
 fn a_handler_that_exits_137_before_answering_trips_and_recovers() {
-    let s = Scene::new();
-    let script = s.script(
-        "p.sh",
-        "echo $$ >> \"$DIR/starts\"\nIFS= read -r line\nexit 137",
-    );
-    let config = tuned(&s, Handler::command(&script).persistent()).write();
-    let log = trips_then_recovers(
-        &s,
-        &config,
-        "exit before answering",
-        || replace_script(&s, &script, FIXED),
-        || logged(&s),
-    );
-    assert!(
-        starts(&s) <= TRIP_AFTER as usize + failed_trials(&log),
-        "the broken handler ran {} times; log:\n{log}",
-        starts(&s)
-    );
+    let log = persistent_trips_and_recovers("IFS= read -r line\nexit 137", "exit before answering");
     assert!(log.contains("exited with status 137"), "{log}");
 }
 
@@ -246,4 +212,27 @@ fn on_handler_tripped_exit_stops_the_worker_with_status_4() {
         &["echoing the request's `call` id"],
     );
     assert_eq!(in_redis(&s), JOBS, "every job still in Redis");
+}
+
+/// A persistent handler running `body` (each start recorded in `starts`)
+/// trips with `fix` in its error line and recovers once its script is
+/// fixed; it was started no more often than the trips and the failed
+/// trials allow. Returns the worker's log.
+fn persistent_trips_and_recovers(body: &str, fix: &str) -> String {
+    let s = Scene::new();
+    let script = s.script("p.sh", &format!("echo $$ >> \"$DIR/starts\"\n{body}"));
+    let config = tuned(&s, Handler::command(&script).persistent()).write();
+    let log = trips_then_recovers(
+        &s,
+        &config,
+        fix,
+        || replace_script(&s, &script, FIXED),
+        || logged(&s),
+    );
+    assert!(
+        starts(&s) <= TRIP_AFTER as usize + failed_trials(&log),
+        "the broken handler ran {} times; log:\n{log}",
+        starts(&s)
+    );
+    log
 }
