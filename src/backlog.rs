@@ -59,32 +59,32 @@ impl Backlog {
     pub fn register(registry: &mut Registry) -> Self {
         let b = Backlog::default();
         let queue = registry.sub_registry_with_prefix("queue");
-        queue.register("ready", "Jobs in the ready list", b.ready.clone());
-        queue.register(
-            "delayed",
-            "Jobs in the delayed zset, due or not",
-            b.delayed.clone(),
-        );
-        queue.register(
-            "delayed_due",
-            "Delayed jobs already due",
-            b.delayed_due.clone(),
-        );
-        queue.register(
-            "reserved",
-            "Jobs reserved (running, or waiting to be reclaimed)",
-            b.reserved.clone(),
-        );
-        queue.register(
-            "oldest_ready_age_seconds",
-            "Seconds since the job at the head of the ready list was pushed",
-            b.oldest_age.clone(),
-        );
-        queue.register(
-            "backlog",
-            "Ready + due delayed + reserved jobs: the number to scale on",
-            b.backlog.clone(),
-        );
+        for (name, help, family) in [
+            ("ready", "Jobs in the ready list", &b.ready),
+            (
+                "delayed",
+                "Jobs in the delayed zset, due or not",
+                &b.delayed,
+            ),
+            ("delayed_due", "Delayed jobs already due", &b.delayed_due),
+            (
+                "reserved",
+                "Jobs reserved (running, or waiting to be reclaimed)",
+                &b.reserved,
+            ),
+            (
+                "oldest_ready_age_seconds",
+                "Seconds since the job at the head of the ready list was pushed",
+                &b.oldest_age,
+            ),
+            (
+                "backlog",
+                "Ready + due delayed + reserved jobs: the number to scale on",
+                &b.backlog,
+            ),
+        ] {
+            queue.register(name, help, family.clone());
+        }
         b
     }
 

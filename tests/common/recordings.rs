@@ -17,6 +17,17 @@ use serde_json::{Value, json};
 
 use super::Scene;
 
+/// What both trace tests (database and Redis cache store) read.
+const TRACE_FILES: &[&str] = &[
+    "laravel12/traces/",
+    "laravel12/normalize.py",
+    "laravel12/failed_jobs/schema.json",
+    "laravel12/failed_jobs/failed-",
+    "laravel12/cache/job-exceptions.json",
+    "laravel12/cache/unique-lock.json",
+    "laravel12/payloads/unique.json",
+];
+
 /// Which test reads which fixture files: a path relative to
 /// `../shared/fixtures`, or a folder ending in `/` for every file in it.
 pub const USES: &[(&str, &[&str])] = &[
@@ -47,28 +58,9 @@ pub const USES: &[(&str, &[&str])] = &[
     ),
     (
         "traces_match_in_effect_with_the_database_cache",
-        &[
-            "laravel12/traces/",
-            "laravel12/normalize.py",
-            "laravel12/failed_jobs/schema.json",
-            "laravel12/failed_jobs/failed-",
-            "laravel12/cache/job-exceptions.json",
-            "laravel12/cache/unique-lock.json",
-            "laravel12/payloads/unique.json",
-        ],
+        TRACE_FILES,
     ),
-    (
-        "traces_match_in_effect_with_the_redis_cache",
-        &[
-            "laravel12/traces/",
-            "laravel12/normalize.py",
-            "laravel12/failed_jobs/schema.json",
-            "laravel12/failed_jobs/failed-",
-            "laravel12/cache/job-exceptions.json",
-            "laravel12/cache/unique-lock.json",
-            "laravel12/payloads/unique.json",
-        ],
-    ),
+    ("traces_match_in_effect_with_the_redis_cache", TRACE_FILES),
     (
         "batch_counters_move_as_recorded",
         &[
