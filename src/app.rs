@@ -28,7 +28,6 @@ const CONNECT_TRIES: u32 = 5;
 pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
     let options = QueueOptions {
         prefix: settings.redis_prefix.clone(),
-        cluster: settings.cluster,
         retry_after: settings.retry_after,
         block_for: settings.block_for,
         migration_batch_size: settings.migration_batch_size,
@@ -37,7 +36,7 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
     for attempt in 1..=CONNECT_TRIES {
         match RedisQueue::connect(&settings.redis, options.clone()).await {
             Ok(queue) => return Ok(queue),
-            Err(e) if attempt < CONNECT_TRIES && !crate::queue::connect::is_permanent(&e) => {
+            Err(e) if attempt < CONNECT_TRIES && !crate::redis::is_permanent(&e) => {
                 tracing::warn!(
                     attempt,
                     redis = %settings.redis.describe(),
@@ -48,7 +47,7 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
             }
             Err(e) => {
                 let target = settings.redis.describe();
-                if crate::queue::connect::speaks_no_redis(&e) {
+                if crate::redis::speaks_no_redis(&e) {
                     anyhow::bail!(
                         "the queue Redis ({target}) answered, but not in the Redis protocol: \
                          is another service (an HTTP server?) on that port? Check [redis] url, \
@@ -81,17 +80,14 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
             connection,
             key_prefix,
         } => {
-            let conn = crate::queue::connect::open(
-                connection,
-                Some(crate::queue::connect::COMMAND_TIMEOUT),
-            )
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot connect to the cache Redis ({})",
-                    connection.describe()
-                )
-            })?;
+            let conn = crate::redis::open(connection, crate::redis::Purpose::Commands)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot connect to the cache Redis ({})",
+                        connection.describe()
+                    )
+                })?;
             CacheStore::Redis(RedisCache::new(
                 conn,
                 key_prefix.clone(),

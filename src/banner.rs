@@ -102,7 +102,8 @@ impl Banner {
             .iter()
             .map(|name| QueueLine {
                 name: name.clone(),
-                key: QueueKeys::new(&settings.redis_prefix, name, settings.cluster).ready,
+                key: QueueKeys::new(&settings.redis_prefix, name, settings.redis.is_cluster())
+                    .ready,
             })
             .collect();
         let (cache, restart_key) = match &settings.cache {
@@ -131,7 +132,7 @@ impl Banner {
                 format!("database-uuids table {table} at {}", redact::url(url))
             }
             // The hash `RedisFailedStore::new` writes (hash-tagged on a cluster).
-            FailedSettings::Redis if settings.cluster => format!(
+            FailedSettings::Redis if settings.redis.is_cluster() => format!(
                 "redis {}{{laravel-worker:failed_jobs}}",
                 settings.redis_prefix
             ),

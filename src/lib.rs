@@ -6,6 +6,8 @@
 //! operator would name:
 //!
 //! - [`queue`]: the Redis queue (keys, scripts, payload, operations);
+//! - [`redis`](crate::redis): reaching Redis (one server, Sentinel, Cluster,
+//!   TLS), the only place connections are opened;
 //! - [`worker`]: the worker loop, fetch → run handler → settle;
 //! - [`handler`]: the handlers and their routing;
 //! - [`failed`]: the failed-job store;
@@ -43,6 +45,7 @@ mod metrics;
 mod output;
 mod pieces;
 mod queue;
+mod redis;
 mod signals;
 mod stdout;
 mod worker;

@@ -234,3 +234,48 @@ fn the_worker_follows_a_sentinel_failover_mid_run() {
         assert!(out.status.success(), "{args:?}: {}", text(&out));
     }
 }
+
+/// A separate `[cache] url` on a Sentinel setup is reached through the same
+/// sentinels (its host unused, its database and credentials kept), not as
+/// a single server at the URL's host.
+#[test]
+fn a_separate_cache_url_goes_through_the_sentinels() {
+    if !require(
+        "a_separate_cache_url_goes_through_the_sentinels",
+        &["redis-server"],
+    ) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("lw-sentinel-cache-")
+        .tempdir()
+        .unwrap();
+    let set = SentinelSet::start(dir.path());
+    let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\nurl = \"redis://unused:6379/0\"\nprefix = \"laravel_database_\"\n\
+             sentinels = [{}]\nservice = \"{}\"\n\
+             [cache]\nurl = \"redis://unused-too:6379/3\"\nprefix = \"laravel_cache\"\n\
+             colon = true\n[failed]\ndriver = \"null\"\n",
+            sentinels.join(", "),
+            SentinelSet::SERVICE,
+        ),
+    )
+    .unwrap();
+
+    let out = cli(&config, &["restart"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let mut master = redis::Client::open(format!("redis://127.0.0.1:{}/3", set.master.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let marker: Option<String> = redis::cmd("GET")
+        .arg("laravel_database_laravel_cache:illuminate:queue:restart")
+        .query(&mut master)
+        .unwrap();
+    assert!(marker.is_some(), "no restart marker in db 3 of the master");
+}

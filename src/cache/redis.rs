@@ -8,8 +8,8 @@
 //! keys) live in different slots; the cluster client splits the `MGET` by
 //! slot and puts the answers back in the order asked.
 
-use crate::queue::connect::RedisConn;
 use crate::queue::elsewhere::{self, RestartElsewhere};
+use crate::redis::RedisConn;
 
 use super::php;
 

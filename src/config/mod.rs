@@ -26,7 +26,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 pub use file::{HandlerEntry, Layer, Transport};
 
-use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
+use crate::redis::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
@@ -45,8 +45,6 @@ pub struct Settings {
     pub redis: RedisTarget,
     /// The queue connection's key prefix.
     pub redis_prefix: String,
-    /// A Redis Cluster: hash-tag queue names (the topology is in `redis`).
-    pub cluster: bool,
     /// Queue connection name, as written into failed_jobs.
     pub connection: String,
     /// Queue used when `--queue` is not given.
@@ -393,7 +391,6 @@ impl Settings {
             app_path: layer.app.path,
             redis,
             redis_prefix,
-            cluster: is_cluster,
             connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
             retry_after,
@@ -594,25 +591,16 @@ fn sentinel_addr(text: &str, tls: bool) -> anyhow::Result<ConnectionAddr> {
     Ok(info.addr().clone())
 }
 
-/// The cache connection from its own `[cache] url`: a single server, or
-/// on a cluster the cluster seeded from it; TLS files as the queue's.
+/// The cache connection from its own `[cache] url`, arranged as the
+/// queue's (see [`RedisTarget::with_url`]): a single server, the master
+/// the same sentinels name, or the cluster seeded from it; TLS files as the
+/// queue's.
 ///
 /// # Errors
 /// A bad URL.
 fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
     let info = parse_redis_url(url, None, "cache Redis URL")?;
-    let topology = if queue.is_cluster() {
-        Topology::Cluster {
-            nodes: vec![info.clone()],
-        }
-    } else {
-        Topology::Single
-    };
-    Ok(RedisTarget {
-        info,
-        tls: queue.tls.clone(),
-        topology,
-    })
+    Ok(queue.with_url(info))
 }
 
 /// Checks that a `[[handlers]]` entry names exactly one transport
@@ -860,13 +848,13 @@ mod tests {
             panic!()
         };
         assert_eq!(sentinel.sentinels.len(), 2);
-        assert!(!s.cluster);
+        assert!(!s.redis.is_cluster());
 
         let s = resolve(&format!(
             "{base}url = \"redis://127.0.0.1:7000\"\ncluster = true\nnodes = [\"redis://127.0.0.1:7001\"]"
         ))
         .unwrap();
-        assert!(s.cluster);
+        assert!(s.redis.is_cluster());
         let Topology::Cluster { nodes } = &s.redis.topology else {
             panic!()
         };

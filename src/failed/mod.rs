@@ -169,17 +169,14 @@ impl FailedJobStore {
                 )),
             },
             FailedSettings::Redis => {
-                let conn = crate::queue::connect::open(
-                    &settings.redis,
-                    Some(crate::queue::connect::COMMAND_TIMEOUT),
-                )
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot connect to Redis for the failed job store ({})",
-                        settings.redis.describe()
-                    )
-                })?;
+                let conn = crate::redis::open(&settings.redis, crate::redis::Purpose::Commands)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot connect to Redis for the failed job store ({})",
+                            settings.redis.describe()
+                        )
+                    })?;
                 FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
             }
             FailedSettings::Null => FailedJobStore::Null,
@@ -322,7 +319,7 @@ impl FailedJobStore {
 /// The table's fallback: the Redis store under the queue connection's
 /// prefix (the keys of the `redis` driver), connected on first use.
 pub struct Fallback {
-    redis: crate::queue::connect::RedisTarget,
+    redis: crate::redis::RedisTarget,
     prefix: String,
     store: OnceCell<RedisFailedStore>,
 }
@@ -330,7 +327,7 @@ pub struct Fallback {
 impl Fallback {
     /// The Redis store at `redis` with keys under `prefix`; nothing is
     /// connected yet.
-    pub fn new(redis: crate::queue::connect::RedisTarget, prefix: &str) -> Self {
+    pub fn new(redis: crate::redis::RedisTarget, prefix: &str) -> Self {
         Fallback {
             redis,
             prefix: prefix.to_string(),
@@ -343,17 +340,14 @@ impl Fallback {
     async fn store(&self) -> anyhow::Result<&RedisFailedStore> {
         self.store
             .get_or_try_init(|| async {
-                let conn = crate::queue::connect::open(
-                    &self.redis,
-                    Some(crate::queue::connect::COMMAND_TIMEOUT),
-                )
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot connect to Redis for the failed jobs fallback ({})",
-                        self.redis.describe()
-                    )
-                })?;
+                let conn = crate::redis::open(&self.redis, crate::redis::Purpose::Commands)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot connect to Redis for the failed jobs fallback ({})",
+                            self.redis.describe()
+                        )
+                    })?;
                 anyhow::Ok(RedisFailedStore::new(conn, &self.prefix))
             })
             .await

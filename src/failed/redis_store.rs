@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::{FailedJob, Place, StoredJob, format_failed_at};
-use crate::queue::connect::{RedisConn, name_denied_in_scripts};
+use crate::redis::{RedisConn, name_denied_in_scripts};
 
 /// Stores a record under the uuid, or under the next free `uuid#N` when the
 /// uuid's key is taken; returns the key used.

@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::keys::Keys;
-use crate::queue::connect::RedisConn;
+use crate::redis::RedisConn;
 use crate::signals::Control;
 
 /// Time between two beats.

@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::queue::RedisQueue;
-use crate::queue::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget};
+use crate::redis::{Purpose, RedisConn, RedisTarget};
 use crate::signals::Control;
 use crate::worker::{JobEvents, WorkerOptions};
 
@@ -104,7 +104,7 @@ impl Horizon {
         options: &WorkerOptions,
         control: watch::Receiver<Control>,
     ) -> anyhow::Result<Self> {
-        let conn = crate::queue::connect::open(target, Some(COMMAND_TIMEOUT)).await?;
+        let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
         let (sender, receiver) = tokio::sync::mpsc::channel(records::CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));

@@ -23,7 +23,7 @@ use serde_json::json;
 use super::Trim;
 use super::keys::Keys;
 use crate::queue::RedisQueue;
-use crate::queue::connect::RedisConn;
+use crate::redis::RedisConn;
 
 /// Time between two snapshots: Horizon's documented schedule (every five
 /// minutes).

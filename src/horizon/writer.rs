@@ -19,7 +19,7 @@ use super::HorizonSettings;
 use super::keys::Keys;
 use super::records::{Record, Step};
 use crate::log_limit::RepeatLimiter;
-use crate::queue::connect::RedisConn;
+use crate::redis::RedisConn;
 
 /// Records sent in one pipeline at most.
 pub const BATCH: usize = 256;

@@ -16,9 +16,9 @@ use bytes::Bytes;
 use redis::{Pipeline, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::connect::RedisConn;
 use super::member::MemberRef;
 use super::scripts;
+use crate::redis::RedisConn;
 
 /// The most writes sent in one pipeline.
 pub const MAX_BATCH: usize = 256;

@@ -16,8 +16,8 @@
 use redis::AsyncCommands;
 
 use super::RedisQueue;
-use super::connect::RedisConn;
 use super::keys::QueueKeys;
+use crate::redis::RedisConn;
 
 /// Keys examined per `SCAN` call (its `COUNT` hint).
 pub const SCAN_COUNT: usize = 1000;

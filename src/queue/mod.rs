@@ -12,7 +12,6 @@
 
 pub mod batch;
 pub mod command;
-pub mod connect;
 pub mod elsewhere;
 pub mod job;
 pub mod keys;
@@ -21,9 +20,12 @@ pub mod payload;
 pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
-mod tls_probe;
 
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
 pub use redis_queue::RedisQueue;
+
+/// How long one queue command may wait for its answer (the limit of every
+/// command connection, see [`crate::redis::COMMAND_TIMEOUT`]).
+pub use crate::redis::COMMAND_TIMEOUT;

@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::{RedisResult, Value};
 
 use super::batch::{SharedConnection, Write, WriteBatch};
-use super::connect::{COMMAND_TIMEOUT, RedisConn, RedisTarget, name_denied_script_command};
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
 use super::member::{DIGEST_AT, MemberDigest, MemberRef};
 use super::payload::{Payload, PayloadError};
-use super::scripts;
+use super::scripts::{self, name_denied_script_command};
+use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget};
 use bytes::Bytes;
 
 /// The size of the pieces a large job's strings are set aside in by the
@@ -46,7 +46,6 @@ pub struct RedisQueue {
     /// [`Self::waiting_for_jobs`]).
     fetching: Arc<AtomicUsize>,
     prefix: String,
-    cluster: bool,
     /// Seconds a reservation lasts; `None` turns reclaiming off.
     retry_after: Option<u64>,
     /// Seconds to BLPOP on the notify lists when all queues are empty;
@@ -61,8 +60,6 @@ pub struct RedisQueue {
 pub struct QueueOptions {
     /// The connection key prefix (`REDIS_PREFIX`).
     pub prefix: String,
-    /// Wrap queue names in Redis Cluster hash tags (Laravel 13.5+ on clusters).
-    pub cluster: bool,
     /// Seconds; `None` disables reclaiming of reserved jobs.
     pub retry_after: Option<u64>,
     /// Seconds; `None` never blocks.
@@ -113,12 +110,13 @@ pub fn now() -> i64 {
 
 impl RedisQueue {
     /// Connects to the queue database of `target` (one server, Sentinel or
-    /// Cluster; see [`super::connect`]).
+    /// Cluster; see [`crate::redis`]). On a cluster, queue names are
+    /// wrapped in hash tags (Laravel 13.5+ on clusters; [`QueueKeys::new`]).
     ///
     /// # Errors
     /// A bad URL, unreadable TLS files, or an unreachable server.
     pub async fn connect(target: &RedisTarget, options: QueueOptions) -> RedisResult<Self> {
-        let mut first = super::connect::open(target, Some(COMMAND_TIMEOUT)).await?;
+        let mut first = crate::redis::open(target, Purpose::Commands).await?;
         // A server that wants a password when none is configured accepts
         // the connection and refuses every command (NOAUTH): ask once, so
         // that start fails as it does for a wrong password. Any other
@@ -132,7 +130,7 @@ impl RedisQueue {
         let blocking = if target.is_cluster() {
             Blocking::PerQueue(Arc::new(NotifyWaits::new(target.clone())))
         } else {
-            Blocking::One(super::connect::open(target, None).await?)
+            Blocking::One(crate::redis::open(target, Purpose::Blocking).await?)
         };
         tracing::info!(redis = %target.describe(), "connected to the queue Redis");
         Ok(RedisQueue {
@@ -143,7 +141,6 @@ impl RedisQueue {
             migrations: Arc::new(MigrationTicks::default()),
             fetching: Arc::new(AtomicUsize::new(0)),
             prefix: options.prefix,
-            cluster: options.cluster,
             retry_after: options.retry_after,
             block_for: options.block_for,
             migration_batch_size: options.migration_batch_size,
@@ -171,7 +168,7 @@ impl RedisQueue {
     /// connection, which closes when they are done. On failure the old
     /// connection stays.
     pub async fn renew_connection(&self) {
-        match super::connect::open(&self.target, Some(COMMAND_TIMEOUT)).await {
+        match crate::redis::open(&self.target, Purpose::Commands).await {
             Ok(fresh) => match self.conn.lock() {
                 Ok(mut conn) => *conn = fresh,
                 Err(poisoned) => *poisoned.into_inner() = fresh,
@@ -182,7 +179,7 @@ impl RedisQueue {
 
     /// The keys of queue `name` on this connection.
     pub fn keys(&self, name: &str) -> Arc<QueueKeys> {
-        Arc::new(QueueKeys::new(&self.prefix, name, self.cluster))
+        Arc::new(QueueKeys::new(&self.prefix, name, self.target.is_cluster()))
     }
 
     /// Seconds a reservation lasts (`None`: reserved jobs are never reclaimed).
@@ -665,7 +662,7 @@ impl NotifyWaits {
             let conn = match state.conns.get(&queue.notify) {
                 Some(conn) => conn.clone(),
                 None => {
-                    let conn = super::connect::open(&self.target, None).await?;
+                    let conn = crate::redis::open(&self.target, Purpose::Blocking).await?;
                     state.conns.insert(queue.notify.clone(), conn.clone());
                     conn
                 }

@@ -300,3 +300,24 @@ return {
     pushed,
 }
 "#;
+
+/// The queue's own scripts, so that an error raised inside one can be
+/// traced to its line (see [`name_denied_script_command`]).
+const QUEUE_SCRIPTS: &[&str] = &[
+    POP,
+    MIGRATE_EXPIRED,
+    RELEASE,
+    PUSH,
+    RENEW,
+    CLEAR,
+    DELETE_BY_DIGEST,
+    RELEASE_BY_DIGEST,
+    RENEW_BY_DIGEST,
+];
+
+/// A queue script's refusal with the command the ACL user may not run
+/// named (see [`crate::redis::name_denied_in_scripts`]); other errors pass
+/// through.
+pub fn name_denied_script_command(e: redis::RedisError) -> redis::RedisError {
+    crate::redis::name_denied_in_scripts(e, QUEUE_SCRIPTS)
+}

@@ -11,10 +11,10 @@
 
 use redis::{RedisResult, Value};
 
-use super::connect::name_denied_script_command;
 use super::keys::QueueKeys;
 use super::redis_queue::{RedisQueue, SET_ASIDE_PIECE};
 use super::scripts;
+use super::scripts::name_denied_script_command;
 
 /// What the pop's reply says of one set-aside job.
 struct SetAside {

@@ -708,7 +708,7 @@ pub fn idle_wait(block_for: Option<u64>, sleep: Duration) -> (IdleWait, Duration
 /// the command timeout it is allowed on top. `None` for a wait without a
 /// limit (`block_for = 0`).
 pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
-    use crate::queue::connect::COMMAND_TIMEOUT;
+    use crate::queue::COMMAND_TIMEOUT;
     let wait = match idle {
         IdleWait::Block(None) => return None,
         IdleWait::Block(Some(wait)) => wait.saturating_add(COMMAND_TIMEOUT),
