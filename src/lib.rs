@@ -44,6 +44,8 @@ mod output;
 mod pieces;
 mod queue;
 mod signals;
+mod slug;
+mod sql;
 mod stdout;
 mod worker;
 
