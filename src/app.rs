@@ -9,14 +9,21 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cache::{CacheStore, DatabaseCache, FileCache, RedisCache};
-use crate::config::{CacheSettings, Settings, Transport};
-use crate::failed::FailedJobStore;
+use crate::config::HandlerEntry;
+use crate::config::{CacheSettings, FailedSettings, Settings, Transport};
+use crate::failed::{DatabaseStore, FailedJobStore, Fallback, RedisFailedStore};
+use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::handler::{
-    Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
+    Handler, HttpHandler, HttpOptions, PersistentHandler, PersistentOptions, Route, Router, Secret,
+    SubprocessHandler,
 };
+use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
+use crate::metrics::Metrics;
 use crate::queue::RedisQueue;
 use crate::queue::redis_queue::QueueOptions;
+use crate::signals::Control;
+use crate::worker::WorkerOptions;
 
 /// Connection attempts at start before the worker gives up (exit 1).
 const CONNECT_TRIES: u32 = 5;
@@ -102,13 +109,37 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
     })
 }
 
-/// Opens the failed-job store (with its fallback for records the store
-/// refuses for good; see [`FailedJobStore::open`]).
+/// Opens the failed-job store `settings` name (`[failed]`). The database
+/// is connected on first use, so a database that is down at start does not
+/// stop the worker; its fallback for records it refuses for good (the Redis
+/// store under the queue connection's prefix, see [`FailedJobStore`]) too.
+/// The `redis` driver connects now.
 ///
 /// # Errors
 /// A database URL that cannot be used, or an unreachable Redis.
 pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobStore> {
-    FailedJobStore::open(settings).await
+    Ok(match &settings.failed {
+        FailedSettings::Database { url, table } => FailedJobStore::Database {
+            table: DatabaseStore::new(url, table)
+                .with_context(|| format!("[failed] url = {:?}", crate::config::redact::url(url)))?,
+            fallback: Box::new(Fallback::new(
+                settings.redis.clone(),
+                &settings.redis_prefix,
+            )),
+        },
+        FailedSettings::Redis => {
+            let conn = crate::redis::open(&settings.redis, crate::redis::Purpose::Commands)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot connect to Redis for the failed job store ({})",
+                        settings.redis.describe()
+                    )
+                })?;
+            FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
+        }
+        FailedSettings::Null => FailedJobStore::Null,
+    })
 }
 
 /// Builds the router from `[[handlers]]`.
@@ -119,9 +150,6 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
 /// results cannot be made; an HTTP handler's `token_env` or `secret_env`
 /// variable is unset or empty, or its client cannot be set up.
 pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
-    use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
-    use crate::handler::{HttpHandler, HttpOptions, Secret};
-
     crate::handler::preflight::require_handlers(settings.handlers.len())?;
     let result_dir = Arc::new(
         crate::handler::subprocess::result_dir()
@@ -138,59 +166,7 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
         .handlers
         .iter()
         .map(|entry| -> anyhow::Result<Route> {
-            let command = entry.command.clone().unwrap_or_default();
-            let environment = crate::handler::process_group::Environment {
-                clear: entry.env_clear.unwrap_or(false),
-                set: entry.env.clone().unwrap_or_default().into_iter().collect(),
-                remove: secrets.clone(),
-            };
-            let transport = entry.transport();
-            if transport != Transport::Http {
-                crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
-            }
-            let handler = match (transport, &entry.url) {
-                (Transport::Http, Some(url)) => {
-                    let secret = |key, var: &Option<String>| {
-                        var.as_deref()
-                            .map(|var| Secret::from_env(&entry.pattern, key, var))
-                            .transpose()
-                    };
-                    Handler::Http(
-                        HttpHandler::new(HttpOptions {
-                            url: reqwest::Url::parse(url)
-                                .with_context(|| format!("[[handlers]] url = {url:?}"))?,
-                            connect_timeout: entry
-                                .connect_timeout
-                                .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
-                            token: secret("token_env", &entry.token_env)?,
-                            secret: secret("secret_env", &entry.secret_env)?,
-                        })
-                        .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))?,
-                    )
-                }
-                (Transport::Persistent, _) => {
-                    Handler::Persistent(PersistentHandler::new(PersistentOptions {
-                        command,
-                        processes: entry.processes.unwrap_or(1),
-                        max_jobs: entry.max_jobs.unwrap_or(0),
-                        max_memory_mb: entry.max_memory.unwrap_or(0),
-                        kill_grace: settings.kill_grace,
-                        output_limit: settings.output_limit,
-                        environment,
-                        decode_command: entry.decodes_command(),
-                    }))
-                }
-                _ => Handler::Subprocess(
-                    SubprocessHandler::new(
-                        command,
-                        settings.kill_grace,
-                        settings.output_limit,
-                        Arc::clone(&result_dir),
-                        environment,
-                    )
-                    .decoding_command(entry.decodes_command()),
-                ),
-            };
+            let handler = open_handler(entry, settings, &result_dir, &secrets)?;
             let breaker = crate::handler::BreakerSettings {
                 trip_after: entry.trip_after.unwrap_or(settings.breaker.trip_after),
                 ..settings.breaker
@@ -204,6 +180,141 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
         })
         .collect::<anyhow::Result<Vec<Route>>>()?;
     Ok(Router::new(routes, settings.unmatched))
+}
+
+/// The handler of one `[[handlers]]` entry, its transport as
+/// [`HandlerEntry::transport`] decides; a command handler's program is
+/// checked first, with `secrets` (variable names) kept from its
+/// environment.
+///
+/// # Errors
+/// As [`build_router`].
+fn open_handler(
+    entry: &HandlerEntry,
+    settings: &Settings,
+    result_dir: &Arc<tempfile::TempDir>,
+    secrets: &[String],
+) -> anyhow::Result<Handler> {
+    let command = entry.command.clone().unwrap_or_default();
+    let environment = crate::handler::process_group::Environment {
+        clear: entry.env_clear.unwrap_or(false),
+        set: entry.env.clone().unwrap_or_default().into_iter().collect(),
+        remove: secrets.to_vec(),
+    };
+    let transport = entry.transport();
+    if transport != Transport::Http {
+        crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
+    }
+    Ok(match (transport, &entry.url) {
+        (Transport::Http, Some(url)) => Handler::Http(http_handler(entry, url)?),
+        (Transport::Persistent, _) => {
+            Handler::Persistent(PersistentHandler::new(PersistentOptions {
+                command,
+                processes: entry.processes.unwrap_or(1),
+                max_jobs: entry.max_jobs.unwrap_or(0),
+                max_memory_mb: entry.max_memory.unwrap_or(0),
+                kill_grace: settings.kill_grace,
+                output_limit: settings.output_limit,
+                environment,
+                decode_command: entry.decodes_command(),
+            }))
+        }
+        _ => Handler::Subprocess(
+            SubprocessHandler::new(
+                command,
+                settings.kill_grace,
+                settings.output_limit,
+                Arc::clone(result_dir),
+                environment,
+            )
+            .decoding_command(entry.decodes_command()),
+        ),
+    })
+}
+
+/// An HTTP handler for `entry`, posting to `url`.
+///
+/// # Errors
+/// As [`build_router`].
+fn http_handler(entry: &HandlerEntry, url: &str) -> anyhow::Result<HttpHandler> {
+    let secret = |key, var: &Option<String>| {
+        var.as_deref()
+            .map(|var| Secret::from_env(&entry.pattern, key, var))
+            .transpose()
+    };
+    HttpHandler::new(HttpOptions {
+        url: reqwest::Url::parse(url).with_context(|| format!("[[handlers]] url = {url:?}"))?,
+        connect_timeout: entry
+            .connect_timeout
+            .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
+        token: secret("token_env", &entry.token_env)?,
+        secret: secret("secret_env", &entry.secret_env)?,
+    })
+    .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))
+}
+
+/// Starts writing Horizon's records when `[horizon]` is enabled: the
+/// prefix braced on a cluster as Horizon does
+/// ([`crate::horizon::keys::prefix`]), on the queue's Redis.
+///
+/// # Errors
+/// Horizon's Redis connection cannot be opened.
+pub async fn start_horizon(
+    settings: &Settings,
+    queue: &RedisQueue,
+    options: &WorkerOptions,
+    control: tokio::sync::watch::Receiver<Control>,
+) -> anyhow::Result<Option<Horizon>> {
+    let Some(spec) = &settings.horizon else {
+        return Ok(None);
+    };
+    let horizon = HorizonSettings {
+        prefix: crate::horizon::keys::prefix(spec.prefix.as_deref(), settings.redis.is_cluster()),
+        snapshot: spec.snapshot,
+        trim: spec.trim,
+    };
+    let started = Horizon::start(
+        &horizon,
+        &settings.redis,
+        queue,
+        &settings.connection,
+        options,
+        control,
+    )
+    .await
+    .context("cannot connect to the Redis of [horizon]")?;
+    Ok(Some(started))
+}
+
+/// Binds the metrics endpoint of `[metrics] listen`, if any, and serves
+/// `metrics` there (within `[metrics]`' limits) on a task of its own.
+///
+/// # Errors
+/// The address cannot be listened on.
+pub async fn serve_metrics(settings: &Settings, metrics: &Arc<Metrics>) -> anyhow::Result<()> {
+    let Some(listen) = &settings.metrics_listen else {
+        return Ok(());
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on [metrics] listen = {listen:?}"))?;
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| listen.clone(), |a| a.to_string());
+    let limits = settings.metrics_limits;
+    let cap = limits.cap(crate::metrics::listener::open_file_limit());
+    tracing::info!(
+        %address,
+        max_connections = cap,
+        "metrics endpoint listening (/metrics, /healthz, /readyz)"
+    );
+    tokio::spawn(crate::metrics::listener::serve(
+        listener,
+        Arc::clone(metrics),
+        limits,
+        cap,
+    ));
+    Ok(())
 }
 
 /// The heartbeat file (`--heartbeat-file`, else `[worker] heartbeat_file`),

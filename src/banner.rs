@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::config::{CacheSettings, FailedSettings, Settings, redact};
+use crate::config::{CacheSettings, FailedSettings, HandlerEntry, Settings, redact};
 use crate::queue::keys::QueueKeys;
 use crate::worker::WorkerOptions;
 
@@ -93,6 +93,70 @@ fn seconds(value: Option<u64>, none_text: &str) -> String {
     value.map_or_else(|| none_text.to_string(), |s| format!("{s} s"))
 }
 
+/// The cache store and the restart marker it watches, in words.
+fn cache_lines(cache: &CacheSettings) -> (String, String) {
+    match cache {
+        CacheSettings::Redis {
+            connection,
+            key_prefix,
+        } => (
+            format!("redis {}", connection.describe()),
+            format!("{key_prefix}{}", crate::cache::RESTART_KEY),
+        ),
+        CacheSettings::File { dir } => (
+            format!("file {}", dir.display()),
+            crate::cache::file::FileCache::new(dir.clone())
+                .path(crate::cache::RESTART_KEY)
+                .display()
+                .to_string(),
+        ),
+        CacheSettings::Database { url, table, prefix } => (
+            format!("database table {table} at {}", redact::url(url)),
+            format!("{prefix}{} (table {table})", crate::cache::RESTART_KEY),
+        ),
+        CacheSettings::None => ("none".into(), "none (no restart signal)".into()),
+    }
+}
+
+/// The failed-job store in words.
+fn failed_line(settings: &Settings) -> String {
+    match &settings.failed {
+        FailedSettings::Database { url, table } => {
+            format!("database-uuids table {table} at {}", redact::url(url))
+        }
+        // The hash `RedisFailedStore::new` writes (hash-tagged on a cluster).
+        FailedSettings::Redis if settings.redis.is_cluster() => format!(
+            "redis {}{{laravel-worker:failed_jobs}}",
+            settings.redis_prefix
+        ),
+        FailedSettings::Redis => {
+            format!("redis {}laravel-worker:failed_jobs", settings.redis_prefix)
+        }
+        FailedSettings::Null => "null (failed jobs are discarded)".into(),
+    }
+}
+
+/// One `[[handlers]]` entry: its transport and program or URL.
+fn handler_line(h: &HandlerEntry) -> HandlerLine {
+    let (transport, target) = match (&h.url, &h.command) {
+        (Some(url), _) => ("http".to_string(), redact::url(url)),
+        (None, command) => (
+            h.mode.clone().unwrap_or_else(|| "process".into()),
+            command
+                .as_ref()
+                .and_then(|c| c.first())
+                .cloned()
+                .unwrap_or_default(),
+        ),
+    };
+    HandlerLine {
+        pattern: h.pattern.clone(),
+        transport,
+        target,
+        queues: h.queues.clone().unwrap_or_default(),
+    }
+}
+
 impl Banner {
     /// The banner of a worker with `settings` (its sources as
     /// [`Settings::sources`]) and `options`.
@@ -106,64 +170,8 @@ impl Banner {
                     .ready,
             })
             .collect();
-        let (cache, restart_key) = match &settings.cache {
-            CacheSettings::Redis {
-                connection,
-                key_prefix,
-            } => (
-                format!("redis {}", connection.describe()),
-                format!("{key_prefix}{}", crate::cache::RESTART_KEY),
-            ),
-            CacheSettings::File { dir } => (
-                format!("file {}", dir.display()),
-                crate::cache::file::FileCache::new(dir.clone())
-                    .path(crate::cache::RESTART_KEY)
-                    .display()
-                    .to_string(),
-            ),
-            CacheSettings::Database { url, table, prefix } => (
-                format!("database table {table} at {}", redact::url(url)),
-                format!("{prefix}{} (table {table})", crate::cache::RESTART_KEY),
-            ),
-            CacheSettings::None => ("none".into(), "none (no restart signal)".into()),
-        };
-        let failed = match &settings.failed {
-            FailedSettings::Database { url, table } => {
-                format!("database-uuids table {table} at {}", redact::url(url))
-            }
-            // The hash `RedisFailedStore::new` writes (hash-tagged on a cluster).
-            FailedSettings::Redis if settings.redis.is_cluster() => format!(
-                "redis {}{{laravel-worker:failed_jobs}}",
-                settings.redis_prefix
-            ),
-            FailedSettings::Redis => {
-                format!("redis {}laravel-worker:failed_jobs", settings.redis_prefix)
-            }
-            FailedSettings::Null => "null (failed jobs are discarded)".into(),
-        };
-        let handlers = settings
-            .handlers
-            .iter()
-            .map(|h| {
-                let (transport, target) = match (&h.url, &h.command) {
-                    (Some(url), _) => ("http".to_string(), redact::url(url)),
-                    (None, command) => (
-                        h.mode.clone().unwrap_or_else(|| "process".into()),
-                        command
-                            .as_ref()
-                            .and_then(|c| c.first())
-                            .cloned()
-                            .unwrap_or_default(),
-                    ),
-                };
-                HandlerLine {
-                    pattern: h.pattern.clone(),
-                    transport,
-                    target,
-                    queues: h.queues.clone().unwrap_or_default(),
-                }
-            })
-            .collect();
+        let (cache, restart_key) = cache_lines(&settings.cache);
+        let handlers = settings.handlers.iter().map(handler_line).collect();
         Banner {
             version: VERSION.into(),
             build: BUILD.into(),
@@ -178,7 +186,7 @@ impl Banner {
             ),
             cache,
             restart_key,
-            failed,
+            failed: failed_line(settings),
             handlers,
             concurrency: options.concurrency,
         }

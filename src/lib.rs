@@ -47,6 +47,8 @@ mod pieces;
 mod queue;
 mod redis;
 mod signals;
+mod slug;
+mod sql;
 mod stdout;
 mod worker;
 

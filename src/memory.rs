@@ -6,25 +6,10 @@
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
-use crate::queue::{RedisQueue, ReservedJob};
-
 /// A job whose payload (original + reserved copies) is at least this many
-/// bytes is large: after it, memory is given back ([`after_job`]).
+/// bytes is large: after it, memory is given back (the queue connection is
+/// reopened and [`trim`] called; see `worker::task`).
 pub const LARGE_JOB: usize = 1024 * 1024;
-
-/// Ends a job's life: drops it and, when it was large, gives its memory
-/// back, so that one big job does not leave the daemon near `--memory`:
-/// the queue connection is reopened (the Redis client keeps buffers as large
-/// as the largest message it carried) and the allocator returns its free
-/// pages to the system (`malloc_trim`, glibc only).
-pub async fn after_job(job: ReservedJob, queue: &RedisQueue) {
-    let large = job.raw.len() + job.reserved.len() >= LARGE_JOB;
-    drop(job);
-    if large {
-        queue.renew_connection().await;
-        trim();
-    }
-}
 
 /// Allocations of at least this many bytes get pages of their own from the
 /// system, returned to it when freed (glibc's `M_MMAP_THRESHOLD`).
@@ -48,8 +33,9 @@ pub fn give_back_large_blocks() {
     }
 }
 
-/// Returns the allocator's free memory to the system.
-fn trim() {
+/// Returns the allocator's free memory to the system (`malloc_trim`,
+/// glibc only; a no-op elsewhere).
+pub fn trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks glibc's own heap; it has no
     // preconditions and is safe to call at any time from any thread.

@@ -214,6 +214,35 @@ fn config_reference_documents_every_key_and_no_other() {
     }
 }
 
+/// The Configuration chapter lists the keys the app's answer sets (the
+/// paragraph that starts "The keys the app's answer can set"), and they are
+/// those of `APP_KEYS`, the table the worker masks the environment with and
+/// logs the sources from.
+#[test]
+fn configuration_lists_the_keys_the_app_sets() {
+    let page = "docs/src/configuration.md";
+    let text = read(page);
+    let start = text
+        .find("The keys the app's answer can set")
+        .unwrap_or_else(|| panic!("{page}: no paragraph listing the keys the app sets"));
+    let paragraph = text[start..].split("\n\n").next().unwrap_or_default();
+    let listed: BTreeSet<String> = paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with('['))
+        .map(str::to_string)
+        .collect();
+    let table: BTreeSet<String> = laravel_worker::config::app_config::APP_KEYS
+        .iter()
+        .map(|k| k.key.to_string())
+        .collect();
+    assert_eq!(
+        listed, table,
+        "{page} lists the keys of src/config/app_config.rs APP_KEYS, no more, no fewer"
+    );
+}
+
 // ---------------------------------------------------------------- env
 
 /// Every variable the environment layer asks for, with and without the

@@ -22,22 +22,11 @@ use anyhow::Context;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::php;
-use crate::failed::database::Pool;
 use crate::queue::redis_queue::now;
+use crate::sql::{Pool, on_pool};
 
 /// Seconds `forever` stores a value for (Laravel's ten years).
 pub const FOREVER_SECONDS: i64 = 315_360_000;
-
-/// Runs `$body` with `$p` bound to whichever pool `$pool` holds.
-macro_rules! on_pool {
-    ($pool:expr, |$p:ident| $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::MySql($p) => $body,
-            Pool::Postgres($p) => $body,
-        }
-    };
-}
 
 /// The `cache` table of one database.
 #[derive(Clone)]

@@ -182,30 +182,40 @@ fn start_redis(dir: &Path, socket: &Path) -> anyhow::Result<PrivateRedis> {
     }
 }
 
+/// The demo's handlers: file name and shell script body.
+const HANDLERS: [(&str, &str); 3] = [
+    (
+        "welcome.sh",
+        "cat > /dev/null\necho \"sent the welcome email (attempt $LARAVEL_WORKER_ATTEMPT)\" >&2",
+    ),
+    (
+        "inventory.sh",
+        "cat > /dev/null\necho 'the stock service timed out' >&2\nexit 1",
+    ),
+    (
+        "charge.sh",
+        "cat > /dev/null\n\
+             echo '{\"action\":\"fail\",\"reason\":\"card declined\"}' > \"$LARAVEL_WORKER_RESULT\"",
+    ),
+];
+
 /// Writes the handlers and the config into `dir`; returns the config path.
 fn write_files(dir: &Path, socket: &Path) -> anyhow::Result<PathBuf> {
-    let handlers = [
-        (
-            "welcome.sh",
-            "cat > /dev/null\necho \"sent the welcome email (attempt $LARAVEL_WORKER_ATTEMPT)\" >&2",
-        ),
-        (
-            "inventory.sh",
-            "cat > /dev/null\necho 'the stock service timed out' >&2\nexit 1",
-        ),
-        (
-            "charge.sh",
-            "cat > /dev/null\n\
-             echo '{\"action\":\"fail\",\"reason\":\"card declined\"}' > \"$LARAVEL_WORKER_RESULT\"",
-        ),
-    ];
-    for (name, body) in handlers {
+    for (name, body) in HANDLERS {
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
     }
-    let config = format!(
+    let path = dir.join("demo.toml");
+    std::fs::write(&path, config(socket))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The demo's config file, its Redis at `socket`.
+fn config(socket: &Path) -> String {
+    format!(
         r#"# Written by `laravel-worker demo`; removed when it ends.
 [redis]
 url = "unix://{socket}?db=0"
@@ -237,10 +247,7 @@ match = "App\\Jobs\\ChargeCard"
 command = ["./charge.sh"]
 "#,
         socket = socket.display()
-    );
-    let path = dir.join("demo.toml");
-    std::fs::write(&path, config).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
+    )
 }
 
 /// Runs `exe --config CONFIG ARGS` with only `PATH` in its environment and

@@ -8,9 +8,8 @@ use anyhow::Context;
 use crate::app;
 use crate::cli::WorkArgs;
 use crate::config::Settings;
-use crate::horizon::Horizon;
 use crate::lifecycle::{Notifier, Pulse};
-use crate::metrics::{Metrics, listener};
+use crate::metrics::Metrics;
 use crate::output::Reporter;
 use crate::queue::payload::parse_backoff;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
@@ -42,22 +41,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
     }
     let metrics = Arc::new(metrics);
-    if let Some(listen) = &settings.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on [metrics] listen = {listen:?}"))?;
-        let address = listener
-            .local_addr()
-            .map_or_else(|_| listen.clone(), |a| a.to_string());
-        let limits = settings.metrics_limits;
-        let cap = limits.cap(listener::open_file_limit());
-        tracing::info!(
-            %address,
-            max_connections = cap,
-            "metrics endpoint listening (/metrics, /healthz, /readyz)"
-        );
-        tokio::spawn(listener::serve(listener, Arc::clone(&metrics), limits, cap));
-    }
+    app::serve_metrics(&settings, &metrics).await?;
     // `WorkCommand::listenForEvents`: the output lines and the metrics
     // hear the worker's job events, and Horizon's records when asked.
     let mut events = Listeners::new()
@@ -66,21 +50,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
                 .with_laravel8_lines(settings.laravel.major < 9),
         ) as Arc<dyn JobEvents>)
         .with(metrics as Arc<dyn JobEvents>);
-    let horizon = match &settings.horizon {
-        Some(horizon) => Some(
-            Horizon::start(
-                horizon,
-                &settings.redis,
-                &queue,
-                &settings.connection,
-                &options,
-                control.clone(),
-            )
-            .await
-            .context("cannot connect to the Redis of [horizon]")?,
-        ),
-        None => None,
-    };
+    let horizon = app::start_horizon(&settings, &queue, &options, control.clone()).await?;
     if let Some(horizon) = &horizon {
         events = events.with(horizon.listener());
     }

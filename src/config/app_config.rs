@@ -352,7 +352,8 @@ fn redis_prefix(answer: &Value, conn: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Maps the reader's answer onto a layer (see the module docs).
+/// Maps the reader's answer onto a layer (see the module docs): every key
+/// it sets is one of [`APP_KEYS`].
 ///
 /// # Errors
 /// Values the worker cannot use (a `retry_after` that is not seconds, a
@@ -364,9 +365,18 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
     if let Some(v) = version {
         layer.app.laravel = Some(format!("{}.{}", v.major, v.minor));
     }
+    let redis_conn_name = queue_connection(answer, &mut layer)?;
+    redis_connection(answer, &redis_conn_name, &mut layer)?;
+    cache_store(answer, version, app, &mut layer)?;
+    failed_store(answer, app, &mut layer)?;
+    Ok(layer)
+}
 
-    // The queue connection: the default one when it is Redis, else one
-    // named `redis`, else the first Redis one.
+/// The queue connection: the default one when it is Redis, else one named
+/// `redis`, else the first Redis one; its name, queue, `retry_after` and
+/// `block_for` go into `layer`. Returns the Redis connection it names
+/// (`default` when there is none).
+fn queue_connection(answer: &Value, layer: &mut Layer) -> anyhow::Result<String> {
     let connections = answer["queue"]["connections"]
         .as_object()
         .cloned()
@@ -387,40 +397,38 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
             .find(|(_, c)| c["driver"] == "redis")
             .map(|(n, _)| n.clone())
     };
-    let redis_conn_name = match &chosen {
-        Some(name) => {
-            let conn = &connections[name];
-            layer.queue.connection = Some(name.clone());
-            layer.queue.queue = text(&conn["queue"]).filter(|q| !q.is_empty());
-            if conn.get("retry_after").is_some() {
-                layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
-            }
-            if conn.get("block_for").is_some() {
-                layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
-            }
-            text(&conn["connection"]).unwrap_or_else(|| "default".into())
-        }
-        None => {
-            tracing::warn!(
-                default = %default,
-                "the app has no Redis queue connection (queue.connections.*.driver = \"redis\"); \
-                 the worker uses its own Redis settings"
-            );
-            "default".to_string()
-        }
+    let Some(name) = chosen else {
+        tracing::warn!(
+            default = %default,
+            "the app has no Redis queue connection (queue.connections.*.driver = \"redis\"); \
+             the worker uses its own Redis settings"
+        );
+        return Ok("default".to_string());
     };
+    let conn = &connections[&name];
+    layer.queue.connection = Some(name.clone());
+    layer.queue.queue = text(&conn["queue"]).filter(|q| !q.is_empty());
+    if conn.get("retry_after").is_some() {
+        layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
+    }
+    if conn.get("block_for").is_some() {
+        layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
+    }
+    Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
 
-    // The Redis connection behind it: a connection of that name wins over
-    // a cluster of that name, as in Laravel's RedisManager.
+/// The Redis connection `name` behind the queue: a connection of that name
+/// wins over a cluster of that name, as in Laravel's RedisManager.
+fn redis_connection(answer: &Value, name: &str, layer: &mut Layer) -> anyhow::Result<()> {
     let redis = &answer["redis"];
-    let conn = &redis["connections"][&redis_conn_name];
+    let conn = &redis["connections"][name];
     if conn.is_object() {
         let (url, scheme) = redis_url(conn)?;
         layer.redis.url = url;
         layer.redis.scheme = scheme;
         layer.redis.prefix = Some(redis_prefix(answer, conn));
         layer.redis.cluster = Some(false);
-    } else if let Some(nodes) = redis["clusters"][&redis_conn_name].as_array() {
+    } else if let Some(nodes) = redis["clusters"][name].as_array() {
         let mut urls = Vec::new();
         for node in nodes {
             let (url, scheme) = redis_url(node)?;
@@ -435,30 +443,39 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
         layer.redis.prefix = Some(text(&redis["prefix"]).unwrap_or_default());
     } else {
         tracing::warn!(
-            connection = %redis_conn_name,
+            connection = %name,
             "the app's queue names a Redis connection that database.redis does not define"
         );
     }
+    Ok(())
+}
 
-    // The cache store.
+/// The cache store: Redis (its connection and prefixes, the colon from the
+/// framework `version`), file or database; any other is none.
+fn cache_store(
+    answer: &Value,
+    version: Option<LaravelVersion>,
+    app: &Path,
+    layer: &mut Layer,
+) -> anyhow::Result<()> {
     let cache = &answer["cache"];
     let store = &cache["store"];
-    let driver = text(&store["driver"]).unwrap_or_default();
-    match driver.as_str() {
+    let prefix = || {
+        text(&store["prefix"])
+            .or_else(|| text(&cache["prefix"]))
+            .unwrap_or_default()
+    };
+    match text(&store["driver"]).unwrap_or_default().as_str() {
         "redis" => {
             layer.cache.store = Some("redis".into());
             let name = text(&store["connection"]).unwrap_or_else(|| "default".into());
-            let conn = &redis["connections"][&name];
+            let conn = &answer["redis"]["connections"][&name];
             if conn.is_object() {
                 let (url, _) = redis_url(conn)?;
                 layer.cache.url = url;
                 layer.cache.redis_prefix = Some(redis_prefix(answer, conn));
             }
-            layer.cache.prefix = Some(
-                text(&store["prefix"])
-                    .or_else(|| text(&cache["prefix"]))
-                    .unwrap_or_default(),
-            );
+            layer.cache.prefix = Some(prefix());
             layer.cache.colon = version.map(|v| v.major <= 10);
         }
         "file" => {
@@ -469,11 +486,7 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
             layer.cache.store = Some("database".into());
             layer.cache.url = database_url(&cache["database"], app)?;
             layer.cache.table = text(&store["table"]).filter(|t| !t.is_empty());
-            layer.cache.prefix = Some(
-                text(&store["prefix"])
-                    .or_else(|| text(&cache["prefix"]))
-                    .unwrap_or_default(),
-            );
+            layer.cache.prefix = Some(prefix());
         }
         other => {
             tracing::warn!(
@@ -485,8 +498,12 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
             layer.cache.store = Some("none".into());
         }
     }
+    Ok(())
+}
 
-    // The failed-jobs store.
+/// The failed-jobs store: `database-uuids` (its database and table) or
+/// `null`; another driver is left to the config file.
+fn failed_store(answer: &Value, app: &Path, layer: &mut Layer) -> anyhow::Result<()> {
     let failed = &answer["failed"];
     match text(&failed["driver"]).as_deref() {
         Some("database-uuids") => {
@@ -502,42 +519,86 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
         ),
         None => {}
     }
-    Ok(layer)
+    Ok(())
 }
+
+/// A key's value in a layer, as the start-up lines show it; `None`: unset.
+pub type Show = fn(&Layer) -> Option<String>;
+
+/// One key of the config file that the app's answer can set.
+pub struct AppKey {
+    /// `[section] key`.
+    pub key: &'static str,
+    /// Its name in the start-up lines that say where a setting came from,
+    /// and its value as shown there; `None`: not shown.
+    pub shown: Option<(&'static str, Show)>,
+    /// Whether a layer sets it.
+    pub is_set: fn(&Layer) -> bool,
+    /// Unsets it in a layer.
+    pub unset: fn(&mut Layer),
+}
+
+/// An [`AppKey`] for `section.field`, with its start-up name and how its
+/// value is shown when it is shown.
+macro_rules! app_key {
+    ($section:ident . $field:ident) => {
+        AppKey {
+            key: concat!("[", stringify!($section), "] ", stringify!($field)),
+            shown: None,
+            is_set: |l| l.$section.$field.is_some(),
+            unset: |l| l.$section.$field = None,
+        }
+    };
+    ($section:ident . $field:ident, $name:literal, $show:expr) => {
+        AppKey {
+            shown: Some((
+                $name,
+                (|l: &Layer| l.$section.$field.as_ref().map(|v| $show(v))) as Show,
+            )),
+            ..app_key!($section.$field)
+        }
+    };
+}
+
+/// Every key the app's answer can set ([`layer_from_answer`]), in the order
+/// the start-up lines show them. From this one table: the keys the
+/// environment yields to the app ([`without_app_settings`]), the start-up
+/// lines ([`describe_sources`]), and the list in the book's Configuration
+/// chapter (checked by `tests/docs.rs`).
+pub const APP_KEYS: &[AppKey] = &[
+    app_key!(redis.url, "redis url", super::redact::url),
+    app_key!(redis.prefix, "redis prefix", quoted),
+    app_key!(redis.cluster, "redis cluster", bool::to_string),
+    app_key!(redis.nodes),
+    app_key!(redis.scheme),
+    app_key!(queue.connection, "queue connection", String::clone),
+    app_key!(queue.queue, "queue", String::clone),
+    app_key!(queue.retry_after, "retry_after", show_nullable),
+    app_key!(queue.block_for, "block_for", show_nullable),
+    app_key!(cache.store, "cache store", String::clone),
+    app_key!(cache.path),
+    app_key!(cache.url),
+    app_key!(cache.table),
+    app_key!(cache.redis_prefix),
+    app_key!(cache.prefix, "cache prefix", quoted),
+    app_key!(cache.colon, "cache colon", bool::to_string),
+    app_key!(failed.driver, "failed driver", String::clone),
+    app_key!(failed.url, "failed url", super::redact::url),
+    app_key!(failed.table, "failed table", String::clone),
+    app_key!(app.path),
+    app_key!(app.laravel, "laravel", String::clone),
+];
 
 /// `env` without what `app` sets: the app's answer already reflects the
 /// environment PHP ran in (the worker's own), and where the app's
 /// `config/*.php` ignores or transforms a variable, the app is right.
 pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
-    macro_rules! mask {
-        ($($section:ident . $field:ident),* $(,)?) => {
-            $(if app.$section.$field.is_some() {
-                env.$section.$field = None;
-            })*
-        };
+    for key in APP_KEYS {
+        if (key.is_set)(app) {
+            (key.unset)(&mut env);
+        }
     }
-    mask!(
-        app.path,
-        app.laravel,
-        redis.url,
-        redis.prefix,
-        redis.cluster,
-        redis.nodes,
-        redis.scheme,
-        queue.connection,
-        queue.queue,
-        queue.retry_after,
-        queue.block_for,
-        cache.store,
-        cache.path,
-        cache.url,
-        cache.redis_prefix,
-        cache.prefix,
-        cache.colon,
-        failed.driver,
-        failed.url,
-        failed.table,
-    );
+    // The cache's own URL names its database (`REDIS_CACHE_DB` yields).
     if app.cache.url.is_some() {
         env.cache.database = None;
     }
@@ -548,33 +609,9 @@ pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
 /// won: `layers` from lowest to highest precedence, each with its name.
 /// URLs are shown without passwords.
 pub fn describe_sources(layers: &[(&str, &Layer)]) -> Vec<String> {
-    type Show = fn(&Layer) -> Option<String>;
-    let settings: [(&str, Show); 14] = [
-        ("redis url", |l| {
-            l.redis.url.as_deref().map(super::redact::url)
-        }),
-        ("redis prefix", |l| {
-            l.redis.prefix.as_ref().map(|p| format!("{p:?}"))
-        }),
-        ("redis cluster", |l| l.redis.cluster.map(|c| c.to_string())),
-        ("queue connection", |l| l.queue.connection.clone()),
-        ("queue", |l| l.queue.queue.clone()),
-        ("retry_after", |l| l.queue.retry_after.map(show_nullable)),
-        ("block_for", |l| l.queue.block_for.map(show_nullable)),
-        ("cache store", |l| l.cache.store.clone()),
-        ("cache prefix", |l| {
-            l.cache.prefix.as_ref().map(|p| format!("{p:?}"))
-        }),
-        ("cache colon", |l| l.cache.colon.map(|c| c.to_string())),
-        ("failed driver", |l| l.failed.driver.clone()),
-        ("failed url", |l| {
-            l.failed.url.as_deref().map(super::redact::url)
-        }),
-        ("failed table", |l| l.failed.table.clone()),
-        ("laravel", |l| l.app.laravel.clone()),
-    ];
-    settings
+    APP_KEYS
         .iter()
+        .filter_map(|key| key.shown)
         .map(|(name, show)| {
             match layers
                 .iter()
@@ -588,7 +625,12 @@ pub fn describe_sources(layers: &[(&str, &Layer)]) -> Vec<String> {
         .collect()
 }
 
-fn show_nullable(n: Nullable) -> String {
+/// A prefix as the start-up lines show it: quoted, so an empty one shows.
+fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+fn show_nullable(n: &Nullable) -> String {
     match n {
         Nullable::Null => "null".into(),
         Nullable::Seconds(s) => s.to_string(),
@@ -666,6 +708,38 @@ mod tests {
         assert_eq!(l.app.laravel.as_deref(), Some("8.83"));
         a["queue"]["connections"]["redis"]["retry_after"] = json!("soon");
         assert!(layer_from_answer(&a, Path::new("/srv/app")).is_err());
+    }
+
+    /// Every key a rich answer sets (each store kind in turn) is in
+    /// [`APP_KEYS`].
+    #[test]
+    fn the_table_holds_every_key_the_answer_sets() {
+        let mut answers = vec![answer_l12()];
+        for store in [
+            json!({"driver": "file", "path": "/srv/app/cache"}),
+            json!({"driver": "database", "table": "cache", "prefix": "p"}),
+        ] {
+            let mut a = answer_l12();
+            a["cache"]["store"] = store;
+            a["cache"]["database"] = json!({"driver": "sqlite", "database": "c.sqlite"});
+            answers.push(a);
+        }
+        let mut cluster = answer_l12();
+        cluster["redis"]["connections"] = json!({});
+        cluster["redis"]["clusters"] = json!({"default": [
+            {"host": "tls://a", "port": 7000}, {"host": "b", "port": 7001}]});
+        answers.push(cluster);
+        for answer in &answers {
+            let mut layer = layer_from_answer(answer, Path::new("/srv/app")).unwrap();
+            for key in APP_KEYS {
+                (key.unset)(&mut layer);
+            }
+            assert_eq!(
+                layer,
+                Layer::default(),
+                "a key the answer sets is not in APP_KEYS"
+            );
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@
 
 use super::file::{CacheLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer};
 use super::phpdotenv::EnvValue;
+pub use crate::slug::{slug, slug_with};
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,40 +72,154 @@ pub fn layer_with(
     get: impl Fn(&str) -> Option<String>,
     conventions: Conventions,
 ) -> anyhow::Result<Layer> {
-    // As `env()` returns it: `null` is unset, `empty` is "", `(true)` is
-    // "true", quotes around the whole value are removed.
-    let raw = |name: &str| get(name).filter(|v| !v.is_empty());
-    let kept = |name: &str| get(name).map(|v| prefix_value(&v));
-    let get = |name: &str| {
-        get(name)
+    let vars = Vars(&get);
+    // The checks in this order: the first problem is the one reported.
+    let queue = queue_layer(&vars)?;
+    check_ports(&vars)?;
+    let cache = cache_layer(&vars)?;
+    let redis = redis_layer(&vars)?;
+    let app_slug = vars
+        .get("APP_NAME")
+        .map(|n| slug_with(&n, conventions.separator));
+    let suffixed = |suffix: &str| app_slug.as_ref().map(|s| format!("{s}{suffix}"));
+    Ok(Layer {
+        redis: RedisLayer {
+            // `REDIS_PREFIX=` (empty), `null` or `false` is no prefix.
+            prefix: vars
+                .kept("REDIS_PREFIX")
+                .or_else(|| suffixed(conventions.database_suffix)),
+            ..redis
+        },
+        queue,
+        cache: CacheLayer {
+            prefix: vars
+                .kept("CACHE_PREFIX")
+                .or_else(|| suffixed(conventions.cache_suffix)),
+            ..cache
+        },
+        failed: FailedLayer {
+            url: database_url(&|name| vars.get(name)),
+            ..FailedLayer::default()
+        },
+        horizon: HorizonLayer {
+            // Horizon's config: `HORIZON_PREFIX`, else the app name's slug
+            // (always with `_`) and `_horizon:`.
+            prefix: vars.kept("HORIZON_PREFIX").or_else(|| {
+                vars.get("APP_NAME")
+                    .map(|n| format!("{}_horizon:", slug_with(&n, '_')))
+            }),
+            ..HorizonLayer::default()
+        },
+        ..Layer::default()
+    })
+}
+
+/// A variable lookup, read the ways Laravel's config reads a variable.
+struct Vars<'a, F: Fn(&str) -> Option<String>>(&'a F);
+
+impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
+    /// As `env()` returns it: `null` is unset, `empty` is "", `(true)` is
+    /// "true", quotes around the whole value are removed; empty is unset.
+    fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name)
             .and_then(|v| setting_value(name, &v))
             .filter(|v| !v.is_empty())
-    };
-    let app_slug = get("APP_NAME").map(|n| slug_with(&n, conventions.separator));
-    // Read as written: `null` here means "never reclaimed".
-    let retry_after = match raw("REDIS_QUEUE_RETRY_AFTER") {
-        Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
-            anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
-        })?),
-        None => None,
-    };
-    // A port that is not a number would make a URL that does not parse,
-    // and its error would show the whole URL, password included: say so
-    // here, naming only the port.
-    let redis_port_used =
-        get("REDIS_URL").is_none() && !get("REDIS_HOST").is_some_and(|h| h.starts_with('/'));
+    }
+
+    /// As written, empty being unset.
+    fn raw(&self, name: &str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.is_empty())
+    }
+
+    /// A key prefix, set even when empty (see [`prefix_value`]).
+    fn kept(&self, name: &str) -> Option<String> {
+        (self.0)(name).map(|v| prefix_value(&v))
+    }
+}
+
+/// A port that is not a number would make a URL that does not parse, and
+/// its error would show the whole URL, password included: say so here,
+/// naming only the port.
+///
+/// # Errors
+/// `REDIS_PORT` or `DB_PORT`, where used, is not a port number.
+fn check_ports<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Result<()> {
+    let redis_port_used = vars.get("REDIS_URL").is_none()
+        && !vars.get("REDIS_HOST").is_some_and(|h| h.starts_with('/'));
     let db_port_used = matches!(
-        get("DB_CONNECTION").as_deref(),
+        vars.get("DB_CONNECTION").as_deref(),
         Some("mysql" | "mariadb" | "pgsql")
     );
     for (port, used) in [("REDIS_PORT", redis_port_used), ("DB_PORT", db_port_used)] {
-        if let Some(v) = get(port).filter(|_| used)
+        if let Some(v) = vars.get(port).filter(|_| used)
             && v.trim().parse::<u16>().is_err()
         {
             anyhow::bail!("{port}={v:?} is not a port number");
         }
     }
-    let cache_db = match get("REDIS_CACHE_DB") {
+    Ok(())
+}
+
+/// `[redis]` from the `REDIS_*` variables (the prefix apart).
+///
+/// # Errors
+/// A `REDIS_CLUSTER` that is neither `redis` nor a boolean.
+fn redis_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Result<RedisLayer> {
+    let get = |name: &str| vars.get(name);
+    Ok(RedisLayer {
+        url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
+        cluster: match get("REDIS_CLUSTER") {
+            Some(v) => Some(cluster_flag(&v).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "REDIS_CLUSTER={v:?}: expected \"redis\" (a Redis Cluster) or \"false\""
+                )
+            })?),
+            None => None,
+        },
+        sentinels: get("REDIS_SENTINELS").map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }),
+        service: get("REDIS_SENTINEL_SERVICE"),
+        sentinel_password: get("REDIS_SENTINEL_PASSWORD"),
+        tls_ca_file: get("REDIS_TLS_CA_FILE").map(Into::into),
+        tls_cert_file: get("REDIS_TLS_CERT_FILE").map(Into::into),
+        tls_key_file: get("REDIS_TLS_KEY_FILE").map(Into::into),
+        scheme: get("REDIS_SCHEME"),
+        ..RedisLayer::default()
+    })
+}
+
+/// `[queue]` from `QUEUE_CONNECTION`, `REDIS_QUEUE` and
+/// `REDIS_QUEUE_RETRY_AFTER`.
+///
+/// # Errors
+/// A `REDIS_QUEUE_RETRY_AFTER` that is neither seconds nor null.
+fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Result<QueueLayer> {
+    // Read as written: `null` here means "never reclaimed".
+    let retry_after = match vars.raw("REDIS_QUEUE_RETRY_AFTER") {
+        Some(v) => Some(Nullable::parse(&v).ok_or_else(|| {
+            anyhow::anyhow!("REDIS_QUEUE_RETRY_AFTER={v:?} is neither seconds nor null")
+        })?),
+        None => None,
+    };
+    Ok(QueueLayer {
+        connection: vars.get("QUEUE_CONNECTION"),
+        queue: vars.get("REDIS_QUEUE"),
+        retry_after,
+        ..QueueLayer::default()
+    })
+}
+
+/// `[cache]` from `REDIS_URL`, `REDIS_CACHE_DB` and `DB_CACHE_TABLE` (the
+/// prefix apart).
+///
+/// # Errors
+/// A `REDIS_CACHE_DB` that is not a number.
+fn cache_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Result<CacheLayer> {
+    let cache_db = match vars.get("REDIS_CACHE_DB") {
         Some(v) => Some(
             v.trim()
                 .parse()
@@ -112,72 +227,17 @@ pub fn layer_with(
         ),
         None => None,
     };
-    Ok(Layer {
-        redis: RedisLayer {
-            url: get("REDIS_URL").or_else(|| redis_url_from_parts(&get)),
-            // `REDIS_PREFIX=` (empty), `null` or `false` is no prefix.
-            prefix: kept("REDIS_PREFIX").or_else(|| {
-                app_slug
-                    .as_ref()
-                    .map(|s| format!("{s}{}", conventions.database_suffix))
-            }),
-            cluster: match get("REDIS_CLUSTER") {
-                Some(v) => Some(cluster_flag(&v).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "REDIS_CLUSTER={v:?}: expected \"redis\" (a Redis Cluster) or \"false\""
-                    )
-                })?),
-                None => None,
-            },
-            sentinels: get("REDIS_SENTINELS").map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            }),
-            service: get("REDIS_SENTINEL_SERVICE"),
-            sentinel_password: get("REDIS_SENTINEL_PASSWORD"),
-            tls_ca_file: get("REDIS_TLS_CA_FILE").map(Into::into),
-            tls_cert_file: get("REDIS_TLS_CERT_FILE").map(Into::into),
-            tls_key_file: get("REDIS_TLS_KEY_FILE").map(Into::into),
-            scheme: get("REDIS_SCHEME"),
-            ..RedisLayer::default()
-        },
-        queue: QueueLayer {
-            connection: get("QUEUE_CONNECTION"),
-            queue: get("REDIS_QUEUE"),
-            retry_after,
-            ..QueueLayer::default()
-        },
-        cache: CacheLayer {
-            // The skeleton's `cache` connection has `url => env('REDIS_URL')`
-            // too: a database in the URL wins over REDIS_CACHE_DB there,
-            // as on the queue connection (12.67 kept its cache keys in the
-            // URL's DB).
-            database: get("REDIS_URL")
-                .as_deref()
-                .and_then(url_database)
-                .or(cache_db),
-            table: get("DB_CACHE_TABLE"),
-            prefix: kept("CACHE_PREFIX").or_else(|| {
-                app_slug
-                    .as_ref()
-                    .map(|s| format!("{s}{}", conventions.cache_suffix))
-            }),
-            ..CacheLayer::default()
-        },
-        failed: FailedLayer {
-            url: database_url(&get),
-            ..FailedLayer::default()
-        },
-        horizon: HorizonLayer {
-            // Horizon's config: `HORIZON_PREFIX`, else the app name's slug
-            // (always with `_`) and `_horizon:`.
-            prefix: kept("HORIZON_PREFIX")
-                .or_else(|| get("APP_NAME").map(|n| format!("{}_horizon:", slug_with(&n, '_')))),
-            ..HorizonLayer::default()
-        },
-        ..Layer::default()
+    Ok(CacheLayer {
+        // The skeleton's `cache` connection has `url => env('REDIS_URL')`
+        // too: a database in the URL wins over REDIS_CACHE_DB there, as on
+        // the queue connection (12.67 kept its cache keys in the URL's DB).
+        database: vars
+            .get("REDIS_URL")
+            .as_deref()
+            .and_then(url_database)
+            .or(cache_db),
+        table: vars.get("DB_CACHE_TABLE"),
+        ..CacheLayer::default()
     })
 }
 
@@ -301,113 +361,6 @@ fn encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// `Str::slug($name)`: lower case, runs of other characters become one `-`.
-pub fn slug(name: &str) -> String {
-    slug_with(name, '-')
-}
-
-/// `Str::slug($name, $separator)` as Laravel 8–13 computes it: the name
-/// transliterated to ASCII (`Str::ascii`, language `en`: `ü` → `u`, `ß` →
-/// `ss`, `Æ` → `ae`; characters with no Latin spelling are dropped), the
-/// other separator (`_` for `-`, `-` for `_`) turned into `separator`, `@`
-/// into `{separator}at{separator}`, lower case, every other character but
-/// letters, digits and whitespace removed (so `shop.example.com` is
-/// `shopexamplecom`), runs of separators and whitespace made one separator,
-/// and the separator trimmed from both ends.
-pub fn slug_with(name: &str, separator: char) -> String {
-    let flip = if separator == '-' { '_' } else { '-' };
-    let mut ascii = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c.is_ascii() {
-            ascii.push(c);
-        } else if let Some(t) = transliterate(c) {
-            ascii.push_str(t);
-        } else if c.is_whitespace() {
-            ascii.push(' ');
-        }
-    }
-    let mut cleaned = String::with_capacity(ascii.len());
-    for c in ascii.chars() {
-        match c {
-            c if c == flip || c == separator => cleaned.push(separator),
-            '@' => {
-                cleaned.push(separator);
-                cleaned.push_str("at");
-                cleaned.push(separator);
-            }
-            c if c.is_ascii_alphanumeric() => cleaned.push(c.to_ascii_lowercase()),
-            c if c.is_ascii_whitespace() || c == '\x0B' => cleaned.push(' '),
-            _ => {}
-        }
-    }
-    let mut out = String::with_capacity(cleaned.len());
-    for c in cleaned.chars() {
-        if c == separator || c == ' ' {
-            if !out.ends_with(separator) {
-                out.push(separator);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out.trim_matches(separator).to_string()
-}
-
-/// The ASCII spelling `Str::ascii` (language `en`) gives the Latin letters
-/// app names use; `None` for anything else (dropped).
-fn transliterate(c: char) -> Option<&'static str> {
-    Some(match c {
-        'À'..='Å' | 'Ā' | 'Ă' | 'Ą' => "A",
-        'à'..='å' | 'ā' | 'ă' | 'ą' | 'ª' => "a",
-        'Æ' => "AE",
-        'æ' => "ae",
-        'Ç' | 'Ć' | 'Ĉ' | 'Ċ' | 'Č' => "C",
-        'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => "c",
-        'Ð' | 'Ď' | 'Đ' => "D",
-        'ð' | 'ď' | 'đ' => "d",
-        'È'..='Ë' | 'Ē' | 'Ĕ' | 'Ė' | 'Ę' | 'Ě' => "E",
-        'è'..='ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => "e",
-        'Ĝ' | 'Ğ' | 'Ġ' | 'Ģ' => "G",
-        'ĝ' | 'ğ' | 'ġ' | 'ģ' => "g",
-        'Ĥ' | 'Ħ' => "H",
-        'ĥ' | 'ħ' => "h",
-        'Ì'..='Ï' | 'Ĩ' | 'Ī' | 'Ĭ' | 'Į' | 'İ' => "I",
-        'ì'..='ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => "i",
-        'Ĳ' => "IJ",
-        'ĳ' => "ij",
-        'Ĵ' => "J",
-        'ĵ' => "j",
-        'Ķ' => "K",
-        'ķ' | 'ĸ' => "k",
-        'Ĺ' | 'Ļ' | 'Ľ' | 'Ŀ' | 'Ł' => "L",
-        'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => "l",
-        'Ñ' | 'Ń' | 'Ņ' | 'Ň' | 'Ŋ' => "N",
-        'ñ' | 'ń' | 'ņ' | 'ň' | 'ŉ' | 'ŋ' => "n",
-        'Ò'..='Ö' | 'Ø' | 'Ō' | 'Ŏ' | 'Ő' => "O",
-        'ò'..='ö' | 'ø' | 'ō' | 'ŏ' | 'ő' | 'º' => "o",
-        'Œ' => "OE",
-        'œ' => "oe",
-        'Ŕ' | 'Ŗ' | 'Ř' => "R",
-        'ŕ' | 'ŗ' | 'ř' => "r",
-        'Ś' | 'Ŝ' | 'Ş' | 'Š' => "S",
-        'ś' | 'ŝ' | 'ş' | 'š' | 'ſ' => "s",
-        'ß' => "ss",
-        'Ţ' | 'Ť' | 'Ŧ' => "T",
-        'ţ' | 'ť' | 'ŧ' => "t",
-        'Þ' => "TH",
-        'þ' => "th",
-        'Ù'..='Ü' | 'Ũ' | 'Ū' | 'Ŭ' | 'Ů' | 'Ű' | 'Ų' => "U",
-        'ù'..='ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' | 'µ' => "u",
-        'Ŵ' => "W",
-        'ŵ' => "w",
-        'Ý' | 'Ÿ' | 'Ŷ' => "Y",
-        'ý' | 'ÿ' | 'ŷ' => "y",
-        'Ź' | 'Ż' | 'Ž' => "Z",
-        'ź' | 'ż' | 'ž' => "z",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -394,102 +394,96 @@ impl Layer {
     /// This layer with every value `over` sets replacing ours.
     pub fn overlaid_by(self, over: Layer) -> Layer {
         Layer {
-            app: AppLayer {
-                path: over.app.path.or(self.app.path),
-                laravel: over.app.laravel.or(self.app.laravel),
-            },
-            redis: RedisLayer {
-                url: over.redis.url.or(self.redis.url),
-                prefix: over.redis.prefix.or(self.redis.prefix),
-                cluster: over.redis.cluster.or(self.redis.cluster),
-                nodes: over.redis.nodes.or(self.redis.nodes),
-                sentinels: over.redis.sentinels.or(self.redis.sentinels),
-                service: over.redis.service.or(self.redis.service),
-                sentinel_password: over
-                    .redis
-                    .sentinel_password
-                    .or(self.redis.sentinel_password),
-                tls_ca_file: over.redis.tls_ca_file.or(self.redis.tls_ca_file),
-                tls_cert_file: over.redis.tls_cert_file.or(self.redis.tls_cert_file),
-                tls_key_file: over.redis.tls_key_file.or(self.redis.tls_key_file),
-                tls_insecure: over.redis.tls_insecure.or(self.redis.tls_insecure),
-                scheme: over.redis.scheme.or(self.redis.scheme),
-            },
-            queue: QueueLayer {
-                connection: over.queue.connection.or(self.queue.connection),
-                queue: over.queue.queue.or(self.queue.queue),
-                retry_after: over.queue.retry_after.or(self.queue.retry_after),
-                block_for: over.queue.block_for.or(self.queue.block_for),
-                migration_batch_size: over
-                    .queue
-                    .migration_batch_size
-                    .or(self.queue.migration_batch_size),
-                unmatched: over.queue.unmatched.or(self.queue.unmatched),
-                unmatched_release_delay: over
-                    .queue
-                    .unmatched_release_delay
-                    .or(self.queue.unmatched_release_delay),
-            },
-            cache: CacheLayer {
-                store: over.cache.store.or(self.cache.store),
-                path: over.cache.path.or(self.cache.path),
-                url: over.cache.url.or(self.cache.url),
-                database: over.cache.database.or(self.cache.database),
-                redis_prefix: over.cache.redis_prefix.or(self.cache.redis_prefix),
-                prefix: over.cache.prefix.or(self.cache.prefix),
-                colon: over.cache.colon.or(self.cache.colon),
-                table: over.cache.table.or(self.cache.table),
-            },
-            failed: FailedLayer {
-                driver: over.failed.driver.or(self.failed.driver),
-                url: over.failed.url.or(self.failed.url),
-                table: over.failed.table.or(self.failed.table),
-            },
-            worker: WorkerLayer {
-                kill_grace: over.worker.kill_grace.or(self.worker.kill_grace),
-                output_limit: over.worker.output_limit.or(self.worker.output_limit),
-                heartbeat_file: over.worker.heartbeat_file.or(self.worker.heartbeat_file),
-                drain_timeout: over.worker.drain_timeout.or(self.worker.drain_timeout),
-                on_lease_lost: over.worker.on_lease_lost.or(self.worker.on_lease_lost),
-                trip_after: over.worker.trip_after.or(self.worker.trip_after),
-                trip_backoff: over.worker.trip_backoff.or(self.worker.trip_backoff),
-                on_handler_tripped: over
-                    .worker
-                    .on_handler_tripped
-                    .or(self.worker.on_handler_tripped),
-                error_summary_interval: over
-                    .worker
-                    .error_summary_interval
-                    .or(self.worker.error_summary_interval),
-            },
-            metrics: MetricsLayer {
-                listen: over.metrics.listen.or(self.metrics.listen),
-                backlog_interval: over
-                    .metrics
-                    .backlog_interval
-                    .or(self.metrics.backlog_interval),
-                header_timeout: over.metrics.header_timeout.or(self.metrics.header_timeout),
-                idle_timeout: over.metrics.idle_timeout.or(self.metrics.idle_timeout),
-                max_connections: over
-                    .metrics
-                    .max_connections
-                    .or(self.metrics.max_connections),
-            },
-            horizon: HorizonLayer {
-                enabled: over.horizon.enabled.or(self.horizon.enabled),
-                prefix: over.horizon.prefix.or(self.horizon.prefix),
-                snapshot: over.horizon.snapshot.or(self.horizon.snapshot),
-                trim_recent: over.horizon.trim_recent.or(self.horizon.trim_recent),
-                trim_pending: over.horizon.trim_pending.or(self.horizon.trim_pending),
-                trim_completed: over.horizon.trim_completed.or(self.horizon.trim_completed),
-                trim_recent_failed: over
-                    .horizon
-                    .trim_recent_failed
-                    .or(self.horizon.trim_recent_failed),
-                trim_failed: over.horizon.trim_failed.or(self.horizon.trim_failed),
-                trim_monitored: over.horizon.trim_monitored.or(self.horizon.trim_monitored),
-            },
+            app: self.app.overlaid_by(over.app),
+            redis: self.redis.overlaid_by(over.redis),
+            queue: self.queue.overlaid_by(over.queue),
+            cache: self.cache.overlaid_by(over.cache),
+            failed: self.failed.overlaid_by(over.failed),
+            worker: self.worker.overlaid_by(over.worker),
+            metrics: self.metrics.overlaid_by(over.metrics),
+            horizon: self.horizon.overlaid_by(over.horizon),
             handlers: over.handlers.or(self.handlers),
         }
     }
 }
+
+/// `overlaid_by` for a section: each field `over` sets replaces ours. The
+/// struct literal names every field, so a field left out of the list does
+/// not compile.
+macro_rules! overlay {
+    ($section:ident { $($field:ident),* $(,)? }) => {
+        impl $section {
+            /// This section with every value `over` sets replacing ours.
+            fn overlaid_by(self, over: $section) -> $section {
+                $section {
+                    $($field: over.$field.or(self.$field)),*
+                }
+            }
+        }
+    };
+}
+
+overlay!(AppLayer { path, laravel });
+overlay!(RedisLayer {
+    url,
+    prefix,
+    cluster,
+    nodes,
+    sentinels,
+    service,
+    sentinel_password,
+    tls_ca_file,
+    tls_cert_file,
+    tls_key_file,
+    tls_insecure,
+    scheme,
+});
+overlay!(QueueLayer {
+    connection,
+    queue,
+    retry_after,
+    block_for,
+    migration_batch_size,
+    unmatched,
+    unmatched_release_delay,
+});
+overlay!(CacheLayer {
+    store,
+    path,
+    url,
+    table,
+    database,
+    redis_prefix,
+    prefix,
+    colon,
+});
+overlay!(FailedLayer { driver, url, table });
+overlay!(WorkerLayer {
+    kill_grace,
+    output_limit,
+    heartbeat_file,
+    error_summary_interval,
+    drain_timeout,
+    on_lease_lost,
+    trip_after,
+    trip_backoff,
+    on_handler_tripped,
+});
+overlay!(MetricsLayer {
+    listen,
+    backlog_interval,
+    header_timeout,
+    idle_timeout,
+    max_connections,
+});
+overlay!(HorizonLayer {
+    enabled,
+    prefix,
+    snapshot,
+    trim_recent,
+    trim_pending,
+    trim_completed,
+    trim_recent_failed,
+    trim_failed,
+    trim_monitored,
+});

@@ -11,12 +11,14 @@
 //! set them for apps made before Laravel 12.
 
 pub mod app_config;
+mod check;
 pub mod dotenv;
 pub mod env;
 pub mod file;
 pub mod keys;
 pub mod phpdotenv;
 pub mod redact;
+mod resolve;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,8 +31,12 @@ pub use file::{HandlerEntry, Layer, Transport};
 use crate::redis::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
-use crate::handler::Unmatched;
+use crate::handler::{BreakerSettings, Unmatched};
+use crate::metrics::listener::Limits;
+use crate::worker::lease::OnLeaseLost;
+pub use crate::worker::options::MAX_SECONDS;
 use crate::worker::tripped::OnHandlerTripped;
+pub use resolve::HorizonSpec;
 
 /// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
@@ -69,18 +75,18 @@ pub struct Settings {
     /// What to do with a running handler whose reservation is lost.
     pub on_lease_lost: OnLeaseLost,
     /// Every handler's breaker, unless its entry sets `trip_after`.
-    pub breaker: crate::handler::BreakerSettings,
+    pub breaker: BreakerSettings,
     /// What a handler's trip does to the worker.
-    pub on_handler_tripped: crate::worker::tripped::OnHandlerTripped,
+    pub on_handler_tripped: OnHandlerTripped,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// How often the queue backlog gauges are read (`[metrics]
     /// backlog_interval`, seconds, default 5); `None`: never.
     pub backlog_interval: Option<Duration>,
     /// Time limits and connection cap of the metrics endpoint.
-    pub metrics_limits: crate::metrics::listener::Limits,
+    pub metrics_limits: Limits,
     /// `[horizon]`: Horizon's records; `None`: not written.
-    pub horizon: Option<crate::horizon::HorizonSettings>,
+    pub horizon: Option<HorizonSpec>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -172,85 +178,19 @@ impl Settings {
             Some(path) => dotenv::layer(path)?,
             None => Layer::default(),
         };
-        let app_layer = match &source {
-            app_config::AppSource::None => None,
-            app_config::AppSource::Explicit(dir) | app_config::AppSource::Detected(dir) => {
-                match app_config::read(dir) {
-                    Ok(layer) => {
-                        tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
-                        Some(layer)
-                    }
-                    Err(app_config::ReadError::NoPhp)
-                        if matches!(source, app_config::AppSource::Explicit(_)) =>
-                    {
-                        bail!(
-                            "--app={}: php is not on the PATH, so the app's configuration \
-                             cannot be asked (install PHP's command line, or drop --app and \
-                             give --env-file)",
-                            dir.display()
-                        );
-                    }
-                    Err(app_config::ReadError::NoPhp) => {
-                        tracing::warn!(
-                            app = %dir.display(),
-                            "php is not on the PATH: the app's configuration cannot be asked; \
-                             settings follow the .env rules"
-                        );
-                        None
-                    }
-                    Err(app_config::ReadError::Failed(e)) => {
-                        if matches!(source, app_config::AppSource::Explicit(_)) {
-                            return Err(e.context(format!("--app={}", dir.display())));
-                        }
-                        tracing::warn!(
-                            app = %dir.display(),
-                            "{}; settings follow the .env rules",
-                            redact::text(&format!("{e:#}"))
-                        );
-                        None
-                    }
-                }
-            }
-        };
+        let app_layer = ask_app(&source)?;
         if let (None, Some(env_file)) = (&app_layer, env_file) {
             app_config::warn_if_config_cached(env_file);
         }
         let file = match config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config file {}", path.display()))?;
-                let mut layer = Layer::from_toml(&text)
-                    .with_context(|| format!("invalid config file {}", path.display()))?;
-                // Handler programs given as relative paths are the config
-                // file's neighbours, wherever the worker is started from.
-                layer.resolve_handler_paths(path.parent().unwrap_or(Path::new(".")));
-                layer
-            }
+            Some(path) => read_file(path)?,
             None => Layer::default(),
         };
-        // With a `.env`, its layer has already applied the process
-        // environment's APP_NAME with the app's own prefix conventions.
-        let mut environment = match env_file {
-            Some(_) => env::layer(|name| {
-                (name != "APP_NAME")
-                    .then(|| std::env::var(name).ok())
-                    .flatten()
-            })?,
-            None => env::from_process()?,
-        };
-        if let Some(app) = &app_layer {
-            environment = app_config::without_app_settings(environment, app);
-        }
+        let environment = environment(env_file, app_layer.as_ref())?;
         let mut sources = vec!["defaults".to_string()];
-        if let Some(path) = env_file {
-            sources.push(format!("--env-file {}", path.display()));
-        }
-        if app_layer.is_some() {
-            sources.push("app config (php)".to_string());
-        }
-        if let Some(path) = config {
-            sources.push(format!("--config {}", path.display()));
-        }
+        sources.extend(env_file.map(|path| format!("--env-file {}", path.display())));
+        sources.extend(app_layer.as_ref().map(|_| "app config (php)".to_string()));
+        sources.extend(config.map(|path| format!("--config {}", path.display())));
         if environment != Layer::default() {
             sources.push("environment".to_string());
         }
@@ -289,104 +229,18 @@ impl Settings {
         let redis_prefix = layer
             .redis
             .prefix
+            .clone()
             .unwrap_or_else(|| "laravel-database-".into());
-
-        let cache = match layer.cache.store.as_deref().unwrap_or("redis") {
-            "redis" => {
-                let connection = match layer.cache.url {
-                    Some(url) => Box::new(cache_target(&url, &redis)?),
-                    None => Box::new(redis.with_db(layer.cache.database.unwrap_or(1))),
-                };
-                let mut prefix = layer
-                    .cache
-                    .prefix
-                    .unwrap_or_else(|| "laravel-cache-".into());
-                if layer.cache.colon.unwrap_or(false) && !prefix.is_empty() {
-                    prefix.push(':');
-                }
-                let redis_prefix = layer
-                    .cache
-                    .redis_prefix
-                    .unwrap_or_else(|| redis_prefix.clone());
-                CacheSettings::Redis {
-                    connection,
-                    key_prefix: format!("{redis_prefix}{prefix}"),
-                }
-            }
-            "file" => CacheSettings::File {
-                dir: match (layer.cache.path, &layer.app.path) {
-                    (Some(dir), _) => dir,
-                    (None, Some(app)) => app.join("storage/framework/cache/data"),
-                    (None, None) => bail!(
-                        "[cache] store = \"file\" needs [cache] path or [app] path (or --env-file)"
-                    ),
-                },
-            },
-            "database" => CacheSettings::Database {
-                url: layer
-                    .cache
-                    .url
-                    .clone()
-                    .or_else(|| layer.failed.url.clone())
-                    .context(
-                        "[cache] store = \"database\" needs a database: set [cache] url or \
-                         [failed] url (sqlite://, mysql://, postgres://), or DB_CONNECTION and DB_*",
-                    )?,
-                table: layer.cache.table.unwrap_or_else(|| "cache".into()),
-                prefix: layer
-                    .cache
-                    .prefix
-                    .unwrap_or_else(|| "laravel-cache-".into()),
-            },
-            "none" | "null" => CacheSettings::None,
-            other => bail!(
-                "[cache] store = {other:?}: expected \"redis\", \"file\", \"database\" or \"none\""
-            ),
-        };
-
-        let failed = match layer.failed.driver.as_deref().unwrap_or("database-uuids") {
-            "database-uuids" => FailedSettings::Database {
-                url: layer.failed.url.context(
-                    "[failed] driver = \"database-uuids\" needs a database: set [failed] url \
-                     (sqlite://, mysql://, postgres://) or DB_CONNECTION and DB_*, \
-                     or choose driver = \"redis\" or \"null\"",
-                )?,
-                table: layer.failed.table.unwrap_or_else(|| "failed_jobs".into()),
-            },
-            "redis" => FailedSettings::Redis,
-            "null" => FailedSettings::Null,
-            other => bail!(
-                "[failed] driver = {other:?}: expected \"database-uuids\", \"redis\" or \"null\""
-            ),
-        };
-
-        let unmatched = match layer.queue.unmatched.as_deref().unwrap_or("fail") {
-            "fail" => Unmatched::Fail,
-            "release" => Unmatched::Release {
-                delay: layer.queue.unmatched_release_delay.unwrap_or(60),
-            },
-            other => bail!("[queue] unmatched = {other:?}: expected \"fail\" or \"release\""),
-        };
-
+        let cache = cache_settings(&layer, &redis, &redis_prefix)?;
         let handlers = layer.handlers.unwrap_or_default();
-        for h in &handlers {
-            check_handler_transport(h)?;
-            match h.mode.as_deref() {
-                None | Some("process" | "persistent") => {}
-                Some(other) => bail!(
-                    "[[handlers]] match = {:?}: mode = {other:?}: expected \"process\" or \"persistent\"",
-                    h.pattern
-                ),
-            }
-        }
-
+        check::handlers(&handlers)?;
         let retry_after = layer
             .queue
             .retry_after
             .map_or(Some(90), file::Nullable::seconds);
         let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
         check_reservation(retry_after, block_for)?;
-        let is_cluster = redis.is_cluster();
+        let worker = &layer.worker;
         Ok(Settings {
             app_path: layer.app.path,
             redis,
@@ -396,43 +250,29 @@ impl Settings {
             retry_after,
             block_for,
             migration_batch_size: layer.queue.migration_batch_size.unwrap_or(-1),
-            unmatched,
+            unmatched: resolve::unmatched(
+                layer.queue.unmatched.as_deref(),
+                layer.queue.unmatched_release_delay,
+            )?,
             cache,
-            failed,
-            kill_grace: Duration::from_secs(layer.worker.kill_grace.unwrap_or(10)),
-            drain_timeout: layer.worker.drain_timeout.map(Duration::from_secs),
-            on_lease_lost: match layer.worker.on_lease_lost.as_deref() {
-                None | Some("kill") => OnLeaseLost::Kill,
-                Some("keep") => OnLeaseLost::Keep,
-                Some(other) => {
-                    bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\"")
-                }
-            },
-            metrics_limits: crate::metrics::listener::Limits::from_layer(&layer.metrics)?,
-            breaker: crate::handler::BreakerSettings {
-                trip_after: layer
-                    .worker
-                    .trip_after
-                    .unwrap_or(crate::handler::breaker::DEFAULT_TRIP_AFTER),
-                backoff: layer.worker.trip_backoff.map_or(
-                    crate::handler::breaker::DEFAULT_BACKOFF,
-                    Duration::from_secs,
-                ),
-            },
-            on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
+            failed: resolve::failed(layer.failed)?,
+            kill_grace: Duration::from_secs(worker.kill_grace.unwrap_or(10)),
+            drain_timeout: worker.drain_timeout.map(Duration::from_secs),
+            on_lease_lost: resolve::on_lease_lost(worker.on_lease_lost.as_deref())?,
+            metrics_limits: Limits::new(
+                layer.metrics.header_timeout,
+                layer.metrics.idle_timeout,
+                layer.metrics.max_connections,
+            )?,
+            breaker: resolve::breaker(worker.trip_after, worker.trip_backoff),
+            on_handler_tripped: resolve::on_handler_tripped(worker.on_handler_tripped.as_deref())?,
             metrics_listen: layer.metrics.listen,
-            backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
-            horizon: horizon(&layer.horizon, is_cluster),
-            laravel: match layer.app.laravel {
-                Some(text) => LaravelVersion::parse(&text).with_context(|| {
-                    format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
-                })?,
-                None => LaravelVersion::NEWEST,
-            },
-            output_limit: layer.worker.output_limit.unwrap_or(16 * 1024),
-            heartbeat_file: layer.worker.heartbeat_file,
-            error_summary_interval: layer
-                .worker
+            backlog_interval: resolve::backlog_interval(layer.metrics.backlog_interval)?,
+            horizon: resolve::horizon(&layer.horizon),
+            laravel: resolve::laravel(layer.app.laravel.as_deref())?,
+            output_limit: worker.output_limit.unwrap_or(16 * 1024),
+            heartbeat_file: worker.heartbeat_file.clone(),
+            error_summary_interval: worker
                 .error_summary_interval
                 .map_or(crate::log_limit::DEFAULT_INTERVAL, Duration::from_secs),
             handlers,
@@ -441,15 +281,146 @@ impl Settings {
     }
 }
 
-/// `[worker] on_handler_tripped`: `release` (the default) or `exit`.
-fn on_handler_tripped(value: Option<&str>) -> anyhow::Result<OnHandlerTripped> {
-    match value {
-        None | Some("release") => Ok(OnHandlerTripped::Release),
-        Some("exit") => Ok(OnHandlerTripped::Exit),
-        Some(other) => {
-            bail!("[worker] on_handler_tripped = {other:?}: expected \"release\" or \"exit\"")
+/// `[cache]`, resolved: the Redis store (by default the queue Redis on DB
+/// 1), the file store (by default below `[app] path`), the database store
+/// (by default the failed store's database) or none.
+///
+/// # Errors
+/// An unknown store, or a file or database store with nowhere to be.
+fn cache_settings(
+    layer: &Layer,
+    redis: &RedisTarget,
+    redis_prefix: &str,
+) -> anyhow::Result<CacheSettings> {
+    let cache = &layer.cache;
+    let prefix = || {
+        cache
+            .prefix
+            .clone()
+            .unwrap_or_else(|| "laravel-cache-".into())
+    };
+    Ok(match cache.store.as_deref().unwrap_or("redis") {
+        "redis" => {
+            let connection = match &cache.url {
+                Some(url) => Box::new(cache_target(url, redis)?),
+                None => Box::new(redis.with_db(cache.database.unwrap_or(1))),
+            };
+            let mut prefix = prefix();
+            if cache.colon.unwrap_or(false) && !prefix.is_empty() {
+                prefix.push(':');
+            }
+            let redis_prefix = cache.redis_prefix.as_deref().unwrap_or(redis_prefix);
+            CacheSettings::Redis {
+                connection,
+                key_prefix: format!("{redis_prefix}{prefix}"),
+            }
+        }
+        "file" => CacheSettings::File {
+            dir: match (&cache.path, &layer.app.path) {
+                (Some(dir), _) => dir.clone(),
+                (None, Some(app)) => app.join("storage/framework/cache/data"),
+                (None, None) => bail!(
+                    "[cache] store = \"file\" needs [cache] path or [app] path (or --env-file)"
+                ),
+            },
+        },
+        "database" => CacheSettings::Database {
+            url: cache
+                .url
+                .clone()
+                .or_else(|| layer.failed.url.clone())
+                .context(
+                    "[cache] store = \"database\" needs a database: set [cache] url or \
+                 [failed] url (sqlite://, mysql://, postgres://), or DB_CONNECTION and DB_*",
+                )?,
+            table: cache.table.clone().unwrap_or_else(|| "cache".into()),
+            prefix: prefix(),
+        },
+        "none" | "null" => CacheSettings::None,
+        other => bail!(
+            "[cache] store = {other:?}: expected \"redis\", \"file\", \"database\" or \"none\""
+        ),
+    })
+}
+
+/// What the app at `source` resolves (see [`app_config`]), if it can be
+/// asked.
+///
+/// # Errors
+/// With `--app`: PHP is missing, or the app cannot be read. Found through
+/// `--env-file`, either is a warning and `None`.
+fn ask_app(source: &app_config::AppSource) -> anyhow::Result<Option<Layer>> {
+    let (app_config::AppSource::Explicit(dir) | app_config::AppSource::Detected(dir)) = source
+    else {
+        return Ok(None);
+    };
+    let explicit = matches!(source, app_config::AppSource::Explicit(_));
+    match app_config::read(dir) {
+        Ok(layer) => {
+            tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
+            Ok(Some(layer))
+        }
+        Err(app_config::ReadError::NoPhp) if explicit => bail!(
+            "--app={}: php is not on the PATH, so the app's configuration \
+             cannot be asked (install PHP's command line, or drop --app and \
+             give --env-file)",
+            dir.display()
+        ),
+        Err(app_config::ReadError::NoPhp) => {
+            tracing::warn!(
+                app = %dir.display(),
+                "php is not on the PATH: the app's configuration cannot be asked; \
+                 settings follow the .env rules"
+            );
+            Ok(None)
+        }
+        Err(app_config::ReadError::Failed(e)) if explicit => {
+            Err(e.context(format!("--app={}", dir.display())))
+        }
+        Err(app_config::ReadError::Failed(e)) => {
+            tracing::warn!(
+                app = %dir.display(),
+                "{}; settings follow the .env rules",
+                redact::text(&format!("{e:#}"))
+            );
+            Ok(None)
         }
     }
+}
+
+/// The config file at `path`, its handler programs given as relative
+/// paths made the file's neighbours (wherever the worker is started from).
+///
+/// # Errors
+/// The file cannot be read, or is not a valid config.
+fn read_file(path: &Path) -> anyhow::Result<Layer> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let mut layer = Layer::from_toml(&text)
+        .with_context(|| format!("invalid config file {}", path.display()))?;
+    layer.resolve_handler_paths(path.parent().unwrap_or(Path::new(".")));
+    Ok(layer)
+}
+
+/// The process environment's layer, without what the app's answer sets.
+/// With a `.env`, its layer has already applied the process environment's
+/// `APP_NAME` with the app's own prefix conventions.
+///
+/// # Errors
+/// A variable whose value cannot be used.
+fn environment(env_file: Option<&Path>, app: Option<&Layer>) -> anyhow::Result<Layer> {
+    let environment = match env_file {
+        Some(_) => env::layer(|name| {
+            (name != "APP_NAME")
+                .then(|| std::env::var(name).ok())
+                .flatten()
+        })?,
+        None => env::from_process()?,
+    };
+    Ok(match app {
+        Some(app) => app_config::without_app_settings(environment, app),
+        None => environment,
+    })
 }
 
 /// Parses a Redis URL, accepting phpredis' `tls://` for `rediss://` and
@@ -603,134 +574,6 @@ fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
     Ok(queue.with_url(info))
 }
 
-/// Checks that a `[[handlers]]` entry names exactly one transport
-/// (`command` or `url`), only with the keys that transport reads, and a
-/// usable `queues` list.
-///
-/// # Errors
-/// The first problem found, naming the entry and the key.
-fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
-    let name = &h.pattern;
-    match (&h.command, &h.url) {
-        (Some(_), Some(_)) => bail!("[[handlers]] match = {name:?}: set command or url, not both"),
-        (None, None) => bail!(
-            "[[handlers]] match = {name:?}: needs a command (a program to run) or a url (an HTTP endpoint)"
-        ),
-        (Some(cmd), None) => {
-            if cmd.is_empty() || cmd[0].is_empty() {
-                bail!("[[handlers]] match = {name:?}: command is empty");
-            }
-            if h.processes == Some(0) {
-                bail!(
-                    "[[handlers]] match = {name:?}: processes = 0: a persistent handler needs \
-                     at least 1 process"
-                );
-            }
-            for (var, value) in h.env.iter().flatten() {
-                if var.is_empty() || var.contains(['=', '\0']) {
-                    bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
-                }
-                if value.contains('\0') {
-                    bail!("[[handlers]] match = {name:?}: env: the value of {var} holds a NUL");
-                }
-            }
-            for (key, set) in [
-                ("connect_timeout", h.connect_timeout.is_some()),
-                ("token_env", h.token_env.is_some()),
-                ("secret_env", h.secret_env.is_some()),
-            ] {
-                if set {
-                    bail!("[[handlers]] match = {name:?}: {key} applies to url handlers only");
-                }
-            }
-        }
-        (None, Some(url)) => {
-            let parsed = reqwest::Url::parse(url)
-                .with_context(|| format!("[[handlers]] match = {name:?}: url = {url:?}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                bail!("[[handlers]] match = {name:?}: url must start with http:// or https://");
-            }
-            if !parsed.username().is_empty() || parsed.password().is_some() {
-                bail!(
-                    "[[handlers]] match = {name:?}: url must not hold credentials; \
-                     use token_env (bearer token) or secret_env (signature)"
-                );
-            }
-            for (key, set) in [
-                ("mode", h.mode.is_some()),
-                ("processes", h.processes.is_some()),
-                ("max_jobs", h.max_jobs.is_some()),
-                ("max_memory", h.max_memory.is_some()),
-                ("env", h.env.is_some()),
-                ("env_clear", h.env_clear.is_some()),
-                ("decode_command", h.decode_command.is_some()),
-            ] {
-                if set {
-                    bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
-                }
-            }
-            if h.connect_timeout == Some(0) {
-                bail!("[[handlers]] match = {name:?}: connect_timeout must be at least 1 second");
-            }
-            for (key, var) in [("token_env", &h.token_env), ("secret_env", &h.secret_env)] {
-                if var
-                    .as_deref()
-                    .is_some_and(|v| v.is_empty() || v.contains(['=', '\0']))
-                {
-                    bail!("[[handlers]] match = {name:?}: {key} must name an environment variable");
-                }
-            }
-        }
-    }
-    if let Some(queues) = &h.queues
-        && (queues.is_empty() || queues.iter().any(String::is_empty))
-    {
-        bail!("[[handlers]] match = {name:?}: queues must list one or more queue names");
-    }
-    Ok(())
-}
-
-/// The largest number of seconds any duration option takes (`--sleep`,
-/// `--rest`, `retry_after`, `block_for`): 2,147,483,647, the largest PHP
-/// integer on 32-bit builds, 68 years. Laravel sets no bound; past this a
-/// timer or a reservation score (now + `retry_after`, signed 64-bit) would
-/// overflow, so a larger value is refused as a typo rather than run wrong.
-pub const MAX_SECONDS: u64 = i32::MAX as u64;
-
-/// `[horizon]`, resolved: `None` unless `enabled`; the prefix braced on a
-/// cluster as Horizon does (see [`crate::horizon::keys::prefix`]).
-fn horizon(layer: &file::HorizonLayer, cluster: bool) -> Option<crate::horizon::HorizonSettings> {
-    let defaults = crate::horizon::Trim::default();
-    layer
-        .enabled
-        .unwrap_or(false)
-        .then(|| crate::horizon::HorizonSettings {
-            prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
-            snapshot: layer.snapshot.unwrap_or(false),
-            trim: crate::horizon::Trim {
-                recent: layer.trim_recent.unwrap_or(defaults.recent),
-                pending: layer.trim_pending.unwrap_or(defaults.pending),
-                completed: layer.trim_completed.unwrap_or(defaults.completed),
-                recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
-                failed: layer.trim_failed.unwrap_or(defaults.failed),
-                monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
-            },
-        })
-}
-
-/// `[metrics] backlog_interval`: seconds between two readings of the
-/// backlog gauges, default 5; 0 turns them off (`None`).
-///
-/// # Errors
-/// A value above [`MAX_SECONDS`].
-fn backlog_interval(seconds: Option<u64>) -> anyhow::Result<Option<Duration>> {
-    match seconds.unwrap_or(5) {
-        0 => Ok(None),
-        s if s <= MAX_SECONDS => Ok(Some(Duration::from_secs(s))),
-        s => bail!("[metrics] backlog_interval = {s}: at most {MAX_SECONDS} seconds (0: off)"),
-    }
-}
-
 /// `retry_after` and `block_for` (seconds; `None` is null): at most
 /// [`MAX_SECONDS`].
 ///
@@ -748,34 +591,39 @@ pub fn check_reservation(retry_after: Option<u64>, block_for: Option<u64>) -> an
     Ok(())
 }
 
-/// What to do with a running handler whose reservation is lost
-/// (`[worker] on_lease_lost`; see `worker::lease`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnLeaseLost {
-    /// Stop the handler (its process group is killed) and leave the job to
-    /// whoever holds it now. The default.
-    #[default]
-    Kill,
-    /// Let the handler finish; the loss is logged.
-    Keep,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn reservations_are_bounded() {
+        assert!(check_reservation(Some(90), None).is_ok());
+        assert!(
+            check_reservation(Some(u64::MAX), None)
+                .unwrap_err()
+                .to_string()
+                .contains("retry_after")
+        );
+        assert!(check_reservation(None, Some(1 << 40)).is_err());
+    }
+
+    #[test]
     fn on_handler_tripped_takes_release_or_exit() {
-        assert_eq!(on_handler_tripped(None).unwrap(), OnHandlerTripped::Release);
         assert_eq!(
-            on_handler_tripped(Some("release")).unwrap(),
+            resolve::on_handler_tripped(None).unwrap(),
             OnHandlerTripped::Release
         );
         assert_eq!(
-            on_handler_tripped(Some("exit")).unwrap(),
+            resolve::on_handler_tripped(Some("release")).unwrap(),
+            OnHandlerTripped::Release
+        );
+        assert_eq!(
+            resolve::on_handler_tripped(Some("exit")).unwrap(),
             OnHandlerTripped::Exit
         );
-        let e = on_handler_tripped(Some("stop")).unwrap_err().to_string();
+        let e = resolve::on_handler_tripped(Some("stop"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("on_handler_tripped = \"stop\"") && e.contains("\"exit\""),
             "{e}"

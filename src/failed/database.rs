@@ -23,55 +23,10 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sqlx::error::DatabaseError;
 use sqlx::mysql::MySqlDatabaseError;
-use sqlx::{AssertSqlSafe, ColumnIndex, Decode, MySqlPool, PgPool, Row, SqlitePool, Type};
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, MySqlPool, Row, Type};
 
 use super::{FailedJob, Place, StoredJob, format_failed_at};
-
-/// A pool for one of the databases Laravel supports.
-#[derive(Clone)]
-pub enum Pool {
-    /// `sqlite://path` (`DB_CONNECTION=sqlite`).
-    Sqlite(SqlitePool),
-    /// `mysql://` (MySQL and MariaDB).
-    MySql(MySqlPool),
-    /// `postgres://` or `pgsql://`.
-    Postgres(PgPool),
-}
-
-/// Runs `$body` with `$p` bound to whichever pool `$pool` holds; the body
-/// must have the same type for every database.
-macro_rules! on_pool {
-    ($pool:expr, |$p:ident| $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::MySql($p) => $body,
-            Pool::Postgres($p) => $body,
-        }
-    };
-}
-
-impl Pool {
-    /// A lazy pool for `url` (nothing connects until it is used); the
-    /// database cache store opens its pool here too.
-    ///
-    /// # Errors
-    /// A URL of an unknown scheme, or one the driver cannot parse.
-    pub(crate) fn lazy(url: &str) -> anyhow::Result<Pool> {
-        Ok(match url.split_once("://").map(|(scheme, _)| scheme) {
-            Some("sqlite") => Pool::Sqlite(SqlitePool::connect_lazy(url)?),
-            Some("mysql" | "mariadb") => Pool::MySql(MySqlPool::connect_lazy(&url.replacen(
-                "mariadb://",
-                "mysql://",
-                1,
-            ))?),
-            Some("postgres" | "postgresql" | "pgsql") => {
-                let url = url.replacen("pgsql://", "postgres://", 1);
-                Pool::Postgres(PgPool::connect_lazy(&url)?)
-            }
-            _ => anyhow::bail!("database URL must start with sqlite://, mysql:// or postgres://"),
-        })
-    }
-}
+use crate::sql::{Pool, on_pool};
 
 /// Whether retrying an insert that failed can work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

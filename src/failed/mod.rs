@@ -20,8 +20,6 @@ use tokio::sync::OnceCell;
 pub use database::{DatabaseStore, ErrorClass};
 pub use redis_store::RedisFailedStore;
 
-use crate::config::{FailedSettings, Settings};
-
 /// One failed job, as `FailedJobProviderInterface::log` receives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedJob {
@@ -151,38 +149,6 @@ pub enum FailedJobStore {
 }
 
 impl FailedJobStore {
-    /// The store `settings` name. The database is connected on first use,
-    /// so a database that is down at start does not stop the worker; the
-    /// `redis` driver connects now.
-    ///
-    /// # Errors
-    /// A database URL that cannot be used, or an unreachable Redis.
-    pub async fn open(settings: &Settings) -> anyhow::Result<FailedJobStore> {
-        Ok(match &settings.failed {
-            FailedSettings::Database { url, table } => FailedJobStore::Database {
-                table: DatabaseStore::new(url, table).with_context(|| {
-                    format!("[failed] url = {:?}", crate::config::redact::url(url))
-                })?,
-                fallback: Box::new(Fallback::new(
-                    settings.redis.clone(),
-                    &settings.redis_prefix,
-                )),
-            },
-            FailedSettings::Redis => {
-                let conn = crate::redis::open(&settings.redis, crate::redis::Purpose::Commands)
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "cannot connect to Redis for the failed job store ({})",
-                            settings.redis.describe()
-                        )
-                    })?;
-                FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
-            }
-            FailedSettings::Null => FailedJobStore::Null,
-        })
-    }
-
     /// Records `job`: in the configured store, else (the table refused it
     /// for good) in the fallback. See [`Logged`] for what the caller must
     /// do with the job.

@@ -58,7 +58,7 @@ pub fn basename() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_default();
-    crate::config::env::slug(&host)
+    crate::slug::slug(&host)
 }
 
 /// A master's name, `MasterSupervisor::name()`: the basename, `-` and four

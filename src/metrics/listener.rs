@@ -26,7 +26,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::{Metrics, answer};
-use crate::config::file::MetricsLayer;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 
 /// The listener's bounds (see the module docs).
@@ -48,23 +47,28 @@ const IDLE_TIMEOUT: u64 = 30;
 const MAX_CONNECTIONS: usize = 32;
 
 impl Limits {
-    /// The limits of `[metrics]`, defaults applied.
+    /// The limits `[metrics]` sets (`header_timeout` and `idle_timeout` in
+    /// seconds, `max_connections`; `None`: the default).
     ///
     /// # Errors
     /// A zero timeout or cap, naming the key (zero would refuse every
     /// scrape; the key is never silently changed).
-    pub fn from_layer(layer: &MetricsLayer) -> anyhow::Result<Limits> {
+    pub fn new(
+        header_timeout: Option<u64>,
+        idle_timeout: Option<u64>,
+        max_connections: Option<usize>,
+    ) -> anyhow::Result<Limits> {
         let seconds = |value: Option<u64>, default: u64, key: &str| match value {
             Some(0) => anyhow::bail!("[metrics] {key} = 0: expected at least 1 (seconds)"),
             value => Ok(Duration::from_secs(value.unwrap_or(default))),
         };
-        if layer.max_connections == Some(0) {
+        if max_connections == Some(0) {
             anyhow::bail!("[metrics] max_connections = 0: expected at least 1");
         }
         Ok(Limits {
-            header_timeout: seconds(layer.header_timeout, HEADER_TIMEOUT, "header_timeout")?,
-            idle_timeout: seconds(layer.idle_timeout, IDLE_TIMEOUT, "idle_timeout")?,
-            max_connections: layer.max_connections.unwrap_or(MAX_CONNECTIONS),
+            header_timeout: seconds(header_timeout, HEADER_TIMEOUT, "header_timeout")?,
+            idle_timeout: seconds(idle_timeout, IDLE_TIMEOUT, "idle_timeout")?,
+            max_connections: max_connections.unwrap_or(MAX_CONNECTIONS),
         })
     }
 
@@ -242,11 +246,7 @@ mod tests {
 
     #[test]
     fn zero_is_refused_naming_the_key() {
-        let layer = MetricsLayer {
-            idle_timeout: Some(0),
-            ..MetricsLayer::default()
-        };
-        let e = Limits::from_layer(&layer).unwrap_err().to_string();
+        let e = Limits::new(None, Some(0), None).unwrap_err().to_string();
         assert!(e.contains("[metrics] idle_timeout = 0"), "{e}");
     }
 }

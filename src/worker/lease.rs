@@ -24,7 +24,17 @@ use std::time::Duration;
 
 use crate::queue::{RedisQueue, ReservedJob};
 
-pub use crate::config::OnLeaseLost;
+/// What to do with a running handler whose reservation is lost
+/// (`[worker] on_lease_lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLeaseLost {
+    /// Stop the handler (its process group is killed) and leave the job to
+    /// whoever holds it now. The default.
+    #[default]
+    Kill,
+    /// Let the handler finish; the loss is logged.
+    Keep,
+}
 
 /// How a held call ended.
 #[derive(Debug)]
@@ -64,46 +74,8 @@ pub async fn hold<F: Future>(
                 renewal = Some(Box::pin(queue.renew(job)));
                 false
             }
-            renewed = in_flight(&mut renewal) => match renewed {
-                Ok(true) => {
-                    tracing::trace!(id = %job.id(), "reservation renewed");
-                    false
-                }
-                Ok(false) => {
-                    tracing::warn!(
-                        job = job.display_name(),
-                        id = %job.id(),
-                        "reservation lost: the job was reclaimed while it ran \
-                         (another worker may be running it now)"
-                    );
-                    true
-                }
-                Err(e) => {
-                    if !warned {
-                        tracing::warn!(
-                            job = job.display_name(),
-                            id = %job.id(),
-                            "cannot renew the reservation (retrying until it would expire): {e}"
-                        );
-                        warned = true;
-                    }
-                    job.lease.expired()
-                }
-            },
-            () = sleep_until(expiry) => {
-                if job.lease.expired() {
-                    tracing::warn!(
-                        job = job.display_name(),
-                        id = %job.id(),
-                        retry_after,
-                        "reservation expired while Redis could not be reached: \
-                         another worker may reclaim the job"
-                    );
-                    true
-                } else {
-                    false
-                }
-            }
+            renewed = in_flight(&mut renewal) => renewal_lost(job, renewed, &mut warned),
+            () = sleep_until(expiry) => expired(job, retry_after),
         };
         if lost && policy == OnLeaseLost::Kill {
             tracing::warn!(
@@ -122,6 +94,54 @@ pub async fn hold<F: Future>(
 }
 
 /// A renewal command on its way.
+/// Whether a renewal's answer means the reservation is lost: Redis says
+/// so, or it cannot be reached and the lease has run out (`warned`: the
+/// first failure to renew has been logged).
+fn renewal_lost(job: &ReservedJob, renewed: redis::RedisResult<bool>, warned: &mut bool) -> bool {
+    match renewed {
+        Ok(true) => {
+            tracing::trace!(id = %job.id(), "reservation renewed");
+            false
+        }
+        Ok(false) => {
+            tracing::warn!(
+                job = job.display_name(),
+                id = %job.id(),
+                "reservation lost: the job was reclaimed while it ran \
+                 (another worker may be running it now)"
+            );
+            true
+        }
+        Err(e) => {
+            if !*warned {
+                tracing::warn!(
+                    job = job.display_name(),
+                    id = %job.id(),
+                    "cannot renew the reservation (retrying until it would expire): {e}"
+                );
+                *warned = true;
+            }
+            job.lease.expired()
+        }
+    }
+}
+
+/// Whether the lease has run out now that its expiry time has come (a
+/// renewal may have moved it on meanwhile).
+fn expired(job: &ReservedJob, retry_after: u64) -> bool {
+    if !job.lease.expired() {
+        return false;
+    }
+    tracing::warn!(
+        job = job.display_name(),
+        id = %job.id(),
+        retry_after,
+        "reservation expired while Redis could not be reached: \
+         another worker may reclaim the job"
+    );
+    true
+}
+
 type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = redis::RedisResult<bool>> + Send + 'a>>;
 
 /// The answer to the renewal in flight, which is then taken; never, when

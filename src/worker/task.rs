@@ -14,7 +14,7 @@ use super::settle::settle;
 use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::{JobException, WORKER_STOPPED};
-use crate::queue::ReservedJob;
+use crate::queue::{RedisQueue, ReservedJob};
 
 /// Runs `job` to its end: decide (runs the handler), settle, report.
 /// `tickets`: dropped as the handler call begins, and once the job's fate
@@ -41,7 +41,22 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
     services
         .events
         .settled(&job, &verdict, outcome, started.elapsed());
-    crate::memory::after_job(job, &services.queue).await;
+    after_job(job, &services.queue).await;
+}
+
+/// Ends a job's life: drops it and, when it was large
+/// ([`LARGE_JOB`](crate::memory::LARGE_JOB)), gives its memory back, so
+/// that one big job does not leave the daemon near `--memory`: the queue
+/// connection is reopened (the Redis client keeps buffers as large as the
+/// largest message it carried) and the allocator returns its free pages to
+/// the system ([`trim`](crate::memory::trim)).
+async fn after_job(job: ReservedJob, queue: &RedisQueue) {
+    let large = job.raw.len() + job.reserved.len() >= crate::memory::LARGE_JOB;
+    drop(job);
+    if large {
+        queue.renew_connection().await;
+        crate::memory::trim();
+    }
 }
 
 /// Resolves when the drain deadline passes; never, when none can come.

@@ -1,0 +1,124 @@
+//! Checks of `[[handlers]]` entries: each names one transport, only with
+//! the keys that transport reads.
+
+use anyhow::{Context, bail};
+
+use super::HandlerEntry;
+
+/// Checks every entry (see [`transport`]) and its `mode`.
+///
+/// # Errors
+/// The first problem found, naming the entry and the key.
+pub(super) fn handlers(handlers: &[HandlerEntry]) -> anyhow::Result<()> {
+    for h in handlers {
+        transport(h)?;
+        match h.mode.as_deref() {
+            None | Some("process" | "persistent") => {}
+            Some(other) => bail!(
+                "[[handlers]] match = {:?}: mode = {other:?}: expected \"process\" or \"persistent\"",
+                h.pattern
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Checks that a `[[handlers]]` entry names exactly one transport
+/// (`command` or `url`), only with the keys that transport reads, and a
+/// usable `queues` list.
+///
+/// # Errors
+/// The first problem found, naming the entry and the key.
+fn transport(h: &HandlerEntry) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    match (&h.command, &h.url) {
+        (Some(_), Some(_)) => bail!("[[handlers]] match = {name:?}: set command or url, not both"),
+        (None, None) => bail!(
+            "[[handlers]] match = {name:?}: needs a command (a program to run) or a url (an HTTP endpoint)"
+        ),
+        (Some(cmd), None) => command(h, cmd)?,
+        (None, Some(url)) => http(h, url)?,
+    }
+    if let Some(queues) = &h.queues
+        && (queues.is_empty() || queues.iter().any(String::is_empty))
+    {
+        bail!("[[handlers]] match = {name:?}: queues must list one or more queue names");
+    }
+    Ok(())
+}
+
+/// A command handler's keys: a program, at least one process, usable
+/// `env` entries, and none of the HTTP keys.
+fn command(h: &HandlerEntry, cmd: &[String]) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    if cmd.is_empty() || cmd[0].is_empty() {
+        bail!("[[handlers]] match = {name:?}: command is empty");
+    }
+    if h.processes == Some(0) {
+        bail!(
+            "[[handlers]] match = {name:?}: processes = 0: a persistent handler needs \
+             at least 1 process"
+        );
+    }
+    for (var, value) in h.env.iter().flatten() {
+        if var.is_empty() || var.contains(['=', '\0']) {
+            bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
+        }
+        if value.contains('\0') {
+            bail!("[[handlers]] match = {name:?}: env: the value of {var} holds a NUL");
+        }
+    }
+    for (key, set) in [
+        ("connect_timeout", h.connect_timeout.is_some()),
+        ("token_env", h.token_env.is_some()),
+        ("secret_env", h.secret_env.is_some()),
+    ] {
+        if set {
+            bail!("[[handlers]] match = {name:?}: {key} applies to url handlers only");
+        }
+    }
+    Ok(())
+}
+
+/// An HTTP handler's keys: an `http(s)://` URL without credentials, a
+/// connect timeout of a second or more, variable names for the secrets,
+/// and none of the command keys.
+fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    let parsed = reqwest::Url::parse(url)
+        .with_context(|| format!("[[handlers]] match = {name:?}: url = {url:?}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        bail!("[[handlers]] match = {name:?}: url must start with http:// or https://");
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        bail!(
+            "[[handlers]] match = {name:?}: url must not hold credentials; \
+             use token_env (bearer token) or secret_env (signature)"
+        );
+    }
+    for (key, set) in [
+        ("mode", h.mode.is_some()),
+        ("processes", h.processes.is_some()),
+        ("max_jobs", h.max_jobs.is_some()),
+        ("max_memory", h.max_memory.is_some()),
+        ("env", h.env.is_some()),
+        ("env_clear", h.env_clear.is_some()),
+        ("decode_command", h.decode_command.is_some()),
+    ] {
+        if set {
+            bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
+        }
+    }
+    if h.connect_timeout == Some(0) {
+        bail!("[[handlers]] match = {name:?}: connect_timeout must be at least 1 second");
+    }
+    for (key, var) in [("token_env", &h.token_env), ("secret_env", &h.secret_env)] {
+        if var
+            .as_deref()
+            .is_some_and(|v| v.is_empty() || v.contains(['=', '\0']))
+        {
+            bail!("[[handlers]] match = {name:?}: {key} must name an environment variable");
+        }
+    }
+    Ok(())
+}

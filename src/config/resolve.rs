@@ -1,0 +1,145 @@
+//! The sections of a merged [`Layer`](super::Layer) that need more than a
+//! default, resolved into the typed values and specs of
+//! [`Settings`](super::Settings): policies (named with the code that
+//! follows them), the failed store, the breaker, Horizon.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::FailedSettings;
+use super::MAX_SECONDS;
+use super::file::{FailedLayer, HorizonLayer};
+use crate::exception::LaravelVersion;
+use crate::handler::{BreakerSettings, Unmatched};
+use crate::horizon::Trim;
+use crate::worker::lease::OnLeaseLost;
+use crate::worker::tripped::OnHandlerTripped;
+
+/// `[horizon]`, resolved: what to write where. The app turns it into
+/// Horizon's settings, the prefix braced on a cluster as Horizon does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HorizonSpec {
+    /// `[horizon] prefix`; `None`: Horizon's default.
+    pub prefix: Option<String>,
+    /// Take metric snapshots and trim the job lists.
+    pub snapshot: bool,
+    /// `horizon.trim`: how long records live.
+    pub trim: Trim,
+}
+
+/// `[failed]`: `database-uuids` (the default; needs a database), `redis`
+/// or `null`.
+///
+/// # Errors
+/// An unknown driver, or `database-uuids` without a database.
+pub(super) fn failed(layer: FailedLayer) -> anyhow::Result<FailedSettings> {
+    Ok(match layer.driver.as_deref().unwrap_or("database-uuids") {
+        "database-uuids" => FailedSettings::Database {
+            url: layer.url.context(
+                "[failed] driver = \"database-uuids\" needs a database: set [failed] url \
+                 (sqlite://, mysql://, postgres://) or DB_CONNECTION and DB_*, \
+                 or choose driver = \"redis\" or \"null\"",
+            )?,
+            table: layer.table.unwrap_or_else(|| "failed_jobs".into()),
+        },
+        "redis" => FailedSettings::Redis,
+        "null" => FailedSettings::Null,
+        other => {
+            bail!("[failed] driver = {other:?}: expected \"database-uuids\", \"redis\" or \"null\"")
+        }
+    })
+}
+
+/// `[queue] unmatched`: `fail` (the default) or `release`, after
+/// `unmatched_release_delay` seconds (default 60).
+///
+/// # Errors
+/// Another value.
+pub(super) fn unmatched(value: Option<&str>, delay: Option<u64>) -> anyhow::Result<Unmatched> {
+    match value.unwrap_or("fail") {
+        "fail" => Ok(Unmatched::Fail),
+        "release" => Ok(Unmatched::Release {
+            delay: delay.unwrap_or(60),
+        }),
+        other => bail!("[queue] unmatched = {other:?}: expected \"fail\" or \"release\""),
+    }
+}
+
+/// `[worker] on_lease_lost`: `kill` (the default) or `keep`.
+///
+/// # Errors
+/// Another value.
+pub(super) fn on_lease_lost(value: Option<&str>) -> anyhow::Result<OnLeaseLost> {
+    match value {
+        None | Some("kill") => Ok(OnLeaseLost::Kill),
+        Some("keep") => Ok(OnLeaseLost::Keep),
+        Some(other) => bail!("[worker] on_lease_lost = {other:?}: expected \"kill\" or \"keep\""),
+    }
+}
+
+/// `[worker] on_handler_tripped`: `release` (the default) or `exit`.
+///
+/// # Errors
+/// Another value.
+pub(super) fn on_handler_tripped(value: Option<&str>) -> anyhow::Result<OnHandlerTripped> {
+    match value {
+        None | Some("release") => Ok(OnHandlerTripped::Release),
+        Some("exit") => Ok(OnHandlerTripped::Exit),
+        Some(other) => {
+            bail!("[worker] on_handler_tripped = {other:?}: expected \"release\" or \"exit\"")
+        }
+    }
+}
+
+/// Every handler's breaker: `[worker] trip_after` and `trip_backoff`
+/// (seconds), the handler's defaults where unset.
+pub(super) fn breaker(trip_after: Option<u32>, backoff: Option<u64>) -> BreakerSettings {
+    let defaults = BreakerSettings::default();
+    BreakerSettings {
+        trip_after: trip_after.unwrap_or(defaults.trip_after),
+        backoff: backoff.map_or(defaults.backoff, Duration::from_secs),
+    }
+}
+
+/// `[horizon]`, resolved: `None` unless `enabled`.
+pub(super) fn horizon(layer: &HorizonLayer) -> Option<HorizonSpec> {
+    let defaults = Trim::default();
+    layer.enabled.unwrap_or(false).then(|| HorizonSpec {
+        prefix: layer.prefix.clone(),
+        snapshot: layer.snapshot.unwrap_or(false),
+        trim: Trim {
+            recent: layer.trim_recent.unwrap_or(defaults.recent),
+            pending: layer.trim_pending.unwrap_or(defaults.pending),
+            completed: layer.trim_completed.unwrap_or(defaults.completed),
+            recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
+            failed: layer.trim_failed.unwrap_or(defaults.failed),
+            monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
+        },
+    })
+}
+
+/// `[metrics] backlog_interval`: seconds between two readings of the
+/// backlog gauges, default 5; 0 turns them off (`None`).
+///
+/// # Errors
+/// A value above [`MAX_SECONDS`].
+pub(super) fn backlog_interval(seconds: Option<u64>) -> anyhow::Result<Option<Duration>> {
+    match seconds.unwrap_or(5) {
+        0 => Ok(None),
+        s if s <= MAX_SECONDS => Ok(Some(Duration::from_secs(s))),
+        s => bail!("[metrics] backlog_interval = {s}: at most {MAX_SECONDS} seconds (0: off)"),
+    }
+}
+
+/// `[app] laravel`: a version like `"8.83"`; unset, the newest.
+///
+/// # Errors
+/// Text that is not a version.
+pub(super) fn laravel(text: Option<&str>) -> anyhow::Result<LaravelVersion> {
+    match text {
+        Some(text) => LaravelVersion::parse(text)
+            .with_context(|| format!("[app] laravel = {text:?}: expected a version like \"8.83\"")),
+        None => Ok(LaravelVersion::NEWEST),
+    }
+}

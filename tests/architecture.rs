@@ -1,0 +1,593 @@
+//! The layering of `src/` (the "Architecture" section of
+//! `docs/src/development.md`), checked from the source text:
+//!
+//! - every `crate::NAME…` path (and every path of a `use crate::{a, b::c}`
+//!   group) in the code of a top-level module `src/X.rs` or `src/X/` is an
+//!   edge X → NAME, allowed or not by [`LAYERS`];
+//! - `config` names other modules' types and constants only, never their
+//!   functions (it never opens or runs anything);
+//! - inside `src/handler/`, no two files import each other, directly or
+//!   round a longer loop ([`KNOWN_CYCLES`] apart);
+//! - no function in `src/` is longer than [`MAX_FN_LINES`] lines
+//!   ([`LONG_FNS`] apart).
+//!
+//! Only the code before a file's `#[cfg(test)]` counts, and comments do not.
+//! On failure the measured edges are printed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Modules that import no other module of the crate but each other.
+const LEAVES: &[&str] = &[
+    "escape",
+    "exception",
+    "error_chain",
+    "log_limit",
+    "pieces",
+    "stdout",
+    "signals",
+    "slug",
+];
+
+/// Modules that may import any other: the commands and what only they use
+/// (`main.rs` and `lib.rs`, the crate roots, are not read).
+const SURFACE: &[&str] = &["cli", "commands", "banner", "hints"];
+
+/// Listeners of the worker's events.
+const LISTENERS: &[&str] = &["metrics", "horizon", "backlog", "output"];
+
+/// Every other module, with the rule that places it and the modules (beside
+/// [`LEAVES`]) it may import. `None`: any module but the listed ones.
+const LAYERS: &[(&str, &str, Allowed)] = &[
+    ("redis", "1", Allowed::Only(&[])),
+    ("sql", "1", Allowed::Only(&[])),
+    ("queue", "2", Allowed::Only(&["redis"])),
+    ("cache", "3", Allowed::Only(&["redis", "sql", "queue"])),
+    ("failed", "3", Allowed::Only(&["redis", "sql", "queue"])),
+    ("memory", "4", Allowed::Only(&[])),
+    ("handler", "5", Allowed::Only(&["queue", "memory"])),
+    ("lifecycle", "7", Allowed::Only(&[])),
+    (
+        "worker",
+        "8",
+        Allowed::Only(&["queue", "handler", "cache", "failed", "lifecycle", "memory"]),
+    ),
+    (
+        "metrics",
+        "9",
+        Allowed::Only(&["worker", "queue", "redis", "handler", "backlog"]),
+    ),
+    (
+        "horizon",
+        "9",
+        Allowed::Only(&["worker", "queue", "redis", "handler"]),
+    ),
+    (
+        "backlog",
+        "9",
+        Allowed::Only(&["worker", "queue", "redis", "handler"]),
+    ),
+    (
+        "output",
+        "9",
+        Allowed::Only(&["worker", "queue", "redis", "handler"]),
+    ),
+    (
+        "config",
+        "10",
+        Allowed::AllBut(&["app", "cli", "commands", "banner", "hints"]),
+    ),
+    (
+        "app",
+        "11",
+        Allowed::AllBut(&["cli", "commands", "banner", "hints"]),
+    ),
+];
+
+/// What a module may import.
+enum Allowed {
+    /// These modules and the leaves.
+    Only(&'static [&'static str]),
+    /// Every module but these.
+    AllBut(&'static [&'static str]),
+}
+
+/// Import cycles between files of `src/handler/` that another change
+/// removes: the persistent and process-per-job transports share helpers
+/// (issue 18 item 4 moves them to a module of their own; this entry goes
+/// then).
+const KNOWN_CYCLES: &[(&str, &str)] = &[("persistent", "subprocess")];
+
+/// The longest a function may be, in lines (signature to closing brace).
+const MAX_FN_LINES: usize = 80;
+
+/// Functions over [`MAX_FN_LINES`] that are being shortened elsewhere
+/// (file, function): `src/handler/` and `src/queue/` are reworked by the
+/// pools and Redis changes of issue 18.
+const LONG_FNS: &[(&str, &str)] = &[
+    ("src/handler/persistent.rs", "call"),
+    ("src/handler/subprocess.rs", "call_with"),
+    ("src/queue/command.rs", "value_head"),
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The top-level modules of the crate: `src/X.rs` and `src/X/`.
+fn modules() -> BTreeSet<String> {
+    fs::read_dir(src())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs").map(str::to_string)
+            }
+        })
+        .filter(|m| m != "main" && m != "lib")
+        .collect()
+}
+
+/// `path` relative to the crate, for messages (`src/worker/lease.rs`).
+fn shown(path: &Path) -> String {
+    path.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// The lines of a file's code before its `#[cfg(test)]`, string literals
+/// blanked and comments removed (numbering kept).
+fn code_lines(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        out.push(strip(line));
+    }
+    out
+}
+
+/// A line without its string and char literals' contents and without its
+/// `//` comment.
+fn strip(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        if in_str {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    in_str = false;
+                    out.push('"');
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                out.push('"');
+            }
+            // A char literal (`'{'`, `'\''`), not a lifetime (`'a`).
+            '\'' => {
+                let rest: String = chars.clone().take(12).collect();
+                let len = match rest.strip_prefix('\\') {
+                    Some(escaped) => escaped.get(1..).and_then(|s| s.find('\'')).map(|i| i + 3),
+                    None => rest
+                        .char_indices()
+                        .nth(1)
+                        .filter(|(_, c)| *c == '\'')
+                        .map(|(i, _)| i + 1),
+                };
+                match len {
+                    Some(len) => {
+                        let skip = rest[..len].chars().count();
+                        for _ in 0..skip {
+                            chars.next();
+                        }
+                        out.push_str("''");
+                    }
+                    None => out.push(c),
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Reads one path after `crate::` (or `super::`) at the start of `text`:
+/// the full paths it names, a `{…}` group expanded.
+fn read_paths(text: &str) -> Vec<Vec<String>> {
+    fn ident(text: &str) -> (&str, &str) {
+        let end = text
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(text.len());
+        text.split_at(end)
+    }
+    fn tree(text: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+        let mut path = prefix.to_vec();
+        let mut rest = text.trim_start();
+        loop {
+            if let Some(group) = rest.strip_prefix('{') {
+                // A group: comma-separated subtrees up to the matching brace.
+                let mut used = text.len() - group.len();
+                loop {
+                    let sub = &text[used..];
+                    let trimmed = sub.trim_start();
+                    used += sub.len() - trimmed.len();
+                    if let Some(after) = trimmed.strip_prefix('}') {
+                        return text.len() - after.len();
+                    }
+                    if let Some(after) = trimmed.strip_prefix(',') {
+                        used = text.len() - after.len();
+                        continue;
+                    }
+                    if trimmed.is_empty() {
+                        return text.len();
+                    }
+                    used += tree(trimmed, &path, out);
+                }
+            }
+            let (name, after) = ident(rest);
+            if name.is_empty() {
+                break;
+            }
+            path.push(name.to_string());
+            rest = after;
+            match rest.strip_prefix("::") {
+                Some(next) => rest = next,
+                None => break,
+            }
+        }
+        if path.len() > prefix.len() {
+            out.push(path);
+        }
+        text.len() - rest.len()
+    }
+    let mut out = Vec::new();
+    tree(text, &[], &mut out);
+    out
+}
+
+/// Every path a file names after `anchor` (`crate::`), with its line.
+fn paths_in(lines: &[String], anchor: &str) -> Vec<(usize, Vec<String>)> {
+    let text = lines.join("\n");
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(anchor) {
+        let start = from + at;
+        from = start + anchor.len();
+        let before = text[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let line = text[..start].matches('\n').count() + 1;
+        for path in read_paths(&text[from..]) {
+            out.push((line, path));
+        }
+    }
+    out
+}
+
+/// One import of another module: where, and what it names.
+struct Edge {
+    from: String,
+    to: String,
+    at: String,
+    path: String,
+}
+
+/// Every edge between top-level modules in `src/`.
+fn edges() -> Vec<Edge> {
+    let modules = modules();
+    let mut out = Vec::new();
+    for file in rust_files(&src()) {
+        let rel = file.strip_prefix(src()).unwrap();
+        let first = rel.iter().next().unwrap().to_string_lossy().into_owned();
+        let from = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+        if !modules.contains(&from) {
+            continue;
+        }
+        for (line, path) in paths_in(&code_lines(&file), "crate::") {
+            let to = &path[0];
+            if *to != from && modules.contains(to) {
+                out.push(Edge {
+                    from: from.clone(),
+                    to: to.clone(),
+                    at: format!("{}:{line}", shown(&file)),
+                    path: format!("crate::{}", path.join("::")),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The edges, one line per pair of modules with a count and a first place.
+fn edge_table(edges: &[Edge]) -> String {
+    let mut pairs: BTreeMap<(&str, &str), (usize, &str)> = BTreeMap::new();
+    for e in edges {
+        pairs.entry((&e.from, &e.to)).or_insert((0, &e.at)).0 += 1;
+    }
+    pairs
+        .iter()
+        .map(|((from, to), (n, at))| format!("  {from} -> {to} ({n}, first at {at})\n"))
+        .collect()
+}
+
+/// Why `from` may not import `to`, if it may not.
+fn forbidden(from: &str, to: &str) -> Option<String> {
+    if LEAVES.contains(&from) {
+        return (!LEAVES.contains(&to))
+            .then(|| "a leaf module imports only leaf modules".to_string());
+    }
+    if SURFACE.contains(&from) {
+        return None;
+    }
+    let Some((_, rule, allowed)) = LAYERS.iter().find(|(m, ..)| *m == from) else {
+        return Some(format!(
+            "module {from} has no place in the layers: add it to LAYERS in tests/architecture.rs \
+             and to the Architecture section of docs/src/development.md"
+        ));
+    };
+    let ok = match allowed {
+        Allowed::Only(list) => LEAVES.contains(&to) || list.contains(&to),
+        Allowed::AllBut(list) => !list.contains(&to),
+    };
+    (!ok).then(|| format!("rule {rule}: {from} may not import {to}"))
+}
+
+/// Edges the rules forbid, and `config` paths that name no type or
+/// constant.
+#[test]
+fn modules_import_only_what_their_layer_allows() {
+    for m in LEAVES.iter().chain(SURFACE).chain(LISTENERS) {
+        assert!(
+            LEAVES.contains(m) != SURFACE.contains(m) || LISTENERS.contains(m),
+            "{m} is in two groups"
+        );
+    }
+    let edges = edges();
+    println!("measured edges:\n{}", edge_table(&edges));
+    let mut problems = Vec::new();
+    for e in &edges {
+        if let Some(why) = forbidden(&e.from, &e.to) {
+            problems.push(format!("{}: {} ({why})", e.at, e.path));
+        }
+        // Rule 10: config names runtime types (and constants), never
+        // functions: a path that reaches no capitalised name calls or
+        // reaches code.
+        let names_a_type = e
+            .path
+            .split("::")
+            .skip(2)
+            .any(|s| s.starts_with(|c: char| c.is_ascii_uppercase()));
+        if e.from == "config" && !LEAVES.contains(&e.to.as_str()) && !names_a_type {
+            problems.push(format!(
+                "{}: {} (rule 10: config names other modules' types, not their functions)",
+                e.at, e.path
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "forbidden imports:\n  {}\n\nmeasured edges:\n{}",
+        problems.join("\n  "),
+        edge_table(&edges)
+    );
+}
+
+/// The file of `src/handler/` that item `name` of `handler` lives in: a
+/// file of that name, or the file `mod.rs` re-exports it from (`None`:
+/// `mod.rs` itself).
+fn handler_file(
+    name: &str,
+    files: &BTreeSet<String>,
+    reexports: &BTreeMap<String, String>,
+) -> Option<String> {
+    if files.contains(name) {
+        return Some(name.to_string());
+    }
+    reexports.get(name).cloned()
+}
+
+/// Rule 6: no file of `src/handler/` reaches itself through imports.
+#[test]
+fn handler_files_import_each_other_in_one_direction() {
+    let dir = src().join("handler");
+    let files: BTreeSet<String> = rust_files(&dir)
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter(|s| s != "mod")
+        .collect();
+    // `pub use FILE::{Item, …}` in mod.rs: where each item lives.
+    let mut reexports = BTreeMap::new();
+    let mod_lines = code_lines(&dir.join("mod.rs"));
+    for (_, path) in paths_in(&mod_lines, "pub use ") {
+        if let [file, .., item] = path.as_slice()
+            && files.contains(file)
+        {
+            reexports.insert(item.clone(), file.clone());
+        }
+    }
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for file in &files {
+        let path = dir.join(format!("{file}.rs"));
+        let lines = code_lines(&path);
+        let mut found = paths_in(&lines, "super::");
+        for (line, p) in paths_in(&lines, "crate::") {
+            if p.first().is_some_and(|m| m == "handler") {
+                found.push((line, p[1..].to_vec()));
+            }
+        }
+        for (line, p) in found {
+            let Some(first) = p.first() else { continue };
+            if let Some(to) = handler_file(first, &files, &reexports)
+                && to != *file
+            {
+                graph
+                    .entry(file.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_insert(format!("{}:{line}", shown(&path)));
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (a, b) in KNOWN_CYCLES {
+        let found = graph.get(*a).is_some_and(|o| o.contains_key(*b))
+            && graph.get(*b).is_some_and(|o| o.contains_key(*a));
+        if !found {
+            problems.push(format!("KNOWN_CYCLES entry no longer needed: {a} <-> {b}"));
+        }
+    }
+    for (a, outs) in &graph {
+        for (b, at) in outs {
+            if a < b
+                && let Some(back) = graph.get(b).and_then(|o| o.get(a))
+                && !KNOWN_CYCLES.contains(&(a.as_str(), b.as_str()))
+            {
+                problems.push(format!("{a} <-> {b}: {at} and {back}"));
+            }
+        }
+    }
+    // Longer loops: a file that reaches itself past two others.
+    for start in &files {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
+        while let Some((at, trail)) = stack.pop() {
+            for next in graph.get(&at).into_iter().flat_map(BTreeMap::keys) {
+                if next == start && trail.len() > 2 {
+                    problems.push(format!("loop: {} -> {start}", trail.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut t = trail.clone();
+                    t.push(next.clone());
+                    stack.push((next.clone(), t));
+                }
+            }
+        }
+    }
+    let edges: String = graph
+        .iter()
+        .flat_map(|(a, outs)| {
+            outs.iter()
+                .map(move |(b, at)| format!("  {a} -> {b} ({at})\n"))
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "import cycles in src/handler/:\n  {}\n\nmeasured edges:\n{edges}",
+        problems.join("\n  ")
+    );
+}
+
+/// Every function in `src/` with its length: `(lines, file, line, name)`,
+/// counted from its signature to its closing brace, up to the file's
+/// `#[cfg(test)]`.
+fn functions() -> Vec<(usize, String, usize, String)> {
+    let mut out = Vec::new();
+    for file in rust_files(&src()) {
+        let lines = code_lines(&file);
+        for (i, line) in lines.iter().enumerate() {
+            let Some(name) = fn_name(line) else { continue };
+            let mut depth = 0i64;
+            let mut started = false;
+            for (j, l) in lines.iter().enumerate().skip(i) {
+                if !started && l.contains(';') && !l.contains('{') {
+                    break;
+                }
+                depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+                started |= l.contains('{');
+                if started && depth <= 0 {
+                    out.push((j - i + 1, shown(&file), i + 1, name.clone()));
+                    break;
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+/// The name of the function a line declares, if it declares one.
+fn fn_name(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace().peekable();
+    while let Some(w) = words.peek() {
+        let qualifier = *w == "pub"
+            || w.starts_with("pub(")
+            || ["const", "async", "unsafe", "extern"].contains(w);
+        if !qualifier {
+            break;
+        }
+        words.next();
+    }
+    if words.next()? != "fn" {
+        return None;
+    }
+    let name: String = words
+        .next()?
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// No function over [`MAX_FN_LINES`] lines but those of [`LONG_FNS`]; and
+/// each of those still is long (else its entry goes).
+#[test]
+fn functions_are_short() {
+    let all = functions();
+    let long: Vec<_> = all.iter().filter(|f| f.0 > MAX_FN_LINES).collect();
+    let too_long: Vec<String> = long
+        .iter()
+        .filter(|(_, file, _, name)| !LONG_FNS.contains(&(file.as_str(), name.as_str())))
+        .map(|(n, file, line, name)| format!("{file}:{line}: fn {name}: {n} lines"))
+        .collect();
+    let stale: Vec<String> = LONG_FNS
+        .iter()
+        .filter(|(file, name)| !long.iter().any(|f| f.1 == *file && f.3 == *name))
+        .map(|(file, name)| format!("{file}: fn {name}"))
+        .collect();
+    let top: String = all
+        .iter()
+        .take(10)
+        .map(|(n, file, line, name)| format!("  {n} {file}:{line} {name}\n"))
+        .collect();
+    assert!(
+        too_long.is_empty() && stale.is_empty(),
+        "functions over {MAX_FN_LINES} lines:\n  {}\nLONG_FNS entries no longer needed:\n  {}\n\nthe ten longest:\n{top}",
+        too_long.join("\n  "),
+        stale.join("\n  ")
+    );
+}
