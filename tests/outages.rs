@@ -4,7 +4,7 @@
 //! data (`SHUTDOWN SAVE`: commands fail at once).
 //!
 //! The queue connection's command timeout is 30 s
-//! (`queue::connect::COMMAND_TIMEOUT`): a command sent to a frozen Redis
+//! (`redis::COMMAND_TIMEOUT`): a command sent to a frozen Redis
 //! waits that long before it fails, so the bounds below sit well under it.
 
 mod common;

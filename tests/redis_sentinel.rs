@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::redis_topologies::{SentinelSet, cli, require, text};
@@ -52,19 +52,43 @@ fn queue_left(port: u16) -> Option<i64> {
     Some(ready + delayed + reserved)
 }
 
-#[test]
-fn the_worker_follows_a_sentinel_failover_mid_run() {
-    if !require(
-        "the_worker_follows_a_sentinel_failover_mid_run",
-        &["redis-server"],
-    ) {
-        return;
+/// A Sentinel set in a fresh temporary directory; `None` (the skip
+/// printed) without redis-server.
+fn start_set(test: &str) -> Option<(tempfile::TempDir, SentinelSet)> {
+    if !require(test, &["redis-server"]) {
+        return None;
     }
     let dir = tempfile::Builder::new()
         .prefix("lw-sentinel-")
         .tempdir()
         .unwrap();
-    let mut set = SentinelSet::start(dir.path());
+    let set = SentinelSet::start(dir.path());
+    Some((dir, set))
+}
+
+/// Writes `{dir}/config.toml`: `[redis]` through the sentinels of `set`
+/// (the URL's host is never used), then `rest`.
+fn write_config(dir: &Path, set: &SentinelSet, rest: &str) -> PathBuf {
+    let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\nurl = \"redis://unused:6379/0\"\nprefix = \"laravel_database_\"\n\
+             sentinels = [{}]\nservice = \"{}\"\n{rest}",
+            sentinels.join(", "),
+            SentinelSet::SERVICE,
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn the_worker_follows_a_sentinel_failover_mid_run() {
+    let Some((dir, mut set)) = start_set("the_worker_follows_a_sentinel_failover_mid_run") else {
+        return;
+    };
     let log = dir.path().join("jobs.log");
     let handler = dir.path().join("handler.sh");
     std::fs::write(
@@ -78,23 +102,17 @@ fn the_worker_follows_a_sentinel_failover_mid_run() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\nurl = \"redis://unused:6379/0\"\nprefix = \"laravel_database_\"\n\
-             sentinels = [{}]\nservice = \"{}\"\n\
-             [queue]\nretry_after = 5\nblock_for = 1\n\
+    let config = write_config(
+        dir.path(),
+        &set,
+        &format!(
+            "[queue]\nretry_after = 5\nblock_for = 1\n\
              [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
              [failed]\ndriver = \"redis\"\n\
              [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-            sentinels.join(", "),
-            SentinelSet::SERVICE,
             handler.display()
         ),
-    )
-    .unwrap();
+    );
 
     // Push through the sentinels, then make sure the replica has every job
     // before anything is killed: what is measured is the worker's loss.
@@ -240,31 +258,15 @@ fn the_worker_follows_a_sentinel_failover_mid_run() {
 /// a single server at the URL's host.
 #[test]
 fn a_separate_cache_url_goes_through_the_sentinels() {
-    if !require(
-        "a_separate_cache_url_goes_through_the_sentinels",
-        &["redis-server"],
-    ) {
+    let Some((dir, set)) = start_set("a_separate_cache_url_goes_through_the_sentinels") else {
         return;
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("lw-sentinel-cache-")
-        .tempdir()
-        .unwrap();
-    let set = SentinelSet::start(dir.path());
-    let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\nurl = \"redis://unused:6379/0\"\nprefix = \"laravel_database_\"\n\
-             sentinels = [{}]\nservice = \"{}\"\n\
-             [cache]\nurl = \"redis://unused-too:6379/3\"\nprefix = \"laravel_cache\"\n\
-             colon = true\n[failed]\ndriver = \"null\"\n",
-            sentinels.join(", "),
-            SentinelSet::SERVICE,
-        ),
-    )
-    .unwrap();
+    };
+    let config = write_config(
+        dir.path(),
+        &set,
+        "[cache]\nurl = \"redis://unused-too:6379/3\"\nprefix = \"laravel_cache\"\n\
+         colon = true\n[failed]\ndriver = \"null\"\n",
+    );
 
     let out = cli(&config, &["restart"], &[]);
     assert!(out.status.success(), "{}", text(&out));

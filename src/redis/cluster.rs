@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, ErrorKind, RedisError, RedisResult};
 
-use super::open::{CONNECT_TIMEOUT, FAILOVER_WAIT};
+use super::purpose::{CONNECT_TIMEOUT, FAILOVER_WAIT};
 use super::target::RedisTarget;
 use super::tls::{certificates, is_tls, tls_mode, with_insecure};
 

@@ -1,14 +1,18 @@
 //! [`RedisConn`]: the one connection type every caller holds, whatever the
-//! topology behind it.
+//! topology behind it, and [`open`], which makes one: the one place the
+//! topology is chosen, a `match` with one arm per [`Topology`] variant, so
+//! a new variant does not compile until it is handled here (and in the
+//! dispatch of [`ConnectionLike`] below, one arm per [`Link`]).
 
 use std::sync::Arc;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use super::purpose::Purpose;
 use super::sentinel::SentinelConn;
-use super::target::RedisTarget;
+use super::target::{RedisTarget, Topology};
 
 /// A connection to Redis, whatever the topology. Cloning is cheap; clones
 /// share the underlying sockets. Commands, pipelines and scripts go through
@@ -22,7 +26,7 @@ pub struct RedisConn {
 
 /// The client connection of each topology.
 #[derive(Clone)]
-pub(super) enum Link {
+enum Link {
     /// One server, reconnecting by itself.
     Single(ConnectionManager),
     /// The current master of a Sentinel-managed replica set.
@@ -33,7 +37,7 @@ pub(super) enum Link {
 
 impl RedisConn {
     /// `link`, opened for `target`.
-    pub(super) fn new(link: Link, target: &RedisTarget) -> Self {
+    fn new(link: Link, target: &RedisTarget) -> Self {
         RedisConn {
             link,
             target: Arc::new(target.clone()),
@@ -44,6 +48,31 @@ impl RedisConn {
     /// slot (see [`RedisTarget::is_cluster`]).
     pub fn is_cluster(&self) -> bool {
         self.target.is_cluster()
+    }
+}
+
+/// Opens a connection to `target`, for `purpose`.
+///
+/// # Errors
+/// Unreadable TLS files, a server (or no sentinel, or no cluster node) that
+/// cannot be reached, a TLS handshake that fails (the message names the
+/// cause, such as an unknown issuer), a scheme that does not match the
+/// server, or refused credentials.
+pub async fn open(target: &RedisTarget, purpose: Purpose) -> RedisResult<RedisConn> {
+    super::tls::prepare(&target.info, &target.tls);
+    let timeout = purpose.response_timeout();
+    let link = match &target.topology {
+        Topology::Single => super::single::open(target, timeout).await.map(Link::Single),
+        Topology::Sentinel(options) => SentinelConn::open(target, options, timeout)
+            .await
+            .map(Link::Sentinel),
+        Topology::Cluster { nodes } => super::cluster::open(target, nodes, timeout)
+            .await
+            .map(Link::Cluster),
+    };
+    match link {
+        Ok(link) => Ok(RedisConn::new(link, target)),
+        Err(e) => Err(super::tls::explain_ca_as_server(e)),
     }
 }
 

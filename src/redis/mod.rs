@@ -41,9 +41,9 @@
 //! else (queue key hash tags, Horizon's prefix, the failed store's keys)
 //! asks one of the two.
 //!
-//! TLS files and their errors live in `tls`; which errors are worth a
-//! retry at start, and how a refused script command is named, in
-//! `errors`.
+//! TLS files and their errors live in `tls`; the time limits all
+//! topologies share, in `purpose`; which errors are worth a retry at start,
+//! and how a refused script command is named, in `errors`.
 //!
 //! In these files `redis::…` names the `redis` crate; this module is
 //! `crate::redis`.
@@ -51,15 +51,15 @@
 mod cluster;
 mod conn;
 mod errors;
-mod open;
+mod purpose;
 mod sentinel;
 mod single;
 mod target;
 mod tls;
 mod tls_probe;
 
-pub use conn::RedisConn;
+pub use conn::{RedisConn, open};
 pub use errors::{is_permanent, name_denied_in_scripts, speaks_no_redis};
-pub use open::{COMMAND_TIMEOUT, Purpose, open};
+pub use purpose::{COMMAND_TIMEOUT, Purpose};
 pub use target::{RedisTarget, SentinelOptions, Topology};
 pub use tls::TlsOptions;

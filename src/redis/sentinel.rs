@@ -15,7 +15,7 @@ use redis::{
     AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value,
 };
 
-use super::open::{CONNECT_TIMEOUT, FAILOVER_WAIT};
+use super::purpose::{CONNECT_TIMEOUT, FAILOVER_WAIT};
 use super::target::{RedisTarget, SentinelOptions};
 use super::tls::{certificates, is_tls, tls_mode, with_insecure_addr};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::{Client, RedisResult};
 
-use super::open::CONNECT_TIMEOUT;
+use super::purpose::CONNECT_TIMEOUT;
 use super::target::RedisTarget;
 use super::tls::{is_tls, tls_client};
 use super::{errors, tls_probe};

@@ -1,13 +1,7 @@
-//! [`open`]: a [`RedisTarget`] in, a [`RedisConn`] out. The one place the
-//! topology is chosen: a `match` with one arm per [`Topology`] variant, so
-//! a new variant does not compile until it is handled here.
+//! What a connection is for ([`Purpose`]), and the time limits every
+//! topology shares: connecting, one command, and a master's failover.
 
 use std::time::Duration;
-
-use redis::RedisResult;
-
-use super::conn::{Link, RedisConn};
-use super::target::{RedisTarget, Topology};
 
 /// How long a connection attempt may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -38,37 +32,10 @@ pub enum Purpose {
 
 impl Purpose {
     /// The response time limit of one command; `None`: none.
-    fn response_timeout(self) -> Option<Duration> {
+    pub(super) fn response_timeout(self) -> Option<Duration> {
         match self {
             Purpose::Commands => Some(COMMAND_TIMEOUT),
             Purpose::Blocking => None,
         }
-    }
-}
-
-/// Opens a connection to `target`, for `purpose`.
-///
-/// # Errors
-/// Unreadable TLS files, a server (or no sentinel, or no cluster node) that
-/// cannot be reached, a TLS handshake that fails (the message names the
-/// cause, such as an unknown issuer), a scheme that does not match the
-/// server, or refused credentials.
-pub async fn open(target: &RedisTarget, purpose: Purpose) -> RedisResult<RedisConn> {
-    super::tls::prepare(&target.info, &target.tls);
-    let timeout = purpose.response_timeout();
-    let link = match &target.topology {
-        Topology::Single => super::single::open(target, timeout).await.map(Link::Single),
-        Topology::Sentinel(options) => {
-            super::sentinel::SentinelConn::open(target, options, timeout)
-                .await
-                .map(Link::Sentinel)
-        }
-        Topology::Cluster { nodes } => super::cluster::open(target, nodes, timeout)
-            .await
-            .map(Link::Cluster),
-    };
-    match link {
-        Ok(link) => Ok(RedisConn::new(link, target)),
-        Err(e) => Err(super::tls::explain_ca_as_server(e)),
     }
 }
