@@ -371,35 +371,18 @@ impl<'a, 's> Reader<'a, 's> {
     /// entries still to read. `depth` is the number of containers open.
     fn value_head(&mut self, depth: usize) -> Result<Option<Open>, CommandError> {
         let before = self.input;
-        let kind = self.byte()?;
-        match kind {
+        match self.byte()? {
             b'N' => {
                 self.expect(b';')?;
                 self.raw("null");
             }
-            b'b' => {
-                self.expect(b':')?;
-                let b = self.byte()?;
-                self.expect(b';')?;
-                match b {
-                    b'0' => self.raw("false"),
-                    b'1' => self.raw("true"),
-                    _ => return Err(self.error("0 or 1")),
-                }
-            }
+            b'b' => self.boolean()?,
             b'i' => {
                 self.expect(b':')?;
                 let n = self.int(b';')?;
                 self.raw(&n.to_string());
             }
-            b'd' => {
-                self.expect(b':')?;
-                let f = self.float()?;
-                if let Some(out) = self.out() {
-                    // Infinite and NaN floats have no JSON form: null.
-                    let _ = serde_json::to_writer(out, &f);
-                }
-            }
+            b'd' => self.double()?,
             b's' => {
                 let s = self.string()?;
                 self.expect(b';')?;
@@ -407,51 +390,101 @@ impl<'a, 's> Reader<'a, 's> {
             }
             b'a' => {
                 Self::enter(depth)?;
-                self.expect(b':')?;
-                let count = self.count(b':')?;
-                self.expect(b'{')?;
-                let (slot, written_as_list) = match &mut self.pass {
-                    Pass::Check(lists) => {
-                        // Noted at the opening, so that the write pass meets
-                        // the flags in the same order; settled at the close.
-                        lists.push(true);
-                        (lists.len() - 1, false)
-                    }
-                    Pass::Write { lists, next, .. } => {
-                        let flag = lists.get(*next).copied().ok_or_else(|| {
-                            CommandError::Malformed("arrays changed between passes".into())
-                        })?;
-                        *next += 1;
-                        (0, flag)
-                    }
-                };
-                self.raw(if written_as_list { "[" } else { "{" });
-                return Ok(Some(Open {
-                    kind: Kind::Array {
-                        slot,
-                        list: true,
-                        written_as_list,
-                    },
-                    left: count,
-                    at: 0,
-                }));
+                return self.array_head().map(Some);
             }
             b'O' => {
                 Self::enter(depth)?;
-                let class = self.string()?;
-                self.expect(b':')?;
-                let count = self.count(b':')?;
-                self.expect(b'{')?;
-                self.raw("{\"__class\":");
-                self.string_out(&class)?;
-                return Ok(Some(Open {
-                    kind: Kind::Object,
-                    left: count,
-                    at: 0,
-                }));
+                return self.object_head().map(Some);
             }
-            b'E' => {
+            letter @ (b'E' | b'C' | b'r' | b'R') => {
                 Self::enter(depth)?;
+                self.leaf_object(letter)?;
+            }
+            _ => {
+                self.input = before;
+                return Err(self.error("a type letter"));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `b:0;` or `b:1;`, after its letter.
+    fn boolean(&mut self) -> Result<(), CommandError> {
+        self.expect(b':')?;
+        let b = self.byte()?;
+        self.expect(b';')?;
+        match b {
+            b'0' => self.raw("false"),
+            b'1' => self.raw("true"),
+            _ => return Err(self.error("0 or 1")),
+        }
+        Ok(())
+    }
+
+    /// `d:<float>;`, after its letter.
+    fn double(&mut self) -> Result<(), CommandError> {
+        self.expect(b':')?;
+        let f = self.float()?;
+        if let Some(out) = self.out() {
+            // Infinite and NaN floats have no JSON form: null.
+            let _ = serde_json::to_writer(out, &f);
+        }
+        Ok(())
+    }
+
+    /// Opens `a:<count>:{`, after its letter: written as a JSON list when the
+    /// check pass found its keys to be 0, 1, 2…, else as an object.
+    fn array_head(&mut self) -> Result<Open, CommandError> {
+        self.expect(b':')?;
+        let count = self.count(b':')?;
+        self.expect(b'{')?;
+        let (slot, written_as_list) = match &mut self.pass {
+            Pass::Check(lists) => {
+                // Noted at the opening, so that the write pass meets
+                // the flags in the same order; settled at the close.
+                lists.push(true);
+                (lists.len() - 1, false)
+            }
+            Pass::Write { lists, next, .. } => {
+                let flag = lists.get(*next).copied().ok_or_else(|| {
+                    CommandError::Malformed("arrays changed between passes".into())
+                })?;
+                *next += 1;
+                (0, flag)
+            }
+        };
+        self.raw(if written_as_list { "[" } else { "{" });
+        Ok(Open {
+            kind: Kind::Array {
+                slot,
+                list: true,
+                written_as_list,
+            },
+            left: count,
+            at: 0,
+        })
+    }
+
+    /// Opens `O:<len>:"<class>":<count>:{`, after its letter.
+    fn object_head(&mut self) -> Result<Open, CommandError> {
+        let class = self.string()?;
+        self.expect(b':')?;
+        let count = self.count(b':')?;
+        self.expect(b'{')?;
+        self.raw("{\"__class\":");
+        self.string_out(&class)?;
+        Ok(Open {
+            kind: Kind::Object,
+            left: count,
+            at: 0,
+        })
+    }
+
+    /// Reads an enum case (`E`), a custom-serialized object (`C`) or a
+    /// reference (`r`, `R`) whole, after its letter.
+    fn leaf_object(&mut self, letter: u8) -> Result<(), CommandError> {
+        match letter {
+            b'E' => {
                 let case = self.string()?;
                 self.expect(b';')?;
                 self.raw("{\"__enum\":");
@@ -459,7 +492,6 @@ impl<'a, 's> Reader<'a, 's> {
                 self.raw("}");
             }
             b'C' => {
-                Self::enter(depth)?;
                 let class = self.string()?;
                 self.expect(b':')?;
                 let len = self.count(b':')?;
@@ -472,18 +504,13 @@ impl<'a, 's> Reader<'a, 's> {
                 self.string_out(&data)?;
                 self.raw("}");
             }
-            b'r' | b'R' => {
-                Self::enter(depth)?;
+            _ => {
                 self.expect(b':')?;
                 let n = self.int(b';')?;
                 self.raw(&format!("{{\"__ref\":{n}}}"));
             }
-            _ => {
-                self.input = before;
-                return Err(self.error("a type letter"));
-            }
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Closes a container whose entries are all read.
