@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::redis_topologies::{SentinelSet, cli, require, text};
+use common::redis_topologies::{SentinelSet, cli, job_script, require, temp_dir, text};
 use common::{Daemon, WAIT};
 use nix::sys::signal::Signal;
 
@@ -60,24 +60,16 @@ fn the_worker_follows_a_sentinel_failover_mid_run() {
     ) {
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("lw-sentinel-")
-        .tempdir()
-        .unwrap();
+    let dir = temp_dir("lw-sentinel-");
     let mut set = SentinelSet::start(dir.path());
     let log = dir.path().join("jobs.log");
-    let handler = dir.path().join("handler.sh");
-    std::fs::write(
-        &handler,
-        format!(
-            "#!/bin/sh\n[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
-             echo \"$LARAVEL_WORKER_JOB_ID $(date +%s.%N)\" >> '{}'\n",
+    let handler = job_script(
+        &dir.path().join("handler.sh"),
+        &format!(
+            "echo \"$LARAVEL_WORKER_JOB_ID $(date +%s.%N)\" >> '{}'",
             log.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let sentinels: Vec<String> = set.addresses().iter().map(|a| format!("\"{a}\"")).collect();
     let config = dir.path().join("config.toml");
     std::fs::write(
