@@ -33,13 +33,15 @@ fn pause_skips_a_queue_until_resume() {
     let first = Job::laravel13("App\\Jobs\\Default");
     s.push(&first);
     s.push_on("other", [&Job::laravel13("App\\Jobs\\Other")]);
-    let args = [
-        "--queue=default,other",
-        "--max-jobs=2",
-        "--sleep=0.05",
-        "--json",
-    ];
-    let mut d = s.work(&config, &args);
+    let mut d = s.work(
+        &config,
+        &[
+            "--queue=default,other",
+            "--max-jobs=2",
+            "--sleep=0.05",
+            "--json",
+        ],
+    );
     let started = d.wait_event("starting");
     assert_eq!(started["queue"], "other", "the paused queue is skipped");
     assert_eq!(
@@ -177,11 +179,7 @@ fn env_file_configures_everything_from_the_app() {
     let config = s.config().settings_from_app().recording("exit 1").write();
     let job = Job::laravel8("App\\Jobs\\FromEnv");
     let key = "test_app_database_queues:default";
-    let _: () = redis::pipe()
-        .rpush(key, job.build())
-        .rpush(format!("{key}:notify"), 1)
-        .query(&mut s.redis.conn(0))
-        .unwrap();
+    s.redis.push_to(key, &job.build());
 
     let env_file = app.join(".env");
     let mut d = Daemon::start(
@@ -254,13 +252,7 @@ fn clear_and_monitor() {
 
     let mut c = Daemon::cli(&config, &["clear", "redis", "--queue=default"]);
     c.expect_exit(0);
-    assert!(
-        c.stdout
-            .iter()
-            .any(|l| l.contains("Cleared 4 jobs from the [default] queue.")),
-        "{:?}",
-        c.stdout
-    );
+    common::assert_said(&c.stdout, "Cleared 4 jobs from the [default] queue.");
     // Other queues untouched.
     s.assert_state(
         QueueState::empty()

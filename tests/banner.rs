@@ -19,18 +19,11 @@ fn banner_line(d: &Daemon) -> String {
 
 #[test]
 fn the_banner_lists_what_the_worker_watches() {
-    let s = Scene::new();
-    let handler = s.script("h.sh", "cat > /dev/null");
-    let config = s
-        .config()
-        .command(&handler)
-        .handler(
-            Handler::url("http://127.0.0.1:9/queue")
-                .matching("App\\Mail\\*")
-                .queues(&["mail"]),
-        )
-        .retry_after(90)
-        .write();
+    let mail = Handler::url("http://127.0.0.1:9/queue")
+        .matching("App\\Mail\\*")
+        .queues(&["mail"]);
+    let (s, config) =
+        Scene::configured(|c| c.script("cat > /dev/null").handler(mail).retry_after(90));
     let d = s.run(
         &config,
         &[
@@ -55,7 +48,7 @@ fn the_banner_lists_what_the_worker_watches() {
         &format!("cache=redis {socket} db 1"),
         "restart_key=laravel_database_laravel_cache:illuminate:queue:restart",
         "failed=",
-        &format!("* → process {}", handler.display()),
+        &format!("* → process {}", s.path("h.sh").display()),
         "App\\Mail\\* → http http://127.0.0.1:9/queue (queues mail)",
         "concurrency=2",
     ] {

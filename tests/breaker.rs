@@ -195,11 +195,8 @@ fn an_http_endpoint_answering_200_with_a_body_that_is_not_json_trips_and_recover
 #[test]
 fn on_handler_tripped_exit_stops_the_worker_with_status_4() {
     let s = Scene::new();
-    let script = s.script(
-        "p.sh",
-        "while IFS= read -r line; do printf '{\"action\":\"done\"}\\n' >&3; done",
-    );
-    let handler = Handler::command(&script).persistent();
+    let answers = "while IFS= read -r line; do printf '{\"action\":\"done\"}\\n' >&3; done";
+    let handler = Handler::command(&s.script("p.sh", answers)).persistent();
     let config = tuned(&s, handler)
         .set("worker", "on_handler_tripped", "exit")
         .write();

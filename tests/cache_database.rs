@@ -123,15 +123,16 @@ fn assert_expires_in(expiration: i64, seconds: i64, what: &str) {
     );
 }
 
+/// A scene whose cache store is `db`'s `cache` table (keys under
+/// [`PREFIX`]) and whose handler records each job, then runs `then`.
+fn recording_on(db: &CacheDb, then: &str) -> (Scene, std::path::PathBuf) {
+    Scene::configured(|c| c.database_cache(db.url(), PREFIX).recording(then))
+}
+
 /// The whole scenario on one database.
 fn database_store_scenario(db: &CacheDb) {
     db.create_table();
-    let s = Scene::new();
-    let config = s
-        .config()
-        .database_cache(db.url(), PREFIX)
-        .recording("exit 1")
-        .write();
+    let (s, config) = recording_on(db, "exit 1");
 
     // maxExceptions: the first exception is counted in the table with a
     // one-day expiry (put 0, then increment) and the job is released; the
@@ -247,12 +248,7 @@ fn expired_rows_are_missing_and_an_old_restart_does_not_stop() {
                 .unwrap();
         }
     });
-    let s = Scene::new();
-    let config = s
-        .config()
-        .database_cache(db.url(), PREFIX)
-        .recording("exit 0")
-        .write();
+    let (s, config) = recording_on(&db, "exit 0");
     let job = Job::laravel8("App\\Jobs\\Runs");
     s.push(&job);
     s.run(&config, &["--stop-when-empty", "--sleep=0"]);

@@ -10,8 +10,7 @@ use common::{Daemon, Job, Scene};
 fn quiet_and_verbose_set_the_log_level() {
     let s = Scene::new();
     // A job that fails: its failed hook is logged at debug level.
-    let handler = s.script("h.sh", "cat > /dev/null; exit 1");
-    let config = s.config().command(&handler).write();
+    let config = s.config().script("cat > /dev/null; exit 1").write();
     let c = config.to_str().unwrap();
     let work = ["work", "--stop-when-empty", "--sleep=0", "--tries=1"];
     // A non-empty RUST_LOG (the harness sets one) wins over the flags;
@@ -85,16 +84,13 @@ fn completions_and_man_page_are_generated() {
 #[test]
 fn job_lines_follow_the_apps_laravel_version() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "cat > /dev/null\ncase \"$LARAVEL_WORKER_JOB_NAME\" in *Fails) exit 1 ;; esac",
-    );
+    let fails = "cat > /dev/null\ncase \"$LARAVEL_WORKER_JOB_NAME\" in *Fails) exit 1 ;; esac";
+    let config = s.config().script(fails).laravel("8.83").write();
     let ok = Job::laravel8("App\\Jobs\\Works");
     let bad = Job::laravel8("App\\Jobs\\Fails");
     let args = ["--stop-when-empty", "--sleep=0", "--tries=1"];
 
     s.push_on("default", [&ok, &bad]);
-    let config = s.config().command(&handler).laravel("8.83").write();
     let d = s.run(&config, &args);
     // After the `[Y-m-d H:i:s]` stamp (21 characters).
     let expected = [
@@ -111,7 +107,7 @@ fn job_lines_follow_the_apps_laravel_version() {
     }
 
     s.push_on("default", [&ok]);
-    let config = s.config().command(&handler).laravel("11.0").write();
+    let config = s.config().script(fails).laravel("11.0").write();
     let d = s.run(&config, &args);
     assert!(
         d.stdout.len() == 1 && d.stdout[0].ends_with(" DONE"),

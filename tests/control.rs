@@ -185,20 +185,17 @@ fn case25_sigcont_resumes_fetching() {
 /// not reserved.
 #[test]
 fn case26_memory_limit_exits_12_after_the_current_job() {
-    let args = ["--memory=1", "--sleep=30"];
-    stops_after_the_first_of_two("exit 0", &args, 12, "memory");
+    stops_after_the_first_of_two("exit 0", &["--memory=1", "--sleep=30"], 12, "memory");
 }
 
 /// `--memory=0` turns the check off (13.x).
 #[test]
 fn case26_memory_zero_disables_the_check() {
-    let (s, config) = Scene::recording("exit 0");
     let [job] = Job::named(["Only"]);
-    s.push(&job);
+    let (s, config) = Scene::with_job(&job, |c| c.recording("exit 0"));
     let args = ["--memory=0", "--stop-when-empty", "--sleep=0"];
     s.work_until_exit(&config, &args).expect_stop(0, "empty");
-    assert_eq!(s.log(), vec![job.run_line(1)]);
-    s.assert_state(QueueState::empty());
+    s.assert_ran_then_gone(&job, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -233,8 +230,7 @@ fn case27_max_time_exits_0() {
 /// after the job, so the worker exits 0 before reserving the next one.
 #[test]
 fn case27_max_time_reached_during_a_job_stops_before_the_next_job() {
-    let args = ["--max-time=1", "--sleep=30"];
-    stops_after_the_first_of_two("sleep 1.5", &args, 0, "max_time");
+    stops_after_the_first_of_two("sleep 1.5", &["--max-time=1", "--sleep=30"], 0, "max_time");
 }
 
 #[test]
@@ -681,9 +677,7 @@ fn dead_redis_at_startup_exits_1() {
         .failed_driver("null")
         .write_as("dead.toml");
 
-    let mut d = Daemon::run(&["--config", config.to_str().unwrap(), "work"], &[]);
-    d.expect_exit(1);
-    let err = d.stderr_text();
+    let err = s.work_exits(&config, 1);
     assert!(
         err.contains("ERROR") && err.contains("the queue Redis is unreachable after 5 tries"),
         "an ERROR saying Redis is unreachable: {err}"
@@ -718,9 +712,7 @@ fn dead_cache_redis_at_startup_names_its_address() {
         .failed_driver("null")
         .write_as("dead-cache.toml");
 
-    let mut d = Daemon::run(&["--config", config.to_str().unwrap(), "work"], &[]);
-    d.expect_exit(1);
-    let err = d.stderr_text();
+    let err = s.work_exits(&config, 1);
     assert!(
         err.contains("cannot connect to the cache Redis")
             && err.contains(&dead.display().to_string()),
@@ -737,9 +729,7 @@ fn a_redis_that_wants_a_password_exits_1_at_start() {
     let config = s.config().failed_driver("null").write_as("noauth.toml");
     let _: () = s.redis.cmd(&["CONFIG", "SET", "requirepass", "s3cret"]);
 
-    let mut d = Daemon::run(&["--config", config.to_str().unwrap(), "work"], &[]);
-    d.expect_exit(1);
-    let err = d.stderr_text();
+    let err = s.work_exits(&config, 1);
     let socket = s.redis.socket.display().to_string();
     assert!(
         err.contains("NOAUTH") && err.contains(&socket),

@@ -37,6 +37,11 @@ fn recording_handler(s: &Scene) -> PathBuf {
     )
 }
 
+/// A persistent handler's script: appends each request line to the job
+/// log and answers it `done`.
+const LOGS_EACH_REQUEST: &str = "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
+     call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done";
+
 /// The reproduction of the stack overflow: 40,000 levels (the crash began
 /// near 30,781). The worker must survive, run the job without the decoded
 /// command, say why, and go on with the next job.
@@ -70,16 +75,7 @@ fn a_deeply_nested_command_runs_without_its_json_and_the_worker_survives() {
 /// left out, and one just within the limit is passed whole.
 #[test]
 fn persistent_requests_carry_the_command_only_within_the_depth_limit() {
-    let s = Scene::new();
-    let handler = s.script(
-        "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
-         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
-    );
-    let config = s
-        .config()
-        .handler(Handler::command(&handler).persistent())
-        .write();
+    let (s, config) = Scene::configured(|c| c.script(LOGS_EACH_REQUEST).tune(Handler::persistent));
     // The object is one level, the arrays the rest.
     s.redis
         .push("default", &job_with_command(&deep_command(509)).build());
@@ -126,9 +122,7 @@ fn persistent_requests_carry_the_command_only_within_the_depth_limit() {
 /// string, so Laravel runs the job. So must we, counting attempt 1.
 #[test]
 fn string_attempts_are_counted_as_laravel_counts_them() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "exit 1");
-    let config = s.config().command(&handler).write();
+    let (s, config) = Scene::recording("exit 1");
     let job = Job::laravel8("App\\Jobs\\Str").set("attempts", json!("0"));
     s.redis.push("default", &job.build());
     let mut d = s.work_until_exit(&config, &["--once", "--tries=3"]);
@@ -153,9 +147,7 @@ fn string_attempts_are_counted_as_laravel_counts_them() {
 /// to the failed store instead, never to a handler.
 #[test]
 fn non_numeric_attempts_are_failed_not_run() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "");
-    let config = s.config().command(&handler).write();
+    let (s, config) = Scene::recording("");
     let job = Job::laravel8("App\\Jobs\\Bad").set("attempts", json!("zero"));
     s.redis.push("default", &job.build());
     let mut d = s.work_until_exit(&config, &["--once"]);
@@ -198,16 +190,7 @@ fn payload_nesting_is_accepted_up_to_php_json_decode_depth() {
 /// in the request, not in the environment).
 #[test]
 fn odd_display_names_and_ids_do_not_fail_the_job() {
-    let s = Scene::new();
-    let handler = s.script(
-        "p.sh",
-        "while IFS= read -r line; do printf '%s\\n' \"$line\" >> \"$LOG\"; \
-         call=${line#{\\\"call\\\":}; echo \"{\\\"call\\\":${call%%,*},\\\"action\\\":\\\"done\\\"}\" >&3; done",
-    );
-    let config = s
-        .config()
-        .handler(Handler::command(&handler).persistent())
-        .write();
+    let (s, config) = Scene::configured(|c| c.script(LOGS_EACH_REQUEST).tune(Handler::persistent));
     let long_id = "i".repeat(200 * 1024);
     let job = Job::laravel8("App\\Jobs\\Odd")
         .set("displayName", json!("App\\Jobs\\Odd\u{0}x"))
@@ -226,12 +209,8 @@ fn odd_display_names_and_ids_do_not_fail_the_job() {
 /// are printed escaped: one artisan line per job, one log line per event.
 #[test]
 fn control_characters_are_escaped_in_job_lines_and_logs() {
-    let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "cat > /dev/null\nprintf 'out\\nFAKE-STDOUT-LINE\\033[2J\\n'\nprintf 'err\\r\\nFAKE-STDERR-LINE\\033]0;title\\007\\n' >&2\nexit 1",
-    );
-    let config = s.config().command(&handler).write();
+    let noisy = "cat > /dev/null\nprintf 'out\\nFAKE-STDOUT-LINE\\033[2J\\n'\nprintf 'err\\r\\nFAKE-STDERR-LINE\\033]0;title\\007\\n' >&2\nexit 1";
+    let (s, config) = Scene::configured(|c| c.script(noisy));
     let job = Job::laravel8("App\\Jobs\\Ctl").set(
         "displayName",
         json!("App\\Jobs\\Ctl\nFAKE-NAME-LINE\u{1b}[31m\u{202e}"),
@@ -273,9 +252,7 @@ fn control_characters_are_escaped_in_job_lines_and_logs() {
 /// the flag or setting, instead of a panic (exit 101) or a silent change.
 #[test]
 fn absurd_options_are_refused_at_start() {
-    let s = Scene::new();
-    let handler = s.recording_script("h.sh", "");
-    let config = s.config().command(&handler).write();
+    let (s, config) = Scene::recording("");
     let config = config.to_str().unwrap();
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 6] = [
@@ -315,11 +292,10 @@ fn absurd_options_are_refused_at_start() {
 #[test]
 fn an_empty_queue_flag_means_the_default_queue() {
     let s = Scene::new();
-    let handler = s.recording_script("h.sh", "");
     let config = s
         .config()
         .set("queue", "queue", "work")
-        .command(&handler)
+        .recording("")
         .write();
     let job = Job::laravel8("App\\Jobs\\Default");
     s.redis.push("work", &job.build());

@@ -11,7 +11,9 @@
 //!   dashboard and alert rules use only metrics the worker exports;
 //! - every `protocol §N` cited from src/ and tests/ is a section of
 //!   docs/src/protocol.md, and every `caseNN_` test is in its index;
-//! - the README's relative links point at files that exist.
+//! - the README's relative links point at files that exist;
+//! - every claim of the protocol notes, Differences and Reliability names a
+//!   test that exists (`docs/check-claims.py`, run here and by `docs/check`).
 //!
 //! No Redis, no network: these read files and the crate's own types.
 
@@ -20,6 +22,10 @@ use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 use laravel_worker::cli::Cli;
+
+#[path = "common/skip.rs"]
+#[allow(dead_code)]
+mod skip;
 
 /// The variable that makes the generated pages be rewritten instead of
 /// compared.
@@ -540,6 +546,30 @@ fn protocol_citations_and_cases_resolve() {
             );
         }
     }
+}
+
+/// `docs/check-claims.py`: every paragraph, list item and table row of the
+/// promise chapters names the test that proves it, and the test exists
+/// (the rule is in docs/src/development.md).
+#[test]
+fn every_claim_of_the_book_names_a_test_that_exists() {
+    let run = std::process::Command::new("python3")
+        .arg("docs/check-claims.py")
+        .current_dir(root())
+        .output();
+    let Ok(out) = run else {
+        skip::note(
+            "python3",
+            "the book's claims are not checked against the tests",
+        );
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // ------------------------------------------------------------- README

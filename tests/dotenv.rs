@@ -100,12 +100,7 @@ fn corpus_reads_as_laravel_reads_it() {
     }
 
     if let Some(mut php) = php_with_phpdotenv() {
-        let out = php.arg(dir().join("corpus.env")).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = common::succeeds(php.arg(dir().join("corpus.env")));
         let live: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(live, expected, "expected.json is what phpdotenv gives");
     }
@@ -177,12 +172,8 @@ fn env_file_with_null_password_and_database_cache() {
     });
     let config = s.config().settings_from_app().recording("exit 0").write();
     let job = Job::laravel8("App\\Jobs\\FromEnv");
-    let key = "laravel-database-queues:default";
-    let _: () = redis::pipe()
-        .rpush(key, job.build())
-        .rpush(format!("{key}:notify"), 1)
-        .query(&mut s.redis.conn(0))
-        .unwrap();
+    s.redis
+        .push_to("laravel-database-queues:default", &job.build());
     let env_file = app.join(".env");
     let args = |extra: &[&'static str]| {
         let mut a = vec![
@@ -244,15 +235,10 @@ fn slug_matches_laravel() {
         );
         return;
     }
-    let out = Command::new("php")
-        .arg(dir().join("slug.php"))
-        .args(names.iter().map(|(n, _, _)| *n))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::succeeds(
+        Command::new("php")
+            .arg(dir().join("slug.php"))
+            .args(names.iter().map(|(n, _, _)| *n)),
     );
     let text = String::from_utf8(out.stdout).unwrap();
     for ((name, dash, underscore), line) in names.iter().zip(text.lines()) {

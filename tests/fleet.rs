@@ -25,13 +25,7 @@ fn two_daemons_run_2000_jobs_exactly_once_in_priority_order() {
     }
     let _: () = pipe.query(&mut s.redis.conn(0)).unwrap();
 
-    let args = [
-        "--queue=high,default",
-        "--concurrency=8",
-        "--json",
-        "--stop-when-empty",
-        "--sleep=0",
-    ];
+    let args = common::DRAIN_HIGH_THEN_DEFAULT;
     let mut daemons = [s.work(&config, &args), s.work(&config, &args)];
     for d in &mut daemons {
         d.expect_exit(0);

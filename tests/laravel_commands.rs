@@ -167,3 +167,22 @@ fn our_retry_of_a_row_written_by_queue_work() {
     assert_eq!(app.attempts("php-failed"), [1, 1]);
     s.assert_state(QueueState::empty());
 }
+
+/// Case 2: `php artisan queue:work --once` runs a job our `push` wrote
+/// (a string job, `Class@method`), as attempt 1, and leaves no key behind.
+#[test]
+fn case02_queue_work_runs_a_job_our_push_wrote() {
+    let Some((s, app, config)) = laravel::scene(Transport::PerJob) else {
+        return;
+    };
+    let data = r#"{"tag":"pushed-by-us"}"#;
+    let job = "App\\Jobs\\StringJob@handle";
+    Daemon::cli(&config, &["push", "default", "--job", job, "--data", data]).expect_exit(0);
+    let mut php = app.queue_work(&["--once"]);
+    let status = php.wait();
+    assert!(status.success(), "{status}: {}", php.output());
+    let runs = app.events("handle", "pushed-by-us");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["attempt"], 1, "{runs:?}");
+    s.assert_redis(QueueState::empty());
+}

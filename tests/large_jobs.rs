@@ -173,14 +173,9 @@ fn a_large_persistent_request_is_one_exact_json_line() {
 #[test]
 fn a_large_command_file_holds_the_whole_command() {
     let s = Scene::new();
-    let handler = s.script(
-        "h.sh",
-        "cat > \"$DIR/stdin.json\"\ncp \"$LARAVEL_WORKER_COMMAND_FILE\" \"$DIR/command.json\"",
-    );
-    let config = s
-        .config()
-        .handler(common::Handler::command(&handler))
-        .write();
+    let copy =
+        "cat > \"$DIR/stdin.json\"\ncp \"$LARAVEL_WORKER_COMMAND_FILE\" \"$DIR/command.json\"";
+    let config = s.config().script(copy).write();
     // Multi-byte and escaped characters, so piece cuts fall inside them.
     let blob = "é\"\\/\n\u{1F600}x\u{0}".repeat(200_000);
     let properties = format!(
@@ -212,12 +207,7 @@ fn a_large_command_file_holds_the_whole_command() {
 /// left behind.
 #[test]
 fn a_large_job_failed_into_the_redis_store_is_recorded_whole() {
-    let s = Scene::new();
-    let config = s
-        .config()
-        .recording("exit 1")
-        .failed_driver("redis")
-        .write();
+    let (s, config) = Scene::configured(|c| c.recording("exit 1").failed_driver("redis"));
     // Characters the record's JSON escapes again, across the piece cuts.
     let job = Job::laravel8("App\\Jobs\\Big").set(
         "data",

@@ -45,6 +45,13 @@ fn failed_once(job: &Job, payload: impl Into<Payload>, exception: &str) -> Queue
     QueueState::empty().failed([Failed::job(job).payload(payload).exception(exception)])
 }
 
+/// A 13.x job `App\Jobs\Throws` with these `maxExceptions` and `maxTries`.
+fn throwing_job(max_exceptions: i64, max_tries: i64) -> Job {
+    Job::laravel13("App\\Jobs\\Throws")
+        .set("maxExceptions", json!(max_exceptions))
+        .set("maxTries", json!(max_tries))
+}
+
 /// The cache Redis (DB 1) key of a job's exception counter.
 fn exceptions_key(uuid: &str) -> String {
     format!("laravel_database_laravel_cache:job-exceptions:{uuid}")
@@ -254,9 +261,7 @@ fn case12_already_exceeded_on_pop() {
 /// with a one-day TTL in the cache; the second deletes it and fails the job.
 #[test]
 fn case13_max_exceptions_counter_in_the_cache() {
-    let job = Job::laravel13("App\\Jobs\\Throws")
-        .set("maxExceptions", json!(2))
-        .set("maxTries", json!(10));
+    let job = throwing_job(2, 10);
     let (s, cfg, _) = run_one("exit 1", &job, &["--once", "--tries=1"]);
     let key = exceptions_key(&job.uuid());
     let value: Option<String> = s.redis.cache(&["GET", &key]);
@@ -280,6 +285,68 @@ fn case13_max_exceptions_counter_in_the_cache() {
     assert_eq!(exists, 0, "counter left: {:?}", s.redis.keys(1));
     let last = Payload::containing(["\"attempts\":1"]);
     s.assert_state(QueueState::empty().failed([Failed::job(&job).payload(last)]));
+}
+
+/// Case 13, the last try: the exception still counts towards
+/// maxExceptions, as Laravel's `handleJobException` runs both checks; the
+/// job fails on its tries and the counter, below its limit, stays at 1 (it
+/// expires within a day). Its `--json` line reports the result `deleted`.
+#[test]
+fn case13_max_exceptions_counts_the_last_try_too() {
+    let job = throwing_job(5, 1);
+    let (s, _, d) = run_one("exit 1", &job, &["--once", "--json"]);
+    // A failed job's `--json` result is `deleted`, as Laravel reports it.
+    assert_eq!(d.event("failed")["result"], "deleted");
+    s.assert_state(QueueState::empty().failed([Failed::job(&job)]));
+    let counter: Option<String> = s.redis.cache(&["GET", &exceptions_key(&job.uuid())]);
+    assert_eq!(
+        counter.as_deref(),
+        Some("1"),
+        "cache keys: {:?}",
+        s.redis.keys(1)
+    );
+}
+
+/// `[cache] store = "none"`: nothing counts exceptions, so `maxExceptions`
+/// does not apply (the job is released, tries being left) and no cache key
+/// is written (protocol §7.5).
+#[test]
+fn without_a_cache_max_exceptions_is_not_counted() {
+    let (s, cfg) = scene_with("exit 1", true, |c| {
+        c.without("cache").set("cache", "store", "none")
+    });
+    let job = throwing_job(1, 3);
+    s.push(&job);
+    s.run(&cfg, &["--once"]);
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::Any));
+    assert!(
+        s.redis.keys(1).is_empty(),
+        "cache keys: {:?}",
+        s.redis.keys(1)
+    );
+}
+
+/// The deprecated `--delay` is still read, and the larger of it and
+/// `--backoff` is the delay (protocol §6.1).
+#[test]
+fn the_larger_of_delay_and_backoff_is_the_delay() {
+    let job = Job::laravel8("App\\Jobs\\Flaky");
+    let args = ["--once", "--tries=3", "--backoff=3", "--delay=7"];
+    run_one("exit 1", &job, &args)
+        .0
+        .assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(7)));
+}
+
+/// Case 8: a 13.x payload with `"delay":300` and no backoff of its own is
+/// released for 300 s when it fails, whatever `--backoff` says (Laravel's
+/// `backoff ?? delay`).
+#[test]
+fn case08_dispatch_delay_is_the_backoff_without_one() {
+    let job = Job::laravel13("App\\Jobs\\Later")
+        .set("delay", json!(300))
+        .set("backoff", json!(null));
+    let (s, _, _) = run_one("exit 1", &job, &["--once", "--tries=3", "--backoff=0"]);
+    s.assert_state(QueueState::empty().delayed(Payload::job(&job, 1), Score::In(300)));
 }
 
 /// Case 14: a timeout kills the handler's whole process group, the daemon

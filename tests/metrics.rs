@@ -10,6 +10,16 @@ use common::http_server::{get, try_get};
 use common::{Daemon, Job, Scene, now};
 use serde_json::json;
 
+/// A scene whose worker runs every job successfully and serves its
+/// metrics on a free loopback port, with `[metrics] key = seconds`.
+fn serving_metrics(key: &str, seconds: i64) -> (Scene, std::path::PathBuf) {
+    Scene::configured(|c| {
+        c.recording("exit 0")
+            .metrics_listen("127.0.0.1:0")
+            .set("metrics", key, seconds)
+    })
+}
+
 #[test]
 fn metrics_count_jobs_and_health_answers() {
     let s = Scene::new();
@@ -68,13 +78,7 @@ fn metrics_count_jobs_and_health_answers() {
 /// `/healthz` answers again once the slow clients are timed out.
 #[test]
 fn slow_clients_cannot_starve_the_worker_of_descriptors() {
-    let s = Scene::new();
-    let config = s
-        .config()
-        .recording("exit 0")
-        .metrics_listen("127.0.0.1:0")
-        .set("metrics", "header_timeout", 2)
-        .write();
+    let (s, config) = serving_metrics("header_timeout", 2);
     let mut all = vec!["--config", config.to_str().unwrap(), "work"];
     all.extend(["--json", "--sleep=0.05", "--tries=1"]);
     let mut d = Daemon::start_wrapped(&["prlimit", "--nofile=256:256", "--"], &all, &[]);
@@ -115,13 +119,7 @@ fn slow_clients_cannot_starve_the_worker_of_descriptors() {
 /// `idle_timeout` closes the connection.
 #[test]
 fn a_client_that_stops_reading_is_closed_after_the_idle_timeout() {
-    let s = Scene::new();
-    let config = s
-        .config()
-        .recording("exit 0")
-        .metrics_listen("127.0.0.1:0")
-        .set("metrics", "idle_timeout", 1)
-        .write();
+    let (_s, config) = serving_metrics("idle_timeout", 1);
     let all = ["--config", config.to_str().unwrap(), "work"];
     let mut d = Daemon::start(&all, &[("RUST_LOG", "info,laravel_worker::metrics=debug")]);
     let address = d.metrics_address();

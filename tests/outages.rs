@@ -90,8 +90,7 @@ fn a_handler_whose_reservation_expires_in_a_hang_is_stopped() {
     assert_eq!(done["attempts"], 2, "{done}");
     d.signal(Signal::SIGTERM);
     d.expect_exit(0);
-    assert_eq!(s.log(), vec![job.run_line(1), job.run_line(2)]);
-    s.assert_state(QueueState::empty());
+    s.assert_ran_then_gone(&job, 2);
 }
 
 /// Item 5 with `on_lease_lost = "keep"`: the same hang, but the handler is
@@ -136,8 +135,7 @@ fn with_on_lease_lost_keep_the_handler_runs_on() {
         d.stderr_text()
     );
     assert_eq!(d.event("success")["attempts"], 1);
-    assert_eq!(s.log(), vec![job.run_line(1)]);
-    s.assert_state(QueueState::empty());
+    s.assert_ran_then_gone(&job, 1);
 }
 
 /// Item 6. retry_after = 20; the job's handler ends while Redis is down
@@ -412,5 +410,36 @@ fn a_lost_delete_reply_is_not_blamed_on_another_worker() {
     assert!(!said.contains("was reclaimed"), "stderr:\n{said}");
     assert!(!said.contains("another worker"), "stderr:\n{said}");
     assert_eq!(s.log(), vec![job.run_line(1)]);
+    s.assert_state(QueueState::empty());
+}
+
+/// A cache Redis that goes away while the worker runs neither stops nor
+/// pauses it (protocol §7.3, cache errors): the error is logged, the last
+/// signals seen stand, and a job pushed meanwhile still runs.
+#[test]
+fn a_cache_outage_neither_stops_nor_pauses_the_worker() {
+    let s = Scene::new();
+    let dir = s.path("cache");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cache = common::RedisServer::start(&dir);
+    let config = s
+        .config()
+        .set("cache", "url", cache.url(1))
+        .recording("exit 0")
+        .write();
+    let mut d = s.work(&config, &["--json", "--sleep=0.1"]);
+    let before = Job::laravel8("App\\Jobs\\Before");
+    s.push(&before);
+    d.wait_event("success");
+    cache.shutdown_save();
+    d.wait_log(&["cannot read the restart and pause signals from the cache"]);
+    let after = Job::laravel8("App\\Jobs\\After");
+    s.push(&after);
+    common::wait_until("the job pushed during the outage to run", || {
+        s.log().len() == 2
+    });
+    d.signal(Signal::SIGTERM);
+    d.expect_stop(0, "interrupted");
+    assert_eq!(s.log(), vec![before.run_line(1), after.run_line(1)]);
     s.assert_state(QueueState::empty());
 }

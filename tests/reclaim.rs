@@ -31,10 +31,8 @@ fn kill_mid_job(s: &Scene, config: &std::path::Path, args: &[&str]) -> i64 {
 /// `retry_after` a second daemon reclaims the job and runs it as attempt 2.
 #[test]
 fn case18_killed_daemon_job_is_reclaimed_after_retry_after() {
-    let s = Scene::new();
-    let config = s.config().recording(HANG_ON_FIRST).retry_after(2).write();
     let job = Job::laravel8("App\\Jobs\\Crash");
-    s.push(&job);
+    let (s, config) = Scene::with_job(&job, |c| c.recording(HANG_ON_FIRST).retry_after(2));
 
     kill_mid_job(&s, &config, &["--tries=3"]);
     common::wait_dead(s.read_pid("pid"));
@@ -54,8 +52,7 @@ fn case18_killed_daemon_job_is_reclaimed_after_retry_after() {
         "reclaimed at {at}, before the reservation expired at {expires}"
     );
     b.expect_exit(0);
-    assert_eq!(s.log(), vec![job.run_line(1), job.run_line(2)]);
-    s.assert_state(QueueState::empty());
+    s.assert_ran_then_gone(&job, 2);
 }
 
 /// Case 18, second half: with `retry_after` null a crashed daemon's job is
@@ -84,11 +81,9 @@ fn case18_null_retry_after_never_reclaims() {
 /// the smallest `retry_after` a renewal can protect: see `worker::lease`.)
 #[test]
 fn running_job_keeps_its_reservation() {
-    let s = Scene::new();
     let long = "touch \"$DIR/started\"; sleep 4";
-    let config = s.config().recording(long).retry_after(2).write();
     let job = Job::laravel8("App\\Jobs\\Long");
-    s.push(&job);
+    let (s, config) = Scene::with_job(&job, |c| c.recording(long).retry_after(2));
 
     let mut a = s.work(&config, &["--once", "--tries=3"]);
     s.wait_for_file("started");
@@ -96,6 +91,61 @@ fn running_job_keeps_its_reservation() {
     for d in [&mut a, &mut b] {
         d.expect_exit(0);
     }
-    assert_eq!(s.log(), vec![job.run_line(1)], "run once");
+    s.assert_ran_then_gone(&job, 1);
+}
+
+/// Starts `work --once --tries=3` on one gated job (its handler's pid in
+/// `pid`), waits for the handler, then removes the reservation as a
+/// reclaim by another worker would, and waits for the renewal to find it
+/// gone (`retry_after` 3: a renewal every second).
+fn reclaim_under_a_running_job(s: &Scene, config: &std::path::Path) -> (common::Daemon, i32) {
+    s.push(&Job::laravel8("App\\Jobs\\Long"));
+    let mut d = s.work(config, &["--once", "--tries=3"]);
+    s.wait_for_file("started");
+    let pid = s.read_pid("pid");
+    let member = s.redis.zrange(RESERVED)[0].0.clone();
+    let removed: i64 = s.redis.cmd(&["ZREM", RESERVED, &member]);
+    assert_eq!(removed, 1, "the reservation to take away");
+    d.wait_log(&["reservation lost"]);
+    (d, pid)
+}
+
+/// A renewal that finds the reservation gone stops the handler (the
+/// default `on_lease_lost = "kill"`), and the job is left to whoever took
+/// it: this worker releases, fails and deletes nothing (protocol §6.9).
+#[test]
+fn a_renewal_that_finds_the_reservation_gone_stops_the_handler() {
+    let s = Scene::new();
+    let gated = format!("echo $$ > \"$DIR/pid\"; {}", common::GATED);
+    let config = s.config().retry_after(3).recording(&gated).write();
+    let (mut d, pid) = reclaim_under_a_running_job(&s, &config);
+    d.expect_exit(0);
+    assert!(
+        d.stderr_text().contains("stopping the handler"),
+        "{}",
+        d.stderr_text()
+    );
+    common::wait_dead(pid);
+    s.assert_state(QueueState::empty());
+}
+
+/// Case 34, our side: with `on_lease_lost = "keep"` the handler runs on;
+/// its release then finds the reservation gone, adds nothing to
+/// `:delayed` (Laravel's release would add a second copy) and says so.
+#[test]
+fn case34_a_release_after_the_reservation_was_lost_adds_nothing() {
+    let s = Scene::new();
+    let gated = format!("echo $$ > \"$DIR/pid\"; {}; exit 1", common::GATED);
+    let config = s
+        .config()
+        .retry_after(3)
+        .set("worker", "on_lease_lost", "keep")
+        .recording(&gated)
+        .write();
+    let (mut d, _) = reclaim_under_a_running_job(&s, &config);
+    s.touch("go");
+    d.expect_exit(0);
+    let said = "the reservation was already gone when the job was settled";
+    assert!(d.stderr_text().contains(said), "{}", d.stderr_text());
     s.assert_state(QueueState::empty());
 }

@@ -9,7 +9,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Server, cli, cmd, plain_args, require, text};
+use common::redis_topologies::{
+    Server, cli, cmd, logging_job_script, plain_args, require, text, write_config,
+};
 
 /// The `ACL SETUSER` line of docs/src/production-redis.md, split into its
 /// arguments (after `ACL SETUSER`).
@@ -80,28 +82,17 @@ impl Acl {
         self.dir.path().join(name)
     }
 
+    /// Logs `NAME ATTEMPT`; `*Slow` jobs take 2 s, `*Release` ones ask to
+    /// be released on their first attempt, `*Fails` ones fail.
     fn handler(&self) -> PathBuf {
-        let path = self.path("handler.sh");
-        std::fs::write(
-            &path,
-            format!(
-                r#"#!/bin/sh
-[ "$LARAVEL_WORKER_MODE" = run ] || exit 0
-echo "$LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT" >> '{log}'
-case "$LARAVEL_WORKER_JOB_NAME" in
+        let then = r#"case "$LARAVEL_WORKER_JOB_NAME" in
   *Slow) sleep 2 ;;
-  *Release) [ "$LARAVEL_WORKER_ATTEMPT" = 1 ] && echo '{{"action":"release","delay":0}}' > "$LARAVEL_WORKER_RESULT" ;;
+  *Release) [ "$LARAVEL_WORKER_ATTEMPT" = 1 ] && echo '{"action":"release","delay":0}' > "$LARAVEL_WORKER_RESULT" ;;
   *Fails) exit 1 ;;
 esac
-exit 0
-"#,
-                log = self.path("jobs.log").display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
+exit 0"#;
+        let line = "$LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT";
+        logging_job_script(self.dir.path(), line, then)
     }
 
     fn jobs(&self) -> Vec<String> {
@@ -117,20 +108,8 @@ exit 0
     /// A config with no URL: the user comes from Laravel's variables
     /// ([`Acl::env`]).
     fn config(&self) -> PathBuf {
-        let path = self.path("config.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[redis]\nprefix = \"laravel_database_\"\n\
-                 [queue]\nretry_after = 2\nblock_for = 1\n\
-                 [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
-                 [failed]\ndriver = \"redis\"\n\
-                 [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-                self.handler().display()
-            ),
-        )
-        .unwrap();
-        path
+        let queue = "[queue]\nretry_after = 2\nblock_for = 1";
+        write_config(&self.path("config.toml"), "", queue, &self.handler())
     }
 
     fn env(&self, user: &str, password: &str) -> Vec<(String, String)> {

@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::redis_topologies::{Cluster, cli, require, text};
+use common::redis_topologies::{
+    Cluster, cli, cli_ok, cluster_for, executable, job_script, require, text,
+};
 use common::{Daemon, WAIT};
 use nix::sys::signal::Signal;
 
@@ -85,34 +87,21 @@ fn left(cluster: &Cluster) -> Option<i64> {
 }
 
 fn handler(dir: &Path, log: &Path) -> PathBuf {
-    let path = dir.join("handler.sh");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
-             echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_ID $(date +%s.%N)\" >> '{}'\n",
+    job_script(
+        &dir.join("handler.sh"),
+        &format!(
+            "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_ID $(date +%s.%N)\" >> '{}'",
             log.display()
         ),
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
 }
 
 #[test]
 fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
-    if !require(
-        "two_daemons_on_a_six_node_cluster_survive_a_master_failover",
-        &["redis-server", "redis-cli"],
-    ) {
+    let test = "two_daemons_on_a_six_node_cluster_survive_a_master_failover";
+    let Some((dir, mut cluster)) = cluster_for(test) else {
         return;
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("lw-cluster-")
-        .tempdir()
-        .unwrap();
-    let mut cluster = Cluster::start(dir.path());
+    };
     let log = dir.path().join("jobs.log");
     let handler = handler(dir.path(), &log);
     let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
@@ -309,12 +298,7 @@ fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
         sizes.as_array().unwrap().iter().all(|q| q["size"] == 0),
         "{sizes}"
     );
-    let out = cli(
-        &config,
-        &["push", "default", "--job", "App\\Jobs\\After"],
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    cli_ok(&config, &["push", "default", "--job", "App\\Jobs\\After"]);
     let out = cli(&config, &["clear", "--queue=high,default"], &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Cleared 1 jobs from the [default]"));
@@ -322,21 +306,11 @@ fn two_daemons_on_a_six_node_cluster_survive_a_master_failover() {
 
 #[test]
 fn failed_store_commands_idle_wait_and_php_pushes_on_a_cluster() {
-    if !require(
-        "failed_store_commands_idle_wait_and_php_pushes_on_a_cluster",
-        &["redis-server", "redis-cli"],
-    ) {
+    let test = "failed_store_commands_idle_wait_and_php_pushes_on_a_cluster";
+    let Some((dir, cluster)) = cluster_for(test) else {
         return;
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("lw-cluster-")
-        .tempdir()
-        .unwrap();
-    let cluster = Cluster::start(dir.path());
-    let handler = dir.path().join("fail.sh");
-    std::fs::write(&handler, "#!/bin/sh\nexit 1\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let handler = executable(&dir.path().join("fail.sh"), "#!/bin/sh\nexit 1\n");
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
@@ -376,12 +350,10 @@ fn failed_store_commands_idle_wait_and_php_pushes_on_a_cluster() {
         .arg(1)
         .query(&mut conn)
         .unwrap();
-    let out = cli(
+    cli_ok(
         &config,
         &["work", "--queue=high,default", "--stop-when-empty"],
-        &[],
     );
-    assert!(out.status.success(), "{}", text(&out));
     let out = cli(&config, &["failed", "--json"], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let failed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -423,9 +395,10 @@ fn failed_store_commands_idle_wait_and_php_pushes_on_a_cluster() {
     let out = cli(&config, &["clear", "--queue=high,default"], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let done = dir.path().join("done");
-    let ok = dir.path().join("ok.sh");
-    std::fs::write(&ok, format!("#!/bin/sh\ntouch '{}'\n", done.display())).unwrap();
-    std::fs::set_permissions(&ok, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ok = executable(
+        &dir.path().join("ok.sh"),
+        &format!("#!/bin/sh\ntouch '{}'\n", done.display()),
+    );
     let idle = dir.path().join("idle.toml");
     let text_config = std::fs::read_to_string(&config)
         .unwrap()
@@ -461,12 +434,7 @@ fn failed_store_commands_idle_wait_and_php_pushes_on_a_cluster() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pushed = Instant::now();
-    let out = cli(
-        &config,
-        &["push", "default", "--job", "App\\Jobs\\Wake"],
-        &[],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    cli_ok(&config, &["push", "default", "--job", "App\\Jobs\\Wake"]);
     while !done.exists() {
         assert!(
             Instant::now() < deadline,
@@ -546,12 +514,10 @@ for ($i = 0; $i < 20; $i++) {
         text_config.replace(&old_handler, &handler.display().to_string()),
     )
     .unwrap();
-    let out = cli(
+    let out = cli_ok(
         &php_config,
         &["work", "--queue=default", "--stop-when-empty"],
-        &[],
     );
-    assert!(out.status.success(), "{}", text(&out));
     let done = starts(&log);
     assert_eq!(done.len(), 20, "{}", text(&out));
     assert!(done.iter().all(|s| s.queue == "default"));

@@ -9,7 +9,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::redis_topologies::{Certs, Server, cli, openssl, plain_args, require, text};
+use common::redis_topologies::{
+    Certs, Server, cli, logging_job_script, openssl, plain_args, require, text, write_config,
+};
 
 /// A test directory with certificates, a TLS server and a handler.
 struct Tls {
@@ -40,18 +42,8 @@ impl Tls {
 
     /// A handler that logs the job's name, and fails `App\Jobs\Fails`.
     fn handler(&self) -> PathBuf {
-        let path = self.path("handler.sh");
-        std::fs::write(
-            &path,
-            format!(
-                "#!/bin/sh\n[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\necho \"$LARAVEL_WORKER_JOB_NAME\" >> '{}'\n[ \"$LARAVEL_WORKER_JOB_NAME\" != 'App\\Jobs\\Fails' ]\n",
-                self.path("jobs.log").display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
+        let then = r#"[ "$LARAVEL_WORKER_JOB_NAME" != 'App\Jobs\Fails' ]"#;
+        logging_job_script(self.dir.path(), "$LARAVEL_WORKER_JOB_NAME", then)
     }
 
     fn jobs(&self) -> Vec<String> {
@@ -70,19 +62,7 @@ impl Tls {
         } else {
             format!("url = \"rediss://127.0.0.1:{}/0\"\n", self.server.port)
         };
-        let path = self.path(name);
-        std::fs::write(
-            &path,
-            format!(
-                "[redis]\n{url}prefix = \"laravel_database_\"\n{redis_extra}\n\
-                 [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
-                 [failed]\ndriver = \"redis\"\n\
-                 [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
-                self.handler().display()
-            ),
-        )
-        .unwrap();
-        path
+        write_config(&self.path(name), &url, redis_extra, &self.handler())
     }
 }
 

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Handler, Job, QueueState, RedisServer, Scene, q, wait_until};
+use common::{Daemon, Handler, Job, QueueState, RedisServer, Scene, q, wait_until};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
@@ -141,14 +141,7 @@ fn batch_reservation_takes_every_high_job_before_any_default_job() {
     push_all(&s, "high", &high);
     push_all(&s, "default", &default);
 
-    let args = [
-        "--queue=high,default",
-        "--concurrency=8",
-        "--json",
-        "--stop-when-empty",
-        "--sleep=0",
-    ];
-    let mut d = s.work(&config, &args);
+    let mut d = s.work(&config, &common::DRAIN_HIGH_THEN_DEFAULT);
     d.expect_stop(0, "empty");
 
     // Reservation order: all of high, then all of default, each queue in
@@ -658,6 +651,23 @@ fn sigterm_stops_a_worker_idle_in_blpop_at_once() {
     s.assert_state(QueueState::empty());
 }
 
+/// Starts `work ARGS` (a recording handler), waits until it blocks in its
+/// idle BLPOP, pauses it with SIGUSR2, then pushes the job
+/// `App\Jobs\NAME` (returned) and waits until
+/// the wait has taken the push's notify token.
+fn push_to_a_paused_wait(name: &str, args: &[&str]) -> (Scene, Daemon, Job) {
+    let job = Job::laravel8(&format!("App\\Jobs\\{name}"));
+    let (s, config) = Scene::recording("exit 0");
+    let mut d = s.work(&config, args);
+    wait_for_blocked_client(&s, "blpop");
+    d.signal(Signal::SIGUSR2);
+    d.wait_log(&["signal received", "SIGUSR2"]);
+    s.push(&job);
+    let notify = format!("{}:notify", q("default"));
+    wait_until("the wait to take the token", || s.redis.llen(&notify) == 0);
+    (s, d, job)
+}
+
 /// SIGUSR2 while the worker waits in BLPOP: the wait goes on, but when a
 /// push ends it the paused worker does not poll, so the job is not
 /// reserved. The test sees the wait take the push's notify token, then
@@ -666,15 +676,7 @@ fn sigterm_stops_a_worker_idle_in_blpop_at_once() {
 /// draining.
 #[test]
 fn sigusr2_during_the_idle_wait_keeps_the_job_that_ends_it_queued() {
-    let (s, config) = Scene::recording("exit 0");
-    let mut d = s.work(&config, &["--sleep=60", "--json"]);
-    wait_for_blocked_client(&s, "blpop");
-    d.signal(Signal::SIGUSR2);
-    d.wait_log(&["signal received", "SIGUSR2"]);
-    let job = Job::laravel8("App\\Jobs\\WhilePaused");
-    s.push(&job);
-    let notify = format!("{}:notify", q("default"));
-    wait_until("the wait to take the token", || s.redis.llen(&notify) == 0);
+    let (s, mut d, job) = push_to_a_paused_wait("WhilePaused", &["--sleep=60", "--json"]);
     d.signal(Signal::SIGTERM);
     d.expect_stop(0, "interrupted");
     assert_eq!(s.log(), Vec::<String>::new(), "no job ran");
@@ -686,17 +688,8 @@ fn sigusr2_during_the_idle_wait_keeps_the_job_that_ends_it_queued() {
 /// SIGCONT: the first poll finds it without a token.
 #[test]
 fn sigcont_after_a_paused_wait_takes_the_job_that_ended_it() {
-    let (s, config) = Scene::recording("exit 0");
-    let mut d = s.work(&config, &["--sleep=60", "--max-jobs=1"]);
-    wait_for_blocked_client(&s, "blpop");
-    d.signal(Signal::SIGUSR2);
-    d.wait_log(&["signal received", "SIGUSR2"]);
-    let job = Job::laravel8("App\\Jobs\\AfterPause");
-    s.push(&job);
-    let notify = format!("{}:notify", q("default"));
-    wait_until("the wait to take the token", || s.redis.llen(&notify) == 0);
+    let (s, mut d, job) = push_to_a_paused_wait("AfterPause", &["--sleep=60", "--max-jobs=1"]);
     d.signal(Signal::SIGCONT);
     d.expect_stop(0, "max_jobs");
-    assert_eq!(s.log(), vec![job.run_line(1)], "the job ran once");
-    s.assert_state(QueueState::empty());
+    s.assert_ran_then_gone(&job, 1);
 }

@@ -9,6 +9,21 @@ mod common;
 
 use common::{Daemon, Job, Scene};
 
+/// The one hint `d` logged, asserted to contain every one of `parts`.
+#[track_caller]
+fn one_hint_saying(d: &Daemon, parts: &[&str]) -> String {
+    let hints = hints(d);
+    assert_eq!(hints.len(), 1, "one hint: {hints:?}\n{}", d.stderr_text());
+    for part in parts {
+        assert!(
+            hints[0].contains(part),
+            "{part:?} missing from {:?}",
+            hints[0]
+        );
+    }
+    hints[0].clone()
+}
+
 /// The app's own prefix in these tests (an app named "Shop", Laravel 8).
 const APP_PREFIX: &str = "shop_database_";
 
@@ -36,21 +51,16 @@ fn jobs_under_another_prefix_are_named_at_start() {
     }
 
     let d = s.run(&config, &["--once", "--sleep=0"]);
-    let hints = hints(&d);
-    assert_eq!(hints.len(), 1, "one hint: {hints:?}\n{}", d.stderr_text());
-    for part in [
-        "laravel_database_queues:default",
-        "shop_database_queues:default",
-        "holds 3 job(s)",
-        "REDIS_PREFIX",
-    ] {
-        assert!(
-            hints[0].contains(part),
-            "{part:?} missing from {:?}",
-            hints[0]
-        );
-    }
-    assert!(hints[0].contains("WARN"), "a warning: {:?}", hints[0]);
+    let hint = one_hint_saying(
+        &d,
+        &[
+            "laravel_database_queues:default",
+            "shop_database_queues:default",
+            "holds 3 job(s)",
+            "REDIS_PREFIX",
+        ],
+    );
+    assert!(hint.contains("WARN"), "a warning: {hint:?}");
     assert_eq!(s.log(), Vec::<String>::new(), "nothing ran");
     assert_eq!(
         s.redis.llen("shop_database_queues:default"),
@@ -131,19 +141,14 @@ fn a_restart_key_under_another_cache_prefix_is_named_at_start() {
     ]);
 
     let d = s.run(&config, &["--once", "--sleep=0"]);
-    let hints = hints(&d);
-    assert_eq!(hints.len(), 1, "{hints:?}");
-    for part in [
-        "\"laravel_database_laravel_cache:illuminate:queue:restart\"",
-        "laravel_database_laravel_cacheilluminate:queue:restart",
-        "CACHE_PREFIX",
-    ] {
-        assert!(
-            hints[0].contains(part),
-            "{part:?} missing from {:?}",
-            hints[0]
-        );
-    }
+    one_hint_saying(
+        &d,
+        &[
+            "\"laravel_database_laravel_cache:illuminate:queue:restart\"",
+            "laravel_database_laravel_cacheilluminate:queue:restart",
+            "CACHE_PREFIX",
+        ],
+    );
 
     // Once the watched key exists, no hint.
     let _: () = s.redis.cache(&[
@@ -210,16 +215,11 @@ fn a_restart_key_under_another_prefix_in_the_cache_table_is_named() {
         .write();
 
     let d = s.run(&config, &["--once", "--sleep=0"]);
-    let hints = hints(&d);
-    assert_eq!(hints.len(), 1, "{hints:?}\n{}", d.stderr_text());
-    for part in [
-        "\"shop-cache-illuminate:queue:restart\"",
-        "\"laravel-cache-illuminate:queue:restart\"",
-    ] {
-        assert!(
-            hints[0].contains(part),
-            "{part:?} missing from {:?}",
-            hints[0]
-        );
-    }
+    one_hint_saying(
+        &d,
+        &[
+            "\"shop-cache-illuminate:queue:restart\"",
+            "\"laravel-cache-illuminate:queue:restart\"",
+        ],
+    );
 }

@@ -155,6 +155,8 @@ mod tests {
             ["high", "low"]
         );
         assert_eq!(queue_list(Some(""), "default").unwrap(), ["default"]);
+        // Not trimmed: `" b"` is a queue of its own, as in Laravel.
+        assert_eq!(queue_list(Some("a, b"), "default").unwrap(), ["a", " b"]);
         assert_eq!(queue_list(None, "default").unwrap(), ["default"]);
         assert!(
             queue_list(Some("a,,b"), "default")

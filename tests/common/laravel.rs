@@ -184,14 +184,9 @@ impl App {
 
     /// Runs `php artisan ARGS`, asserts it succeeded, returns its stdout.
     pub fn artisan_ok(&self, args: &[&str]) -> String {
-        let out = self.artisan(args);
-        assert!(
-            out.status.success(),
-            "php artisan {args:?} failed: {}\nstdout:\n{}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut all = vec!["artisan"];
+        all.extend_from_slice(args);
+        let out = super::succeeds(&mut self.php(&all));
         String::from_utf8(out.stdout).unwrap()
     }
 

@@ -50,6 +50,16 @@ pub fn now() -> i64 {
 /// the test to create the `go` gate.
 pub const GATED: &str = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done";
 
+/// `work` arguments that drain `high`, then `default`, eight jobs at a
+/// time, with `--json` lines, and stop once both are empty.
+pub const DRAIN_HIGH_THEN_DEFAULT: [&str; 5] = [
+    "--queue=high,default",
+    "--concurrency=8",
+    "--json",
+    "--stop-when-empty",
+    "--sleep=0",
+];
+
 /// The longest any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -76,6 +86,23 @@ impl Scene {
         let s = Scene::new();
         let config = s.config().recording(then).write();
         (s, config)
+    }
+
+    /// A scene and its config file: the default config as `change` makes
+    /// it.
+    pub fn configured(change: impl FnOnce(Config<'_>) -> Config<'_>) -> (Self, PathBuf) {
+        let s = Scene::new();
+        let config = change(s.config()).write();
+        (s, config)
+    }
+
+    /// A scene with `job` pushed onto `default`, and its config: the
+    /// default one as `config` changes it.
+    pub fn with_job(job: &Job, config: impl FnOnce(Config<'_>) -> Config<'_>) -> (Self, PathBuf) {
+        let s = Scene::new();
+        let path = config(s.config()).write();
+        s.push(job);
+        (s, path)
     }
 
     /// The path of `name` in the scene directory.
@@ -155,6 +182,15 @@ impl Scene {
         d
     }
 
+    /// Runs `work` (no flags) to its end, asserts it exited with `code`,
+    /// and returns its log (stderr).
+    #[track_caller]
+    pub fn work_exits(&self, config: &Path, code: i32) -> String {
+        let mut d = self.work_until_exit(config, &[]);
+        d.expect_exit(code);
+        d.stderr_text()
+    }
+
     /// Runs `work` to its end, asserts it exited 0, and returns it.
     #[track_caller]
     pub fn run(&self, config: &Path, args: &[&str]) -> Daemon {
@@ -209,6 +245,32 @@ impl Scene {
 /// The queue keys of `name` under the test prefix.
 pub fn q(name: &str) -> String {
     format!("laravel_database_queues:{name}")
+}
+
+/// Runs `command` to its end and asserts that it succeeded, showing its
+/// stdout and stderr when it did not; returns its output.
+#[track_caller]
+pub fn succeeds(command: &mut std::process::Command) -> std::process::Output {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Asserts that one of `lines` (a command's output) contains `part`.
+#[track_caller]
+pub fn assert_said(lines: &[String], part: &str) {
+    assert!(
+        lines.iter().any(|l| l.contains(part)),
+        "no line says {part:?}: {lines:?}"
+    );
 }
 
 /// Whether process `pid` still exists (a zombie counts as gone).

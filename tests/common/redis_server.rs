@@ -164,9 +164,14 @@ impl RedisServer {
 
     /// RPUSH a payload and a notify token, as Laravel's push script does.
     pub fn push(&self, queue: &str, payload: &str) {
-        let key = super::q(queue);
+        self.push_to(&super::q(queue), payload);
+    }
+
+    /// As [`RedisServer::push`], onto the ready list `key` (the whole key,
+    /// under any prefix).
+    pub fn push_to(&self, key: &str, payload: &str) {
         let _: () = redis::pipe()
-            .rpush(&key, payload)
+            .rpush(key, payload)
             .rpush(format!("{key}:notify"), 1)
             .query(&mut self.conn(0))
             .unwrap();

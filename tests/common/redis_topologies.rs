@@ -23,6 +23,65 @@ pub fn require(test: &str, binaries: &[&str]) -> bool {
     true
 }
 
+/// A fresh temporary directory named `prefix…`, removed when dropped.
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
+}
+
+/// A six-node cluster in a fresh temporary directory, for `test`; `None`
+/// (the skip noted) without `redis-server` or `redis-cli`.
+pub fn cluster_for(test: &str) -> Option<(tempfile::TempDir, Cluster)> {
+    if !require(test, &["redis-server", "redis-cli"]) {
+        return None;
+    }
+    let dir = temp_dir("lw-cluster-");
+    let cluster = Cluster::start(dir.path());
+    Some((dir, cluster))
+}
+
+/// Writes the executable file `path` with `text`; returns the path.
+pub fn executable(path: &Path, text: &str) -> PathBuf {
+    std::fs::write(path, text).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}
+
+/// Writes the executable shell script `path`: a handler that ends at once
+/// in failed mode and otherwise runs `body`.
+pub fn job_script(path: &Path, body: &str) -> PathBuf {
+    executable(
+        path,
+        &format!("#!/bin/sh\n[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n{body}\n"),
+    )
+}
+
+/// `handler.sh` in `dir`: in run mode it appends the line `line` (shell
+/// words, expanded) to `dir/jobs.log`, then runs `then`.
+pub fn logging_job_script(dir: &Path, line: &str, then: &str) -> PathBuf {
+    let log = dir.join("jobs.log");
+    job_script(
+        &dir.join("handler.sh"),
+        &format!("echo \"{line}\" >> '{}'\n{then}", log.display()),
+    )
+}
+
+/// Writes the config file `path`: `[redis]` opening with `redis` (lines)
+/// and the tests' prefix, then `more` (lines, any sections), the tests'
+/// cache prefix with its colon, failed jobs kept in Redis, and `handler`
+/// for every job. Returns the path.
+pub fn write_config(path: &Path, redis: &str, more: &str, handler: &Path) -> PathBuf {
+    let text = format!(
+        "[redis]\n{redis}prefix = \"laravel_database_\"\n{more}\n\
+         [cache]\nprefix = \"laravel_cache\"\ncolon = true\n\
+         [failed]\ndriver = \"redis\"\n\
+         [[handlers]]\nmatch = \"*\"\ncommand = [\"{}\"]\n",
+        handler.display()
+    );
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, not handed out
 /// before in this test process, and whose cluster bus port (+10000) is
 /// neither.
@@ -144,19 +203,8 @@ impl Server {
 
     /// Waits until the log satisfies `pred`.
     pub fn wait_log(&self, pred: impl Fn(&str) -> bool, what: &str) {
-        let deadline = Instant::now() + super::WAIT;
-        loop {
-            let text = self.log_text();
-            if pred(&text) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} never got {what}; log:\n{text}",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let waited = format!("{} to log {what} (in {})", self.name, self.log.display());
+        super::wait_until(&waited, || pred(&self.log_text()));
     }
 
     /// SIGKILLs the server (a crash, not a shutdown).
@@ -193,6 +241,14 @@ pub fn cli(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().expect("run laravel-worker")
+}
+
+/// [`cli`] without extra environment, asserted to succeed.
+#[track_caller]
+pub fn cli_ok(config: &Path, args: &[&str]) -> Output {
+    let out = cli(config, args, &[]);
+    assert!(out.status.success(), "{args:?}: {}", text(&out));
+    out
 }
 
 /// stdout + stderr of a finished command, for assertion messages.
@@ -313,12 +369,9 @@ impl Certs {
             &path(&self.ca),
             "--tls-auth-clients",
             if mutual { "yes" } else { "no" },
-            "--save",
-            "",
-            "--appendonly",
-            "no",
         ]
         .iter()
+        .chain(&THROWAWAY)
         .map(|s| s.to_string())
         .collect()
     }
@@ -341,21 +394,17 @@ impl Certs {
     }
 }
 
+/// `redis-server` arguments that keep nothing on disk.
+const THROWAWAY: [&str; 4] = ["--save", "", "--appendonly", "no"];
+
 /// Plain `redis-server` arguments for a throwaway server on `port`.
 pub fn plain_args(port: u16) -> Vec<String> {
-    [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    let port = port.to_string();
+    ["--port", &port, "--bind", "127.0.0.1"]
+        .iter()
+        .chain(&THROWAWAY)
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// Runs one command on a plain connection.
@@ -423,21 +472,13 @@ impl SentinelSet {
             replica,
             sentinels,
         };
-        let deadline = Instant::now() + super::WAIT;
         for sentinel in &set.sentinels {
-            loop {
+            let waited = format!("sentinel on {} to see the whole set", sentinel.port);
+            super::wait_until(&waited, || {
                 let state = set.sentinel_view(sentinel.port);
                 let field = |name: &str| state.get(name).cloned().unwrap_or_default();
-                if field("num-slaves") == "1" && field("num-other-sentinels") == "2" {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "sentinel on {} never saw the whole set: {state:?}",
-                    sentinel.port
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
+                field("num-slaves") == "1" && field("num-other-sentinels") == "2"
+            });
         }
         set
     }

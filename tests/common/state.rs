@@ -653,6 +653,16 @@ impl fmt::Debug for QueueState {
 }
 
 impl Scene {
+    /// Asserts that the job log holds `job`'s runs as attempts 1 to
+    /// `attempts`, in order and nothing else, and that no queue key or
+    /// failed row is left: the job ran that often and then was done.
+    #[track_caller]
+    pub fn assert_ran_then_gone(&self, job: &super::Job, attempts: i64) {
+        let runs: Vec<String> = (1..=attempts).map(|a| job.run_line(a)).collect();
+        assert_eq!(self.log(), runs, "the job log");
+        self.assert_state(QueueState::empty());
+    }
+
     /// The queue keys and failed rows now (see [`QueueState::read`]).
     pub fn state(&self) -> QueueState {
         QueueState::read(self)
