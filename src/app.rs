@@ -11,8 +11,9 @@ use anyhow::Context;
 use crate::cache::{CacheStore, DatabaseCache, FileCache, RedisCache};
 use crate::config::{CacheSettings, Settings, Transport};
 use crate::failed::FailedJobStore;
+use crate::handler::warm::Spawn;
 use crate::handler::{
-    Handler, PersistentHandler, PersistentOptions, Route, Router, SubprocessHandler,
+    Handler, PersistentHandler, PersistentOptions, PoolSettings, Route, Router, SubprocessHandler,
 };
 use crate::lifecycle::Heartbeat;
 use crate::queue::RedisQueue;
@@ -174,13 +175,20 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                 }
                 (Transport::Persistent, _) => {
                     Handler::Persistent(PersistentHandler::new(PersistentOptions {
-                        command,
-                        processes: entry.processes.unwrap_or(1),
-                        max_jobs: entry.max_jobs.unwrap_or(0),
-                        max_memory_mb: entry.max_memory.unwrap_or(0),
-                        kill_grace: settings.kill_grace,
-                        output_limit: settings.output_limit,
-                        environment,
+                        spawn: Spawn {
+                            command,
+                            environment,
+                            output_limit: settings.output_limit,
+                            connection: settings.connection.clone(),
+                        },
+                        pool: PoolSettings {
+                            size: entry.processes.unwrap_or(1),
+                            min: entry.min_processes.unwrap_or(0),
+                            idle_timeout: entry.idle_timeout.map(Duration::from_secs),
+                            max_jobs: entry.max_jobs.unwrap_or(0),
+                            max_memory_mb: entry.max_memory.unwrap_or(0),
+                            kill_grace: settings.kill_grace,
+                        },
                         decode_command: entry.decodes_command(),
                     }))
                 }
@@ -207,7 +215,12 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
             })
         })
         .collect::<anyhow::Result<Vec<Route>>>()?;
-    Ok(Router::new(routes, settings.unmatched))
+    let router = Router::new(routes, settings.unmatched);
+    // Each pool's keeper starts its minimum and stops idle processes.
+    for (_, pool) in router.pools() {
+        pool.start();
+    }
+    Ok(router)
 }
 
 /// The heartbeat file (`--heartbeat-file`, else `[worker] heartbeat_file`),

@@ -615,6 +615,28 @@ fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
     })
 }
 
+/// Checks a persistent pool's `min_processes` (at most `processes`) and
+/// `idle_timeout` (at least 1 second).
+///
+/// # Errors
+/// The first problem found, naming the entry and the key.
+fn check_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    let size = h.processes.unwrap_or(1);
+    if let Some(min) = h.min_processes
+        && min > size
+    {
+        bail!("[[handlers]] match = {name:?}: min_processes = {min} is above processes = {size}");
+    }
+    if h.idle_timeout == Some(0) {
+        bail!(
+            "[[handlers]] match = {name:?}: idle_timeout must be at least 1 second; \
+             leave it out to keep idle processes"
+        );
+    }
+    Ok(())
+}
+
 /// Checks that a `[[handlers]]` entry names exactly one transport
 /// (`command` or `url`), only with the keys that transport reads, and a
 /// usable `queues` list.
@@ -638,6 +660,7 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
                      at least 1 process"
                 );
             }
+            check_pool_keys(h)?;
             for (var, value) in h.env.iter().flatten() {
                 if var.is_empty() || var.contains(['=', '\0']) {
                     bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
@@ -671,6 +694,8 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
             for (key, set) in [
                 ("mode", h.mode.is_some()),
                 ("processes", h.processes.is_some()),
+                ("min_processes", h.min_processes.is_some()),
+                ("idle_timeout", h.idle_timeout.is_some()),
                 ("max_jobs", h.max_jobs.is_some()),
                 ("max_memory", h.max_memory.is_some()),
                 ("env", h.env.is_some()),
