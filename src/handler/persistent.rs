@@ -131,7 +131,6 @@ impl PersistentHandler {
                 ));
             }
         };
-        let name = inv.job.display_name();
         let mut last_stderr = Tail::default();
         for _ in 0..DELIVERY_TRIES {
             let mut process = match self.pool.checkout() {
@@ -167,57 +166,62 @@ impl PersistentHandler {
                     last_stderr = process.stderr_tail();
                     self.pool.end(process).await;
                 }
-                Err(CallError::TimedOut) => {
-                    let seconds = inv.timeout.map_or(0, |t| t.as_secs());
-                    let stderr = process.stderr_tail();
-                    let pid = process.pid;
-                    let signal = self.pool.kill(process, self.kill_grace).await;
-                    process_group::log_timeout_kill(
-                        name,
-                        &inv.job.id(),
-                        seconds,
-                        Some(pid),
-                        signal,
-                    );
-                    return Outcome::TimedOut(
-                        JobException::timed_out(name)
-                            .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
-                    );
-                }
-                Err(CallError::Protocol(what)) => {
-                    let what = format!(
-                        "{what} (pid {}, job {name} {}); the process is killed and replaced, \
-                         the job is released",
-                        process.pid,
-                        inv.job.id()
-                    );
-                    self.pool.end(process).await;
-                    return Outcome::Release { delay: 0 }.with_fault(FaultKind::Protocol, what);
-                }
-                Err(CallError::Died(how)) => {
-                    let outcome = Outcome::Exception(
-                        JobException::new(HANDLER_FAILED, format!("{name} {how}"))
-                            .with_detail(detail(&how, &process.stderr_tail())),
-                    );
-                    // A process that had answered before may have been
-                    // killed by this job; a fresh one never worked.
-                    let (calls, pid) = (process.calls, process.pid);
-                    self.pool.end(process).await;
-                    if calls > 0 {
-                        return outcome;
-                    }
-                    let what = format!("a new process {how} (pid {pid}, job {name})");
-                    return outcome.with_fault(FaultKind::Died, what);
-                }
+                Err(error) => return self.failed(error, process, inv).await,
             }
         }
-        let how = format!(
-            "was started {DELIVERY_TRIES} times and each process ended before reading the request"
+        let (name, how) = (
+            inv.job.display_name(),
+            format!(
+                "was started {DELIVERY_TRIES} times and each process ended before reading the request"
+            ),
         );
         Outcome::Exception(
             JobException::new(HANDLER_FAILED, format!("{name}: the handler {how}"))
                 .with_detail(detail(&how, &last_stderr)),
         )
         .with_fault(FaultKind::Died, format!("the handler {how} (job {name})"))
+    }
+
+    /// The outcome of a call whose process timed out, broke the protocol
+    /// or died after reading the request; the process is ended.
+    async fn failed(&self, error: CallError, process: Process, inv: &Invocation<'_>) -> Outcome {
+        let name = inv.job.display_name();
+        let (pid, calls, stderr) = (process.pid, process.calls, process.stderr_tail());
+        match error {
+            CallError::TimedOut => {
+                let seconds = inv.timeout.map_or(0, |t| t.as_secs());
+                let signal = self.pool.kill(process, self.kill_grace).await;
+                process_group::log_timeout_kill(name, &inv.job.id(), seconds, Some(pid), signal);
+                Outcome::TimedOut(
+                    JobException::timed_out(name)
+                        .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
+                )
+            }
+            // (A request not delivered goes to another process: the
+            // caller never sends it here.)
+            CallError::Protocol(what) | CallError::NotDelivered(what) => {
+                let what = format!(
+                    "{what} (pid {pid}, job {name} {}); the process is killed and replaced, \
+                     the job is released",
+                    inv.job.id()
+                );
+                self.pool.end(process).await;
+                Outcome::Release { delay: 0 }.with_fault(FaultKind::Protocol, what)
+            }
+            CallError::Died(how) => {
+                self.pool.end(process).await;
+                let outcome = Outcome::Exception(
+                    JobException::new(HANDLER_FAILED, format!("{name} {how}"))
+                        .with_detail(detail(&how, &stderr)),
+                );
+                // A process that had answered before may have been killed
+                // by this job; a fresh one never worked.
+                if calls > 0 {
+                    return outcome;
+                }
+                let what = format!("a new process {how} (pid {pid}, job {name})");
+                outcome.with_fault(FaultKind::Died, what)
+            }
+        }
     }
 }
