@@ -13,9 +13,10 @@ use crate::config::HandlerEntry;
 use crate::config::{CacheSettings, FailedSettings, Settings, Transport};
 use crate::failed::{DatabaseStore, FailedJobStore, Fallback, RedisFailedStore};
 use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::handler::warm::Spawn;
 use crate::handler::{
-    Handler, HttpHandler, HttpOptions, PersistentHandler, PersistentOptions, Route, Router, Secret,
-    SubprocessHandler,
+    Handler, HttpHandler, HttpOptions, PersistentHandler, PersistentOptions, PoolSettings, Route,
+    Router, Secret, SubprocessHandler,
 };
 use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
@@ -179,7 +180,12 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
             })
         })
         .collect::<anyhow::Result<Vec<Route>>>()?;
-    Ok(Router::new(routes, settings.unmatched))
+    let router = Router::new(routes, settings.unmatched);
+    // Each pool's keeper starts its minimum and stops idle processes.
+    for (_, pool) in router.pools() {
+        pool.start();
+    }
+    Ok(router)
 }
 
 /// The handler of one `[[handlers]]` entry, its transport as
@@ -209,13 +215,20 @@ fn open_handler(
         (Transport::Http, Some(url)) => Handler::Http(http_handler(entry, url)?),
         (Transport::Persistent, _) => {
             Handler::Persistent(PersistentHandler::new(PersistentOptions {
-                command,
-                processes: entry.processes.unwrap_or(1),
-                max_jobs: entry.max_jobs.unwrap_or(0),
-                max_memory_mb: entry.max_memory.unwrap_or(0),
-                kill_grace: settings.kill_grace,
-                output_limit: settings.output_limit,
-                environment,
+                spawn: Spawn {
+                    command,
+                    environment,
+                    output_limit: settings.output_limit,
+                    connection: settings.connection.clone(),
+                },
+                pool: PoolSettings {
+                    size: entry.processes.unwrap_or(1),
+                    min: entry.min_processes.unwrap_or(0),
+                    idle_timeout: entry.idle_timeout.map(Duration::from_secs),
+                    max_jobs: entry.max_jobs.unwrap_or(0),
+                    max_memory_mb: entry.max_memory.unwrap_or(0),
+                    kill_grace: settings.kill_grace,
+                },
                 decode_command: entry.decodes_command(),
             }))
         }

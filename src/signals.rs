@@ -5,6 +5,7 @@
 //! | SIGTERM, SIGINT, SIGQUIT | stop fetching, finish the jobs in flight, exit 0 |
 //! | SIGUSR2                 | pause: fetch nothing until SIGCONT              |
 //! | SIGCONT                 | resume                                          |
+//! | SIGTTIN, SIGTTOU        | one more, one fewer warm process in each persistent handler's pool ([`resizes`]) |
 //!
 //! A task turns the signals into a [`Control`] value that the loop watches.
 
@@ -45,4 +46,36 @@ pub fn listen() -> std::io::Result<watch::Receiver<Control>> {
         }
     });
     Ok(rx)
+}
+
+/// A change of size asked for by a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    /// SIGTTIN: one more.
+    Grow,
+    /// SIGTTOU: one fewer.
+    Shrink,
+}
+
+/// Installs the SIGTTIN and SIGTTOU handlers (as gunicorn and unicorn
+/// take them: one worker more, one fewer) and calls `resize` for each
+/// signal received.
+///
+/// # Errors
+/// A handler could not be installed.
+pub fn resizes(resize: impl Fn(Resize) + Send + 'static) -> std::io::Result<()> {
+    let mut ttin = signal(SignalKind::from_raw(nix::libc::SIGTTIN))?;
+    let mut ttou = signal(SignalKind::from_raw(nix::libc::SIGTTOU))?;
+    tokio::spawn(async move {
+        loop {
+            let (name, change) = tokio::select! {
+                Some(()) = ttin.recv() => ("SIGTTIN", Resize::Grow),
+                Some(()) = ttou.recv() => ("SIGTTOU", Resize::Shrink),
+                else => return,
+            };
+            tracing::info!(signal = name, "signal received");
+            resize(change);
+        }
+    });
+    Ok(())
 }

@@ -30,6 +30,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let failed = app::open_failed_store(&settings).await?;
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
+    resize_on_signals(router.pools())?;
 
     crate::banner::Banner::new(&settings, &options).emit(options.json);
     for hint in crate::hints::wrong_place(&queue, &cache, &options.queues).await {
@@ -40,6 +41,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
         tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
     }
+    metrics.watch_pools(router.pools());
     let metrics = Arc::new(metrics);
     app::serve_metrics(&settings, &metrics).await?;
     // `WorkCommand::listenForEvents`: the output lines and the metrics
@@ -84,6 +86,27 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     }
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// SIGTTIN and SIGTTOU: each persistent handler's pool one process
+/// larger or smaller (never below 1), its calls in flight left to end.
+///
+/// # Errors
+/// The signal handlers cannot be installed.
+fn resize_on_signals(pools: Vec<(String, Arc<crate::handler::Pool>)>) -> anyhow::Result<()> {
+    use crate::signals::Resize;
+    crate::signals::resizes(move |change| {
+        for (handler, pool) in &pools {
+            let size = pool.stats().size;
+            let size = match change {
+                Resize::Grow => size.saturating_add(1),
+                Resize::Shrink => size.saturating_sub(1).max(1),
+            };
+            tracing::info!(handler, size, "resizing the handler's pool");
+            pool.resize(size);
+        }
+    })
+    .context("cannot install the SIGTTIN and SIGTTOU handlers")
 }
 
 /// `queue:work`'s flags, with the queue list defaulting to the connection's

@@ -60,6 +60,7 @@ fn command(h: &HandlerEntry, cmd: &[String]) -> anyhow::Result<()> {
              at least 1 process"
         );
     }
+    pool_keys(h)?;
     for (var, value) in h.env.iter().flatten() {
         if var.is_empty() || var.contains(['=', '\0']) {
             bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
@@ -99,6 +100,8 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
     for (key, set) in [
         ("mode", h.mode.is_some()),
         ("processes", h.processes.is_some()),
+        ("min_processes", h.min_processes.is_some()),
+        ("idle_timeout", h.idle_timeout.is_some()),
         ("max_jobs", h.max_jobs.is_some()),
         ("max_memory", h.max_memory.is_some()),
         ("env", h.env.is_some()),
@@ -119,6 +122,28 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
         {
             bail!("[[handlers]] match = {name:?}: {key} must name an environment variable");
         }
+    }
+    Ok(())
+}
+
+/// Checks a persistent pool's `min_processes` (at most `processes`) and
+/// `idle_timeout` (at least 1 second).
+///
+/// # Errors
+/// The first problem found, naming the entry and the key.
+fn pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
+    let name = &h.pattern;
+    let size = h.processes.unwrap_or(1);
+    if let Some(min) = h.min_processes
+        && min > size
+    {
+        bail!("[[handlers]] match = {name:?}: min_processes = {min} is above processes = {size}");
+    }
+    if h.idle_timeout == Some(0) {
+        bail!(
+            "[[handlers]] match = {name:?}: idle_timeout must be at least 1 second; \
+             leave it out to keep idle processes"
+        );
     }
     Ok(())
 }

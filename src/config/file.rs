@@ -240,8 +240,15 @@ pub struct HandlerEntry {
     pub timeout: Option<u64>,
     /// `process` (one process per call, the default) or `persistent`.
     pub mode: Option<String>,
-    /// Persistent mode: warm processes kept (default 1).
+    /// Persistent mode: most warm processes (default 1), started as calls
+    /// need them.
     pub processes: Option<usize>,
+    /// Persistent mode: processes started at once and kept however idle
+    /// (default 0).
+    pub min_processes: Option<usize>,
+    /// Persistent mode: seconds a process may stay idle before it is
+    /// stopped, down to `min_processes` (default: never stopped).
+    pub idle_timeout: Option<u64>,
     /// Persistent mode: calls before a process is replaced (0 = never).
     pub max_jobs: Option<u64>,
     /// Persistent mode: resident MB above which a process is replaced.

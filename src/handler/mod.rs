@@ -4,16 +4,20 @@
 //! recording and reclaiming; a handler only runs the job and reports an
 //! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
 //! Transports: one process per job ([`subprocess`]), warm processes
-//! ([`persistent`]), an HTTP POST per job ([`http`]); each encodes the same
-//! call metadata ([`metadata`]). [`preflight`] checks at start that the
+//! ([`persistent`], over a [`pool`] of [`warm`] processes), an HTTP POST
+//! per job ([`http`]); each encodes the same call metadata ([`metadata`]).
+//! No transport imports another: what the command transports share (how a
+//! process is started and described) is in [`child`]. [`preflight`] checks at start that the
 //! configured handlers can run; each handler's [`breaker`] stops handing
 //! jobs to a handler that keeps failing on its own.
 
 pub mod breaker;
 pub mod capture;
+pub mod child;
 pub mod http;
 pub mod metadata;
 pub mod persistent;
+pub mod pool;
 pub mod preflight;
 pub mod process_group;
 pub mod request;
@@ -21,6 +25,7 @@ pub mod request_line;
 pub mod router;
 pub mod slots;
 pub mod subprocess;
+pub mod warm;
 
 use std::time::Duration;
 
@@ -30,6 +35,7 @@ use crate::queue::ReservedJob;
 pub use breaker::{BreakerSettings, Fault, FaultKind};
 pub use http::{HttpHandler, HttpOptions, Secret};
 pub use persistent::{PersistentHandler, PersistentOptions};
+pub use pool::{Pool, PoolSettings};
 pub use router::{Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;
 
@@ -152,7 +158,7 @@ impl Handler {
     /// start every call at once.
     pub fn free_starts(&self) -> usize {
         match self {
-            Handler::Persistent(h) => h.free_processes(),
+            Handler::Persistent(h) => h.pool().free(),
             Handler::Subprocess(_) | Handler::Http(_) => usize::MAX,
         }
     }
@@ -160,7 +166,15 @@ impl Handler {
     /// Resolves once [`Self::free_starts`] is above 0.
     pub async fn until_startable(&self) {
         if let Handler::Persistent(h) = self {
-            h.until_free().await;
+            h.pool().until_free().await;
+        }
+    }
+
+    /// Its pool of warm processes, for a persistent handler.
+    pub fn pool(&self) -> Option<&std::sync::Arc<Pool>> {
+        match self {
+            Handler::Persistent(h) => Some(h.pool()),
+            Handler::Subprocess(_) | Handler::Http(_) => None,
         }
     }
 }

@@ -7,6 +7,7 @@ use wildmatch::WildMatch;
 
 use super::Handler;
 use super::breaker::{Breaker, BreakerSettings};
+use super::pool::Pool;
 use crate::log_limit::DEFAULT_INTERVAL;
 
 /// One `[[handlers]]` entry.
@@ -103,6 +104,19 @@ impl Router {
             .map(|r| r.handler.free_starts())
             .min()
             .unwrap_or(usize::MAX)
+    }
+
+    /// The pools of warm processes, each with its handler's `match`
+    /// pattern, in config order: what the worker watches and resizes.
+    pub fn pools(&self) -> Vec<(String, Arc<Pool>)> {
+        self.routes
+            .iter()
+            .filter_map(|r| {
+                r.handler
+                    .pool()
+                    .map(|pool| (r.breaker.handler().to_string(), Arc::clone(pool)))
+            })
+            .collect()
     }
 
     /// Resolves once [`Self::free_starts`] is above 0: every persistent

@@ -21,7 +21,7 @@
 //! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
 //!
 //! Every value is made fit for the environment: NULs become U+FFFD and it
-//! is cut to [`ENV_VALUE_LIMIT`] bytes; stdin has the payload in full. The
+//! is cut to [`ENV_VALUE_LIMIT`](super::child::ENV_VALUE_LIMIT) bytes; stdin has the payload in full. The
 //! program sees the daemon's environment as its [`Environment`] says
 //! (`[[handlers]] env`, `env_clear`, and never the config's secrets).
 //!
@@ -33,33 +33,25 @@
 //! the kernel sends the handler SIGKILL (`PR_SET_PDEATHSIG`), so no job keeps
 //! running unowned while another worker reclaims it.
 
-use std::borrow::Cow;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::capture::{Tail, read_tail};
+use super::child::{ANSWER_LIMIT, describe, detail, env_value};
 use super::metadata::CallMetadata;
 use super::process_group::Environment;
-use super::{FaultKind, Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Outcome, child, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
-
-/// Bytes of a metadata value passed in an environment variable (the
-/// failure text in `LARAVEL_WORKER_EXCEPTION`, but also a displayName or
-/// an id, which a job may make as long as it likes). Linux refuses to
-/// start a program with one environment string over 128 KiB.
-pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
 
 /// Bytes of a result file read (as of an answer line of a persistent
 /// handler).
-pub const RESULT_LIMIT: usize = super::persistent::ANSWER_LIMIT;
+pub const RESULT_LIMIT: usize = ANSWER_LIMIT;
 
 /// How long to wait for the output pipes to close after the process exits.
 const PIPE_DRAIN: Duration = Duration::from_millis(500);
@@ -282,13 +274,7 @@ impl SubprocessHandler {
         result_path: &PathBuf,
         command_path: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
-        let mut cmd = Command::new(&self.command[0]);
-        cmd.args(&self.command[1..]);
-        // First: it may clear the environment.
-        process_group::isolate(&mut cmd, &self.environment);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = child::command(&self.command, &self.environment);
         for (field, value) in CallMetadata::of(inv).fields() {
             if let Some(value) = value {
                 cmd.env(field.env, env_value(&value.text()).as_ref());
@@ -335,28 +321,6 @@ async fn collect(task: Option<tokio::task::JoinHandle<Tail>>) -> Tail {
     }
 }
 
-/// How a handler process ended, in words.
-pub(super) fn describe(status: Option<ExitStatus>) -> String {
-    match status {
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => format!("exited with status {code}"),
-            (None, Some(sig)) => format!("was killed by signal {sig}"),
-            _ => "ended abnormally".to_string(),
-        },
-        None => "could not be waited for".to_string(),
-    }
-}
-
-/// The detail lines of a handler failure: how it ended and its stderr tail.
-pub(super) fn detail(how: &str, stderr: &Tail) -> String {
-    let err = stderr.text();
-    if err.is_empty() {
-        format!("Handler {how}.")
-    } else {
-        format!("Handler {how}. Its stderr ended with:\n{err}")
-    }
-}
-
 fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
     for (stream, tail) in [("stdout", stdout), ("stderr", stderr)] {
         if tail.total > 0 {
@@ -368,33 +332,5 @@ fn log_output(inv: &Invocation<'_>, stdout: &Tail, stderr: &Tail) {
                 tail.text()
             );
         }
-    }
-}
-
-/// `text` made fit for an environment variable, which cannot hold a NUL
-/// and, on Linux, not more than 128 KiB: each NUL becomes U+FFFD and the
-/// text is cut to its first [`ENV_VALUE_LIMIT`] bytes (at a character
-/// boundary). The payload on stdin still holds every value in full.
-pub(super) fn env_value(text: &str) -> Cow<'_, str> {
-    let cut = &text[..text.floor_char_boundary(ENV_VALUE_LIMIT)];
-    if cut.contains('\0') {
-        Cow::Owned(cut.replace('\0', "\u{fffd}"))
-    } else {
-        Cow::Borrowed(cut)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_values_hold_no_nul_and_are_bounded() {
-        assert_eq!(env_value("App\\Jobs\\X"), "App\\Jobs\\X");
-        assert_eq!(env_value("a\0b"), "a\u{fffd}b");
-        let long = "é".repeat(ENV_VALUE_LIMIT);
-        let cut = env_value(&long);
-        assert!(cut.len() <= ENV_VALUE_LIMIT && cut.len() >= ENV_VALUE_LIMIT - 1);
-        assert!(long.starts_with(cut.as_ref()));
     }
 }

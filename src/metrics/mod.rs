@@ -18,9 +18,12 @@
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
 //!   [`backlog`](crate::backlog));
 //! - `handler_trips_total{handler}`: trips of a handler's breaker (the
-//!   first trip and each failed trial), `handler` its `match` pattern.
+//!   first trip and each failed trial), `handler` its `match` pattern;
+//! - `pool_*{handler}`: the persistent handlers' warm processes (alive,
+//!   busy, idle, size; see [`pools`]).
 
 pub mod listener;
+pub mod pools;
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -71,6 +74,8 @@ pub struct Metrics {
     stopping: AtomicBool,
     /// The handlers tripped now.
     tripped: Mutex<BTreeSet<String>>,
+    /// The pools of warm processes, read at each scrape.
+    pools: pools::PoolGauges,
 }
 
 impl Default for Metrics {
@@ -122,7 +127,14 @@ impl Metrics {
             redis_ok: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             tripped: Mutex::new(BTreeSet::new()),
+            pools: pools::PoolGauges::default(),
         }
+    }
+
+    /// Registers the gauges of `pools` (each with its handler's `match`
+    /// pattern), read from them at each scrape.
+    pub fn watch_pools(&mut self, pools: Vec<(String, std::sync::Arc<crate::handler::Pool>)>) {
+        self.pools = pools::PoolGauges::register(&mut self.registry, pools);
     }
 
     /// Registers the queue backlog gauges beside the job metrics; the
@@ -157,6 +169,7 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
+        self.pools.refresh();
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

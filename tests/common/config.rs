@@ -72,6 +72,16 @@ impl Handler {
         self.set("processes", n)
     }
 
+    /// `min_processes`: warm processes started at once and kept.
+    pub fn min_processes(self, n: i64) -> Self {
+        self.set("min_processes", n)
+    }
+
+    /// `idle_timeout`: seconds a warm process may stay idle.
+    pub fn idle_timeout(self, seconds: i64) -> Self {
+        self.set("idle_timeout", seconds)
+    }
+
     /// `max_jobs`: calls before a warm process is recycled.
     pub fn max_jobs(self, n: i64) -> Self {
         self.set("max_jobs", n)

@@ -73,6 +73,9 @@ class DispatchJobs extends Command
             case 'gated':
                 $this->bus(new Jobs\GatedJob($tag, $spec['gate']), $spec);
                 break;
+            case 'hold':
+                $this->bus(new Jobs\HoldJob($tag, $spec['gate']), $spec);
+                break;
             case 'encrypted':
                 $this->bus(new Jobs\EncryptedJob($tag, $spec['secret']), $spec);
                 break;

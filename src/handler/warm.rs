@@ -1,0 +1,471 @@
+//! One warm process of a persistent handler: started with an answer pipe
+//! on its file descriptor 3, sent one request at a time on its stdin, its
+//! answers read from fd 3 and its stdout and stderr logged line by line
+//! (see [`super::persistent`] for the protocol). A [`Census`] counts the
+//! processes of a [`Pool`](super::pool::Pool): alive until reaped, and
+//! members of the pool until retired.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use serde::Deserialize;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use super::capture::{Keep, Tail, next_line, shown};
+use super::child::{ANSWER_LIMIT, describe, env_value};
+use super::metadata;
+use super::process_group::{self, Environment};
+use super::request_line::Request;
+use crate::memory::MemoryProbe;
+
+/// Bytes of an offending line quoted in a protocol error.
+const SHOWN_LIMIT: usize = 1024;
+
+/// How long an answer may take to come through fd 3 after its process
+/// has exited.
+const PIPE_DRAIN: Duration = Duration::from_millis(500);
+
+/// How long a process that closed fd 3 without answering gets to exit
+/// before its group is killed.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// How a warm process is started.
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    /// Program and arguments (no shell).
+    pub command: Vec<String>,
+    /// What the processes see of the daemon's environment.
+    pub environment: Environment,
+    /// Bytes kept of one stdout or stderr line, and of the stderr tail
+    /// quoted in a failure (`[worker] output_limit`).
+    pub output_limit: usize,
+    /// The queue connection's name (`redis`), in `LARAVEL_WORKER_CONNECTION`.
+    pub connection: String,
+}
+
+/// How many processes of one pool there are.
+#[derive(Debug, Default)]
+pub struct Census {
+    /// Started and not yet reaped (retiring ones included).
+    alive: AtomicUsize,
+    /// Idle or in a call: the processes the pool's size counts.
+    members: AtomicUsize,
+}
+
+impl Census {
+    /// Processes started and not yet ended (a retiring process counts
+    /// until it has exited).
+    pub fn alive(&self) -> usize {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Processes idle or in a call (retiring ones not counted).
+    pub fn members(&self) -> usize {
+        self.members.load(Ordering::SeqCst)
+    }
+}
+
+/// One process's place in its [`Census`], given up when dropped.
+#[derive(Debug)]
+struct Counted {
+    census: Arc<Census>,
+    member: bool,
+}
+
+impl Counted {
+    fn new(census: &Arc<Census>) -> Self {
+        census.alive.fetch_add(1, Ordering::SeqCst);
+        census.members.fetch_add(1, Ordering::SeqCst);
+        Counted {
+            census: Arc::clone(census),
+            member: true,
+        }
+    }
+
+    /// No longer one of the pool's members (it is on its way out).
+    fn leave(&mut self) {
+        if std::mem::take(&mut self.member) {
+            self.census.members.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.leave();
+        self.census.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One warm process.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    /// Its pid (0 if it could not be read).
+    pub pid: u32,
+    group: Option<Pid>,
+    stdin: ChildStdin,
+    /// What its fd 3 reader passes on: lines read while a call was in
+    /// flight, then the end of the stream.
+    answers: mpsc::Receiver<Answer>,
+    /// The `call` in flight, 0 when none; shared with the fd 3 reader.
+    in_flight: Arc<AtomicU64>,
+    /// Set by the fd 3 reader when the process broke the protocol while
+    /// idle (it has killed the process group then).
+    broken: Arc<AtomicBool>,
+    /// The end of its stderr, at most `output_limit` bytes.
+    stderr: Arc<Mutex<Tail>>,
+    /// Calls it has answered.
+    pub calls: u64,
+    /// Kills the group when the process is dropped: abandoned mid-call
+    /// (drain deadline) or left idle in the pool when the worker exits.
+    guard: process_group::GroupKill,
+    /// Its place in its pool's census.
+    counted: Counted,
+}
+
+/// One event of a process's fd 3.
+#[derive(Debug)]
+enum Answer {
+    /// A line (without its newline), at most [`ANSWER_LIMIT`] bytes of it.
+    Line(Tail),
+    /// End of the stream (the process closed fd 3 or died), or a read error.
+    End,
+}
+
+/// The part of an answer line the daemon matches on.
+#[derive(Deserialize)]
+struct Echo {
+    #[serde(default)]
+    call: Option<serde_json::Value>,
+}
+/// Why a call did not produce an outcome from the process.
+pub enum CallError {
+    /// The process never read the request (it could not be written, or all
+    /// of it was still unread when the process ended): the job never
+    /// reached it.
+    NotDelivered(String),
+    /// The process ended after reading the request, without answering.
+    Died(String),
+    /// The process wrote something other than the answer to this call.
+    Protocol(String),
+    /// The time limit passed.
+    TimedOut,
+}
+
+impl Process {
+    /// Starts `spawn`'s command with an answer pipe on fd 3, counted in
+    /// `census`.
+    ///
+    /// # Errors
+    /// The pipe cannot be made or the program cannot be started.
+    pub fn spawn(spawn: &Spawn, census: &Arc<Census>) -> std::io::Result<Process> {
+        let (sender, receiver) = pipe::pipe()?;
+        let write_end: OwnedFd = sender.into_blocking_fd()?;
+        let mut cmd = super::child::command(&spawn.command, &spawn.environment);
+        cmd.env("LARAVEL_WORKER_PROTOCOL", "persistent").env(
+            metadata::CONNECTION.env,
+            env_value(&spawn.connection).as_ref(),
+        );
+        answer_on_fd3(&mut cmd, write_end.as_raw_fd());
+        let mut child = cmd.spawn()?;
+        // The child has its copy; ours must close so EOF means "it died".
+        drop(write_end);
+        let group = process_group::group_of(&child);
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let pid = child.id().unwrap_or(0);
+        let stderr = log_output(&mut child, pid, spawn.output_limit);
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let broken = Arc::new(AtomicBool::new(false));
+        // Room for one line: a process that floods fd 3 waits on the pipe.
+        let (sender, answers) = mpsc::channel(1);
+        tokio::spawn(read_answers(
+            receiver,
+            pid,
+            group,
+            sender,
+            Arc::clone(&in_flight),
+            Arc::clone(&broken),
+        ));
+        tracing::debug!(pid, "handler process started");
+        Ok(Process {
+            child,
+            pid,
+            group,
+            stdin,
+            answers,
+            in_flight,
+            broken,
+            stderr,
+            calls: 0,
+            guard: process_group::GroupKill::new(group),
+            counted: Counted::new(census),
+        })
+    }
+
+    /// Whether its resident memory is above `mb` MB (never when `mb` is 0).
+    pub fn above_memory(&self, mb: u64) -> bool {
+        mb > 0 && MemoryProbe::of(self.pid).rss_bytes() > mb * 1024 * 1024
+    }
+
+    /// Why this idle process cannot take a call: it has exited, broken the
+    /// protocol, or written on fd 3 since its last answer. `None` when it
+    /// can.
+    pub fn unusable(&mut self) -> Option<String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(describe(Some(status)));
+        }
+        if self.broken.load(Ordering::SeqCst) {
+            return Some("broke the protocol".into());
+        }
+        match self.answers.try_recv() {
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) | Ok(Answer::End) => {
+                Some("closed its answer pipe (fd 3)".into())
+            }
+            Ok(Answer::Line(line)) => {
+                let shown = shown(&line.bytes, line.total, SHOWN_LIMIT);
+                tracing::error!(
+                    pid = self.pid,
+                    "handler protocol error: it wrote a line on fd 3 after its answer, \
+                     while no request was in flight: {shown}"
+                );
+                Some("broke the protocol".into())
+            }
+        }
+    }
+    /// Sends request `call` (the text `line`) and waits for its answer.
+    pub async fn exchange(
+        &mut self,
+        call: u64,
+        request: &Request<'_>,
+    ) -> Result<Vec<u8>, CallError> {
+        // Before the write: a quick answer must find its call in flight.
+        self.in_flight.store(call, Ordering::SeqCst);
+        let written = match request.write_to(&mut self.stdin).await {
+            Ok(sent) => self.stdin.flush().await.map(|()| sent),
+            Err(e) => Err(e),
+        };
+        let sent = match written {
+            Ok(sent) => sent,
+            Err(e) => {
+                self.in_flight.store(0, Ordering::SeqCst);
+                return Err(CallError::NotDelivered(format!(
+                    "could not be sent the request ({e})"
+                )));
+            }
+        };
+        let answer = tokio::select! {
+            answer = self.answers.recv() => answer,
+            // Its fd 3 may outlive it (held by a process it started): an
+            // answer written just before it exited still gets a moment to
+            // come through.
+            _ = self.child.wait() => tokio::time::timeout(PIPE_DRAIN, self.answers.recv())
+                .await
+                .unwrap_or(None),
+        };
+        self.in_flight.store(0, Ordering::SeqCst);
+        let line = match answer {
+            Some(Answer::Line(line)) => line,
+            Some(Answer::End) | None => return Err(self.ended_without_answer(sent).await),
+        };
+        if line.total > line.bytes.len() as u64 {
+            return Err(CallError::Protocol(format!(
+                "an answer line longer than {ANSWER_LIMIT} bytes, where call {call} was expected: {}",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            )));
+        }
+        let echoed = serde_json::from_slice::<Echo>(&line.bytes)
+            .ok()
+            .and_then(|echo| echo.call)
+            .and_then(|c| c.as_u64());
+        if echoed != Some(call) {
+            return Err(CallError::Protocol(format!(
+                "the line on fd 3 is not the answer to call {call}: {}",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            )));
+        }
+        Ok(line.bytes)
+    }
+
+    /// fd 3 ended before an answer: waits for the process to end (killing
+    /// it after the grace period's worth of waiting) and tells whether it
+    /// had read any of the `sent` bytes of the request.
+    async fn ended_without_answer(&mut self, sent: usize) -> CallError {
+        // A process that closed fd 3 but lives on is of no further use.
+        let status = match tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                process_group::terminate(&mut self.child, self.group, Duration::ZERO).await;
+                self.child.wait().await.ok()
+            }
+        };
+        process_group::kill_leftovers(self.group);
+        let how = describe(status);
+        // The stdin pipe holds what nobody read; our request was written
+        // last, so if that many bytes are left, none of it was read.
+        if unread_bytes(&self.stdin).is_some_and(|n| n >= sent) {
+            CallError::NotDelivered(how)
+        } else {
+            CallError::Died(format!("sent no answer on fd 3; the process {how}"))
+        }
+    }
+
+    /// The end of its stderr, at most `output_limit` bytes.
+    pub fn stderr_tail(&self) -> Tail {
+        self.stderr.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Stops it now for a call past its time limit: SIGTERM to its group,
+    /// SIGKILL after `grace`; returns the last signal sent.
+    pub async fn kill(mut self, grace: Duration) -> Signal {
+        process_group::terminate(&mut self.child, self.group, grace).await
+    }
+
+    /// Kills its whole group at once and waits for it.
+    pub async fn end(mut self) {
+        process_group::terminate(&mut self.child, self.group, Duration::ZERO).await;
+        process_group::kill_leftovers(self.group);
+    }
+
+    /// Closes its stdin (its cue to exit) and, in the background, kills its
+    /// group if it has not exited after `grace`. It leaves its pool's
+    /// members at once and the alive count once it has exited.
+    pub fn retire(self, grace: Duration) {
+        let Process {
+            mut child,
+            group,
+            stdin,
+            mut guard,
+            mut counted,
+            ..
+        } = self;
+        counted.leave();
+        // The task below ends the process; the guard must not kill it now.
+        guard.disarm();
+        drop(stdin);
+        tokio::spawn(async move {
+            if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                process_group::terminate(&mut child, group, Duration::ZERO).await;
+            }
+            process_group::kill_leftovers(group);
+            drop(counted);
+        });
+    }
+}
+
+/// Moves the answer pipe's write end (`write_fd`) to fd 3 in the child,
+/// before exec.
+fn answer_on_fd3(cmd: &mut Command, write_fd: i32) {
+    // SAFETY: dup2 and fcntl are async-signal-safe; the closure only
+    // moves the pipe's write end to fd 3 in the child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if write_fd == 3 {
+                // dup2 onto itself keeps close-on-exec: clear it by hand.
+                if nix::libc::fcntl(3, nix::libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if nix::libc::dup2(write_fd, 3) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Logs the child's stdout and stderr line by line; returns where the
+/// end of its stderr is kept.
+fn log_output(child: &mut Child, pid: u32, limit: usize) -> Arc<Mutex<Tail>> {
+    let stderr = Arc::new(Mutex::new(Tail::default()));
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(log_lines(out, pid, "stdout", limit, None));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(log_lines(
+            err,
+            pid,
+            "stderr",
+            limit,
+            Some(Arc::clone(&stderr)),
+        ));
+    }
+    stderr
+}
+
+/// Bytes written to a pipe and not read yet (`FIONREAD`, which Linux
+/// answers on either end of a pipe).
+fn unread_bytes(stdin: &ChildStdin) -> Option<usize> {
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`; the descriptor is open for as long as `stdin` lives.
+    let r = unsafe { nix::libc::ioctl(stdin.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
+    (r == 0).then(|| usize::try_from(n).unwrap_or(0))
+}
+
+/// Reads a process's fd 3: passes on each line read while a call is in
+/// flight, and the end of the stream. A line while none is in flight is a
+/// protocol error: logged, the process marked broken and its group killed.
+async fn read_answers(
+    receiver: pipe::Receiver,
+    pid: u32,
+    group: Option<Pid>,
+    answers: mpsc::Sender<Answer>,
+    in_flight: Arc<AtomicU64>,
+    broken: Arc<AtomicBool>,
+) {
+    let mut reader = BufReader::new(receiver);
+    loop {
+        let line = match next_line(&mut reader, ANSWER_LIMIT, Keep::Head).await {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => {
+                let _ = answers.send(Answer::End).await;
+                return;
+            }
+        };
+        if in_flight.load(Ordering::SeqCst) == 0 {
+            tracing::error!(
+                pid,
+                "handler protocol error: it wrote a line on fd 3 while no request was in flight: {}; \
+                 the process is killed and replaced",
+                shown(&line.bytes, line.total, SHOWN_LIMIT)
+            );
+            broken.store(true, Ordering::SeqCst);
+            process_group::kill_leftovers(group);
+            return;
+        }
+        if answers.send(Answer::Line(line)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Logs a process's output line by line, each line cut to its last `limit`
+/// bytes, and keeps the last `limit` bytes of stderr for failure reports.
+async fn log_lines(
+    stream: impl tokio::io::AsyncRead + Unpin,
+    pid: u32,
+    name: &'static str,
+    limit: usize,
+    keep: Option<Arc<Mutex<Tail>>>,
+) {
+    let mut reader = BufReader::new(stream);
+    while let Ok(Some(line)) = next_line(&mut reader, limit, Keep::Tail).await {
+        tracing::info!(pid, stream = name, "{}", line.text());
+        if let Some(keep) = &keep
+            && let Ok(mut kept) = keep.lock()
+        {
+            kept.push_line(&line.bytes, line.total, limit);
+        }
+    }
+}
