@@ -177,6 +177,32 @@ pub struct WorkerLayer {
     /// handler's jobs back and try it again later) or `"exit"` (drain and
     /// exit with status 4).
     pub on_handler_tripped: Option<String>,
+    /// Slots per queue: `"off"` (the default: `--queue`'s priority order),
+    /// `"simple"` or `"auto"` (Horizon's `balance`).
+    pub balance: Option<String>,
+    /// What `auto` follows: `"time"` (the default) or `"size"`.
+    pub auto_scaling_strategy: Option<String>,
+    /// Slots every queue keeps when balanced (default 1).
+    pub min_processes: Option<usize>,
+    /// Slots in all when balanced (default `--concurrency`).
+    pub max_processes: Option<usize>,
+    /// Slots a queue gains or loses per round (default 1).
+    pub balance_max_shift: Option<usize>,
+    /// Seconds between two rounds of `auto` (default 3).
+    pub balance_cooldown: Option<u64>,
+    /// `[worker.queues.NAME]`: one queue's own `min_processes` and
+    /// `max_processes`.
+    pub queues: Option<std::collections::BTreeMap<String, QueueProcessesLayer>>,
+}
+
+/// `[worker.queues.NAME]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueProcessesLayer {
+    /// Slots this queue always keeps.
+    pub min_processes: Option<usize>,
+    /// Slots this queue never exceeds.
+    pub max_processes: Option<usize>,
 }
 
 /// `[metrics]`.
@@ -461,6 +487,22 @@ impl Layer {
                     .worker
                     .error_summary_interval
                     .or(self.worker.error_summary_interval),
+                balance: over.worker.balance.or(self.worker.balance),
+                auto_scaling_strategy: over
+                    .worker
+                    .auto_scaling_strategy
+                    .or(self.worker.auto_scaling_strategy),
+                min_processes: over.worker.min_processes.or(self.worker.min_processes),
+                max_processes: over.worker.max_processes.or(self.worker.max_processes),
+                balance_max_shift: over
+                    .worker
+                    .balance_max_shift
+                    .or(self.worker.balance_max_shift),
+                balance_cooldown: over
+                    .worker
+                    .balance_cooldown
+                    .or(self.worker.balance_cooldown),
+                queues: over.worker.queues.or(self.worker.queues),
             },
             metrics: MetricsLayer {
                 listen: over.metrics.listen.or(self.metrics.listen),

@@ -30,6 +30,7 @@ use crate::queue::connect::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
+use crate::worker::balance_spec::BalanceSettings;
 use crate::worker::tripped::OnHandlerTripped;
 
 /// Default Redis URL (Laravel's `REDIS_HOST`/`REDIS_PORT`/`REDIS_DB`).
@@ -74,6 +75,8 @@ pub struct Settings {
     pub breaker: crate::handler::BreakerSettings,
     /// What a handler's trip does to the worker.
     pub on_handler_tripped: crate::worker::tripped::OnHandlerTripped,
+    /// `[worker] balance` and its companions: slots per queue.
+    pub balance: crate::worker::balance_spec::BalanceSettings,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// How often the queue backlog gauges are read (`[metrics]
@@ -423,6 +426,7 @@ impl Settings {
                 ),
             },
             on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
+            balance: balance(&layer.worker)?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
             horizon: horizon(&layer.horizon, is_cluster),
@@ -442,6 +446,39 @@ impl Settings {
             sources: vec!["defaults".to_string()],
         })
     }
+}
+
+/// `[worker] balance` and its companions, parsed (checked against the
+/// queues later, when `--queue` is known).
+fn balance(worker: &file::WorkerLayer) -> anyhow::Result<BalanceSettings> {
+    use crate::worker::balance_spec::QueueLimits;
+    fn parse<T>(key: &str, value: &Option<String>) -> anyhow::Result<Option<T>>
+    where
+        T: std::str::FromStr<Err = anyhow::Error>,
+    {
+        value
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .with_context(|| format!("[worker] {key}"))
+    }
+    Ok(BalanceSettings {
+        mode: parse("balance", &worker.balance)?,
+        strategy: parse("auto_scaling_strategy", &worker.auto_scaling_strategy)?,
+        min_processes: worker.min_processes,
+        max_processes: worker.max_processes,
+        max_shift: worker.balance_max_shift,
+        cooldown: worker.balance_cooldown,
+        queues: (worker.queues.clone().unwrap_or_default().into_iter())
+            .map(|(name, q)| {
+                let limits = QueueLimits {
+                    min_processes: q.min_processes,
+                    max_processes: q.max_processes,
+                };
+                (name, limits)
+            })
+            .collect(),
+    })
 }
 
 /// `[worker] on_handler_tripped`: `release` (the default) or `exit`.
