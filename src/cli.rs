@@ -253,10 +253,37 @@ pub struct WorkArgs {
     /// Jobs run at once by this worker.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Slots per queue (`[worker] balance` and its companions).
+    #[command(flatten)]
+    pub balance: Box<BalanceArgs>,
     /// Rewrite this file every few seconds while the loop runs, for `health`
     /// (overrides `[worker] heartbeat_file`).
     #[arg(long, env = "LARAVEL_WORKER_HEARTBEAT_FILE", value_name = "PATH")]
     pub heartbeat_file: Option<PathBuf>,
+}
+
+/// `work`'s balance flags, named as Horizon's supervisor options; each
+/// wins over its `[worker]` key.
+#[derive(Debug, Args)]
+pub struct BalanceArgs {
+    /// Slots per queue: off (priority order, as queue:work), simple (an even split) or auto (slots follow each queue's work); overrides `[worker] balance`.
+    #[arg(long, value_name = "MODE", value_parser = ["off", "simple", "auto"])]
+    pub balance: Option<String>,
+    /// What auto balancing follows: time (jobs × mean runtime) or size (jobs).
+    #[arg(long, value_name = "STRATEGY", value_parser = ["time", "size"])]
+    pub auto_scaling_strategy: Option<String>,
+    /// Slots every queue keeps when balanced (default 1).
+    #[arg(long, value_name = "N")]
+    pub min_processes: Option<usize>,
+    /// Slots in all when balanced (default --concurrency).
+    #[arg(long, value_name = "N")]
+    pub max_processes: Option<usize>,
+    /// Slots a queue gains or loses per balancing round (default 1).
+    #[arg(long, value_name = "N")]
+    pub balance_max_shift: Option<usize>,
+    /// Seconds between two balancing rounds (default 3).
+    #[arg(long, value_name = "SECONDS")]
+    pub balance_cooldown: Option<u64>,
 }
 
 /// `push`: enqueue a job the way Laravel's `Queue::push` does.

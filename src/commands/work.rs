@@ -12,6 +12,7 @@ use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::Metrics;
 use crate::output::Reporter;
 use crate::queue::payload::parse_backoff;
+use crate::worker::balance_spec::BalanceSettings;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
 /// Runs the worker until it stops; returns its exit status.
@@ -121,9 +122,16 @@ pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<Wo
     if args.delay > 0 && backoff.iter().all(|&b| b < args.delay) {
         backoff = vec![args.delay];
     }
+    let queues = queue_list(args.queue.as_deref(), &settings.default_queue)?;
+    let concurrency = args.concurrency as usize;
+    let balance = settings
+        .balance
+        .clone()
+        .overridden_by(balance_flags(args)?)
+        .resolve(&queues, concurrency)?;
     Ok(WorkerOptions {
         name: args.name.clone(),
-        queues: queue_list(args.queue.as_deref(), &settings.default_queue)?,
+        queues,
         once: args.once,
         stop_when_empty: args.stop_when_empty,
         stop_when_empty_for: Duration::from_secs(args.stop_when_empty_for),
@@ -137,6 +145,22 @@ pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<Wo
         timeout: args.timeout,
         tries: args.tries,
         json: args.json,
-        concurrency: args.concurrency as usize,
+        concurrency,
+        balance,
+    })
+}
+
+/// The balance flags (`--balance`, `--min-processes`…), which win over
+/// `[worker]`'s keys.
+fn balance_flags(args: &WorkArgs) -> anyhow::Result<BalanceSettings> {
+    let args = &args.balance;
+    Ok(BalanceSettings {
+        mode: args.balance.as_deref().map(str::parse).transpose()?,
+        strategy: (args.auto_scaling_strategy.as_deref().map(str::parse)).transpose()?,
+        min_processes: args.min_processes,
+        max_processes: args.max_processes,
+        max_shift: args.balance_max_shift,
+        cooldown: args.balance_cooldown,
+        queues: Default::default(),
     })
 }

@@ -177,6 +177,32 @@ pub struct WorkerLayer {
     /// handler's jobs back and try it again later) or `"exit"` (drain and
     /// exit with status 4).
     pub on_handler_tripped: Option<String>,
+    /// Slots per queue: `"off"` (the default: `--queue`'s priority order),
+    /// `"simple"` or `"auto"` (Horizon's `balance`).
+    pub balance: Option<String>,
+    /// What `auto` follows: `"time"` (the default) or `"size"`.
+    pub auto_scaling_strategy: Option<String>,
+    /// Slots every queue keeps when balanced (default 1).
+    pub min_processes: Option<usize>,
+    /// Slots in all when balanced (default `--concurrency`).
+    pub max_processes: Option<usize>,
+    /// Slots a queue gains or loses per round (default 1).
+    pub balance_max_shift: Option<usize>,
+    /// Seconds between two rounds of `auto` (default 3).
+    pub balance_cooldown: Option<u64>,
+    /// `[worker.queues.NAME]`: one queue's own `min_processes` and
+    /// `max_processes`.
+    pub queues: Option<std::collections::BTreeMap<String, QueueProcessesLayer>>,
+}
+
+/// `[worker.queues.NAME]`.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueProcessesLayer {
+    /// Slots this queue always keeps.
+    pub min_processes: Option<usize>,
+    /// Slots this queue never exceeds.
+    pub max_processes: Option<usize>,
 }
 
 /// `[metrics]`.
@@ -475,6 +501,13 @@ overlay!(WorkerLayer {
     trip_after,
     trip_backoff,
     on_handler_tripped,
+    balance,
+    auto_scaling_strategy,
+    min_processes,
+    max_processes,
+    balance_max_shift,
+    balance_cooldown,
+    queues,
 });
 overlay!(MetricsLayer {
     listen,

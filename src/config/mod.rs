@@ -33,6 +33,7 @@ use crate::redis::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 use crate::exception::LaravelVersion;
 use crate::handler::{BreakerSettings, Unmatched};
 use crate::metrics::listener::Limits;
+use crate::worker::balance_spec::BalanceSettings;
 use crate::worker::lease::OnLeaseLost;
 pub use crate::worker::options::MAX_SECONDS;
 use crate::worker::tripped::OnHandlerTripped;
@@ -78,6 +79,8 @@ pub struct Settings {
     pub breaker: BreakerSettings,
     /// What a handler's trip does to the worker.
     pub on_handler_tripped: OnHandlerTripped,
+    /// `[worker] balance` and its companions: slots per queue.
+    pub balance: BalanceSettings,
     /// Address of the metrics and health endpoint; `None`: off.
     pub metrics_listen: Option<String>,
     /// How often the queue backlog gauges are read (`[metrics]
@@ -266,6 +269,7 @@ impl Settings {
             )?,
             breaker: resolve::breaker(worker.trip_after, worker.trip_backoff),
             on_handler_tripped: resolve::on_handler_tripped(worker.on_handler_tripped.as_deref())?,
+            balance: resolve::balance(worker)?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: resolve::backlog_interval(layer.metrics.backlog_interval)?,
             horizon: resolve::horizon(&layer.horizon),

@@ -143,3 +143,37 @@ pub(super) fn laravel(text: Option<&str>) -> anyhow::Result<LaravelVersion> {
         None => Ok(LaravelVersion::NEWEST),
     }
 }
+
+/// `[worker] balance` and its companions, parsed (checked against the
+/// queues later, when `--queue` is known).
+pub(super) fn balance(
+    worker: &super::file::WorkerLayer,
+) -> anyhow::Result<crate::worker::balance_spec::BalanceSettings> {
+    fn parse<T>(key: &str, value: &Option<String>) -> anyhow::Result<Option<T>>
+    where
+        T: std::str::FromStr<Err = anyhow::Error>,
+    {
+        value
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .with_context(|| format!("[worker] {key}"))
+    }
+    Ok(crate::worker::balance_spec::BalanceSettings {
+        mode: parse("balance", &worker.balance)?,
+        strategy: parse("auto_scaling_strategy", &worker.auto_scaling_strategy)?,
+        min_processes: worker.min_processes,
+        max_processes: worker.max_processes,
+        max_shift: worker.balance_max_shift,
+        cooldown: worker.balance_cooldown,
+        queues: (worker.queues.clone().unwrap_or_default().into_iter())
+            .map(|(name, q)| {
+                let limits = crate::worker::balance_spec::QueueLimits {
+                    min_processes: q.min_processes,
+                    max_processes: q.max_processes,
+                };
+                (name, limits)
+            })
+            .collect(),
+    })
+}

@@ -17,6 +17,8 @@
 //! - `reserve_errors_total`: polls that failed to reach Redis;
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
 //!   [`backlog`](crate::backlog));
+//! - `queue_slots{queue}`: a balanced worker's slots per queue
+//!   (`[worker] balance`), as the last round left them;
 //! - `handler_trips_total{handler}`: trips of a handler's breaker (the
 //!   first trip and each failed trial), `handler` its `match` pattern;
 //! - `pool_*{handler}`: the persistent handlers' warm processes (alive,
@@ -43,6 +45,7 @@ use prometheus_client::registry::Registry;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
 
+use crate::worker::slots::Share;
 use crate::worker::{JobEvents, Settled, StopReason, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,6 +73,7 @@ pub struct Metrics {
     in_flight: Gauge,
     reserve_errors: Counter,
     trips: Family<HandlerLabels, Counter>,
+    slots: Family<QueueLabels, Gauge>,
     redis_ok: AtomicBool,
     stopping: AtomicBool,
     /// The handlers tripped now.
@@ -117,8 +121,15 @@ impl Metrics {
             "Trips of a handler that kept failing on its own",
             trips.clone(),
         );
+        let slots = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "queue_slots",
+            "Job slots a balanced worker gives the queue now",
+            slots.clone(),
+        );
         Metrics {
             registry,
+            slots,
             jobs,
             duration,
             in_flight,
@@ -233,6 +244,16 @@ impl JobEvents for Metrics {
     fn handler_closed(&self, handler: &str) {
         let mut tripped = self.tripped.lock().unwrap_or_else(|e| e.into_inner());
         tripped.remove(handler);
+    }
+
+    fn rebalanced(&self, slots: &[Share]) {
+        for share in slots {
+            let label = QueueLabels {
+                queue: share.queue.clone(),
+            };
+            let value = i64::try_from(share.slots).unwrap_or(i64::MAX);
+            self.slots.get_or_create(&label).set(value);
+        }
     }
 }
 

@@ -18,6 +18,12 @@
 //! 6. [`dispatch`](Daemon::dispatch) it to a task of its own: run handler
 //!    → settle → `--rest` → free slot (see [`task`](super::task)).
 //!
+//! With `[worker] balance`, each queue has slots of its own
+//! ([`QueueSlots`]): the loop reserves from a queue only while it has
+//! room, and a task started with the loop moves the slots every cooldown
+//! (see [`rebalance`](super::rebalance)). A job's end or a move wakes a
+//! loop waiting for room or for work.
+//!
 //! On stop, [`drain`](Daemon::drain) reserves nothing more and waits for
 //! the jobs in flight, up to the drain deadline.
 //!
@@ -33,8 +39,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::balance::Balancer;
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
+use super::slots::QueueSlots;
 use super::starts::Tally;
 use super::stop::UNREACHABLE_POLLS;
 use super::{Services, StopReason, task, unrecorded};
@@ -108,9 +116,22 @@ pub struct Daemon {
     sleep_after_wait: Duration,
     /// Per queue (same order as `queues`), whether its pause key is set.
     paused: Vec<bool>,
-    /// One permit per `--concurrency` slot; a job task holds its permit
-    /// until it is settled and has rested (`--rest`).
+    /// One permit per `--concurrency` slot (`max_processes` when
+    /// balanced); a job task holds its permit until it is settled and has
+    /// rested (`--rest`).
     slots: Arc<Semaphore>,
+    /// With `[worker] balance`: the slots of each queue.
+    per_queue: Option<Arc<QueueSlots>>,
+    /// With `[worker] balance`, until [`Self::start`] hands it to the
+    /// rounds' task.
+    balancer: Option<Balancer>,
+    /// The rounds' task, aborted when the loop stops.
+    rounds: Option<tokio::task::JoinHandle<()>>,
+    /// Whether the last poll left out a queue without room whose jobs
+    /// still run (its queue is not known to be empty).
+    skipped_busy: bool,
+    /// When balanced, sees the room change from the last poll on.
+    room_watch: Option<watch::Receiver<u64>>,
     /// The jobs reserved that have not reached their handler yet.
     starts: Tally,
     /// The jobs whose fate is not in Redis yet.
@@ -147,7 +168,11 @@ impl Daemon {
             .iter()
             .map(|q| services.queue.keys(q))
             .collect();
-        let slots = Arc::new(Semaphore::new(services.options.concurrency.max(1)));
+        let slots = Arc::new(Semaphore::new(services.options.slots()));
+        let balancer = services.options.balance.clone().map(Balancer::new);
+        let per_queue = balancer
+            .as_ref()
+            .map(|b| QueueSlots::new(services.options.queues.clone(), b.slots()));
         let (idle_wait, sleep_after_wait) =
             idle_wait(services.queue.block_for(), services.options.sleep);
         let fetch_limit = fetch_limit(idle_wait, queues.len());
@@ -169,6 +194,11 @@ impl Daemon {
             idle_wait,
             sleep_after_wait,
             slots,
+            per_queue,
+            balancer,
+            rounds: None,
+            skipped_busy: false,
+            room_watch: None,
             starts: Tally::default(),
             unsettled: Tally::default(),
             failed_polls: 0,
@@ -239,6 +269,15 @@ impl Daemon {
         };
         self.restart = self.last_restart.clone();
         self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
+        if let (Some(balancer), Some(per_queue)) = (self.balancer.take(), &self.per_queue) {
+            let rounds = super::rebalance::run(
+                Arc::clone(&self.services),
+                self.queues.clone(),
+                Arc::clone(per_queue),
+                balancer,
+            );
+            self.rounds = Some(tokio::spawn(rounds));
+        }
         self.started = Instant::now();
         self.last_job_at = self.started;
         let options = &self.services.options;
@@ -246,7 +285,7 @@ impl Daemon {
             connection = %self.services.connection,
             queues = %options.queues.join(","),
             first_key = %self.queues.first().map_or("", |q| q.ready.as_str()),
-            concurrency = options.concurrency,
+            concurrency = options.slots(),
             "worker started"
         );
         self.pulse.ready();
@@ -283,7 +322,8 @@ impl Daemon {
                 } else {
                     self.services.options.sleep
                 };
-                self.pause(sleep).await;
+                let room = changed(self.room_watch.clone());
+                self.pause_unless(sleep, room).await;
             }
             Reserved::Failed => {
                 drop(permits);
@@ -299,10 +339,10 @@ impl Daemon {
     /// [`Router::free_starts`](crate::handler::router::Router::free_starts)).
     fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
         let options = &self.services.options;
-        let mut limit = options
-            .concurrency
-            .max(1)
-            .min(self.services.router.free_starts());
+        let mut limit = options.slots().min(self.services.router.free_starts());
+        if let Some(per_queue) = &self.per_queue {
+            limit = limit.min(per_queue.room().iter().sum::<usize>().max(1));
+        }
         if options.once {
             limit = 1;
         }
@@ -348,11 +388,15 @@ impl Daemon {
         let router = &self.services.router;
         let starts = self.starts.clone();
         let control = &mut self.control;
+        let per_queue = self.per_queue.clone();
         let permit = self
             .pulse
             .during(None, async {
                 let startable = async {
                     let permit = slots.acquire_owned().await;
+                    if let Some(per_queue) = &per_queue {
+                        per_queue.until_room().await;
+                    }
                     starts.until_all_reached().await;
                     router.until_startable().await;
                     permit
@@ -375,13 +419,11 @@ impl Daemon {
     /// order (`getNextJob`); when all are empty, waits as `--sleep` and
     /// `block_for` say (see [`fetch::next_jobs`]).
     async fn reserve(&mut self, count: usize) -> Reserved {
-        let active: Vec<Arc<QueueKeys>> = self
-            .queues
-            .iter()
-            .zip(&self.paused)
-            .filter(|(_, paused)| !**paused)
-            .map(|(q, _)| Arc::clone(q))
-            .collect();
+        // Before the room is read, so that a job ending after it ends the
+        // idle wait.
+        self.room_watch = self.per_queue.as_ref().map(|q| q.subscribe());
+        let room_changed = changed(self.room_watch.clone());
+        let (active, counts) = self.pollable(count);
         self.polled = true;
         if active.is_empty() {
             self.found = false;
@@ -391,12 +433,19 @@ impl Daemon {
         // keeps the fetch from taking the job that ends it.
         let control = self.control.clone();
         let down_file = self.services.down_file.clone();
+        let quit = self.wait_for_quit();
+        let interrupted = async move {
+            tokio::select! {
+                () = quit => {}
+                () = room_changed => {}
+            }
+        };
         let fetch = fetch::next_jobs(
             &self.services.queue,
             &active,
-            count,
+            &counts,
             self.idle_wait,
-            self.wait_for_quit(),
+            interrupted,
             move || should_run(&control, down_file.as_deref()),
         );
         let fetched = self.pulse.during(self.fetch_limit, fetch).await;
@@ -421,7 +470,7 @@ impl Daemon {
         // A poll that could not reach Redis says nothing about the queues:
         // `--stop-when-empty` waits for one that did, for a few polls
         // (see `UNREACHABLE_POLLS`).
-        self.found = !matches!(reserved, Reserved::Nothing { .. });
+        self.found = self.skipped_busy || !matches!(reserved, Reserved::Nothing { .. });
         match reserved {
             Reserved::Failed => self.failed_polls += 1,
             _ => self.failed_polls = 0,
@@ -429,9 +478,41 @@ impl Daemon {
         reserved
     }
 
+    /// The queues to poll now and how many jobs each may give: the ones
+    /// not paused, up to `count` each; when balanced, only those with room,
+    /// each up to its room (noting in `skipped_busy` whether one was left
+    /// out while its jobs run).
+    fn pollable(&mut self, count: usize) -> (Vec<Arc<QueueKeys>>, Vec<usize>) {
+        let room = self.per_queue.as_ref().map(|q| (q.room(), q.running()));
+        self.skipped_busy = false;
+        let mut active = Vec::new();
+        let mut counts = Vec::new();
+        for (i, (keys, paused)) in self.queues.iter().zip(&self.paused).enumerate() {
+            if *paused {
+                continue;
+            }
+            let limit = match &room {
+                Some((room, running)) if room[i] == 0 => {
+                    self.skipped_busy |= running[i] > 0;
+                    continue;
+                }
+                Some((room, _)) => count.min(room[i]),
+                None => count,
+            };
+            active.push(Arc::clone(keys));
+            counts.push(limit);
+        }
+        (active, counts)
+    }
+
     /// Hands `job` to a task of its own, which holds `permit` (the slot)
-    /// until the job is settled and `--rest` has passed.
+    /// until the job is settled and `--rest` has passed; when balanced, it
+    /// holds a slot of its queue as long.
     fn dispatch(&mut self, job: ReservedJob, permit: OwnedSemaphorePermit) {
+        let queue_slot = self.per_queue.as_ref().and_then(|q| {
+            let index = q.position(&job.queue.name)?;
+            Some(q.take(index))
+        });
         self.reserved += 1;
         self.last_job_at = Instant::now();
         self.services.events.reserved(&job);
@@ -447,12 +528,16 @@ impl Daemon {
                 tokio::time::sleep(services.options.rest).await;
             }
             drop(permit);
+            drop(queue_slot);
         });
     }
 
     /// Stops taking jobs and waits for the ones in flight; past the drain
     /// deadline, tells them to give up and waits for their release.
     async fn drain(&mut self, reason: StopReason) {
+        if let Some(rounds) = self.rounds.take() {
+            rounds.abort();
+        }
         self.pulse.stopping(reason.as_str());
         self.services.events.stopping(reason);
         if !self.in_flight.is_empty() {
@@ -637,6 +722,15 @@ impl Daemon {
 
     /// Sleeps for `duration`, cut short by a signal.
     async fn pause(&mut self, duration: Duration) {
+        self.pause_unless(duration, std::future::pending()).await;
+    }
+
+    /// Sleeps for `duration`, cut short by a signal or by `wake`.
+    async fn pause_unless(
+        &mut self,
+        duration: Duration,
+        wake: impl std::future::Future<Output = ()>,
+    ) {
         if duration.is_zero() {
             return;
         }
@@ -646,6 +740,7 @@ impl Daemon {
                 tokio::select! {
                     _ = tokio::time::sleep(duration) => {}
                     _ = control.changed() => {}
+                    () = wake => {}
                 }
             })
             .await;
@@ -671,6 +766,17 @@ fn should_run(control: &watch::Receiver<Control>, down_file: Option<&std::path::
             false
         }
         _ => true,
+    }
+}
+
+/// Resolves when `changes` sees a change it has not seen yet (for a
+/// balanced worker: a job ended or the slots moved); never for `None`.
+async fn changed(changes: Option<watch::Receiver<u64>>) {
+    match changes {
+        Some(mut changes) => {
+            let _ = changes.changed().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

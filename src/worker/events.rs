@@ -14,6 +14,7 @@
 //! | [`stopping`] | the loop takes no more jobs and drains the ones in flight |
 //! | [`handler_tripped`] | a handler's breaker tripped (or a trial failed) |
 //! | [`handler_closed`] | a tripped handler answered well again           |
+//! | [`rebalanced`] | the slots per queue moved (`[worker] balance`; also once at start) |
 //!
 //! Listeners run inline on the loop's task or the job's task, so they must
 //! be quick and must not block (write a line, bump a counter).
@@ -24,12 +25,14 @@
 //! [`stopping`]: JobEvents::stopping
 //! [`handler_tripped`]: JobEvents::handler_tripped
 //! [`handler_closed`]: JobEvents::handler_closed
+//! [`rebalanced`]: JobEvents::rebalanced
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::StopReason;
 use super::settle::Settled;
+use super::slots::Share;
 use super::verdict::Verdict;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
@@ -62,6 +65,11 @@ pub trait JobEvents: Send + Sync {
 
     /// The tripped handler named `handler` answered well again.
     fn handler_closed(&self, _handler: &str) {}
+
+    /// A balanced worker's slots per queue, in `--queue` order: once at
+    /// start, then after every round that moved one (Horizon's
+    /// `processes` per queue).
+    fn rebalanced(&self, _slots: &[Share]) {}
 }
 
 /// Every listener, in the order they were added; itself a listener that
@@ -118,6 +126,12 @@ impl JobEvents for Listeners {
     fn handler_closed(&self, handler: &str) {
         for l in &self.listeners {
             l.handler_closed(handler);
+        }
+    }
+
+    fn rebalanced(&self, slots: &[Share]) {
+        for l in &self.listeners {
+            l.rebalanced(slots);
         }
     }
 }

@@ -30,8 +30,8 @@ pub enum Fetched {
     },
 }
 
-/// Polls `queues` in priority order and reserves up to `count` jobs from
-/// the first one that has any: a lower queue gives jobs only when every
+/// Polls `queues` in priority order and reserves up to `counts[i]` jobs
+/// from the first queue `i` that has any: a lower queue gives jobs only when every
 /// queue before it came back empty in this same fetch.
 ///
 /// When all are empty and `idle` says to block, waits on all their notify
@@ -53,7 +53,7 @@ pub enum Fetched {
 pub async fn next_jobs(
     queue: &RedisQueue,
     queues: &[Arc<QueueKeys>],
-    count: usize,
+    counts: &[usize],
     idle: IdleWait,
     interrupted: impl Future<Output = ()>,
     may_take: impl Fn() -> bool,
@@ -61,7 +61,7 @@ pub async fn next_jobs(
     // From before the first pop, so that a job of ours released with delay
     // 0 meanwhile gets the token that ends the wait below.
     let _waiting = matches!(idle, IdleWait::Block(_)).then(|| queue.waiting_for_jobs());
-    let jobs = poll(queue, queues, count).await?;
+    let jobs = poll(queue, queues, counts).await?;
     if !jobs.is_empty() {
         return Ok(Fetched::Jobs(jobs));
     }
@@ -73,7 +73,7 @@ pub async fn next_jobs(
         () = interrupted => false,
     };
     if woken && may_take() {
-        let jobs = poll(queue, queues, count).await?;
+        let jobs = poll(queue, queues, counts).await?;
         if !jobs.is_empty() {
             return Ok(Fetched::Jobs(jobs));
         }
@@ -84,9 +84,9 @@ pub async fn next_jobs(
 async fn poll(
     queue: &RedisQueue,
     queues: &[Arc<QueueKeys>],
-    count: usize,
+    counts: &[usize],
 ) -> redis::RedisResult<Vec<ReservedJob>> {
-    for keys in queues {
+    for (keys, &count) in queues.iter().zip(counts) {
         let jobs = queue.pop(keys, count).await?;
         if !jobs.is_empty() {
             return Ok(jobs);

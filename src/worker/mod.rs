@@ -13,18 +13,26 @@
 //! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
 //! - [`stop`]: the stop conditions and their exit codes;
 //! - [`tripped`]: what a handler's trip does to the worker;
+//! - [`balance`]: how many slots each queue gets (`[worker] balance`), a
+//!   pure decision; [`balance_spec`]: its settings, checked;
+//!   [`slots`]: the live slots per queue; [`rebalance`]:
+//!   the rounds that move them;
 //! - [`events`]: the job events the loop emits to its listeners (output,
 //!   metrics), which it never calls by name;
 //! - [`daemon`]: the loop that ties them together.
 
 pub mod backoff;
+pub mod balance;
+pub mod balance_spec;
 pub mod daemon;
 pub mod events;
 pub mod fetch;
 pub mod lease;
 pub mod options;
 pub mod process;
+pub mod rebalance;
 pub mod settle;
+pub mod slots;
 pub mod starts;
 pub mod stop;
 pub mod task;

@@ -41,6 +41,21 @@ pub struct WorkerOptions {
     pub json: bool,
     /// `--concurrency`: jobs in flight at once (ours; default 1).
     pub concurrency: usize,
+    /// `[worker] balance`: slots per queue (Horizon's `balance`); `None`
+    /// (`off`, the default) polls the queues in priority order, as
+    /// `queue:work`.
+    pub balance: Option<super::balance::Policy>,
+}
+
+impl WorkerOptions {
+    /// Jobs in flight at once: `max_processes` when balanced, else
+    /// `--concurrency` (at least 1).
+    pub fn slots(&self) -> usize {
+        self.balance
+            .as_ref()
+            .map_or(self.concurrency, |policy| policy.total)
+            .max(1)
+    }
 }
 
 impl Default for WorkerOptions {
@@ -62,6 +77,7 @@ impl Default for WorkerOptions {
             tries: 1,
             json: false,
             concurrency: 1,
+            balance: None,
         }
     }
 }
