@@ -108,7 +108,6 @@ const MAX_FN_LINES: usize = 80;
 const LONG_FNS: &[(&str, &str)] = &[
     ("src/handler/persistent.rs", "call"),
     ("src/handler/subprocess.rs", "call_with"),
-    ("src/queue/command.rs", "value_head"),
 ];
 
 fn src() -> PathBuf {

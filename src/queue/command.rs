@@ -373,6 +373,31 @@ impl<'a, 's> Reader<'a, 's> {
         let before = self.input;
         let kind = self.byte()?;
         match kind {
+            b'N' | b'b' | b'i' | b'd' | b's' => self.scalar(kind)?,
+            b'a' => {
+                Self::enter(depth)?;
+                return self.open_array().map(Some);
+            }
+            b'O' => {
+                Self::enter(depth)?;
+                return self.open_object().map(Some);
+            }
+            b'E' | b'C' | b'r' | b'R' => {
+                Self::enter(depth)?;
+                self.leaf_object(kind)?;
+            }
+            _ => {
+                self.input = before;
+                return Err(self.error("a type letter"));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads the rest of a scalar of type letter `kind` (`N`, `b`, `i`,
+    /// `d`, `s`) and writes it.
+    fn scalar(&mut self, kind: u8) -> Result<(), CommandError> {
+        match kind {
             b'N' => {
                 self.expect(b';')?;
                 self.raw("null");
@@ -400,58 +425,68 @@ impl<'a, 's> Reader<'a, 's> {
                     let _ = serde_json::to_writer(out, &f);
                 }
             }
-            b's' => {
+            _ => {
                 let s = self.string()?;
                 self.expect(b';')?;
                 self.string_out(&s)?;
             }
-            b'a' => {
-                Self::enter(depth)?;
-                self.expect(b':')?;
-                let count = self.count(b':')?;
-                self.expect(b'{')?;
-                let (slot, written_as_list) = match &mut self.pass {
-                    Pass::Check(lists) => {
-                        // Noted at the opening, so that the write pass meets
-                        // the flags in the same order; settled at the close.
-                        lists.push(true);
-                        (lists.len() - 1, false)
-                    }
-                    Pass::Write { lists, next, .. } => {
-                        let flag = lists.get(*next).copied().ok_or_else(|| {
-                            CommandError::Malformed("arrays changed between passes".into())
-                        })?;
-                        *next += 1;
-                        (0, flag)
-                    }
-                };
-                self.raw(if written_as_list { "[" } else { "{" });
-                return Ok(Some(Open {
-                    kind: Kind::Array {
-                        slot,
-                        list: true,
-                        written_as_list,
-                    },
-                    left: count,
-                    at: 0,
-                }));
+        }
+        Ok(())
+    }
+
+    /// Opens an array (`a:COUNT:{`): a JSON list or object, as the check
+    /// pass found it.
+    fn open_array(&mut self) -> Result<Open, CommandError> {
+        self.expect(b':')?;
+        let count = self.count(b':')?;
+        self.expect(b'{')?;
+        let (slot, written_as_list) = match &mut self.pass {
+            Pass::Check(lists) => {
+                // Noted at the opening, so that the write pass meets
+                // the flags in the same order; settled at the close.
+                lists.push(true);
+                (lists.len() - 1, false)
             }
-            b'O' => {
-                Self::enter(depth)?;
-                let class = self.string()?;
-                self.expect(b':')?;
-                let count = self.count(b':')?;
-                self.expect(b'{')?;
-                self.raw("{\"__class\":");
-                self.string_out(&class)?;
-                return Ok(Some(Open {
-                    kind: Kind::Object,
-                    left: count,
-                    at: 0,
-                }));
+            Pass::Write { lists, next, .. } => {
+                let flag = lists.get(*next).copied().ok_or_else(|| {
+                    CommandError::Malformed("arrays changed between passes".into())
+                })?;
+                *next += 1;
+                (0, flag)
             }
+        };
+        self.raw(if written_as_list { "[" } else { "{" });
+        Ok(Open {
+            kind: Kind::Array {
+                slot,
+                list: true,
+                written_as_list,
+            },
+            left: count,
+            at: 0,
+        })
+    }
+
+    /// Opens an object (`O:LEN:"CLASS":COUNT:{`), its class first.
+    fn open_object(&mut self) -> Result<Open, CommandError> {
+        let class = self.string()?;
+        self.expect(b':')?;
+        let count = self.count(b':')?;
+        self.expect(b'{')?;
+        self.raw("{\"__class\":");
+        self.string_out(&class)?;
+        Ok(Open {
+            kind: Kind::Object,
+            left: count,
+            at: 0,
+        })
+    }
+
+    /// Reads and writes a value that holds no entries: an enum case (`E`),
+    /// a custom-serialized object (`C`) or a reference (`r`, `R`).
+    fn leaf_object(&mut self, kind: u8) -> Result<(), CommandError> {
+        match kind {
             b'E' => {
-                Self::enter(depth)?;
                 let case = self.string()?;
                 self.expect(b';')?;
                 self.raw("{\"__enum\":");
@@ -459,7 +494,6 @@ impl<'a, 's> Reader<'a, 's> {
                 self.raw("}");
             }
             b'C' => {
-                Self::enter(depth)?;
                 let class = self.string()?;
                 self.expect(b':')?;
                 let len = self.count(b':')?;
@@ -472,18 +506,13 @@ impl<'a, 's> Reader<'a, 's> {
                 self.string_out(&data)?;
                 self.raw("}");
             }
-            b'r' | b'R' => {
-                Self::enter(depth)?;
+            _ => {
                 self.expect(b':')?;
                 let n = self.int(b';')?;
                 self.raw(&format!("{{\"__ref\":{n}}}"));
             }
-            _ => {
-                self.input = before;
-                return Err(self.error("a type letter"));
-            }
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Closes a container whose entries are all read.
