@@ -1,4 +1,4 @@
-//! `[[handlers]]` entries, checked ([`super::check`]) and resolved into
+//! `[[handlers]]` entries, checked (`config::check`) and resolved into
 //! typed specs: what to run (a program, warm processes, an HTTP endpoint),
 //! for which jobs, under which breaker. The app opens each spec into a
 //! handler (`app::build_router`).
