@@ -9,10 +9,11 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cache::{CacheStore, DatabaseCache, FileCache, RedisCache};
-use crate::config::HandlerEntry;
-use crate::config::{CacheSettings, FailedSettings, Settings, Transport};
+use crate::config::{
+    CacheSettings, CommandSpec, FailedSettings, HandlerSpec, HttpSpec, PoolSpec, Settings,
+    TransportSpec,
+};
 use crate::failed::{DatabaseStore, FailedJobStore, Fallback, RedisFailedStore};
-use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::handler::warm::Spawn;
 use crate::handler::{
     Handler, HttpHandler, HttpOptions, PersistentHandler, PersistentOptions, PoolSettings, Route,
@@ -160,21 +161,26 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     let secrets: Vec<String> = settings
         .handlers
         .iter()
+        .filter_map(HandlerSpec::http)
         .flat_map(|h| [h.token_env.clone(), h.secret_env.clone()])
         .flatten()
         .collect();
     let routes = settings
         .handlers
         .iter()
-        .map(|entry| -> anyhow::Result<Route> {
-            let handler = open_handler(entry, settings, &result_dir, &secrets)?;
-            let breaker = crate::handler::BreakerSettings {
-                trip_after: entry.trip_after.unwrap_or(settings.breaker.trip_after),
-                ..settings.breaker
+        .map(|spec| -> anyhow::Result<Route> {
+            let handler = match &spec.transport {
+                TransportSpec::Http(http) => Handler::Http(http_handler(&spec.pattern, http)?),
+                TransportSpec::Process(command) => {
+                    command_handler(spec, command, None, settings, &result_dir, &secrets)?
+                }
+                TransportSpec::Persistent(command, pool) => {
+                    command_handler(spec, command, Some(pool), settings, &result_dir, &secrets)?
+                }
             };
-            let route = Route::new(&entry.pattern, Arc::new(handler), entry.timeout)
-                .with_breaker(breaker, settings.error_summary_interval);
-            Ok(match &entry.queues {
+            let route = Route::new(&spec.pattern, Arc::new(handler), spec.timeout)
+                .with_breaker(spec.breaker, settings.error_summary_interval);
+            Ok(match &spec.queues {
                 Some(queues) => route.with_queues(queues.clone()),
                 None => route,
             })
@@ -188,82 +194,75 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
     Ok(router)
 }
 
-/// The handler of one `[[handlers]]` entry, its transport as
-/// [`HandlerEntry::transport`] decides; a command handler's program is
-/// checked first, with `secrets` (variable names) kept from its
-/// environment.
+/// The handler of a command `[[handlers]]` entry, its program checked
+/// first: one process per job, or (with `pool`) warm processes; `secrets`
+/// (variable names) are kept from its environment.
 ///
 /// # Errors
-/// As [`build_router`].
-fn open_handler(
-    entry: &HandlerEntry,
+/// The program cannot run ([`crate::handler::preflight`]).
+fn command_handler(
+    spec: &HandlerSpec,
+    command: &CommandSpec,
+    pool: Option<&PoolSpec>,
     settings: &Settings,
     result_dir: &Arc<tempfile::TempDir>,
     secrets: &[String],
 ) -> anyhow::Result<Handler> {
-    let command = entry.command.clone().unwrap_or_default();
     let environment = crate::handler::process_group::Environment {
-        clear: entry.env_clear.unwrap_or(false),
-        set: entry.env.clone().unwrap_or_default().into_iter().collect(),
+        clear: command.env_clear,
+        set: command.env.clone().into_iter().collect(),
         remove: secrets.to_vec(),
     };
-    let transport = entry.transport();
-    if transport != Transport::Http {
-        crate::handler::preflight::check_program(&entry.pattern, &command, &environment)?;
-    }
-    Ok(match (transport, &entry.url) {
-        (Transport::Http, Some(url)) => Handler::Http(http_handler(entry, url)?),
-        (Transport::Persistent, _) => {
-            Handler::Persistent(PersistentHandler::new(PersistentOptions {
-                spawn: Spawn {
-                    command,
-                    environment,
-                    output_limit: settings.output_limit,
-                    connection: settings.connection.clone(),
-                },
-                pool: PoolSettings {
-                    size: entry.processes.unwrap_or(1),
-                    min: entry.min_processes.unwrap_or(0),
-                    idle_timeout: entry.idle_timeout.map(Duration::from_secs),
-                    max_jobs: entry.max_jobs.unwrap_or(0),
-                    max_memory_mb: entry.max_memory.unwrap_or(0),
-                    kill_grace: settings.kill_grace,
-                },
-                decode_command: entry.decodes_command(),
-            }))
-        }
-        _ => Handler::Subprocess(
+    crate::handler::preflight::check_program(&spec.pattern, &command.command, &environment)?;
+    Ok(match pool {
+        Some(pool) => Handler::Persistent(PersistentHandler::new(PersistentOptions {
+            spawn: Spawn {
+                command: command.command.clone(),
+                environment,
+                output_limit: settings.output_limit,
+                connection: settings.connection.clone(),
+            },
+            pool: PoolSettings {
+                size: pool.processes,
+                min: pool.min_processes,
+                idle_timeout: pool.idle_timeout,
+                max_jobs: pool.max_jobs,
+                max_memory_mb: pool.max_memory_mb,
+                kill_grace: settings.kill_grace,
+            },
+            decode_command: command.decode_command,
+        })),
+        None => Handler::Subprocess(
             SubprocessHandler::new(
-                command,
+                command.command.clone(),
                 settings.kill_grace,
                 settings.output_limit,
                 Arc::clone(result_dir),
                 environment,
             )
-            .decoding_command(entry.decodes_command()),
+            .decoding_command(command.decode_command),
         ),
     })
 }
 
-/// An HTTP handler for `entry`, posting to `url`.
+/// The HTTP handler of entry `pattern`.
 ///
 /// # Errors
 /// As [`build_router`].
-fn http_handler(entry: &HandlerEntry, url: &str) -> anyhow::Result<HttpHandler> {
+fn http_handler(pattern: &str, spec: &HttpSpec) -> anyhow::Result<HttpHandler> {
     let secret = |key, var: &Option<String>| {
         var.as_deref()
-            .map(|var| Secret::from_env(&entry.pattern, key, var))
+            .map(|var| Secret::from_env(pattern, key, var))
             .transpose()
     };
+    let url = &spec.url;
     HttpHandler::new(HttpOptions {
         url: reqwest::Url::parse(url).with_context(|| format!("[[handlers]] url = {url:?}"))?,
-        connect_timeout: entry
-            .connect_timeout
-            .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs),
-        token: secret("token_env", &entry.token_env)?,
-        secret: secret("secret_env", &entry.secret_env)?,
+        connect_timeout: spec.connect_timeout,
+        token: secret("token_env", &spec.token_env)?,
+        secret: secret("secret_env", &spec.secret_env)?,
     })
-    .with_context(|| format!("[[handlers]] match = {:?}", entry.pattern))
+    .with_context(|| format!("[[handlers]] match = {pattern:?}"))
 }
 
 /// Starts writing Horizon's records when `[horizon]` is enabled: the

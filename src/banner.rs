@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::config::{CacheSettings, FailedSettings, HandlerEntry, Settings, redact};
+use crate::config::{CacheSettings, FailedSettings, HandlerSpec, Settings, redact};
 use crate::queue::keys::QueueKeys;
 use crate::worker::WorkerOptions;
 
@@ -137,21 +137,17 @@ fn failed_line(settings: &Settings) -> String {
 }
 
 /// One `[[handlers]]` entry: its transport and program or URL.
-fn handler_line(h: &HandlerEntry) -> HandlerLine {
-    let (transport, target) = match (&h.url, &h.command) {
-        (Some(url), _) => ("http".to_string(), redact::url(url)),
-        (None, command) => (
-            h.mode.clone().unwrap_or_else(|| "process".into()),
-            command
-                .as_ref()
-                .and_then(|c| c.first())
-                .cloned()
-                .unwrap_or_default(),
-        ),
+fn handler_line(h: &HandlerSpec) -> HandlerLine {
+    let target = match (h.http(), h.command()) {
+        (Some(http), _) => redact::url(&http.url),
+        (None, command) => command
+            .and_then(|c| c.command.first())
+            .cloned()
+            .unwrap_or_default(),
     };
     HandlerLine {
         pattern: h.pattern.clone(),
-        transport,
+        transport: h.transport_name().to_string(),
         target,
         queues: h.queues.clone().unwrap_or_default(),
     }

@@ -12,6 +12,8 @@
 //! - [`handler`]: the handlers and their routing;
 //! - [`failed`]: the failed-job store;
 //! - [`cache`]: the cache signals (restart, maxExceptions);
+//! - [`sql`]: the SQL pools the table stores share; [`slug`]: Laravel's
+//!   `Str::slug`;
 //! - [`signals`], [`memory`], [`lifecycle`]: the process lifecycle (signals,
 //!   memory, systemd notifications and the heartbeat file);
 //! - [`log_limit`]: repeated errors logged once, then summarised;
@@ -20,6 +22,9 @@
 //!   settings;
 //! - [`output`], [`exception`], [`escape`]: what the worker prints and
 //!   records, and how outside text is escaped in it.
+//!
+//! Which module may use which: the "Architecture" section of
+//! `docs/src/development.md`, checked by `tests/architecture.rs`.
 //!
 //! `protocol §N` in doc comments and tests refers to section N of `docs/src/protocol.md`
 //! (the protocol chapter of the book).

@@ -15,6 +15,7 @@ mod check;
 pub mod dotenv;
 pub mod env;
 pub mod file;
+pub mod handlers;
 pub mod keys;
 pub mod phpdotenv;
 pub mod redact;
@@ -27,11 +28,12 @@ use anyhow::{Context, bail};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 pub use file::{HandlerEntry, Layer, Transport};
+pub use handlers::{CommandSpec, HandlerSpec, HttpSpec, PoolSpec, TransportSpec};
 
 use crate::redis::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 
 use crate::exception::LaravelVersion;
-use crate::handler::{BreakerSettings, Unmatched};
+use crate::handler::Unmatched;
 use crate::metrics::listener::Limits;
 use crate::worker::balance_spec::BalanceSettings;
 use crate::worker::lease::OnLeaseLost;
@@ -75,8 +77,6 @@ pub struct Settings {
     pub drain_timeout: Option<Duration>,
     /// What to do with a running handler whose reservation is lost.
     pub on_lease_lost: OnLeaseLost,
-    /// Every handler's breaker, unless its entry sets `trip_after`.
-    pub breaker: BreakerSettings,
     /// What a handler's trip does to the worker.
     pub on_handler_tripped: OnHandlerTripped,
     /// `[worker] balance` and its companions: slots per queue.
@@ -99,7 +99,7 @@ pub struct Settings {
     /// Time between two log lines of one repeated error (zero: no limit).
     pub error_summary_interval: Duration,
     /// `[[handlers]]` in match order.
-    pub handlers: Vec<HandlerEntry>,
+    pub handlers: Vec<HandlerSpec>,
     /// Where these settings came from, lowest precedence first
     /// (`defaults`, `--env-file PATH`, `--config PATH`, `environment`);
     /// filled by [`Settings::load`], for the start-up banner.
@@ -235,8 +235,13 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| "laravel-database-".into());
         let cache = cache_settings(&layer, &redis, &redis_prefix)?;
-        let handlers = layer.handlers.unwrap_or_default();
-        check::handlers(&handlers)?;
+        let entries = layer.handlers.unwrap_or_default();
+        check::handlers(&entries)?;
+        let breaker = resolve::breaker(layer.worker.trip_after, layer.worker.trip_backoff);
+        let handlers = entries
+            .into_iter()
+            .map(|entry| HandlerSpec::new(entry, breaker))
+            .collect();
         let retry_after = layer
             .queue
             .retry_after
@@ -267,7 +272,6 @@ impl Settings {
                 layer.metrics.idle_timeout,
                 layer.metrics.max_connections,
             )?,
-            breaker: resolve::breaker(worker.trip_after, worker.trip_backoff),
             on_handler_tripped: resolve::on_handler_tripped(worker.on_handler_tripped.as_deref())?,
             balance: resolve::balance(worker)?,
             metrics_listen: layer.metrics.listen,
@@ -766,7 +770,7 @@ mod tests {
     fn example_config_loads_with_and_without_its_http_example() {
         let text = include_str!("../../config/laravel-worker.toml");
         let s = resolve(text).unwrap();
-        assert!(s.handlers.iter().all(|h| h.url.is_none()));
+        assert!(s.handlers.iter().all(|h| h.http().is_none()));
         // Uncomment the HTTP example (the block from its `# [[handlers]]`
         // to the next blank line): it must load too.
         let mut in_example = false;
@@ -785,18 +789,24 @@ mod tests {
             })
             .collect();
         let s = resolve(&uncommented.join("\n")).unwrap();
-        let http: Vec<_> = s.handlers.iter().filter(|h| h.url.is_some()).collect();
+        let http: Vec<_> = s.handlers.iter().filter(|h| h.http().is_some()).collect();
         assert_eq!(http.len(), 1);
-        assert_eq!(http[0].secret_env.as_deref(), Some("QUEUE_HANDLER_SECRET"));
+        assert_eq!(
+            http[0].http().unwrap().secret_env.as_deref(),
+            Some("QUEUE_HANDLER_SECRET")
+        );
         assert_eq!(http[0].queues, Some(vec!["mail".to_string()]));
         // So does the persistent example that follows it.
-        let persistent: Vec<_> = s
+        let pools: Vec<_> = s
             .handlers
             .iter()
-            .filter(|h| h.mode.as_deref() == Some("persistent"))
+            .filter_map(|h| match &h.transport {
+                TransportSpec::Persistent(_, pool) => Some(pool),
+                _ => None,
+            })
             .collect();
-        assert_eq!(persistent.len(), 1);
-        assert_eq!(persistent[0].processes, Some(4));
+        assert_eq!(pools.len(), 1);
+        assert_eq!(pools[0].processes, 4);
     }
 
     /// The example config with every commented-out key and section header
@@ -894,7 +904,9 @@ mod tests {
             "url = \"https://app.test/_queue\"\nconnect_timeout = 2\ntoken_env = \"T\"\nsecret_env = \"S\"\nqueues = [\"high\"]",
         )
         .unwrap();
-        assert_eq!(ok[0].url.as_deref(), Some("https://app.test/_queue"));
+        let http = ok[0].http().unwrap();
+        assert_eq!(http.url, "https://app.test/_queue");
+        assert_eq!(http.connect_timeout, Duration::from_secs(2));
         assert_eq!(ok[0].queues, Some(vec!["high".to_string()]));
         for (keys, expected) in [
             ("url = \"http://a/\"\ncommand = [\"x\"]", "not both"),

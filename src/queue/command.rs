@@ -371,34 +371,20 @@ impl<'a, 's> Reader<'a, 's> {
     /// entries still to read. `depth` is the number of containers open.
     fn value_head(&mut self, depth: usize) -> Result<Option<Open>, CommandError> {
         let before = self.input;
-        match self.byte()? {
-            b'N' => {
-                self.expect(b';')?;
-                self.raw("null");
-            }
-            b'b' => self.boolean()?,
-            b'i' => {
-                self.expect(b':')?;
-                let n = self.int(b';')?;
-                self.raw(&n.to_string());
-            }
-            b'd' => self.double()?,
-            b's' => {
-                let s = self.string()?;
-                self.expect(b';')?;
-                self.string_out(&s)?;
-            }
+        let kind = self.byte()?;
+        match kind {
+            b'N' | b'b' | b'i' | b'd' | b's' => self.scalar(kind)?,
             b'a' => {
                 Self::enter(depth)?;
-                return self.array_head().map(Some);
+                return self.open_array().map(Some);
             }
             b'O' => {
                 Self::enter(depth)?;
-                return self.object_head().map(Some);
+                return self.open_object().map(Some);
             }
-            letter @ (b'E' | b'C' | b'r' | b'R') => {
+            b'E' | b'C' | b'r' | b'R' => {
                 Self::enter(depth)?;
-                self.leaf_object(letter)?;
+                self.leaf_object(kind)?;
             }
             _ => {
                 self.input = before;
@@ -408,33 +394,49 @@ impl<'a, 's> Reader<'a, 's> {
         Ok(None)
     }
 
-    /// `b:0;` or `b:1;`, after its letter.
-    fn boolean(&mut self) -> Result<(), CommandError> {
-        self.expect(b':')?;
-        let b = self.byte()?;
-        self.expect(b';')?;
-        match b {
-            b'0' => self.raw("false"),
-            b'1' => self.raw("true"),
-            _ => return Err(self.error("0 or 1")),
+    /// Reads the rest of a scalar of type letter `kind` (`N`, `b`, `i`,
+    /// `d`, `s`) and writes it.
+    fn scalar(&mut self, kind: u8) -> Result<(), CommandError> {
+        match kind {
+            b'N' => {
+                self.expect(b';')?;
+                self.raw("null");
+            }
+            b'b' => {
+                self.expect(b':')?;
+                let b = self.byte()?;
+                self.expect(b';')?;
+                match b {
+                    b'0' => self.raw("false"),
+                    b'1' => self.raw("true"),
+                    _ => return Err(self.error("0 or 1")),
+                }
+            }
+            b'i' => {
+                self.expect(b':')?;
+                let n = self.int(b';')?;
+                self.raw(&n.to_string());
+            }
+            b'd' => {
+                self.expect(b':')?;
+                let f = self.float()?;
+                if let Some(out) = self.out() {
+                    // Infinite and NaN floats have no JSON form: null.
+                    let _ = serde_json::to_writer(out, &f);
+                }
+            }
+            _ => {
+                let s = self.string()?;
+                self.expect(b';')?;
+                self.string_out(&s)?;
+            }
         }
         Ok(())
     }
 
-    /// `d:<float>;`, after its letter.
-    fn double(&mut self) -> Result<(), CommandError> {
-        self.expect(b':')?;
-        let f = self.float()?;
-        if let Some(out) = self.out() {
-            // Infinite and NaN floats have no JSON form: null.
-            let _ = serde_json::to_writer(out, &f);
-        }
-        Ok(())
-    }
-
-    /// Opens `a:<count>:{`, after its letter: written as a JSON list when the
-    /// check pass found its keys to be 0, 1, 2…, else as an object.
-    fn array_head(&mut self) -> Result<Open, CommandError> {
+    /// Opens an array (`a:COUNT:{`): a JSON list or object, as the check
+    /// pass found it.
+    fn open_array(&mut self) -> Result<Open, CommandError> {
         self.expect(b':')?;
         let count = self.count(b':')?;
         self.expect(b'{')?;
@@ -465,8 +467,8 @@ impl<'a, 's> Reader<'a, 's> {
         })
     }
 
-    /// Opens `O:<len>:"<class>":<count>:{`, after its letter.
-    fn object_head(&mut self) -> Result<Open, CommandError> {
+    /// Opens an object (`O:LEN:"CLASS":COUNT:{`), its class first.
+    fn open_object(&mut self) -> Result<Open, CommandError> {
         let class = self.string()?;
         self.expect(b':')?;
         let count = self.count(b':')?;
@@ -480,10 +482,10 @@ impl<'a, 's> Reader<'a, 's> {
         })
     }
 
-    /// Reads an enum case (`E`), a custom-serialized object (`C`) or a
-    /// reference (`r`, `R`) whole, after its letter.
-    fn leaf_object(&mut self, letter: u8) -> Result<(), CommandError> {
-        match letter {
+    /// Reads and writes a value that holds no entries: an enum case (`E`),
+    /// a custom-serialized object (`C`) or a reference (`r`, `R`).
+    fn leaf_object(&mut self, kind: u8) -> Result<(), CommandError> {
+        match kind {
             b'E' => {
                 let case = self.string()?;
                 self.expect(b';')?;
