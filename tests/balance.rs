@@ -129,6 +129,25 @@ fn an_idle_worker_starts_and_stays_at_the_minimum() {
     d.expect_exit(0);
 }
 
+#[test]
+fn simple_splits_the_slots_evenly_and_never_moves_them() {
+    let s = Scene::new();
+    s.push_on("a", &Job::numbered("Burst", 5));
+    let mut d = balanced(&s, 5, &[("balance", "simple".into())]);
+    let address = d.metrics_address();
+    common::wait_until("the gauges", || slots_gauge(&address, "b").is_some());
+    assert_eq!(
+        slots_gauge(&address, "a"),
+        Some(3),
+        "the first queue gets the remainder"
+    );
+    assert_eq!(slots_gauge(&address, "b"), Some(2));
+    common::wait_until("a's jobs done", || count(&s, "done.") == 5);
+    assert_eq!(moves(&d), Vec::<String>::new());
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
 /// Two long jobs on a hold both of a's slots when the work moves to b: a
 /// gives one slot up while both still run, and neither is stopped; b's
 /// new slot starts a job only when one of them has ended (never more than

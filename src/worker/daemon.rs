@@ -703,6 +703,9 @@ impl Daemon {
                     }
                 }
                 self.paused = signals.paused;
+                if let Some(per_queue) = &self.per_queue {
+                    per_queue.set_paused(&self.paused);
+                }
                 signals.restart
             }
             Err(e) => {
