@@ -129,6 +129,53 @@ fn an_idle_worker_starts_and_stays_at_the_minimum() {
     d.expect_exit(0);
 }
 
+/// With `min_processes = 0` an idle worker holds no slot, the first job
+/// gets one at the next round, and `--stop-when-empty` still stops it.
+#[test]
+fn a_queue_without_slots_gets_one_when_a_job_comes() {
+    let s = Scene::new();
+    let mut d = balanced(&s, 4, &[("min_processes", 0.into())]);
+    wait_rounds(&mut d, 2);
+    let job = Job::laravel13("App\\Jobs\\First");
+    s.push_on("b", [&job]);
+    s.wait_for_file(&format!("done.{}", job.id()));
+    d.wait_log(&["slots rebalanced", "a=0,b=0"]);
+    assert_eq!(moves(&d), ["a=0,b=1", "a=0,b=0"]);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+
+    let config = s
+        .config()
+        .script(GATED_BY_QUEUE)
+        .set("worker", "balance", "auto")
+        .set("worker", "min_processes", 0)
+        .write();
+    let mut d = s.work(
+        &config,
+        &["--queue=a,b", "--stop-when-empty", "--sleep=0.1"],
+    );
+    d.expect_stop(0, "empty");
+}
+
+#[test]
+fn simple_splits_the_slots_evenly_and_never_moves_them() {
+    let s = Scene::new();
+    s.push_on("a", &Job::numbered("Burst", 5));
+    let mut d = balanced(&s, 5, &[("balance", "simple".into())]);
+    let address = d.metrics_address();
+    common::wait_until("the gauges", || slots_gauge(&address, "b").is_some());
+    assert_eq!(
+        slots_gauge(&address, "a"),
+        Some(3),
+        "the first queue gets the remainder"
+    );
+    assert_eq!(slots_gauge(&address, "b"), Some(2));
+    common::wait_until("a's jobs done", || count(&s, "done.") == 5);
+    assert_eq!(moves(&d), Vec::<String>::new());
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
 /// Two long jobs on a hold both of a's slots when the work moves to b: a
 /// gives one slot up while both still run, and neither is stopped; b's
 /// new slot starts a job only when one of them has ended (never more than

@@ -299,6 +299,9 @@ impl Daemon {
         if !self.should_run() {
             return self.idle().await;
         }
+        if self.has_no_slot() {
+            return self.idle_without_slots().await;
+        }
         let permit = match self.wait_for_slot().await {
             Ok(permit) => permit,
             Err(stop) => return stop,
@@ -365,6 +368,29 @@ impl Daemon {
         while self.in_flight.try_join_next().is_some() {
             self.last_job_at = Instant::now();
         }
+    }
+
+    /// A balanced worker whose queues all have no slot (every
+    /// `min_processes` 0 and nothing waiting at the last round) and no job
+    /// running.
+    fn has_no_slot(&self) -> bool {
+        self.per_queue
+            .as_ref()
+            .is_some_and(|q| self.in_flight.is_empty() && q.room().iter().all(|&room| room == 0))
+    }
+
+    /// With no slot at all, the turn is an empty poll: wait `--sleep`
+    /// (cut short when a round gives a slot), then check the stop
+    /// conditions as after a poll that found nothing.
+    async fn idle_without_slots(&mut self) -> Option<StopReason> {
+        let moved = changed(self.per_queue.as_ref().map(|q| q.subscribe()));
+        self.polled = true;
+        self.found = false;
+        if !self.has_no_slot() {
+            return None;
+        }
+        self.pause_unless(self.services.options.sleep, moved).await;
+        self.stop_reason(false).await
     }
 
     /// `pauseWorker`: paused or down for maintenance, so sleep (at least
@@ -703,6 +729,9 @@ impl Daemon {
                     }
                 }
                 self.paused = signals.paused;
+                if let Some(per_queue) = &self.per_queue {
+                    per_queue.set_paused(&self.paused);
+                }
                 signals.restart
             }
             Err(e) => {

@@ -49,6 +49,9 @@ struct Counts {
     since: Instant,
     /// Mean seconds per job, once one has ended.
     runtime: Vec<Option<f64>>,
+    /// Whether the queue's pause key is set (`queue:pause`): its jobs
+    /// count as none waiting, so a round gives it no slot to sit idle.
+    paused: Vec<bool>,
 }
 
 impl Counts {
@@ -86,6 +89,7 @@ impl QueueSlots {
                 counted_to: now,
                 since: now,
                 runtime: vec![None; n],
+                paused: vec![false; n],
             }),
             version: watch::Sender::new(0),
         })
@@ -137,6 +141,11 @@ impl QueueSlots {
         self.bump();
     }
 
+    /// Notes which queues are paused (`queue:pause`), in `--queue` order.
+    pub fn set_paused(&self, paused: &[bool]) {
+        self.counts().paused = paused.to_vec();
+    }
+
     /// Each queue's slots now.
     pub fn shares(&self) -> Vec<Share> {
         let counts = self.counts();
@@ -152,7 +161,8 @@ impl QueueSlots {
 
     /// Each queue's busy slots on average since the last call and its
     /// mean runtime, with `pending` (from Redis, in `--queue` order)
-    /// added: the input of a round. Starts the next averaging period.
+    /// added, none for a paused queue: the input of a round. Starts the
+    /// next averaging period.
     pub fn loads(&self, pending: &[u64]) -> Vec<Load> {
         let mut counts = self.counts();
         counts.count_busy();
@@ -160,10 +170,11 @@ impl QueueSlots {
         let span = span.max(Duration::from_millis(1)).as_secs_f64();
         let loads = pending
             .iter()
+            .zip(&counts.paused)
             .zip(&counts.busy)
             .zip(&counts.runtime)
-            .map(|((&pending, &area), &runtime)| Load {
-                pending,
+            .map(|(((&pending, &paused), &area), &runtime)| Load {
+                pending: if paused { 0 } else { pending },
                 busy: area / span,
                 runtime,
             })
@@ -245,6 +256,8 @@ mod tests {
         assert_eq!(slots.position("b"), Some(1));
         let loads = slots.loads(&[3, 0]);
         assert_eq!(loads[0].pending, 3);
+        slots.set_paused(&[true, false]);
+        assert_eq!(slots.loads(&[3, 0])[0].pending, 0, "paused: nothing waits");
         assert!(loads[0].runtime.is_some() && loads[1].runtime.is_none());
         assert!(loads[0].busy > 0.0 && loads[1].busy == 0.0, "{loads:?}");
     }
