@@ -93,22 +93,16 @@ enum Allowed {
     AllBut(&'static [&'static str]),
 }
 
-/// Import cycles between files of `src/handler/` that another change
-/// removes: the persistent and process-per-job transports share helpers
-/// (issue 18 item 4 moves them to a module of their own; this entry goes
-/// then).
-const KNOWN_CYCLES: &[(&str, &str)] = &[("persistent", "subprocess")];
+/// Import cycles between files of `src/handler/` tolerated while a change
+/// removes them (none today: the transports share `handler::child`).
+const KNOWN_CYCLES: &[(&str, &str)] = &[];
 
 /// The longest a function may be, in lines (signature to closing brace).
 const MAX_FN_LINES: usize = 80;
 
-/// Functions over [`MAX_FN_LINES`] that are being shortened elsewhere
-/// (file, function): `src/handler/` and `src/queue/` are reworked by the
-/// pools and Redis changes of issue 18.
-const LONG_FNS: &[(&str, &str)] = &[
-    ("src/handler/persistent.rs", "call"),
-    ("src/handler/subprocess.rs", "call_with"),
-];
+/// Functions over [`MAX_FN_LINES`] tolerated while a change shortens them
+/// (file, function); none today.
+const LONG_FNS: &[(&str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -222,24 +222,7 @@ impl SubprocessHandler {
             .take()
             .map(|s| tokio::spawn(read_tail(s, limit)));
 
-        let (status, timed_out) = match inv.timeout {
-            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
-                Ok(status) => (status.ok(), false),
-                Err(_) => {
-                    let pid = child.id();
-                    let signal = process_group::terminate(&mut child, group, self.kill_grace).await;
-                    process_group::log_timeout_kill(
-                        inv.job.display_name(),
-                        &inv.job.id(),
-                        limit.as_secs(),
-                        pid,
-                        signal,
-                    );
-                    (None, true)
-                }
-            },
-            None => (child.wait().await.ok(), false),
-        };
+        let (status, timed_out) = self.wait(&mut child, group, inv).await;
         // Members of the group that outlived the leader would keep running
         // after the job is settled; end them.
         drop(guard);
@@ -264,6 +247,36 @@ impl SubprocessHandler {
                     JobException::new(HANDLER_FAILED, format!("{} {how}", inv.job.display_name()))
                         .with_detail(detail(&how, &stderr)),
                 )
+            }
+        }
+    }
+
+    /// Waits for `child` to exit, or kills its group when the job's
+    /// timeout passes (Laravel's `timeout`: SIGTERM, then SIGKILL after
+    /// the kill grace). Returns the exit status (`None` when killed or
+    /// unknown) and whether the timeout ended it.
+    async fn wait(
+        &self,
+        child: &mut tokio::process::Child,
+        group: Option<nix::unistd::Pid>,
+        inv: &Invocation<'_>,
+    ) -> (Option<std::process::ExitStatus>, bool) {
+        let Some(limit) = inv.timeout else {
+            return (child.wait().await.ok(), false);
+        };
+        match tokio::time::timeout(limit, child.wait()).await {
+            Ok(status) => (status.ok(), false),
+            Err(_) => {
+                let pid = child.id();
+                let signal = process_group::terminate(child, group, self.kill_grace).await;
+                process_group::log_timeout_kill(
+                    inv.job.display_name(),
+                    &inv.job.id(),
+                    limit.as_secs(),
+                    pid,
+                    signal,
+                );
+                (None, true)
             }
         }
     }
