@@ -209,6 +209,9 @@ pub struct HorizonLayer {
     /// Horizon's key prefix (`horizon.prefix`, `HORIZON_PREFIX`); default
     /// `Str::slug(APP_NAME, '_')` + `_horizon:`, `laravel_horizon:`.
     pub prefix: Option<String>,
+    /// Horizon's Redis when `horizon.use` names another connection than
+    /// the queue's; default: the queue's.
+    pub url: Option<String>,
     /// Take `horizon:snapshot`'s metric snapshots every five minutes and
     /// trim the job lists, as a scheduled `horizon:snapshot` and a PHP
     /// master would; default false.
@@ -478,6 +481,7 @@ impl Layer {
             horizon: HorizonLayer {
                 enabled: over.horizon.enabled.or(self.horizon.enabled),
                 prefix: over.horizon.prefix.or(self.horizon.prefix),
+                url: over.horizon.url.or(self.horizon.url),
                 snapshot: over.horizon.snapshot.or(self.horizon.snapshot),
                 trim_recent: over.horizon.trim_recent.or(self.horizon.trim_recent),
                 trim_pending: over.horizon.trim_pending.or(self.horizon.trim_pending),

@@ -389,6 +389,7 @@ impl Settings {
         let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
         check_reservation(retry_after, block_for)?;
         let is_cluster = redis.is_cluster();
+        let horizon = horizon(&layer.horizon, &redis)?;
         Ok(Settings {
             app_path: layer.app.path,
             redis,
@@ -425,7 +426,7 @@ impl Settings {
             on_handler_tripped: on_handler_tripped(layer.worker.on_handler_tripped.as_deref())?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: backlog_interval(layer.metrics.backlog_interval)?,
-            horizon: horizon(&layer.horizon, is_cluster),
+            horizon,
             laravel: match layer.app.laravel {
                 Some(text) => LaravelVersion::parse(&text).with_context(|| {
                     format!("[app] laravel = {text:?}: expected a version like \"8.83\"")
@@ -709,25 +710,39 @@ fn check_handler_transport(h: &HandlerEntry) -> anyhow::Result<()> {
 /// overflow, so a larger value is refused as a typo rather than run wrong.
 pub const MAX_SECONDS: u64 = i32::MAX as u64;
 
-/// `[horizon]`, resolved: `None` unless `enabled`; the prefix braced on a
-/// cluster as Horizon does (see [`crate::horizon::keys::prefix`]).
-fn horizon(layer: &file::HorizonLayer, cluster: bool) -> Option<crate::horizon::HorizonSettings> {
+/// `[horizon]`, resolved: `None` unless `enabled`; Horizon's own Redis
+/// from `url` (as a cache URL: a server, or a node of the queue's
+/// cluster); the prefix braced on a cluster as Horizon does (see
+/// [`crate::horizon::keys::prefix`]).
+///
+/// # Errors
+/// A bad `url`.
+fn horizon(
+    layer: &file::HorizonLayer,
+    queue: &RedisTarget,
+) -> anyhow::Result<Option<crate::horizon::HorizonSettings>> {
     let defaults = crate::horizon::Trim::default();
-    layer
-        .enabled
-        .unwrap_or(false)
-        .then(|| crate::horizon::HorizonSettings {
-            prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
-            snapshot: layer.snapshot.unwrap_or(false),
-            trim: crate::horizon::Trim {
-                recent: layer.trim_recent.unwrap_or(defaults.recent),
-                pending: layer.trim_pending.unwrap_or(defaults.pending),
-                completed: layer.trim_completed.unwrap_or(defaults.completed),
-                recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
-                failed: layer.trim_failed.unwrap_or(defaults.failed),
-                monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
-            },
-        })
+    if !layer.enabled.unwrap_or(false) {
+        return Ok(None);
+    }
+    let redis = match &layer.url {
+        Some(url) => Some(cache_target(url, queue).context("[horizon] url")?),
+        None => None,
+    };
+    let cluster = redis.as_ref().unwrap_or(queue).is_cluster();
+    Ok(Some(crate::horizon::HorizonSettings {
+        redis,
+        prefix: crate::horizon::keys::prefix(layer.prefix.as_deref(), cluster),
+        snapshot: layer.snapshot.unwrap_or(false),
+        trim: crate::horizon::Trim {
+            recent: layer.trim_recent.unwrap_or(defaults.recent),
+            pending: layer.trim_pending.unwrap_or(defaults.pending),
+            completed: layer.trim_completed.unwrap_or(defaults.completed),
+            recent_failed: layer.trim_recent_failed.unwrap_or(defaults.recent_failed),
+            failed: layer.trim_failed.unwrap_or(defaults.failed),
+            monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
+        },
+    }))
 }
 
 /// `[metrics] backlog_interval`: seconds between two readings of the

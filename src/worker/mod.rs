@@ -15,10 +15,13 @@
 //! - [`tripped`]: what a handler's trip does to the worker;
 //! - [`events`]: the job events the loop emits to its listeners (output,
 //!   metrics), which it never calls by name;
+//! - [`decoupled`]: the adapter a listener that does I/O runs behind (a
+//!   bounded channel, drops counted), so it never slows the loop;
 //! - [`daemon`]: the loop that ties them together.
 
 pub mod backoff;
 pub mod daemon;
+pub mod decoupled;
 pub mod events;
 pub mod fetch;
 pub mod lease;
