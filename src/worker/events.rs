@@ -211,6 +211,18 @@ mod tests {
                 .unwrap()
                 .push(format!("stopping {}", reason.as_str()));
         }
+        fn paused(&self, cause: &Pause) {
+            self.0.lock().unwrap().push(format!("paused {cause:?}"));
+        }
+        fn resumed(&self, cause: &Pause) {
+            self.0.lock().unwrap().push(format!("resumed {cause:?}"));
+        }
+        fn stopped(&self, reason: StopReason) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("stopped {}", reason.as_str()));
+        }
     }
 
     #[test]
@@ -220,9 +232,19 @@ mod tests {
             .with(Arc::clone(&a) as Arc<dyn JobEvents>)
             .with(Arc::clone(&b) as Arc<dyn JobEvents>);
         all.polled(true);
+        all.paused(&Pause::Queue("emails".into()));
+        all.resumed(&Pause::Signal);
         all.polled(false);
         all.stopping(StopReason::Restart);
-        let expected = vec!["polled true", "polled false", "stopping restart_signal"];
+        all.stopped(StopReason::Restart);
+        let expected = vec![
+            "polled true",
+            "paused Queue(\"emails\")",
+            "resumed Signal",
+            "polled false",
+            "stopping restart_signal",
+            "stopped restart_signal",
+        ];
         assert_eq!(*a.0.lock().unwrap(), expected, "first listener");
         assert_eq!(*b.0.lock().unwrap(), expected, "second listener");
     }
