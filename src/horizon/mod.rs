@@ -128,6 +128,7 @@ impl Horizon {
                     limiter: crate::log_limit::RepeatLimiter::new(
                         crate::log_limit::DEFAULT_INTERVAL,
                     ),
+                    quiet_until: None,
                 })
             }
         };

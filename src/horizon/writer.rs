@@ -6,8 +6,10 @@
 //! (what came within [`LINGER`], up to [`BATCH`]) becomes one call of the
 //! batch script ([`super::script`]). A Redis error is logged (once per
 //! interval, see [`crate::log_limit`]), the records it cost are counted,
-//! and the batch is dropped: never retried, so a Redis that refuses the
-//! records costs one round trip per batch and nothing more.
+//! and the batch is dropped: never retried. After a batch Redis refused
+//! whole, the writer drops (and counts) what comes for [`QUIET`] without
+//! sending it, so a Redis that refuses every record costs one round trip
+//! per [`QUIET`], not one per batch.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +31,9 @@ pub const BATCH: usize = 512;
 /// written: one round trip for the records of a few milliseconds, not one
 /// per record, whatever the pace of the jobs.
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// How long the writer sends nothing after a batch Redis refused whole.
+pub const QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The writer's buffer: [`super::records::CAPACITY`] events, batches of
 /// [`BATCH`] after [`LINGER`].
@@ -94,6 +99,8 @@ pub struct Writer {
     pub script: redis::Script,
     /// Refusals, logged once per interval.
     pub limiter: RepeatLimiter,
+    /// Until when batches are dropped unsent (see [`QUIET`]).
+    pub quiet_until: Option<std::time::Instant>,
 }
 
 impl Consumer for Writer {
@@ -103,6 +110,14 @@ impl Consumer for Writer {
             super::records::from_event(event, &mut records);
         }
         if records.is_empty() {
+            return;
+        }
+        if self
+            .quiet_until
+            .is_some_and(|until| std::time::Instant::now() < until)
+        {
+            self.refused
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
             return;
         }
         let mut batch = Batch::new(&self.keys, &self.connection);
@@ -120,11 +135,15 @@ impl Consumer for Writer {
             Ok((refused, first)) => {
                 self.refused.fetch_add(refused, Ordering::Relaxed);
                 self.limiter.log(tracing::Level::WARN, SITE, &first);
+                if refused >= batch.len() as u64 {
+                    self.quiet_until = Some(std::time::Instant::now() + QUIET);
+                }
             }
             Err(e) => {
                 self.refused
                     .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 self.limiter.log(tracing::Level::WARN, SITE, &e);
+                self.quiet_until = Some(std::time::Instant::now() + QUIET);
             }
         }
     }
