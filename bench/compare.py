@@ -13,7 +13,10 @@ cloned with fresh uuid/id) through:
   * laravel-worker + a warm no-op persistent handler (mawk answering on fd 3),
     concurrency 1, 8, 32, 64 (as many processes as slots);
   * the same, concurrency 1 and 8, with `[horizon] enabled` off and on in
-    turn (the cost of Horizon's records);
+    turn (the cost of Horizon's records), and on with Horizon's records sent
+    to a second redis-server that refuses every write (`maxmemory 1`,
+    noeviction); with `--baseline BIN` the off and on rows run again with
+    that binary (an earlier build), interleaved in the same repetitions;
   * laravel-worker + a keep-alive HTTP/1.1 no-op endpoint (a small asyncio
     server on 127.0.0.1), concurrency 32;
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
@@ -520,12 +523,13 @@ driver = "null"
             env.pop(var, None)
         return env
 
-    def worker(self, config, *args, stdout=None, stderr=None):
-        """Starts `laravel-worker work ARGS`; its stdout (one line per job) goes
-        to a file counted by `outcomes()` unless `stdout` is given."""
+    def worker(self, config, *args, stdout=None, stderr=None, binary=None):
+        """Starts `laravel-worker work ARGS` (with `binary`, else the release
+        build); its stdout (one line per job) goes to a file counted by
+        `outcomes()` unless `stdout` is given."""
         if stdout is None:
             stdout = self.out_file()
-        return PROCS.start([self.bin, "--config", config, "work", *args],
+        return PROCS.start([binary or self.bin, "--config", config, "work", *args],
                            env=self.worker_env(), stdout=stdout, stderr=stderr)
 
     def out_file(self):
@@ -592,10 +596,17 @@ driver = "null"
                      ("bridge", "bridge persistent x2, c=2", n, self.bridge)]
         for c in (1, 8, 32, 64):
             rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
+        bins = [("", self.bin)]
+        if self.args.baseline and self.wanted("horizon"):
+            bins.append((" (baseline)", os.path.abspath(self.args.baseline)))
         for c in (1, 8):
-            for on in (False, True):
-                rows.append(("horizon", f"warm no-op, c={c}, [horizon] {'on' if on else 'off'}", n,
-                             lambda c=c, on=on: self.warm_row(c, horizon=on)))
+            for label, binary in bins:
+                for mode in ("off", "on"):
+                    rows.append(("horizon", f"warm no-op, c={c}, [horizon] {mode}{label}", n,
+                                 lambda c=c, mode=mode, binary=binary:
+                                 self.warm_row(c, horizon=mode, binary=binary)))
+            rows.append(("horizon", f"warm no-op, c={c}, [horizon] refused", n,
+                         lambda c=c: self.warm_row(c, horizon="refused")))
         rows.append(("http", "HTTP keep-alive no-op, c=32", n, lambda: self.http_row(32)))
         rows.append(("process", "/bin/true per job, c=8", np_, lambda: self.process_row(8)))
         rows = [(name, count, run) for key, name, count, run in rows if self.wanted(key)]
@@ -644,12 +655,34 @@ driver = "null"
             ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2")]
 
-    def warm_row(self, c, horizon=False):
+    def warm_row(self, c, horizon="off", binary=None):
         handlers = self.handler_persistent([self.warm], c)
-        if horizon:
-            handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n\n'
-        cfg = self.config(f"warm{c}{'-horizon' if horizon else ''}", handlers)
-        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+        if horizon != "off":
+            handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n'
+        if horizon == "refused":
+            handlers += f'url = "unix://{self.refusing_redis()}?db=0"\n'
+        cfg = self.config(f"warm{c}-horizon-{horizon}", handlers + "\n")
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
+                            binary=binary)]
+
+    def refusing_redis(self):
+        """A second redis-server that refuses every write (maxmemory 1,
+        noeviction), started once; its socket."""
+        sock = os.path.join(self.dir, "refusing.sock")
+        if getattr(self, "refusing", None) is None:
+            self.refusing = PROCS.start(
+                ["redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--maxmemory-policy", "noeviction"],
+                stdout=subprocess.DEVNULL)
+            for _ in range(200):
+                if os.path.exists(sock):
+                    try:
+                        Redis(sock).cmd("CONFIG", "SET", "maxmemory", "1")
+                        break
+                    except OSError:
+                        pass
+                time.sleep(0.025)
+        return sock
 
     def start_http(self):
         self.http_proc = PROCS.start([sys.executable, self.http_py], stdout=subprocess.PIPE)
@@ -1130,6 +1163,8 @@ def main():
                                    "delayed, pickup")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
+    ap.add_argument("--baseline", help="another laravel-worker binary: the horizon rows run "
+                                       "with it too, in the same repetitions (before/after)")
     args = ap.parse_args()
 
     def stop(signum, _frame):

@@ -2,8 +2,8 @@
 
 /*
  * laravel-worker config reader: prints, as one JSON object on stdout, the
- * configuration a Laravel app resolves for its queue, Redis, cache and
- * failed-jobs store, so that laravel-worker reads what the app computes
+ * configuration a Laravel app resolves for its queue, Redis, cache,
+ * failed-jobs store and Horizon, so that laravel-worker reads what the app computes
  * instead of re-deriving it from .env.
  *
  *     php laravel-worker-config.php --app=/srv/app
@@ -121,6 +121,17 @@ $failedDatabase = lw_pick(
     ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'prefix']
 );
 
+// Horizon's own config (config/horizon.php), when the app has one.
+$horizon = $config->get('horizon');
+$horizonAnswer = null;
+if (is_array($horizon)) {
+    $horizonAnswer = lw_pick($horizon, ['prefix', 'use']);
+    $horizonAnswer['trim'] = (object) lw_pick(
+        $horizon['trim'] ?? [],
+        ['recent', 'pending', 'completed', 'recent_failed', 'failed', 'monitored']
+    );
+}
+
 $cacheDatabase = null;
 if (is_array($store) && ($store['driver'] ?? null) === 'database') {
     $name = $store['connection'] ?? $config->get('database.default');
@@ -152,4 +163,5 @@ echo json_encode([
     ],
     'failed' => (object) $failed,
     'failed_database' => (object) $failedDatabase,
+    'horizon' => $horizonAnswer,
 ], JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PARTIAL_OUTPUT_ON_ERROR)."\n";

@@ -451,3 +451,131 @@ fn on_a_cluster_every_record_is_under_the_braced_prefix() {
         .unwrap();
     assert_eq!(throughput, "1");
 }
+
+#[test]
+fn a_migrated_job_is_marked_pending_as_horizon_marks_it() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(""))
+        .set("queue", "migration_batch_size", 1)
+        .write();
+    let [first, due] = Job::named(["First", "Due"]);
+    s.push(&first);
+    // `Due` was pushed through Horizon with a delay and has come due.
+    let key = format!("{P}{}", due.uuid());
+    let _: () = s.redis.cmd(&[
+        "HSET",
+        &key,
+        "id",
+        &due.uuid(),
+        "status",
+        "pending",
+        "created_at",
+        "1700000000.5",
+    ]);
+    s.redis.later("default", now() - 5, &due.build());
+    // The pop that takes `First` migrates `Due` behind it; the worker stops.
+    s.run(&config, &["--max-jobs=1", "--sleep=0.05"]);
+
+    assert_eq!(s.log(), [first.run_line(1)]);
+    let record = hash(&s, &due.uuid());
+    assert_eq!(record["status"], "pending");
+    assert_eq!(
+        record["created_at"], "1700000000.5",
+        "the producer's record"
+    );
+    assert_eq!(
+        record["payload"],
+        due.build(),
+        "the payload now on the ready list"
+    );
+    let updated: f64 = record["updated_at"].parse().unwrap();
+    assert!(updated >= (now() - 60) as f64, "{updated}");
+    assert!(!record.contains_key("reserved_at"), "not reserved");
+}
+
+#[test]
+fn monitored_tags_and_retries_are_kept_as_horizon_keeps_them() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(OUTCOMES)).write();
+    let _: () = s
+        .redis
+        .cmd(&["SADD", &format!("{P}monitoring"), "App\\Models\\User:7"]);
+    let tagged = |job: Job| job.set("tags", json!(["App\\Models\\User:7", "billing"]));
+    let [watched, retry] = Job::named(["Watched", "RetryBad"]);
+    let watched = tagged(watched);
+    // `RetryBad` is the dashboard's retry of failed job `parent`.
+    let retry = retry.set("retry_of", json!("parent"));
+    let _: () = s.redis.cmd(&[
+        "HSET",
+        &format!("{P}parent"),
+        "retried_by",
+        &json!([{"id": retry.uuid(), "status": "pending", "retried_at": 1700000000}]).to_string(),
+    ]);
+    s.push_on("default", [&watched, &retry]);
+    s.run(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+
+    // StoreMonitoredTags (the record made at reservation) and remember().
+    let monitored: Vec<(String, f64)> = s.redis.cmd(&[
+        "ZRANGE",
+        &format!("{P}App\\Models\\User:7"),
+        "0",
+        "-1",
+        "WITHSCORES",
+    ]);
+    assert_eq!(monitored.len(), 1);
+    assert_eq!(monitored[0].0, watched.uuid());
+    assert!(monitored[0].1 > 0.0, "scored +microtime");
+    assert!(!s.redis.exists(&format!("{P}billing")), "not monitored");
+    assert_eq!(members(&s, "monitored_jobs"), [watched.uuid()]);
+    let record = hash(&s, &watched.uuid());
+    assert_eq!(record["status"], "completed");
+    assert!(ttl(&s, &watched.uuid()) > 10079 * 60, "trim.monitored");
+
+    // updateRetryInformationOnParent, with the retry's outcome.
+    assert_eq!(hash(&s, &retry.uuid())["status"], "failed");
+    let retried: Value = serde_json::from_str(&hash(&s, "parent")["retried_by"]).unwrap();
+    assert_eq!(retried[0]["id"], retry.uuid());
+    assert_eq!(retried[0]["status"], "failed");
+    assert_eq!(retried[0]["retried_at"], 1700000000);
+}
+
+#[test]
+fn a_horizon_redis_that_refuses_writes_delays_and_loses_no_job() {
+    let s = Scene::new();
+    let dir = s.path("horizon-redis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let refusing = common::redis_server::RedisServer::start(&dir);
+    for (key, value) in [("maxmemory-policy", "noeviction"), ("maxmemory", "1")] {
+        let _: () = refusing.cmd(&["CONFIG", "SET", key, value]);
+    }
+    let config = horizon(s.config().recording(OUTCOMES))
+        .set("horizon", "url", refusing.url(0))
+        .write();
+    let jobs = Job::named(["A", "B", "C", "Bad"]);
+    s.push_on("default", &jobs);
+    let d = s.run(&config, &["--max-jobs=4", "--tries=1", "--sleep=0.05"]);
+
+    for job in &jobs[..3] {
+        assert_eq!(s.log().iter().filter(|l| **l == job.run_line(1)).count(), 1);
+    }
+    assert_eq!(s.redis.llen(&common::q("default")), 0);
+    for set in ["reserved", "delayed"] {
+        assert_eq!(
+            s.redis.zcard(&format!("{}:{set}", common::q("default"))),
+            0,
+            "{set}"
+        );
+    }
+    assert_eq!(s.failed_rows().len(), 1);
+    assert!(refusing.keys(0).is_empty(), "{:?}", refusing.keys(0));
+    assert!(
+        s.redis.keys(0).iter().all(|k| !k.starts_with(P)),
+        "nothing on the queue's Redis"
+    );
+    let stderr = d.stderr_text();
+    assert!(
+        stderr.contains("cannot write Horizon's job records"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("OOM"), "{stderr}");
+}

@@ -369,6 +369,7 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
     redis_connection(answer, &redis_conn_name, &mut layer)?;
     cache_store(answer, version, app, &mut layer)?;
     failed_store(answer, app, &mut layer)?;
+    horizon_from_answer(answer, &redis_conn_name, &mut layer)?;
     Ok(layer)
 }
 
@@ -587,7 +588,64 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(failed.table, "failed table", String::clone),
     app_key!(app.path),
     app_key!(app.laravel, "laravel", String::clone),
+    app_key!(horizon.enabled, "horizon", bool::to_string),
+    app_key!(horizon.prefix, "horizon prefix", quoted),
+    app_key!(horizon.url, "horizon url", super::redact::url),
+    app_key!(horizon.trim_recent),
+    app_key!(horizon.trim_pending),
+    app_key!(horizon.trim_completed),
+    app_key!(horizon.trim_recent_failed),
+    app_key!(horizon.trim_failed),
+    app_key!(horizon.trim_monitored),
 ];
+
+/// Horizon's config (`config/horizon.php`), when the app has one: the
+/// records are then on by default (`[horizon] enabled = false` turns them
+/// off), under `horizon.prefix` (`'horizon:'` when empty, as Horizon
+/// reads it), on the `horizon.use` connection when it is not the queue's
+/// (`queue_connection`), with `horizon.trim`.
+///
+/// # Errors
+/// A `use` connection whose port is not a number.
+fn horizon_from_answer(
+    answer: &Value,
+    queue_connection: &str,
+    layer: &mut Layer,
+) -> anyhow::Result<()> {
+    let horizon = &answer["horizon"];
+    if !horizon.is_object() {
+        return Ok(());
+    }
+    layer.horizon.enabled = Some(true);
+    layer.horizon.prefix = Some(
+        text(&horizon["prefix"])
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "horizon:".into()),
+    );
+    let used = text(&horizon["use"]).unwrap_or_else(|| "default".into());
+    let redis = &answer["redis"];
+    let conn = &redis["connections"][&used];
+    let node = redis["clusters"][&used].as_array().and_then(|n| n.first());
+    if used != queue_connection {
+        match (conn.is_object(), node) {
+            (true, _) => layer.horizon.url = redis_url(conn)?.0,
+            (false, Some(node)) => layer.horizon.url = redis_url(node)?.0,
+            (false, None) => tracing::warn!(
+                connection = %used,
+                "horizon.use names a Redis connection that database.redis does not define; \
+                 Horizon's records go to the queue's Redis"
+            ),
+        }
+    }
+    let minutes = |k: &str| text(&horizon["trim"][k]).and_then(|t| t.parse().ok());
+    layer.horizon.trim_recent = minutes("recent");
+    layer.horizon.trim_pending = minutes("pending");
+    layer.horizon.trim_completed = minutes("completed");
+    layer.horizon.trim_recent_failed = minutes("recent_failed");
+    layer.horizon.trim_failed = minutes("failed");
+    layer.horizon.trim_monitored = minutes("monitored");
+    Ok(())
+}
 
 /// `env` without what `app` sets: the app's answer already reflects the
 /// environment PHP ran in (the worker's own), and where the app's
@@ -743,6 +801,28 @@ mod tests {
     }
 
     #[test]
+    fn horizons_config_turns_the_records_on() {
+        let mut a = answer_l12();
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.horizon.enabled, None, "no config/horizon.php");
+        a["horizon"] = json!({"prefix": "shop_horizon:", "use": "default",
+                              "trim": {"recent": 30, "failed": "20160"}});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.horizon.enabled, Some(true));
+        assert_eq!(l.horizon.prefix.as_deref(), Some("shop_horizon:"));
+        assert_eq!(l.horizon.url, None, "the queue's connection");
+        assert_eq!(
+            (l.horizon.trim_recent, l.horizon.trim_failed),
+            (Some(30), Some(20160))
+        );
+        assert_eq!(l.horizon.trim_pending, None);
+        a["horizon"] = json!({"prefix": null, "use": "cache"});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.horizon.prefix.as_deref(), Some("horizon:"));
+        assert_eq!(l.horizon.url.as_deref(), Some("redis://r.internal:6380/1"));
+    }
+
+    #[test]
     fn the_environment_yields_to_the_app() {
         let app = layer_from_answer(&answer_l12(), Path::new("/srv/app")).unwrap();
         let env = super::super::env::layer(|k| match k {
@@ -752,6 +832,11 @@ mod tests {
         })
         .unwrap();
         let env = without_app_settings(env, &app);
+        assert_eq!(
+            env.horizon.prefix.as_deref(),
+            Some("other_horizon:"),
+            "no Horizon config"
+        );
         assert_eq!(env.redis.prefix, None);
         assert_eq!(env.cache.prefix, None);
         assert_eq!(env.redis.service.as_deref(), Some("m"));

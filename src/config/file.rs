@@ -235,6 +235,9 @@ pub struct HorizonLayer {
     /// Horizon's key prefix (`horizon.prefix`, `HORIZON_PREFIX`); default
     /// `Str::slug(APP_NAME, '_')` + `_horizon:`, `laravel_horizon:`.
     pub prefix: Option<String>,
+    /// Horizon's Redis when `horizon.use` names another connection than
+    /// the queue's; default: the queue's.
+    pub url: Option<String>,
     /// Take `horizon:snapshot`'s metric snapshots every five minutes and
     /// trim the job lists, as a scheduled `horizon:snapshot` and a PHP
     /// master would; default false.
@@ -519,6 +522,7 @@ overlay!(MetricsLayer {
 overlay!(HorizonLayer {
     enabled,
     prefix,
+    url,
     snapshot,
     trim_recent,
     trim_pending,

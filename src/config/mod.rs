@@ -249,6 +249,15 @@ impl Settings {
         let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
         check_reservation(retry_after, block_for)?;
         let worker = &layer.worker;
+        let horizon = match resolve::horizon(&layer.horizon) {
+            Some(mut spec) => {
+                if let Some(url) = &layer.horizon.url {
+                    spec.redis = Some(cache_target(url, &redis).context("[horizon] url")?);
+                }
+                Some(spec)
+            }
+            None => None,
+        };
         Ok(Settings {
             app_path: layer.app.path,
             redis,
@@ -276,7 +285,7 @@ impl Settings {
             balance: resolve::balance(worker)?,
             metrics_listen: layer.metrics.listen,
             backlog_interval: resolve::backlog_interval(layer.metrics.backlog_interval)?,
-            horizon: resolve::horizon(&layer.horizon),
+            horizon,
             laravel: resolve::laravel(layer.app.laravel.as_deref())?,
             output_limit: worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: worker.heartbeat_file.clone(),

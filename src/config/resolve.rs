@@ -18,8 +18,11 @@ use crate::worker::tripped::OnHandlerTripped;
 
 /// `[horizon]`, resolved: what to write where. The app turns it into
 /// Horizon's settings, the prefix braced on a cluster as Horizon does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HorizonSpec {
+    /// Horizon's own Redis (`[horizon] url`, from `horizon.use`); `None`:
+    /// the queue's.
+    pub redis: Option<crate::redis::RedisTarget>,
     /// `[horizon] prefix`; `None`: Horizon's default.
     pub prefix: Option<String>,
     /// Take metric snapshots and trim the job lists.
@@ -106,6 +109,7 @@ pub(super) fn breaker(trip_after: Option<u32>, backoff: Option<u64>) -> BreakerS
 pub(super) fn horizon(layer: &HorizonLayer) -> Option<HorizonSpec> {
     let defaults = Trim::default();
     layer.enabled.unwrap_or(false).then(|| HorizonSpec {
+        redis: None,
         prefix: layer.prefix.clone(),
         snapshot: layer.snapshot.unwrap_or(false),
         trim: Trim {

@@ -9,48 +9,27 @@
 //! `mean = (mean × count + run) / (count + 1)`, or the run itself when the
 //! hash has no mean yet. `horizon:snapshot` reads and deletes the hashes.
 //!
-//! The writer gathers the runs of one batch per hash and sends them in one
-//! call, which applies them one by one in order: the same arithmetic, on
-//! the same doubles (a mean is stored with `%.17g`, which reads back
-//! exactly), as that many calls of Horizon's script.
+//! The writer gathers the runs of one batch per hash and sends them as one
+//! `T` op of the batch script ([`super::script`]), which applies them one
+//! by one in order: the same arithmetic, on the same doubles (a mean is
+//! stored with `%.17g`, which reads back exactly), as that many calls of
+//! Horizon's script.
 
-use redis::Pipeline;
-
-use super::keys::Keys;
-
-/// KEYS\[1\]: the metrics hash; KEYS\[2\]: the set of measured hashes.
-/// ARGV: the runtimes in milliseconds, oldest first.
-pub const UPDATE: &str = r"
-redis.call('HSETNX', KEYS[1], 'throughput', 0)
-redis.call('SADD', KEYS[2], KEYS[1])
-local before = redis.call('HMGET', KEYS[1], 'throughput', 'runtime')
-local count = tonumber(before[1])
-local mean = before[2] and tonumber(before[2])
-for i = 1, #ARGV do
-  local run = tonumber(ARGV[i])
-  if mean then
-    mean = ((count * mean) + run) / (count + 1)
-  else
-    mean = run
-  end
-  count = count + 1
-end
-redis.call('HMSET', KEYS[1], 'throughput', count, 'runtime', mean)
-";
+use super::script::{Batch, MEASURED_JOBS, MEASURED_QUEUES};
 
 /// The runs of one batch, per metrics hash, in the order they came.
 #[derive(Default)]
 pub struct Runs {
-    hashes: Vec<(String, &'static str, Vec<String>)>,
+    hashes: Vec<(String, usize, Vec<String>)>,
 }
 
 impl Runs {
     /// Counts one job of class `name` that ran `runtime_ms` on `queue`.
-    pub fn add(&mut self, keys: &Keys, queue: &str, name: &str, runtime_ms: f64) {
+    pub fn add(&mut self, queue: &str, name: &str, runtime_ms: f64) {
         let runtime = format!("{runtime_ms}");
         for (hash, set) in [
-            (keys.key(&format!("queue:{queue}")), "measured_queues"),
-            (keys.key(&format!("job:{name}")), "measured_jobs"),
+            (format!("queue:{queue}"), MEASURED_QUEUES),
+            (format!("job:{name}"), MEASURED_JOBS),
         ] {
             match self.hashes.iter_mut().find(|(h, _, _)| *h == hash) {
                 Some((_, _, runs)) => runs.push(runtime.clone()),
@@ -59,16 +38,13 @@ impl Runs {
         }
     }
 
-    /// Adds the updates to `pipe`, one call per hash.
-    pub fn write(self, pipe: &mut Pipeline, keys: &Keys) {
+    /// Adds the updates to `batch`, one op per hash.
+    pub fn write(self, batch: &mut Batch<'_>) {
         for (hash, set, runs) in self.hashes {
-            pipe.cmd("EVAL")
-                .arg(UPDATE)
-                .arg(2)
-                .arg(hash)
-                .arg(keys.key(set))
-                .arg(runs)
-                .ignore();
+            batch.op("T").key(&hash).text(set).text(runs.len());
+            for run in runs {
+                batch.text(run);
+            }
         }
     }
 }

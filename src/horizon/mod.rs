@@ -3,22 +3,23 @@
 //! Opt-in (`[horizon] enabled = true`). On the queue connection's Redis,
 //! under Horizon's prefix ([`keys`]), the daemon writes what Horizon's PHP
 //! workers and master would:
-//! - [`records`] and [`writer`]: the job records (`P{id}` hashes and the
-//!   recent, pending, completed, silenced and failed lists, failed tags),
-//!   written after Redis did each step, on a task and a connection of
-//!   their own, never holding up a job;
+//! - [`records`], [`writer`] and [`script`]: the job records (`P{id}`
+//!   hashes and the recent, pending, completed, silenced, failed and
+//!   monitored lists, failed and monitored tags, the retried job's
+//!   `retried_by`), written after Redis did each step, behind a
+//!   [`Decoupled`] listener, on a thread and a connection of their own,
+//!   one script call per batch, never holding up a job;
 //! - [`metrics`]: per class and per queue throughput and runtime;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
 //!   commands Horizon queues for them;
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
 //!   trimming of the job lists, for deployments with no PHP Horizon left.
-//!
-//! Not kept: monitored tags.
 
 pub mod heartbeat;
 pub mod keys;
 pub mod metrics;
 pub mod records;
+pub mod script;
 pub mod snapshot;
 pub mod writer;
 
@@ -32,13 +33,17 @@ use tokio::task::JoinHandle;
 use crate::queue::RedisQueue;
 use crate::redis::{Purpose, RedisConn, RedisTarget};
 use crate::signals::Control;
+use crate::worker::decoupled::{Decoupled, Finished};
 use crate::worker::{JobEvents, WorkerOptions};
 
 /// `[horizon]`, resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HorizonSettings {
     /// The prefix of every Horizon key, braced on a cluster.
     pub prefix: String,
+    /// Horizon's own Redis (`horizon.use` naming another connection than
+    /// the queue's); `None`: the queue's.
+    pub redis: Option<RedisTarget>,
     /// Take metric snapshots and trim the job lists.
     pub snapshot: bool,
     /// `horizon.trim`: how long records live.
@@ -77,22 +82,23 @@ impl Default for Trim {
 
 /// The running Horizon bookkeeping: the writer and heartbeat tasks.
 pub struct Horizon {
-    recorder: Arc<records::Recorder>,
-    writer: JoinHandle<()>,
+    listener: Arc<Decoupled>,
+    writer: Finished,
     heartbeat: JoinHandle<()>,
     snapshots: Option<JoinHandle<()>>,
     keys: keys::Keys,
     me: heartbeat::Identity,
     conn: RedisConn,
     dropped: Arc<AtomicU64>,
-    failed_batches: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
 }
 
 impl Horizon {
-    /// Connects to `target` and starts the writer and the heartbeat (and
-    /// the snapshots when asked) for a worker on `queue` (connection
-    /// `connection`) with `options`; `control` tells whether the worker is
-    /// paused.
+    /// Connects to `target` (the queue's Redis, unless `settings` names
+    /// Horizon's own) and starts the writer on a thread of its own, the
+    /// heartbeat (and the snapshots when asked) for a worker on `queue`
+    /// (connection `connection`) with `options`; `control` tells whether
+    /// the worker is paused.
     ///
     /// # Errors
     /// The Redis connection cannot be opened.
@@ -104,20 +110,32 @@ impl Horizon {
         options: &WorkerOptions,
         control: watch::Receiver<Control>,
     ) -> anyhow::Result<Self> {
+        let target = settings.redis.as_ref().unwrap_or(target);
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
-        let (sender, receiver) = tokio::sync::mpsc::channel(records::CAPACITY);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let failed_batches = Arc::new(AtomicU64::new(0));
-        let writer = writer::Writer {
-            keys: keys.clone(),
-            connection: connection.to_string(),
-            settings: settings.clone(),
-            failed_batches: Arc::clone(&failed_batches),
+        let refused = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (keys, target, refused) = (keys.clone(), target.clone(), Arc::clone(&refused));
+            let (connection, settings) = (connection.to_string(), settings.clone());
+            move || async move {
+                Ok(writer::Writer {
+                    conn: crate::redis::open(&target, Purpose::Commands).await?,
+                    keys,
+                    connection,
+                    settings,
+                    refused,
+                    script: redis::Script::new(script::RECORDS),
+                    limiter: crate::log_limit::RepeatLimiter::new(
+                        crate::log_limit::DEFAULT_INTERVAL,
+                    ),
+                    quiet_until: None,
+                })
+            }
         };
-        let writer = tokio::spawn(writer.run(receiver, conn.clone()));
+        let (listener, writer) = Decoupled::on_thread("horizon", writer::BUFFER, writer).await?;
         let me = identity(connection, options);
-        tracing::info!(master = %me.master, prefix = %settings.prefix, "writing Horizon's records");
+        tracing::info!(master = %me.master, prefix = %settings.prefix, redis = %target.describe(),
+            "writing Horizon's records");
         let heartbeat = tokio::spawn(heartbeat::run(
             keys.clone(),
             me.clone(),
@@ -136,20 +154,26 @@ impl Horizon {
         });
         Ok(Horizon {
             snapshots,
-            recorder: Arc::new(records::Recorder::new(sender, Arc::clone(&dropped))),
+            dropped: listener.dropped(),
+            listener: Arc::new(listener),
             writer,
             heartbeat,
             keys,
             me,
             conn,
-            dropped,
-            failed_batches,
+            refused,
         })
     }
 
-    /// The job events listener that queues the records.
+    /// The job events listener that hands the events to the writer.
     pub fn listener(&self) -> Arc<dyn JobEvents> {
-        Arc::clone(&self.recorder) as Arc<dyn JobEvents>
+        Arc::clone(&self.listener) as Arc<dyn JobEvents>
+    }
+
+    /// The events dropped because the writer fell behind (for the
+    /// `events_dropped` metric).
+    pub fn dropped(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.dropped)
     }
 
     /// Once the worker stopped (and dropped its listeners): writes what is
@@ -158,35 +182,36 @@ impl Horizon {
     pub async fn finish(self) {
         let Horizon {
             snapshots,
-            recorder,
+            listener,
             writer,
             heartbeat,
             keys,
             me,
             mut conn,
             dropped,
-            failed_batches,
+            refused,
         } = self;
         heartbeat.abort();
         if let Some(snapshots) = snapshots {
             snapshots.abort();
         }
-        drop(recorder);
-        if tokio::time::timeout(Duration::from_secs(5), writer)
-            .await
-            .is_err()
-        {
+        drop(listener);
+        if !writer.wait(Duration::from_secs(5)).await {
             tracing::warn!("Horizon records still queued at exit were dropped");
         }
         if let Err(e) = heartbeat::forget(&keys, &me, &mut conn).await {
             tracing::warn!("cannot remove Horizon's master record: {e}");
         }
-        let (dropped, failed) = (
+        let (dropped, refused) = (
             dropped.load(Ordering::Relaxed),
-            failed_batches.load(Ordering::Relaxed),
+            refused.load(Ordering::Relaxed),
         );
-        if dropped + failed > 0 {
-            tracing::warn!(dropped, failed_batches = failed, "Horizon records lost");
+        if dropped + refused > 0 {
+            tracing::warn!(
+                dropped_events = dropped,
+                refused_records = refused,
+                "Horizon records lost"
+            );
         }
     }
 }

@@ -1,37 +1,38 @@
-//! The listener that turns the worker's job events into Horizon job
-//! records, without ever slowing the loop.
+//! The job steps Horizon records, read from the worker's events.
 //!
 //! Horizon's own listeners (`MarkJobAsReserved`, `MarkJobAsReleased`,
-//! `MarkJobAsComplete`, `UpdateJobMetrics`, `MarkJobAsFailed`,
-//! `StoreTagsForFailedJob`) write as each step happens. Here an event only
-//! becomes a [`Record`] (the job's reserved copy, shared, not copied) pushed
-//! into a bounded channel; [`super::writer`] drains it on a task and a
-//! connection of its own. When the channel is full the record is dropped
-//! and counted: the dashboard misses a line, no job waits for it.
+//! `MarkJobsAsMigrated`, `MarkJobAsComplete`, `UpdateJobMetrics`,
+//! `MarkJobAsFailed`, `StoreTagsForFailedJob`) write as each step happens.
+//! Here the listener is a [`Decoupled`](crate::worker::decoupled::Decoupled)
+//! one: the loop only copies each event into a bounded channel, and
+//! [`super::writer`] turns batches of them into [`Record`]s and writes
+//! them on a thread and a connection of its own.
 //!
 //! A record is written only for what Redis did: a settle that Redis refused
 //! (the reservation gone, left reserved, the lease lost) writes nothing,
 //! and a failure kept in `:unrecorded` is still a failed job.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
-use crate::queue::ReservedJob;
-use crate::worker::{JobEvents, Settled, Verdict};
+use crate::worker::decoupled::{Event, JobFacts, Stamped};
+use crate::worker::{Settled, Verdict};
 
-/// Records waiting for the writer before new ones are dropped.
+/// Events waiting for the writer before new ones are dropped.
 pub const CAPACITY: usize = 10_000;
 
 /// One step of one job, for Horizon.
 #[derive(Debug, Clone)]
 pub struct Record {
+    /// Horizon's id of the job (`uuid`, else `id`).
+    pub id: String,
+    /// The job's name (`displayName`).
+    pub name: String,
     /// The queue's name (`default`).
     pub queue: String,
-    /// The job's reserved copy (what Horizon stores as `payload`).
+    /// The job's payload as Redis holds it after the step (what Horizon
+    /// stores as `payload`).
     pub payload: Bytes,
     /// When it happened: `microtime(true)`.
     pub at: f64,
@@ -46,6 +47,9 @@ pub enum Step {
     Reserved,
     /// Back on the queue, to run again (`JobReleased`).
     Released,
+    /// Moved from `:delayed` or `:reserved` to the ready list
+    /// (`JobsMigrated`).
+    Migrated,
     /// Deleted after it ran (`JobDeleted`); `runtime_ms` from reservation,
     /// rounded to 0.01 ms as Horizon's `Stopwatch` gives it.
     Completed {
@@ -59,61 +63,67 @@ pub enum Step {
     },
 }
 
-/// The listener: hands records to the writer and counts those it drops.
-pub struct Recorder {
-    sender: mpsc::Sender<Record>,
-    dropped: Arc<AtomicU64>,
-}
-
-impl Recorder {
-    /// A recorder feeding `sender`; `dropped` counts the records lost to a
-    /// full channel.
-    pub fn new(sender: mpsc::Sender<Record>, dropped: Arc<AtomicU64>) -> Self {
-        Recorder { sender, dropped }
-    }
-
-    fn send(&self, job: &ReservedJob, step: Step) {
-        let record = Record {
-            queue: job.queue.name.clone(),
-            payload: job.reserved.clone(),
-            at: microtime(),
-            step,
-        };
-        if self.sender.try_send(record).is_err() {
-            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            if dropped.is_power_of_two() {
-                tracing::warn!(
-                    dropped,
-                    "Horizon records are written slower than jobs run: records dropped"
-                );
+/// Adds the records `event` stands for to `out`: none for the events
+/// Horizon does not record, for a settle Redis refused, or for a payload
+/// without an id.
+pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
+    let at = microtime(event.at);
+    match &event.event {
+        Event::Reserved(job) => out.extend(record(job, job.reserved.clone(), at, Step::Reserved)),
+        Event::Settled {
+            job,
+            verdict,
+            settled,
+            took,
+        } => {
+            if let Some(step) = settled_step(verdict, *settled, *took) {
+                out.extend(record(job, job.reserved.clone(), at, step));
             }
         }
+        Event::Migrated(migrated) => {
+            for payload in &migrated.jobs {
+                if let Ok(fields) = crate::queue::Payload::parse(payload.clone()) {
+                    let job = JobFacts {
+                        queue: std::sync::Arc::clone(&migrated.queue),
+                        reserved: payload.clone(),
+                        id: fields.uuid().map(str::to_string).or_else(|| fields.id()),
+                        display_name: fields.display_name().map(str::to_string),
+                    };
+                    out.extend(record(&job, payload.clone(), at, Step::Migrated));
+                }
+            }
+        }
+        _ => {}
     }
 }
 
-impl JobEvents for Recorder {
-    fn reserved(&self, job: &ReservedJob) {
-        self.send(job, Step::Reserved);
-    }
-
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, settled: Settled, took: Duration) {
-        let step = match (settled, verdict) {
-            (Settled::Done, _) => Step::Completed {
-                runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
-            },
-            (Settled::Released { .. }, _) => Step::Released,
-            (Settled::Failed { .. }, Verdict::Fail { exception, .. }) => Step::Failed {
-                exception: exception.to_string(),
-            },
-            _ => return,
-        };
-        self.send(job, step);
+/// The step a settle stands for, when Redis did it.
+fn settled_step(verdict: &Verdict, settled: Settled, took: Duration) -> Option<Step> {
+    match (settled, verdict) {
+        (Settled::Done, _) => Some(Step::Completed {
+            runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
+        }),
+        (Settled::Released { .. }, _) => Some(Step::Released),
+        (Settled::Failed { .. }, Verdict::Fail { exception, .. }) => Some(Step::Failed {
+            exception: exception.to_string(),
+        }),
+        _ => None,
     }
 }
 
-/// `microtime(true)`: seconds since the epoch, with microseconds.
-pub fn microtime() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+fn record(job: &JobFacts, payload: Bytes, at: f64, step: Step) -> Option<Record> {
+    Some(Record {
+        id: job.id.clone()?,
+        name: job.display_name.clone().unwrap_or_default(),
+        queue: job.queue.name.clone(),
+        payload,
+        at,
+        step,
+    })
+}
+
+/// `microtime(true)` of `at`: seconds since the epoch, with microseconds.
+pub fn microtime(at: SystemTime) -> f64 {
+    at.duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_micros() as f64 / 1e6)
 }

@@ -1,60 +1,89 @@
-//! The task that writes Horizon's job records, as `RedisJobRepository`
-//! writes them, from the records [`super::records`] queued.
+//! The consumer that writes Horizon's job records, as `RedisJobRepository`
+//! writes them, from the worker's events (see [`super::records`]).
 //!
-//! It takes whatever is queued within [`LINGER`] (up to [`BATCH`] records)
-//! and sends it as one pipeline on its own connection. A Redis error is logged (once per
-//! interval, see [`crate::log_limit`]), counted, and the batch dropped:
-//! never retried, so a Redis that refuses the records costs one round trip
-//! per batch and nothing more.
+//! It runs behind a [`Decoupled`](crate::worker::decoupled::Decoupled)
+//! listener, on a thread and a connection of its own: each batch of events
+//! (what came within [`LINGER`], up to [`BATCH`]) becomes one call of the
+//! batch script ([`super::script`]). A Redis error is logged (once per
+//! interval, see [`crate::log_limit`]), the records it cost are counted,
+//! and the batch is dropped: never retried. After a batch Redis refused
+//! whole, the writer drops (and counts) what comes for [`QUIET`] without
+//! sending it, so a Redis that refuses every record costs one round trip
+//! per [`QUIET`], not one per batch.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis::Pipeline;
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 use super::HorizonSettings;
 use super::keys::Keys;
 use super::records::{Record, Step};
+use super::script::Batch;
 use crate::log_limit::RepeatLimiter;
 use crate::redis::RedisConn;
+use crate::worker::decoupled::{Buffer, Consumer, Stamped};
 
-/// Records sent in one pipeline at most.
-pub const BATCH: usize = 256;
+/// Events handed to the writer at once at most.
+pub const BATCH: usize = 512;
 
-/// How long a batch that is not full waits for more records before it is
-/// sent: one round trip for the records of a few milliseconds, not one
+/// How long a batch that is not full waits for more events before it is
+/// written: one round trip for the records of a few milliseconds, not one
 /// per record, whatever the pace of the jobs.
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// The few payload fields Horizon's records need.
+/// How long the writer sends nothing after a batch Redis refused whole.
+pub const QUIET: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The writer's buffer: [`super::records::CAPACITY`] events, batches of
+/// [`BATCH`] after [`LINGER`].
+pub const BUFFER: Buffer = Buffer {
+    capacity: super::records::CAPACITY,
+    batch: BATCH,
+    linger: LINGER,
+};
+
+/// The payload fields Horizon's records need beyond those the worker
+/// parsed, read only from a payload that has one of them.
 #[derive(Deserialize, Default)]
-struct Fields {
-    uuid: Option<String>,
-    id: Option<serde_json::Value>,
-    #[serde(rename = "displayName")]
-    display_name: Option<String>,
+struct Extra {
     #[serde(default)]
     tags: Option<Vec<serde_json::Value>>,
     #[serde(default)]
     silenced: Option<serde_json::Value>,
+    #[serde(default)]
+    retry_of: Option<serde_json::Value>,
 }
 
-impl Fields {
-    /// `JobPayload::id()`: `uuid`, else `id`.
-    fn job_id(&self) -> Option<String> {
-        match (&self.uuid, &self.id) {
-            (Some(uuid), _) => Some(uuid.clone()),
-            (None, Some(serde_json::Value::String(id))) => Some(id.clone()),
-            (None, Some(serde_json::Value::Number(n))) => Some(n.to_string()),
+impl Extra {
+    /// The fields of `payload`; a payload that names none of them (one
+    /// pushed without Horizon) is not parsed again.
+    fn of(payload: &[u8]) -> Self {
+        let named = |field: &[u8]| payload.windows(field.len()).any(|w| w == field);
+        if !(named(b"\"tags\"") || named(b"\"silenced\"") || named(b"\"retry_of\"")) {
+            return Extra::default();
+        }
+        serde_json::from_slice(payload).unwrap_or_default()
+    }
+
+    fn tags(&self) -> Vec<&str> {
+        self.tags
+            .iter()
+            .flatten()
+            .filter_map(|t| t.as_str())
+            .collect()
+    }
+
+    fn retry_of(&self) -> Option<String> {
+        match &self.retry_of {
+            Some(serde_json::Value::String(id)) => Some(id.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
             _ => None,
         }
     }
 }
 
-/// What one batch needs besides the records.
+/// The writer: what one batch needs besides the events.
 pub struct Writer {
     /// Horizon's keys.
     pub keys: Keys,
@@ -62,163 +91,147 @@ pub struct Writer {
     pub connection: String,
     /// Trim settings (TTLs of the hashes and tag sets).
     pub settings: HorizonSettings,
-    /// Batches Redis refused.
-    pub failed_batches: Arc<AtomicU64>,
+    /// Its own connection to Horizon's Redis.
+    pub conn: RedisConn,
+    /// Records Redis refused (or never got).
+    pub refused: Arc<AtomicU64>,
+    /// The batch script, called by its SHA1.
+    pub script: redis::Script,
+    /// Refusals, logged once per interval.
+    pub limiter: RepeatLimiter,
+    /// Until when batches are dropped unsent (see [`QUIET`]).
+    pub quiet_until: Option<std::time::Instant>,
 }
 
-impl Writer {
-    /// Drains `records` until every sender is gone, writing on `conn`.
-    pub async fn run(self, mut records: mpsc::Receiver<Record>, mut conn: RedisConn) {
-        let mut limiter = RepeatLimiter::new(crate::log_limit::DEFAULT_INTERVAL);
-        let mut batch = Vec::with_capacity(BATCH);
-        while records.recv_many(&mut batch, BATCH).await > 0 {
-            if batch.len() < BATCH {
-                tokio::time::sleep(LINGER).await;
-                while batch.len() < BATCH {
-                    match records.try_recv() {
-                        Ok(record) => batch.push(record),
-                        Err(_) => break,
-                    }
+impl Consumer for Writer {
+    async fn consume(&mut self, events: &mut Vec<Stamped>) {
+        let mut records = Vec::new();
+        for event in events.iter() {
+            super::records::from_event(event, &mut records);
+        }
+        if records.is_empty() {
+            return;
+        }
+        if self
+            .quiet_until
+            .is_some_and(|until| std::time::Instant::now() < until)
+        {
+            self.refused
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+            return;
+        }
+        let mut batch = Batch::new(&self.keys, &self.connection);
+        let mut runs = super::metrics::Runs::default();
+        for record in &records {
+            add(&mut batch, &mut runs, record, &self.settings);
+        }
+        runs.write(&mut batch);
+        let written: redis::RedisResult<(u64, String)> = batch
+            .invocation(&self.script)
+            .invoke_async(&mut self.conn)
+            .await;
+        match written {
+            Ok((0, _)) => self.limiter.log_resolved(SITE),
+            Ok((refused, first)) => {
+                self.refused.fetch_add(refused, Ordering::Relaxed);
+                self.limiter.log(tracing::Level::WARN, SITE, &first);
+                if refused >= batch.len() as u64 {
+                    self.quiet_until = Some(std::time::Instant::now() + QUIET);
                 }
             }
-            let mut pipe = redis::pipe();
-            let mut runs = super::metrics::Runs::default();
-            // A job's records share its payload: it is parsed once a batch.
-            let mut parsed: HashMap<(usize, usize), Fields> = HashMap::new();
-            for record in batch.drain(..) {
-                let fields = parsed
-                    .entry((record.payload.as_ptr() as usize, record.payload.len()))
-                    .or_insert_with(|| serde_json::from_slice(&record.payload).unwrap_or_default());
-                self.add(&mut pipe, &mut runs, &record, fields);
+            Err(e) => {
+                self.refused
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.limiter.log(tracing::Level::WARN, SITE, &e);
+                self.quiet_until = Some(std::time::Instant::now() + QUIET);
             }
-            runs.write(&mut pipe, &self.keys);
-            match pipe.query_async::<()>(&mut conn).await {
-                Ok(()) => limiter.log_resolved(SITE),
-                Err(e) => {
-                    self.failed_batches.fetch_add(1, Ordering::Relaxed);
-                    limiter.log(tracing::Level::WARN, SITE, &e);
-                }
-            }
-        }
-    }
-
-    /// Adds `record`'s commands to `pipe`; a payload without an id (or
-    /// not JSON) has no Horizon record and adds none.
-    fn add(
-        &self,
-        pipe: &mut Pipeline,
-        runs: &mut super::metrics::Runs,
-        record: &Record,
-        fields: &Fields,
-    ) {
-        let Some(id) = fields.job_id() else { return };
-        let name = fields.display_name.as_deref().unwrap_or("");
-        let hash = self.keys.key(&id);
-        let time = format!("{:.4}", record.at);
-        let score = format!("-{time}");
-        let until = |minutes: u64| record.at as u64 + minutes * 60;
-        let trim = &self.settings.trim;
-        match &record.step {
-            Step::Reserved => {
-                pipe.cmd("EVAL")
-                    .arg(RESERVED)
-                    .arg(3)
-                    .arg(&hash)
-                    .arg(self.keys.key("recent_jobs"))
-                    .arg(self.keys.key("pending_jobs"))
-                    .arg(&id)
-                    .arg(&self.connection)
-                    .arg(&record.queue)
-                    .arg(name)
-                    .arg(&record.payload[..])
-                    .arg(&time)
-                    .arg(until(trim.pending))
-                    .arg(&score)
-                    .ignore();
-            }
-            Step::Released => {
-                pipe.hset_multiple(
-                    &hash,
-                    &[
-                        ("status", "pending".as_bytes()),
-                        ("updated_at", time.as_bytes()),
-                    ],
-                )
-                .ignore()
-                .hset(&hash, "payload", &record.payload[..])
-                .ignore();
-            }
-            Step::Completed { runtime_ms } => {
-                let silenced = fields.silenced.as_ref().is_some_and(truthy);
-                let list = if silenced {
-                    "silenced_jobs"
-                } else {
-                    "completed_jobs"
-                };
-                pipe.zadd(self.keys.key(list), &id, &score)
-                    .ignore()
-                    .zrem(self.keys.key("pending_jobs"), &id)
-                    .ignore()
-                    .hset_multiple(&hash, &[("status", "completed"), ("completed_at", &time)])
-                    .ignore()
-                    .expire_at(&hash, until(trim.completed) as i64)
-                    .ignore();
-                runs.add(&self.keys, &record.queue, name, *runtime_ms);
-            }
-            Step::Failed { exception } => {
-                self.add_failed(pipe, record, fields, &id, exception);
-            }
-        }
-    }
-
-    /// `RedisJobRepository::failed` and `StoreTagsForFailedJob`.
-    fn add_failed(
-        &self,
-        pipe: &mut Pipeline,
-        record: &Record,
-        fields: &Fields,
-        id: &str,
-        exception: &str,
-    ) {
-        let hash = self.keys.key(id);
-        let time = format!("{:.4}", record.at);
-        let score = format!("-{time}");
-        let minutes = self.settings.trim.failed;
-        for list in ["failed_jobs", "recent_failed_jobs"] {
-            pipe.zadd(self.keys.key(list), id, &score).ignore();
-        }
-        for list in ["pending_jobs", "completed_jobs", "silenced_jobs"] {
-            pipe.zrem(self.keys.key(list), id).ignore();
-        }
-        let name = fields.display_name.as_deref().unwrap_or("");
-        pipe.hset_multiple(
-            &hash,
-            &[
-                ("id", id.as_bytes()),
-                ("connection", self.connection.as_bytes()),
-                ("queue", record.queue.as_bytes()),
-                ("name", name.as_bytes()),
-                ("status", b"failed"),
-                ("payload", &record.payload[..]),
-                ("exception", exception.as_bytes()),
-                ("failed_at", time.as_bytes()),
-            ],
-        )
-        .ignore()
-        .expire_at(&hash, (record.at as u64 + minutes * 60) as i64)
-        .ignore();
-        for tag in fields.tags.iter().flatten().filter_map(|t| t.as_str()) {
-            let key = self.keys.key(&format!("failed:{tag}"));
-            pipe.zadd(&key, id, &time)
-                .ignore()
-                .expire(&key, (minutes * 60) as i64)
-                .ignore();
         }
     }
 }
 
 /// The log site of a refused batch.
 const SITE: &str = "cannot write Horizon's job records";
+
+/// Adds `record`'s op to `batch` (and its run to `runs`).
+fn add(
+    batch: &mut Batch<'_>,
+    runs: &mut super::metrics::Runs,
+    record: &Record,
+    settings: &HorizonSettings,
+) {
+    let extra = Extra::of(&record.payload);
+    let tags = extra.tags();
+    let time = format!("{:.4}", record.at);
+    let score = format!("-{time}");
+    let until = |minutes: u64| record.at as u64 + minutes * 60;
+    let trim = &settings.trim;
+    let parent = |batch: &mut Batch<'_>| extra.retry_of().map_or(0, |id| batch.key_index(&id));
+    let id = &record.id;
+    match &record.step {
+        Step::Reserved | Step::Released | Step::Migrated => {
+            let code = match record.step {
+                Step::Reserved => "R",
+                Step::Released => "L",
+                _ => "M",
+            };
+            batch
+                .op(code)
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            batch
+                .payload(&record.payload)
+                .text(&time)
+                .text(until(trim.pending));
+            batch.text(&score).text(tags.len());
+            for tag in &tags {
+                batch.text(tag).key(tag);
+            }
+        }
+        Step::Completed { runtime_ms } => {
+            let silenced = extra.silenced.as_ref().is_some_and(truthy);
+            let parent = parent(batch);
+            batch
+                .op("C")
+                .key(id)
+                .text(id)
+                .text(&time)
+                .text(until(trim.completed));
+            batch
+                .text(&score)
+                .text(u8::from(silenced))
+                .text(parent)
+                .text(tags.len());
+            for tag in &tags {
+                batch.text(tag);
+            }
+            if !tags.is_empty() {
+                batch
+                    .text(&record.queue)
+                    .text(&record.name)
+                    .payload(&record.payload);
+                batch.text(until(trim.monitored));
+            }
+            runs.add(&record.queue, &record.name, *runtime_ms);
+        }
+        Step::Failed { exception } => {
+            let parent = parent(batch);
+            batch
+                .op("F")
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            batch.payload(&record.payload).text(exception).text(&time);
+            batch.text(until(trim.failed)).text(&score).text(parent);
+            batch.text(trim.failed * 60).text(tags.len());
+            for tag in &tags {
+                batch.key(&format!("failed:{tag}"));
+            }
+        }
+    }
+}
 
 /// PHP's truthiness of a JSON value, for `silenced`.
 fn truthy(value: &serde_json::Value) -> bool {
@@ -231,22 +244,3 @@ fn truthy(value: &serde_json::Value) -> bool {
         serde_json::Value::Null => false,
     }
 }
-
-/// `reserved()`, and for a hash the producer did not write (a job pushed
-/// without Horizon, or whose record expired) what `pushed()` would have
-/// written: `id, connection, queue, name, created_at`, the recent and
-/// pending entries, and the pending expiry.
-///
-/// KEYS: hash, recent_jobs, pending_jobs. ARGV: id, connection, queue,
-/// name, payload, time, expiry (UNIX seconds), score (-time).
-const RESERVED: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'connection', ARGV[2], 'queue', ARGV[3],
-    'name', ARGV[4], 'created_at', ARGV[6])
-  redis.call('ZADD', KEYS[2], ARGV[8], ARGV[1])
-  redis.call('ZADD', KEYS[3], ARGV[8], ARGV[1])
-  redis.call('EXPIREAT', KEYS[1], ARGV[7])
-end
-redis.call('HSET', KEYS[1], 'status', 'reserved', 'payload', ARGV[5], 'updated_at', ARGV[6],
-  'reserved_at', ARGV[6])
-";

@@ -23,13 +23,19 @@
 //!   first trip and each failed trial), `handler` its `match` pattern;
 //! - `pool_*{handler}`: the persistent handlers' warm processes (alive,
 //!   busy, idle, size; see [`pools`]).
+//! - `jobs_migrated_total{queue, from}`: jobs the migrate script moved to a
+//!   ready list, `from` `delayed` (due) or `reserved` (reclaimed after
+//!   `retry_after`);
+//! - `events_dropped_total{listener}`: events a listener that runs behind
+//!   a bounded channel ([`crate::worker::decoupled`]) missed because it
+//!   fell behind (`horizon`).
 
 pub mod listener;
 pub mod pools;
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -44,6 +50,7 @@ use prometheus_client::registry::Registry;
 
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
+use crate::queue::migrated::Migrated;
 
 use crate::worker::slots::Share;
 use crate::worker::{JobEvents, Settled, StopReason, Verdict};
@@ -57,6 +64,17 @@ struct JobLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HandlerLabels {
     handler: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MigratedLabels {
+    queue: String,
+    from: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,6 +98,10 @@ pub struct Metrics {
     tripped: Mutex<BTreeSet<String>>,
     /// The pools of warm processes, read at each scrape.
     pools: pools::PoolGauges,
+    migrated: Family<MigratedLabels, Counter>,
+    dropped: Family<ListenerLabels, Counter>,
+    /// The drop counters of the decoupled listeners, read at each render.
+    watched: Mutex<Vec<(String, Arc<AtomicU64>)>>,
 }
 
 impl Default for Metrics {
@@ -127,7 +149,22 @@ impl Metrics {
             "Job slots a balanced worker gives the queue now",
             slots.clone(),
         );
+        let migrated = Family::<MigratedLabels, Counter>::default();
+        registry.register(
+            "jobs_migrated",
+            "Jobs moved to a ready list: due delayed jobs, expired reservations",
+            migrated.clone(),
+        );
+        let dropped = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Events a listener behind a bounded channel missed because it fell behind",
+            dropped.clone(),
+        );
         Metrics {
+            migrated,
+            dropped,
+            watched: Mutex::new(Vec::new()),
             registry,
             slots,
             jobs,
@@ -178,9 +215,28 @@ impl Metrics {
         text
     }
 
+    /// Reports the events `listener` dropped, counted by `counter`, as
+    /// `events_dropped_total{listener}`.
+    pub fn watch_dropped(&self, listener: &str, counter: Arc<AtomicU64>) {
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        watched.push((listener.to_string(), counter));
+        drop(watched);
+        drop(self.dropped.get_or_create(&ListenerLabels {
+            listener: listener.to_string(),
+        }));
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         self.pools.refresh();
+        let watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        for (listener, counter) in watched.iter() {
+            let total = self.dropped.get_or_create(&ListenerLabels {
+                listener: listener.clone(),
+            });
+            total.inc_by(counter.load(Ordering::Relaxed).saturating_sub(total.get()));
+        }
+        drop(watched);
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -225,6 +281,15 @@ impl JobEvents for Metrics {
                 queue: queue.clone(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    fn migrated(&self, migrated: &Migrated) {
+        self.migrated
+            .get_or_create(&MigratedLabels {
+                queue: migrated.queue.name.clone(),
+                from: migrated.from.as_str(),
+            })
+            .inc_by(migrated.count);
     }
 
     fn stopping(&self, _reason: StopReason) {
@@ -290,7 +355,6 @@ fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn job() -> ReservedJob {
         let raw =
@@ -335,5 +399,12 @@ mod tests {
         m.polled(true);
         m.stopping(StopReason::Restart);
         assert!(!m.ready());
+        let dropped = Arc::new(AtomicU64::new(0));
+        m.watch_dropped("horizon", Arc::clone(&dropped));
+        dropped.store(3, Ordering::Relaxed);
+        assert!(
+            m.render()
+                .contains("laravel_worker_events_dropped_total{listener=\"horizon\"} 3")
+        );
     }
 }

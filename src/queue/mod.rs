@@ -8,7 +8,7 @@
 //! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
 //! of jobs that finish together ([`batch`]), which name large members by digest
 //! ([`member`]), and the reading back of the large jobs the pop set aside
-//! (`set_aside`).
+//! (`set_aside`), and what the migrate script moved ([`migrated`]).
 
 pub mod batch;
 pub mod command;
@@ -16,6 +16,7 @@ pub mod elsewhere;
 pub mod job;
 pub mod keys;
 pub mod member;
+pub mod migrated;
 pub mod payload;
 pub mod redis_queue;
 pub mod scripts;

@@ -11,6 +11,7 @@ use super::batch::{SharedConnection, Write, WriteBatch};
 use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
 use super::member::{DIGEST_AT, MemberDigest, MemberRef};
+use super::migrated::{Migrated, MigratedFrom, MigrationLog};
 use super::payload::{Payload, PayloadError};
 use super::scripts::{self, name_denied_script_command};
 use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget};
@@ -42,6 +43,8 @@ pub struct RedisQueue {
     writes: WriteBatch,
     /// When each queue was last migrated (see [`Self::pop`]).
     migrations: Arc<MigrationTicks>,
+    /// The migrations not yet reported (see [`Self::take_migrated`]).
+    migrated: Arc<MigrationLog>,
     /// Fetches in progress that may end in a wait on the notify lists (see
     /// [`Self::waiting_for_jobs`]).
     fetching: Arc<AtomicUsize>,
@@ -139,6 +142,7 @@ impl RedisQueue {
             target: target.clone(),
             blocking,
             migrations: Arc::new(MigrationTicks::default()),
+            migrated: Arc::new(MigrationLog::default()),
             fetching: Arc::new(AtomicUsize::new(0)),
             prefix: options.prefix,
             retry_after: options.retry_after,
@@ -215,7 +219,7 @@ impl RedisQueue {
                 .arg(&queue.notify)
                 .arg(now)
                 .arg(self.migration_batch_size)
-                .ignore();
+                .arg(super::migrated::REPLY_BUDGET);
             if self.retry_after.is_some() {
                 pipe.cmd("EVAL")
                     .arg(scripts::MIGRATE_EXPIRED)
@@ -225,7 +229,7 @@ impl RedisQueue {
                     .arg(&queue.notify)
                     .arg(now)
                     .arg(self.migration_batch_size)
-                    .ignore();
+                    .arg(super::migrated::REPLY_BUDGET);
             }
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
@@ -241,7 +245,7 @@ impl RedisQueue {
             .arg(count.max(1))
             .arg(DIGEST_AT)
             .arg(SET_ASIDE_PIECE);
-        let result: RedisResult<(Vec<Value>,)> = pipe
+        let result: RedisResult<Vec<Value>> = pipe
             .query_async(&mut self.conn())
             .await
             .map_err(name_denied_script_command);
@@ -249,7 +253,17 @@ impl RedisQueue {
             // The migration may not have run: try again next call.
             self.migrations.expire(&queue.ready);
         }
-        let (mut popped,) = result?;
+        let mut replies = result?;
+        let mut popped = match replies.pop() {
+            Some(Value::Array(popped)) => popped,
+            _ => Vec::new(),
+        };
+        for (reply, from) in replies
+            .into_iter()
+            .zip([MigratedFrom::Delayed, MigratedFrom::Reserved])
+        {
+            self.note_migrated(queue, from, reply);
+        }
         self.take_set_aside(&set_aside, queue, expiry, &mut popped)
             .await?;
         let lease = || Lease::new(self.retry_after, sent, expiry);
@@ -339,7 +353,7 @@ impl RedisQueue {
     /// Moves the due jobs of `queue`'s `:delayed` to its ready list now,
     /// with their notify tokens (the migration a pop would run). A failure
     /// is only logged: the next pop migrates them anyway.
-    async fn migrate_delayed(&self, queue: &QueueKeys) {
+    async fn migrate_delayed(&self, queue: &Arc<QueueKeys>) {
         let moved = redis::cmd("EVAL")
             .arg(scripts::MIGRATE_EXPIRED)
             .arg(3)
@@ -348,11 +362,29 @@ impl RedisQueue {
             .arg(&queue.notify)
             .arg(now())
             .arg(self.migration_batch_size)
-            .query_async::<i64>(&mut self.conn())
+            .arg(super::migrated::REPLY_BUDGET)
+            .query_async::<Value>(&mut self.conn())
             .await;
-        if let Err(e) = moved {
-            tracing::debug!(queue = %queue.name, "cannot migrate the delayed jobs now: {e}");
+        match moved {
+            Ok(reply) => self.note_migrated(queue, MigratedFrom::Delayed, reply),
+            Err(e) => {
+                tracing::debug!(queue = %queue.name, "cannot migrate the delayed jobs now: {e}")
+            }
         }
+    }
+
+    /// Keeps what a migrate call moved for [`Self::take_migrated`].
+    fn note_migrated(&self, queue: &Arc<QueueKeys>, from: MigratedFrom, reply: Value) {
+        if let Some(migrated) = super::migrated::from_reply(queue, from, reply) {
+            self.migrated.note(migrated);
+        }
+    }
+
+    /// The jobs the migrate script moved to a ready list (due delayed jobs,
+    /// expired reservations) since the last call, on every clone of this
+    /// connection, oldest first (see [`super::migrated`]).
+    pub fn take_migrated(&self) -> Vec<Migrated> {
+        self.migrated.take()
     }
 
     /// Hands a reserved job back *uncounted*: its original string goes to

@@ -95,16 +95,18 @@ return out
 ///
 /// KEYS: source zset, ready list, notify list. ARGV\[1\]: now, UNIX seconds
 /// (inclusive bound). ARGV\[2\]: the most to move, `-1` for all (Laravel's
-/// `migration_batch_size`, 9.23+).
+/// `migration_batch_size`, 9.23+). ARGV\[3\]: the most payload bytes to
+/// return.
 ///
 /// Oldest first, to the *tail* of the ready list, one notify token per job.
-/// Returns how many moved (Laravel returns the payloads themselves; the worker
-/// never reads them, so only the count crosses the wire).
+/// Returns `{count, payload, …}`: how many moved and, as Laravel returns
+/// them, the payloads moved, oldest first, as long as they fit within
+/// ARGV\[3\] bytes (see [`super::migrated`]).
 pub const MIGRATE_EXPIRED: &str = r#"
 local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'limit', 0, ARGV[2])
 local count = #due
 if count == 0 then
-    return 0
+    return {0}
 end
 redis.call('zremrangebyrank', KEYS[1], 0, count - 1)
 for first = 1, count, 100 do
@@ -116,7 +118,16 @@ for first = 1, count, 100 do
     end
     redis.call('rpush', KEYS[3], unpack(tokens))
 end
-return count
+local out = {count}
+local budget = tonumber(ARGV[3])
+for i = 1, count do
+    budget = budget - #due[i]
+    if budget < 0 then
+        break
+    end
+    out[#out + 1] = due[i]
+end
+return out
 "#;
 
 /// Put a reserved job back into the delayed zset.

@@ -40,7 +40,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::balance::Balancer;
-use super::events::JobEvents;
+use super::events::{JobEvents, Pause};
 use super::fetch::{self, Fetched, IdleWait};
 use super::slots::QueueSlots;
 use super::starts::Tally;
@@ -116,6 +116,8 @@ pub struct Daemon {
     sleep_after_wait: Duration,
     /// Per queue (same order as `queues`), whether its pause key is set.
     paused: Vec<bool>,
+    /// Whether SIGUSR2 paused the worker, as last reported.
+    signal_paused: bool,
     /// One permit per `--concurrency` slot (`max_processes` when
     /// balanced); a job task holds its permit until it is settled and has
     /// rested (`--rest`).
@@ -178,6 +180,7 @@ impl Daemon {
         let fetch_limit = fetch_limit(idle_wait, queues.len());
         Daemon {
             paused: vec![false; queues.len()],
+            signal_paused: false,
             queues,
             services: Arc::new(services),
             control,
@@ -251,6 +254,7 @@ impl Daemon {
             }
         };
         self.drain(reason).await;
+        self.services.events.stopped(reason);
         reason
     }
 
@@ -296,6 +300,7 @@ impl Daemon {
     async fn turn(&mut self) -> Option<StopReason> {
         self.reap();
         self.pulse.beat();
+        self.report_signal_pause();
         if !self.should_run() {
             return self.idle().await;
         }
@@ -476,6 +481,9 @@ impl Daemon {
         );
         let fetched = self.pulse.during(self.fetch_limit, fetch).await;
         self.services.events.polled(fetched.is_ok());
+        for migrated in self.services.queue.take_migrated() {
+            self.services.events.migrated(&migrated);
+        }
         let reserved = match fetched {
             Ok(Fetched::Jobs(jobs)) => {
                 self.errors.log_resolved(RESERVE_FAILED);
@@ -726,6 +734,11 @@ impl Daemon {
                     if was != now {
                         let state = if *now { "paused" } else { "resumed" };
                         tracing::info!(queue = %name, "queue {state}");
+                        let cause = Pause::Queue(name.clone());
+                        match now {
+                            true => self.services.events.paused(&cause),
+                            false => self.services.events.resumed(&cause),
+                        }
                     }
                 }
                 self.paused = signals.paused;
@@ -739,6 +752,19 @@ impl Daemon {
                 self.errors
                     .log(tracing::Level::WARN, SIGNALS_FAILED, &error);
                 self.last_restart.clone()
+            }
+        }
+    }
+
+    /// Emits `paused` or `resumed` when SIGUSR2 / SIGCONT changed the
+    /// worker's state since the last turn.
+    fn report_signal_pause(&mut self) {
+        let paused = self.control.borrow().paused;
+        if paused != self.signal_paused {
+            self.signal_paused = paused;
+            match paused {
+                true => self.services.events.paused(&Pause::Signal),
+                false => self.services.events.resumed(&Pause::Signal),
             }
         }
     }

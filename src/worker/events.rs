@@ -1,6 +1,6 @@
 //! Job events: what the loop tells whoever listens.
 //!
-//! The worker never calls its observers by name. It emits four events, as
+//! The worker never calls its observers by name. It emits these events, as
 //! Laravel's `Worker` dispatches `JobProcessing`, `JobProcessed`,
 //! `JobFailed`, `WorkerStopping`… through the event dispatcher, and the
 //! `work` command wires the listeners, as `WorkCommand::listenForEvents`
@@ -10,19 +10,29 @@
 //! |--------------|----------------------------------------------------------|
 //! | [`polled`]   | a poll of the queues ended (reached Redis or not)        |
 //! | [`reserved`] | a job was reserved and is about to run                   |
-//! | [`settled`]  | a job was deleted, released or failed (its last step)    |
+//! | [`settled`]  | a job's last step reached Redis, or could not: [`Settled`] says which |
+//! | [`migrated`] | the migrate script moved due delayed jobs or expired reservations to a ready list |
+//! | [`paused`] / [`resumed`] | reserving stopped / started again ([`Pause`]: a signal, or a queue's pause key) |
 //! | [`stopping`] | the loop takes no more jobs and drains the ones in flight |
+//! | [`stopped`]  | the drain is over: every job in flight settled or was abandoned |
 //! | [`handler_tripped`] | a handler's breaker tripped (or a trial failed) |
 //! | [`handler_closed`] | a tripped handler answered well again           |
 //! | [`rebalanced`] | the slots per queue moved (`[worker] balance`; also once at start) |
 //!
 //! Listeners run inline on the loop's task or the job's task, so they must
-//! be quick and must not block (write a line, bump a counter).
+//! be quick and must not block (write a line, bump a counter). A listener
+//! that does I/O runs behind [`super::decoupled::Decoupled`]: the events
+//! are copied into a bounded channel, dropped and counted when it is full,
+//! and handled on a task (or a thread) of their own.
 //!
 //! [`polled`]: JobEvents::polled
 //! [`reserved`]: JobEvents::reserved
 //! [`settled`]: JobEvents::settled
+//! [`migrated`]: JobEvents::migrated
+//! [`paused`]: JobEvents::paused
+//! [`resumed`]: JobEvents::resumed
 //! [`stopping`]: JobEvents::stopping
+//! [`stopped`]: JobEvents::stopped
 //! [`handler_tripped`]: JobEvents::handler_tripped
 //! [`handler_closed`]: JobEvents::handler_closed
 //! [`rebalanced`]: JobEvents::rebalanced
@@ -36,6 +46,19 @@ use super::slots::Share;
 use super::verdict::Verdict;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
+use crate::queue::migrated::Migrated;
+
+/// What stopped or started the reserving of jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pause {
+    /// SIGUSR2 / SIGCONT (Laravel's `pauseWorker`), which is also how
+    /// `horizon:pause`, `horizon:continue` and Horizon's `Pause` and
+    /// `ContinueWorking` commands reach the worker: every queue.
+    Signal,
+    /// The queue's pause key (`queue:pause` / `queue:resume`, Laravel
+    /// 11+): that queue only, by name.
+    Queue(String),
+}
 
 /// A listener for the worker's job events. Every method has an empty
 /// default, so a listener implements only what it cares about.
@@ -52,12 +75,32 @@ pub trait JobEvents: Send + Sync {
     /// (Laravel's `JobProcessed`, `JobReleasedAfterException` or
     /// `JobFailed`). Emitted whether or not Redis accepted the settle (a
     /// job left reserved by an outage is still done for this worker);
-    /// `settled` says what Redis actually did.
+    /// `settled` says what Redis actually did: deleted, released with its
+    /// delay, failed (and whether the failed store has the record), or
+    /// refused (the reservation gone, left reserved, the lease lost).
     fn settled(&self, _job: &ReservedJob, _verdict: &Verdict, _settled: Settled, _took: Duration) {}
+
+    /// The migrate script moved jobs to a ready list (Horizon's
+    /// `JobsMigrated`): due delayed jobs, or reservations older than
+    /// `retry_after`. Emitted after the poll whose pipeline (or the
+    /// release whose immediate migration) moved them.
+    fn migrated(&self, _migrated: &Migrated) {}
+
+    /// The worker stopped reserving: from every queue
+    /// ([`Pause::Signal`]) or from one ([`Pause::Queue`]).
+    fn paused(&self, _cause: &Pause) {}
+
+    /// The worker reserves again from what [`JobEvents::paused`] stopped.
+    fn resumed(&self, _cause: &Pause) {}
 
     /// The worker stops taking jobs for `reason` (Laravel's
     /// `WorkerStopping`); jobs in flight still settle after it.
     fn stopping(&self, _reason: StopReason) {}
+
+    /// The drain after [`JobEvents::stopping`] is over (every job in
+    /// flight settled, or was abandoned at the drain deadline); the worker
+    /// exits for `reason`. The last event.
+    fn stopped(&self, _reason: StopReason) {}
 
     /// A handler tripped: its jobs are handed back until a trial job
     /// gets a good answer (see [`crate::handler::breaker`]).
@@ -111,9 +154,33 @@ impl JobEvents for Listeners {
         }
     }
 
+    fn migrated(&self, migrated: &Migrated) {
+        for l in &self.listeners {
+            l.migrated(migrated);
+        }
+    }
+
+    fn paused(&self, cause: &Pause) {
+        for l in &self.listeners {
+            l.paused(cause);
+        }
+    }
+
+    fn resumed(&self, cause: &Pause) {
+        for l in &self.listeners {
+            l.resumed(cause);
+        }
+    }
+
     fn stopping(&self, reason: StopReason) {
         for l in &self.listeners {
             l.stopping(reason);
+        }
+    }
+
+    fn stopped(&self, reason: StopReason) {
+        for l in &self.listeners {
+            l.stopped(reason);
         }
     }
 
@@ -158,6 +225,18 @@ mod tests {
                 .unwrap()
                 .push(format!("stopping {}", reason.as_str()));
         }
+        fn paused(&self, cause: &Pause) {
+            self.0.lock().unwrap().push(format!("paused {cause:?}"));
+        }
+        fn resumed(&self, cause: &Pause) {
+            self.0.lock().unwrap().push(format!("resumed {cause:?}"));
+        }
+        fn stopped(&self, reason: StopReason) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("stopped {}", reason.as_str()));
+        }
     }
 
     #[test]
@@ -167,9 +246,19 @@ mod tests {
             .with(Arc::clone(&a) as Arc<dyn JobEvents>)
             .with(Arc::clone(&b) as Arc<dyn JobEvents>);
         all.polled(true);
+        all.paused(&Pause::Queue("emails".into()));
+        all.resumed(&Pause::Signal);
         all.polled(false);
         all.stopping(StopReason::Restart);
-        let expected = vec!["polled true", "polled false", "stopping restart_signal"];
+        all.stopped(StopReason::Restart);
+        let expected = vec![
+            "polled true",
+            "paused Queue(\"emails\")",
+            "resumed Signal",
+            "polled false",
+            "stopping restart_signal",
+            "stopped restart_signal",
+        ];
         assert_eq!(*a.0.lock().unwrap(), expected, "first listener");
         assert_eq!(*b.0.lock().unwrap(), expected, "second listener");
     }

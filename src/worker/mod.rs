@@ -19,12 +19,15 @@
 //!   the rounds that move them;
 //! - [`events`]: the job events the loop emits to its listeners (output,
 //!   metrics), which it never calls by name;
+//! - [`decoupled`]: the adapter a listener that does I/O runs behind (a
+//!   bounded channel, drops counted), so it never slows the loop;
 //! - [`daemon`]: the loop that ties them together.
 
 pub mod backoff;
 pub mod balance;
 pub mod balance_spec;
 pub mod daemon;
+pub mod decoupled;
 pub mod events;
 pub mod fetch;
 pub mod lease;

@@ -1,0 +1,291 @@
+//! One Lua call writes a whole batch of Horizon records.
+//!
+//! Every step of every job in a batch becomes an *op* of [`RECORDS`],
+//! applied in order, as Horizon's `RedisJobRepository` (`pushed`,
+//! `reserved`, `released`, `migrated`, `completed`, `remember`, `failed`),
+//! `TagRepository` and `updateMetrics` script would write it, but in one
+//! round trip and one script call (by its SHA1) for the batch, instead of
+//! a script and four commands per job. Each op runs under `pcall`: a key
+//! Redis refuses (a wrong type, an ACL, `maxmemory`) costs that op, not
+//! the batch; the call returns how many ops failed and the first error.
+//!
+//! Every key an op touches is passed in `KEYS` (on a cluster they share the
+//! braced prefix's slot).
+
+use bytes::Bytes;
+
+use super::keys::Keys;
+
+/// The fixed keys, `KEYS[1..=10]`, by their names under the prefix.
+pub const FIXED_KEYS: [&str; 10] = [
+    "recent_jobs",
+    "pending_jobs",
+    "completed_jobs",
+    "silenced_jobs",
+    "failed_jobs",
+    "recent_failed_jobs",
+    "monitored_jobs",
+    "monitoring",
+    "measured_jobs",
+    "measured_queues",
+];
+
+/// `KEYS` index of `measured_jobs`.
+pub const MEASURED_JOBS: usize = 9;
+/// `KEYS` index of `measured_queues`.
+pub const MEASURED_QUEUES: usize = 10;
+
+/// The batch script. ARGV\[1\]: the connection name; then the ops:
+///
+/// - `R` (reserved), `L` (released), `M` (migrated): hash, id, queue, name,
+///   payload, time, pending expiry, score (-time), tag count, then
+///   (tag, tag key) pairs. A hash that does not exist is first made as
+///   `pushed()` makes it (with the recent and pending entries, the
+///   expiry, and the job in each monitored tag's list).
+/// - `C` (completed): hash, id, time, expiry, score, silenced (0/1),
+///   retry parent's hash (0: none), tag count, the tags, then when there
+///   are tags: queue, name, payload, monitored expiry (for `remember`).
+/// - `F` (failed): hash, id, queue, name, payload, exception, time,
+///   expiry, score, retry parent's hash (0: none), `failed:{tag}` seconds
+///   to live, tag count, the `failed:{tag}` keys.
+/// - `T` (metrics): hash, measured set, run count, the runtimes (ms).
+///
+/// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
+/// arguments before its first write, so one that fails leaves the next
+/// op's arguments in place.
+pub const RECORDS: &str = r"
+local conn = ARGV[1]
+local at = 2
+local function take()
+  local value = ARGV[at]
+  at = at + 1
+  return value
+end
+local function key()
+  return KEYS[tonumber(take())]
+end
+local function monitored(tag)
+  return redis.call('SISMEMBER', KEYS[8], tag) == 1
+end
+local function retried(parent, id, status)
+  local text = redis.call('HGET', parent, 'retried_by')
+  if not text then return end
+  local ok, retries = pcall(cjson.decode, text)
+  if not ok or type(retries) ~= 'table' then return end
+  local changed = false
+  for _, retry in ipairs(retries) do
+    if type(retry) == 'table' and retry['id'] == id then
+      retry['status'] = status
+      changed = true
+    end
+  end
+  if changed then
+    redis.call('HSET', parent, 'retried_by', cjson.encode(retries))
+  end
+end
+local function step(op)
+  if op == 'R' or op == 'L' or op == 'M' then
+    local hash = key()
+    local id = take()
+    local queue = take()
+    local name = take()
+    local payload = take()
+    local time = take()
+    local expiry = take()
+    local score = take()
+    local tags = {}
+    for t = 1, tonumber(take()) do
+      local tag = take()
+      tags[t] = {tag, key()}
+    end
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+        'created_at', time)
+      redis.call('ZADD', KEYS[1], score, id)
+      redis.call('ZADD', KEYS[2], score, id)
+      redis.call('EXPIREAT', hash, expiry)
+      for _, tag in ipairs(tags) do
+        if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
+      end
+    end
+    if op == 'R' then
+      redis.call('HSET', hash, 'status', 'reserved', 'payload', payload, 'updated_at', time,
+        'reserved_at', time)
+    else
+      redis.call('HSET', hash, 'status', 'pending', 'payload', payload, 'updated_at', time)
+    end
+  elseif op == 'C' then
+    local hash = key()
+    local id = take()
+    local time = take()
+    local expiry = take()
+    local score = take()
+    local silenced = take() == '1'
+    local parent = tonumber(take())
+    local tags = {}
+    for t = 1, tonumber(take()) do tags[t] = take() end
+    local queue, name, payload, kept
+    if #tags > 0 then
+      queue = take()
+      name = take()
+      payload = take()
+      kept = take()
+    end
+    if parent > 0 then retried(KEYS[parent], id, 'completed') end
+    redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HSET', hash, 'status', 'completed', 'completed_at', time)
+    redis.call('EXPIREAT', hash, expiry)
+    local watched = false
+    for _, tag in ipairs(tags) do
+      if monitored(tag) then watched = true end
+    end
+    if watched then
+      redis.call('ZADD', KEYS[7], score, id)
+      redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+        'status', 'completed', 'payload', payload, 'completed_at', time)
+      redis.call('EXPIREAT', hash, kept)
+    end
+  elseif op == 'F' then
+    local hash = key()
+    local id = take()
+    local queue = take()
+    local name = take()
+    local payload = take()
+    local exception = take()
+    local time = take()
+    local expiry = take()
+    local score = take()
+    local parent = tonumber(take())
+    local ttl = take()
+    local tags = {}
+    for t = 1, tonumber(take()) do tags[t] = key() end
+    if parent > 0 then retried(KEYS[parent], id, 'failed') end
+    redis.call('ZADD', KEYS[5], score, id)
+    redis.call('ZADD', KEYS[6], score, id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    redis.call('ZREM', KEYS[4], id)
+    redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+      'status', 'failed', 'payload', payload, 'exception', exception, 'completed_at', time,
+      'failed_at', time)
+    redis.call('EXPIREAT', hash, expiry)
+    for _, tag in ipairs(tags) do
+      redis.call('ZADD', tag, time, id)
+      redis.call('EXPIRE', tag, ttl)
+    end
+  elseif op == 'T' then
+    local hash = key()
+    local set = key()
+    local runs = {}
+    for r = 1, tonumber(take()) do runs[r] = tonumber(take()) end
+    redis.call('HSETNX', hash, 'throughput', 0)
+    redis.call('SADD', set, hash)
+    local before = redis.call('HMGET', hash, 'throughput', 'runtime')
+    local count = tonumber(before[1])
+    local mean = before[2] and tonumber(before[2])
+    for _, run in ipairs(runs) do
+      if mean then
+        mean = ((count * mean) + run) / (count + 1)
+      else
+        mean = run
+      end
+      count = count + 1
+    end
+    redis.call('HMSET', hash, 'throughput', count, 'runtime', mean)
+  else
+    error('unknown op ' .. tostring(op))
+  end
+end
+local failed = 0
+local first = nil
+while at <= #ARGV do
+  local op = take()
+  local ok, err = pcall(step, op)
+  if not ok then
+    failed = failed + 1
+    if type(err) == 'table' then err = err['err'] end
+    first = first or tostring(err)
+  end
+end
+return {failed, first or ''}
+";
+
+/// One argument of the call.
+enum Arg {
+    Text(String),
+    Static(&'static str),
+    Payload(Bytes),
+}
+
+/// A batch being built: its keys and its ops' arguments.
+pub struct Batch<'a> {
+    keys: &'a Keys,
+    names: Vec<String>,
+    args: Vec<Arg>,
+    ops: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// An empty batch for `connection` (the hashes' `connection` field).
+    pub fn new(keys: &'a Keys, connection: &str) -> Self {
+        Batch {
+            keys,
+            names: FIXED_KEYS.iter().map(|k| keys.key(k)).collect(),
+            args: vec![Arg::Text(connection.to_string())],
+            ops: 0,
+        }
+    }
+
+    /// Ops added so far.
+    pub fn len(&self) -> usize {
+        self.ops
+    }
+
+    /// Starts an op.
+    pub fn op(&mut self, code: &'static str) -> &mut Self {
+        self.ops += 1;
+        self.args.push(Arg::Static(code));
+        self
+    }
+
+    /// Adds `name` (under the prefix) to `KEYS` and its index to the op.
+    pub fn key(&mut self, name: &str) -> &mut Self {
+        let index = self.key_index(name);
+        self.text(index)
+    }
+
+    /// `name`'s index in `KEYS`, added when new.
+    pub fn key_index(&mut self, name: &str) -> usize {
+        self.names.push(self.keys.key(name));
+        self.names.len()
+    }
+
+    /// Adds a text argument.
+    pub fn text(&mut self, value: impl ToString) -> &mut Self {
+        self.args.push(Arg::Text(value.to_string()));
+        self
+    }
+
+    /// Adds a payload (shared, copied only into the command).
+    pub fn payload(&mut self, payload: &Bytes) -> &mut Self {
+        self.args.push(Arg::Payload(payload.clone()));
+        self
+    }
+
+    /// The script call for the batch.
+    pub fn invocation<'s>(&self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
+        let mut call = script.prepare_invoke();
+        for name in &self.names {
+            call.key(name);
+        }
+        for arg in &self.args {
+            match arg {
+                Arg::Text(text) => call.arg(text),
+                Arg::Static(text) => call.arg(*text),
+                Arg::Payload(bytes) => call.arg(&bytes[..]),
+            };
+        }
+        call
+    }
+}
