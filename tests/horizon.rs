@@ -31,6 +31,25 @@ fn members(s: &Scene, key: &str) -> Vec<String> {
     s.redis.cmd(&["ZRANGE", &format!("{P}{key}"), "0", "-1"])
 }
 
+/// The daemon logged that Horizon's Redis refused the records, with `why`
+/// (the Redis error's code).
+fn assert_records_refused(d: &common::Daemon, why: &str) {
+    let stderr = d.stderr_text();
+    assert!(
+        stderr.contains("cannot write Horizon's job records") && stderr.contains(why),
+        "{stderr}"
+    );
+}
+
+/// A worker with Horizon's records on and a recording handler, polling
+/// every 50 ms, with `args` besides.
+fn recording_worker(s: &Scene, args: &[&str]) -> common::Daemon {
+    let config = horizon(s.config().recording("")).write();
+    let mut all = vec!["--sleep=0.05"];
+    all.extend_from_slice(args);
+    s.work(&config, &all)
+}
+
 fn key_type(s: &Scene, key: &str) -> String {
     s.redis.cmd(&["TYPE", &format!("{P}{key}")])
 }
@@ -238,22 +257,13 @@ fn a_redis_that_refuses_the_records_loses_no_job() {
         1,
         "the failure is recorded where it belongs"
     );
-    let stderr = d.stderr_text();
-    assert!(
-        stderr.contains("cannot write Horizon's job records"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("WRONGTYPE"), "{stderr}");
+    assert_records_refused(&d, "WRONGTYPE");
 }
 
 #[test]
 fn master_and_supervisor_heartbeat_and_obey_pause_and_continue() {
     let s = Scene::new();
-    let config = horizon(s.config().recording("")).write();
-    let mut d = s.work(
-        &config,
-        &["--sleep=0.05", "--timeout=42", "--concurrency=2"],
-    );
+    let mut d = recording_worker(&s, &["--timeout=42", "--concurrency=2"]);
     common::wait_until("a master record", || !members(&s, "masters").is_empty());
     let master = members(&s, "masters").remove(0);
     let record = hash(&s, &format!("master:{master}"));
@@ -328,28 +338,19 @@ fn snapshots_read_and_reset_the_metrics_and_trim_the_lists() {
         .write();
     let key = |k: &str| format!("{P}{k}");
     // Metrics left by earlier runs, and two ids: one older than trim.recent.
-    let _: () = s.redis.cmd(&[
-        "HSET",
-        &key("queue:default"),
-        "throughput",
-        "5",
-        "runtime",
-        "12.5",
-    ]);
-    let _: () = s
-        .redis
-        .cmd(&["SADD", &key("measured_queues"), &key("queue:default")]);
-    let _: () = s.redis.cmd(&[
-        "HSET",
-        &key("job:App\\Jobs\\A"),
-        "throughput",
-        "2",
-        "runtime",
-        "3",
-    ]);
-    let _: () = s
-        .redis
-        .cmd(&["SADD", &key("measured_jobs"), &key("job:App\\Jobs\\A")]);
+    let measured = |set: &str, hash: &str, throughput: &str, runtime: &str| {
+        let _: () = s.redis.cmd(&[
+            "HSET",
+            &key(hash),
+            "throughput",
+            throughput,
+            "runtime",
+            runtime,
+        ]);
+        let _: () = s.redis.cmd(&["SADD", &key(set), &key(hash)]);
+    };
+    measured("measured_queues", "queue:default", "5", "12.5");
+    measured("measured_jobs", "job:App\\Jobs\\A", "2", "3");
     let old = format!("-{}", now() - 61 * 60);
     let fresh = format!("-{}", now() - 60);
     let _: () = s
@@ -572,10 +573,34 @@ fn a_horizon_redis_that_refuses_writes_delays_and_loses_no_job() {
         s.redis.keys(0).iter().all(|k| !k.starts_with(P)),
         "nothing on the queue's Redis"
     );
-    let stderr = d.stderr_text();
-    assert!(
-        stderr.contains("cannot write Horizon's job records"),
-        "{stderr}"
+    assert_records_refused(&d, "OOM");
+}
+
+/// A balanced worker's supervisor shows one pool per queue, as Horizon's
+/// balanced supervisors do, with the slots each queue has now (issue 20
+/// item 4), and its balancing options under Horizon's names.
+#[test]
+fn a_balanced_worker_reports_its_slots_per_queue() {
+    let s = Scene::new();
+    let mut d = recording_worker(
+        &s,
+        &["--queue=high,low", "--balance=simple", "--max-processes=4"],
     );
-    assert!(stderr.contains("OOM"), "{stderr}");
+    common::wait_until("a supervisor record", || {
+        !members(&s, "supervisors").is_empty()
+    });
+    let supervisor = members(&s, "supervisors").remove(0);
+    common::wait_until("processes per queue", || {
+        let sup = hash(&s, &format!("supervisor:{supervisor}"));
+        sup.get("processes")
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            == Some(json!({"redis:high": 2, "redis:low": 2}))
+    });
+    let sup = hash(&s, &format!("supervisor:{supervisor}"));
+    let options: Value = serde_json::from_str(&sup["options"]).unwrap();
+    assert_eq!(options["balance"], "simple");
+    assert_eq!(options["maxProcesses"], 4);
+    assert_eq!(options["queue"], "high,low");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
 }

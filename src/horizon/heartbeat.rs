@@ -10,9 +10,12 @@
 //! `horizon:terminate` (SIGTERM), `horizon:pause` (SIGUSR2) and
 //! `horizon:continue` (SIGCONT) signal, which the worker already obeys.
 //!
-//! `processes` is `{"redis:q1,q2": concurrency}`: the daemon's job slots
-//! all take from every queue in priority order, which is Horizon's
-//! `balance = false` pool, whose key is the comma-joined queue list.
+//! `processes` is `{"redis:q1,q2": concurrency}` when balance is off: the
+//! daemon's job slots all take from every queue in priority order, which is
+//! Horizon's `balance = false` pool, whose key is the comma-joined queue
+//! list. A balanced worker (`[worker] balance`) reports one entry per queue,
+//! `{"redis:q1": n1, "redis:q2": n2}`, as Horizon's balanced supervisors
+//! do: the slots each queue had after the last round ([`LiveSlots`]).
 //!
 //! The commands Horizon queues for a master or a supervisor
 //! (`P commands:master:{name}`, `P commands:{supervisor}`) are read and
@@ -28,6 +31,37 @@ use tokio::sync::watch;
 use super::keys::Keys;
 use crate::redis::RedisConn;
 use crate::signals::Control;
+use crate::worker::JobEvents;
+use crate::worker::slots::Share;
+
+/// The slots per queue a balanced worker reported last (the `rebalanced`
+/// event, once at start and after every round that moved one), read by
+/// each beat; empty while balance is off.
+#[derive(Debug, Default)]
+pub struct LiveSlots(std::sync::Mutex<Vec<(String, usize)>>);
+
+impl JobEvents for LiveSlots {
+    fn rebalanced(&self, slots: &[Share]) {
+        let shares = slots.iter().map(|s| (s.queue.clone(), s.slots)).collect();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = shares;
+    }
+}
+
+impl LiveSlots {
+    /// The supervisor's `processes`: per queue when balanced, else one
+    /// pool of `me.concurrency` over the comma-joined queues.
+    pub fn processes(&self, me: &Identity) -> serde_json::Value {
+        let shares = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if shares.is_empty() {
+            return json!({ format!("{}:{}", me.connection, me.queues.join(",")): me.concurrency });
+        }
+        let per_queue: serde_json::Map<String, serde_json::Value> = shares
+            .iter()
+            .map(|(queue, n)| (format!("{}:{queue}", me.connection), json!(n)))
+            .collect();
+        serde_json::Value::Object(per_queue)
+    }
+}
 
 /// Time between two beats.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -62,13 +96,20 @@ impl Identity {
 
 /// Beats every [`EVERY`] until the task is aborted; `control` tells
 /// whether the worker is paused.
-pub async fn run(keys: Keys, me: Identity, mut conn: RedisConn, control: watch::Receiver<Control>) {
+pub async fn run(
+    keys: Keys,
+    me: Identity,
+    slots: std::sync::Arc<LiveSlots>,
+    mut conn: RedisConn,
+    control: watch::Receiver<Control>,
+) {
     let mut limiter = crate::log_limit::RepeatLimiter::new(crate::log_limit::DEFAULT_INTERVAL);
     let mut tick = tokio::time::interval(EVERY);
     loop {
         tick.tick().await;
         let paused = control.borrow().paused;
-        match beat(&keys, &me, &mut conn, paused).await {
+        let processes = slots.processes(&me);
+        match beat(&keys, &me, &processes, &mut conn, paused).await {
             Ok(()) => limiter.log_resolved(SITE),
             Err(e) => limiter.log(tracing::Level::WARN, SITE, &e),
         }
@@ -91,6 +132,7 @@ const SITE: &str = "cannot write Horizon's master and supervisor records";
 async fn beat(
     keys: &Keys,
     me: &Identity,
+    processes: &serde_json::Value,
     conn: &mut RedisConn,
     paused: bool,
 ) -> redis::RedisResult<()> {
@@ -100,7 +142,6 @@ async fn beat(
     let supervisor = me.supervisor();
     let master_key = keys.key(&format!("master:{}", me.master));
     let supervisor_key = keys.key(&format!("supervisor:{supervisor}"));
-    let processes = json!({ format!("{}:{}", me.connection, me.queues.join(",")): me.concurrency });
     redis::pipe()
         .hset_multiple(
             &master_key,

@@ -34,7 +34,7 @@ use crate::queue::RedisQueue;
 use crate::redis::{Purpose, RedisConn, RedisTarget};
 use crate::signals::Control;
 use crate::worker::decoupled::{Decoupled, Finished};
-use crate::worker::{JobEvents, WorkerOptions};
+use crate::worker::{JobEvents, Listeners, WorkerOptions};
 
 /// `[horizon]`, resolved.
 #[derive(Debug, Clone)]
@@ -83,6 +83,8 @@ impl Default for Trim {
 /// The running Horizon bookkeeping: the writer and heartbeat tasks.
 pub struct Horizon {
     listener: Arc<Decoupled>,
+    /// The slots per queue a balanced worker reports, for the heartbeat.
+    slots: Arc<heartbeat::LiveSlots>,
     writer: Finished,
     heartbeat: JoinHandle<()>,
     snapshots: Option<JoinHandle<()>>,
@@ -136,9 +138,11 @@ impl Horizon {
         let me = identity(connection, options);
         tracing::info!(master = %me.master, prefix = %settings.prefix, redis = %target.describe(),
             "writing Horizon's records");
+        let slots = Arc::new(heartbeat::LiveSlots::default());
         let heartbeat = tokio::spawn(heartbeat::run(
             keys.clone(),
             me.clone(),
+            Arc::clone(&slots),
             conn.clone(),
             control,
         ));
@@ -156,6 +160,7 @@ impl Horizon {
             snapshots,
             dropped: listener.dropped(),
             listener: Arc::new(listener),
+            slots,
             writer,
             heartbeat,
             keys,
@@ -167,7 +172,10 @@ impl Horizon {
 
     /// The job events listener that hands the events to the writer.
     pub fn listener(&self) -> Arc<dyn JobEvents> {
-        Arc::clone(&self.listener) as Arc<dyn JobEvents>
+        let both = Listeners::new()
+            .with(Arc::clone(&self.listener) as Arc<dyn JobEvents>)
+            .with(Arc::clone(&self.slots) as Arc<dyn JobEvents>);
+        Arc::new(both)
     }
 
     /// The events dropped because the writer fell behind (for the
@@ -183,6 +191,7 @@ impl Horizon {
         let Horizon {
             snapshots,
             listener,
+            slots,
             writer,
             heartbeat,
             keys,
@@ -195,7 +204,7 @@ impl Horizon {
         if let Some(snapshots) = snapshots {
             snapshots.abort();
         }
-        drop(listener);
+        drop((listener, slots));
         if !writer.wait(Duration::from_secs(5)).await {
             tracing::warn!("Horizon records still queued at exit were dropped");
         }
@@ -219,6 +228,7 @@ impl Horizon {
 /// The master and supervisor this worker shows as.
 fn identity(connection: &str, options: &WorkerOptions) -> heartbeat::Identity {
     let queue = options.queues.join(",");
+    let balance = BalanceOptions::of(options);
     heartbeat::Identity {
         master: keys::master_name(),
         connection: connection.to_string(),
@@ -228,9 +238,12 @@ fn identity(connection: &str, options: &WorkerOptions) -> heartbeat::Identity {
             "name": "laravel-worker",
             "connection": connection,
             "queue": queue,
-            "balance": false,
-            "maxProcesses": options.concurrency.max(1),
-            "minProcesses": options.concurrency.max(1),
+            "balance": balance.mode,
+            "autoScalingStrategy": balance.strategy,
+            "maxProcesses": balance.max,
+            "minProcesses": balance.min,
+            "balanceMaxShift": balance.max_shift,
+            "balanceCooldown": balance.cooldown,
             "timeout": options.timeout,
             "maxTries": options.tries,
             "maxJobs": options.max_jobs,
@@ -240,5 +253,48 @@ fn identity(connection: &str, options: &WorkerOptions) -> heartbeat::Identity {
             "rest": options.rest.as_secs_f64(),
             "force": options.force,
         }),
+    }
+}
+
+/// The balancing options a supervisor reports, as Horizon names them:
+/// `balance` false (one pool over the queues), `"simple"` or `"auto"`;
+/// `minProcesses` per queue, `maxProcesses` in all.
+struct BalanceOptions {
+    mode: serde_json::Value,
+    strategy: &'static str,
+    min: usize,
+    max: usize,
+    max_shift: usize,
+    cooldown: u64,
+}
+
+impl BalanceOptions {
+    fn of(options: &WorkerOptions) -> Self {
+        let slots = options.concurrency.max(1);
+        let Some(policy) = &options.balance else {
+            return BalanceOptions {
+                mode: serde_json::Value::Bool(false),
+                strategy: "time",
+                min: slots,
+                max: slots,
+                max_shift: 1,
+                cooldown: 3,
+            };
+        };
+        BalanceOptions {
+            mode: match policy.mode {
+                crate::worker::balance::Mode::Off => serde_json::Value::Bool(false),
+                crate::worker::balance::Mode::Simple => serde_json::json!("simple"),
+                crate::worker::balance::Mode::Auto => serde_json::json!("auto"),
+            },
+            strategy: match policy.strategy {
+                crate::worker::balance::Strategy::Time => "time",
+                crate::worker::balance::Strategy::Size => "size",
+            },
+            min: policy.bounds.iter().map(|b| b.min).min().unwrap_or(0),
+            max: policy.total,
+            max_shift: policy.max_shift,
+            cooldown: policy.cooldown.as_secs(),
+        }
     }
 }
