@@ -183,6 +183,24 @@ namespace LaravelWorker {
             ];
         }
 
+        /**
+         * The answer line (without its newline) to a decoded request: the
+         * outcome, led by the request's "call" when it has one. The common
+         * answer, done to an integer call, is written without json_encode.
+         */
+        public static function answer($request, array $outcome): string
+        {
+            if (! is_array($request) || ! array_key_exists('call', $request)) {
+                return self::encode($outcome);
+            }
+            $call = $request['call'];
+            if (is_int($call) && $outcome === ['action' => 'done']) {
+                return '{"call":'.$call.',"action":"done"}';
+            }
+
+            return self::encode(['call' => $call] + $outcome);
+        }
+
         /** JSON text of an answer; never fails (bad UTF-8 is replaced). */
         public static function encode(array $outcome): string
         {
@@ -293,19 +311,16 @@ namespace LaravelWorker {
                 return 2;
             }
             while (($line = fgets(STDIN)) !== false) {
-                $line = trim($line);
-                if ($line === '') {
+                // json_decode skips the surrounding whitespace itself.
+                $decoded = json_decode($line, true);
+                if ($decoded === null && trim($line) === '') {
                     continue;
                 }
-                $decoded = json_decode($line, true);
                 $outcome = is_array($decoded)
                     ? self::handle(Request::fromLine($decoded))
-                    : Outcome::exception(new HandlerFailedException('the bridge got an unreadable request: '.substr($line, 0, 200)));
+                    : Outcome::exception(new HandlerFailedException('the bridge got an unreadable request: '.substr(trim($line), 0, 200)));
                 // The answer names the request it answers.
-                if (is_array($decoded) && array_key_exists('call', $decoded)) {
-                    $outcome = ['call' => $decoded['call']] + $outcome;
-                }
-                fwrite($out, Outcome::encode($outcome)."\n");
+                fwrite($out, Outcome::answer($decoded, $outcome)."\n");
                 fflush($out);
                 if (self::$app === null) {
                     // Answered with the boot error; a fresh process will try again.
@@ -470,10 +485,18 @@ namespace LaravelWorker {
     /** Firing a job as Illuminate\Queue\Worker::process does. */
     final class Runner
     {
+        /**
+         * The app's event dispatcher, resolved at the first job and kept, as
+         * queue:work's Worker keeps the one it was built with.
+         *
+         * @var \Illuminate\Contracts\Events\Dispatcher|null
+         */
+        private static $events;
+
         /** Run mode: fire the job and report what became of it. */
         public static function run($app, BridgeJob $job): array
         {
-            $events = $app['events'];
+            $events = self::$events ?? (self::$events = $app['events']);
             $connection = $job->getConnectionName();
             $thrown = null;
             try {
