@@ -40,6 +40,12 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
         retry_after: settings.retry_after,
         block_for: settings.block_for,
         migration_batch_size: settings.migration_batch_size,
+        // Only Horizon's records read the migrated payloads.
+        migrated_payloads: if settings.horizon.is_some() {
+            crate::queue::migrated::REPLY_BUDGET
+        } else {
+            0
+        },
     };
     let mut pause = Duration::from_millis(500);
     for attempt in 1..=CONNECT_TRIES {

@@ -56,6 +56,9 @@ pub struct RedisQueue {
     block_for: Option<u64>,
     /// Most jobs moved per migrate call; `-1` means all.
     migration_batch_size: i64,
+    /// Most payload bytes a migrate call returns (see
+    /// [`QueueOptions::migrated_payloads`]).
+    migrated_payloads: usize,
 }
 
 /// Settings of a [`RedisQueue`], as in `config/queue.php`.
@@ -69,6 +72,10 @@ pub struct QueueOptions {
     pub block_for: Option<u64>,
     /// `-1` for no limit.
     pub migration_batch_size: i64,
+    /// Most payload bytes a migrate call returns for the `migrated` event
+    /// (at most [`super::migrated::REPLY_BUDGET`]); 0 when no listener
+    /// reads the payloads, so a migration moves no job over the wire twice.
+    pub migrated_payloads: usize,
 }
 
 /// The job counts of one queue (`queue:monitor`).
@@ -148,6 +155,7 @@ impl RedisQueue {
             retry_after: options.retry_after,
             block_for: options.block_for,
             migration_batch_size: options.migration_batch_size,
+            migrated_payloads: options.migrated_payloads,
         })
     }
 
@@ -211,25 +219,9 @@ impl RedisQueue {
         let mut pipe = redis::pipe();
         let migrate = self.migrations.due(&queue.ready, now);
         if migrate {
-            pipe.cmd("EVAL")
-                .arg(scripts::MIGRATE_EXPIRED)
-                .arg(3)
-                .arg(&queue.delayed)
-                .arg(&queue.ready)
-                .arg(&queue.notify)
-                .arg(now)
-                .arg(self.migration_batch_size)
-                .arg(super::migrated::REPLY_BUDGET);
+            pipe.add_command(self.migrate(queue, &queue.delayed, now));
             if self.retry_after.is_some() {
-                pipe.cmd("EVAL")
-                    .arg(scripts::MIGRATE_EXPIRED)
-                    .arg(3)
-                    .arg(&queue.reserved)
-                    .arg(&queue.ready)
-                    .arg(&queue.notify)
-                    .arg(now)
-                    .arg(self.migration_batch_size)
-                    .arg(super::migrated::REPLY_BUDGET);
+                pipe.add_command(self.migrate(queue, &queue.reserved, now));
             }
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
@@ -350,19 +342,28 @@ impl RedisQueue {
         WaitingForJobs(Arc::clone(&self.fetching))
     }
 
+    /// The migrate script moving the jobs of `source` (`:delayed` or
+    /// `:reserved`) due at `now` to `queue`'s ready list (Laravel's
+    /// `migrateExpiredJobs`).
+    fn migrate(&self, queue: &QueueKeys, source: &str, now: i64) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(scripts::MIGRATE_EXPIRED)
+            .arg(3)
+            .arg(source)
+            .arg(&queue.ready)
+            .arg(&queue.notify)
+            .arg(now)
+            .arg(self.migration_batch_size)
+            .arg(self.migrated_payloads);
+        cmd
+    }
+
     /// Moves the due jobs of `queue`'s `:delayed` to its ready list now,
     /// with their notify tokens (the migration a pop would run). A failure
     /// is only logged: the next pop migrates them anyway.
     async fn migrate_delayed(&self, queue: &Arc<QueueKeys>) {
-        let moved = redis::cmd("EVAL")
-            .arg(scripts::MIGRATE_EXPIRED)
-            .arg(3)
-            .arg(&queue.delayed)
-            .arg(&queue.ready)
-            .arg(&queue.notify)
-            .arg(now())
-            .arg(self.migration_batch_size)
-            .arg(super::migrated::REPLY_BUDGET)
+        let moved = self
+            .migrate(queue, &queue.delayed, now())
             .query_async::<Value>(&mut self.conn())
             .await;
         match moved {
