@@ -164,10 +164,14 @@ fn a_payload_pushed_through_horizon_is_carried_to_its_end() {
             .set("silenced", json!(silenced))
             .set("pushedAt", json!(format!("{}.1234", now())))
     };
-    let [quiet, bad] = Job::named(["Quiet", "Bad"]);
+    let [quiet, bad, plain] = Job::named(["Quiet", "Bad", "Plain"]);
     let (quiet, bad) = (horizon_fields(quiet, true), horizon_fields(bad, false));
+    // No tags: its reservation and completion are written by one op.
+    let plain = plain
+        .set("type", json!("job"))
+        .set("pushedAt", json!(format!("{}.1234", now())));
     // What Horizon's `pushed()` wrote when the app pushed them.
-    for job in [&quiet, &bad] {
+    for job in [&quiet, &bad, &plain] {
         let key = format!("{P}{}", job.uuid());
         let name = job.get("displayName");
         let payload = job.build();
@@ -200,7 +204,17 @@ fn a_payload_pushed_through_horizon_is_carried_to_its_end() {
         }
         s.redis.push("default", &payload);
     }
-    s.run(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+    s.run(&config, &["--max-jobs=3", "--tries=1", "--sleep=0.05"]);
+
+    let done = hash(&s, &plain.uuid());
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["created_at"], "1700000000.5", "the producer's");
+    assert!(done.contains_key("reserved_at") && done.contains_key("completed_at"));
+    assert_eq!(members(&s, "completed_jobs"), [plain.uuid()]);
+    assert!(
+        (3500..=3600).contains(&ttl(&s, &plain.uuid())),
+        "trim.completed"
+    );
 
     let done = hash(&s, &quiet.uuid());
     assert_eq!(done["status"], "completed");
@@ -209,7 +223,6 @@ fn a_payload_pushed_through_horizon_is_carried_to_its_end() {
         "the producer's record, kept"
     );
     assert_eq!(members(&s, "silenced_jobs"), [quiet.uuid()]);
-    assert!(members(&s, "completed_jobs").is_empty(), "silenced");
     assert!(members(&s, "pending_jobs").is_empty());
     let payload: Value = serde_json::from_str(&done["payload"]).unwrap();
     assert!(payload["pushedAt"].is_string(), "Queued at needs pushedAt");

@@ -18,6 +18,7 @@
 pub mod heartbeat;
 pub mod keys;
 pub mod metrics;
+pub mod ops;
 pub mod records;
 pub mod script;
 pub mod snapshot;

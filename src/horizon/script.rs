@@ -1,7 +1,7 @@
 //! One Lua call writes a whole batch of Horizon records.
 //!
 //! Every step of every job in a batch becomes an *op* of [`RECORDS`],
-//! applied in order, as Horizon's `RedisJobRepository` (`pushed`,
+//! applied in order (built by [`super::ops`]), as Horizon's `RedisJobRepository` (`pushed`,
 //! `reserved`, `released`, `migrated`, `completed`, `remember`, `failed`),
 //! `TagRepository` and `updateMetrics` script would write it, but in one
 //! round trip and one script call (by its SHA1) for the batch, instead of
@@ -48,6 +48,9 @@ pub const MEASURED_QUEUES: usize = 10;
 /// - `F` (failed): hash, id, queue, name, payload, exception, time,
 ///   expiry, score, retry parent's hash (0: none), `failed:{tag}` seconds
 ///   to live, tag count, the `failed:{tag}` keys.
+/// - `D` (reserved, then completed, in one batch; see [`super::ops`]):
+///   hash, id, queue, name, payload, reserved time, recent score,
+///   completed time, completed score, expiry, silenced (0/1).
 /// - `T` (metrics): hash, measured set, run count, the runtimes (ms).
 ///
 /// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
@@ -174,6 +177,30 @@ local function step(op)
       redis.call('ZADD', tag, time, id)
       redis.call('EXPIRE', tag, ttl)
     end
+  elseif op == 'D' then
+    local hash = key()
+    local id = take()
+    local queue = take()
+    local name = take()
+    local payload = take()
+    local reserved = take()
+    local recent = take()
+    local time = take()
+    local score = take()
+    local expiry = take()
+    local silenced = take() == '1'
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+        'created_at', reserved, 'status', 'completed', 'payload', payload,
+        'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
+      redis.call('ZADD', KEYS[1], recent, id)
+    else
+      redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
+        'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
+      redis.call('ZREM', KEYS[2], id)
+    end
+    redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
+    redis.call('EXPIREAT', hash, expiry)
   elseif op == 'T' then
     local hash = key()
     local set = key()
@@ -203,7 +230,7 @@ while at <= #ARGV do
   local op = take()
   local ok, err = pcall(step, op)
   if not ok then
-    failed = failed + 1
+    failed = failed + (op == 'D' and 2 or 1)
     if type(err) == 'table' then err = err['err'] end
     first = first or tostring(err)
   end
@@ -223,7 +250,7 @@ pub struct Batch<'a> {
     keys: &'a Keys,
     names: Vec<String>,
     args: Vec<Arg>,
-    ops: usize,
+    records: usize,
 }
 
 impl<'a> Batch<'a> {
@@ -233,18 +260,24 @@ impl<'a> Batch<'a> {
             keys,
             names: FIXED_KEYS.iter().map(|k| keys.key(k)).collect(),
             args: vec![Arg::Text(connection.to_string())],
-            ops: 0,
+            records: 0,
         }
     }
 
-    /// Ops added so far.
+    /// Records added so far (an op writes one, a `D` op two): what a
+    /// refused batch cost.
     pub fn len(&self) -> usize {
-        self.ops
+        self.records
     }
 
-    /// Starts an op.
+    /// Starts an op that writes one record.
     pub fn op(&mut self, code: &'static str) -> &mut Self {
-        self.ops += 1;
+        self.op_of(code, 1)
+    }
+
+    /// Starts an op that writes `records` records.
+    pub fn op_of(&mut self, code: &'static str, records: usize) -> &mut Self {
+        self.records += records;
         self.args.push(Arg::Static(code));
         self
     }

@@ -1,0 +1,306 @@
+//! A batch's records, as the ops of the batch script ([`super::script`]).
+//!
+//! Each [`Record`] becomes the op that writes what Horizon's listener for
+//! that step writes, except one common case: a job reserved and deleted
+//! after it ran within one batch (most short jobs, at any pace) becomes one
+//! `D` op that leaves exactly what Horizon's `reserved` then `completed`
+//! leave (the hash with both steps' fields and the completed expiry, the
+//! `recent_jobs` entry, the completed or silenced entry, no `pending_jobs`
+//! entry), with half the Redis commands. A job with tags or a `retry_of`
+//! keeps its two ops: monitored tags and the retried job's `retried_by`
+//! are written by them.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use super::Trim;
+use super::metrics::Runs;
+use super::records::{Record, Step};
+use super::script::Batch;
+
+/// The payload fields Horizon's records need beyond those the worker
+/// parsed, read only from a payload that has one of them.
+#[derive(Deserialize, Default)]
+struct Extra {
+    #[serde(default)]
+    tags: Option<Vec<serde_json::Value>>,
+    #[serde(default)]
+    silenced: Option<serde_json::Value>,
+    #[serde(default)]
+    retry_of: Option<serde_json::Value>,
+}
+
+impl Extra {
+    /// The fields of `payload`; a payload that names none of them (one
+    /// pushed without Horizon) is not parsed again.
+    fn of(payload: &[u8]) -> Self {
+        let named = |field: &[u8]| memchr::memmem::find(payload, field).is_some();
+        if !(named(b"\"tags\"") || named(b"\"silenced\"") || named(b"\"retry_of\"")) {
+            return Extra::default();
+        }
+        serde_json::from_slice(payload).unwrap_or_default()
+    }
+
+    fn tags(&self) -> Vec<&str> {
+        self.tags
+            .iter()
+            .flatten()
+            .filter_map(|t| t.as_str())
+            .collect()
+    }
+
+    fn retry_of(&self) -> Option<String> {
+        match &self.retry_of {
+            Some(serde_json::Value::String(id)) => Some(id.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Whether the job's two ops may become one `D` op: no tag lists to
+    /// keep, no retried job to update.
+    fn plain(&self) -> bool {
+        self.tags().is_empty() && self.retry_of().is_none()
+    }
+
+    fn silenced(&self) -> bool {
+        self.silenced.as_ref().is_some_and(truthy)
+    }
+}
+
+/// What one op writes.
+enum Write<'r> {
+    /// One record's step.
+    One(&'r Record, Extra),
+    /// A job's reservation and its completion.
+    Done {
+        reserved: &'r Record,
+        completed: &'r Record,
+        extra: Extra,
+    },
+}
+
+/// Adds the ops for `records` (oldest first) to `batch`, and the metrics
+/// of the completed jobs among them.
+pub fn add_all(batch: &mut Batch<'_>, records: &[Record], trim: &Trim) {
+    let mut runs = Runs::default();
+    for write in plan(records) {
+        match write {
+            Write::One(record, extra) => add(batch, &mut runs, record, &extra, trim),
+            Write::Done {
+                reserved,
+                completed,
+                extra,
+            } => add_done(batch, &mut runs, [reserved, completed], &extra, trim),
+        }
+    }
+    runs.write(batch);
+}
+
+/// The writes for `records`: a plain job's `Reserved` and its next record
+/// when that is `Completed` become one [`Write::Done`], in the place of
+/// the reservation (the ops between them are other jobs').
+fn plan(records: &[Record]) -> Vec<Write<'_>> {
+    let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(records.len());
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    for record in records {
+        let paired = open.remove(record.id.as_str());
+        if let (Some(at), Step::Completed { .. }) = (paired, &record.step)
+            && let Some(Write::One(reserved, extra)) = writes[at].take()
+        {
+            writes[at] = Some(Write::Done {
+                reserved,
+                completed: record,
+                extra,
+            });
+            continue;
+        }
+        let extra = Extra::of(&record.payload);
+        if record.step == Step::Reserved && extra.plain() {
+            open.insert(&record.id, writes.len());
+        }
+        writes.push(Some(Write::One(record, extra)));
+    }
+    writes.into_iter().flatten().collect()
+}
+
+/// `microtime(true)` as Horizon writes it, and the score of a list
+/// entry at that time (newest first).
+fn time_and_score(at: f64) -> (String, String) {
+    let time = format!("{at:.4}");
+    let score = format!("-{time}");
+    (time, score)
+}
+
+/// Unix seconds `minutes` after `at`.
+fn until(at: f64, minutes: u64) -> u64 {
+    at as u64 + minutes * 60
+}
+
+/// Adds the `D` op of a job reserved and completed in this batch.
+fn add_done(
+    batch: &mut Batch<'_>,
+    runs: &mut Runs,
+    [reserved, completed]: [&Record; 2],
+    extra: &Extra,
+    trim: &Trim,
+) {
+    let Step::Completed { runtime_ms } = completed.step else {
+        return;
+    };
+    let (reserved_at, recent_score) = time_and_score(reserved.at);
+    let (completed_at, completed_score) = time_and_score(completed.at);
+    let id = &reserved.id;
+    batch
+        .op_of("D", 2)
+        .key(id)
+        .text(id)
+        .text(&reserved.queue)
+        .text(&reserved.name);
+    batch
+        .payload(&reserved.payload)
+        .text(&reserved_at)
+        .text(&recent_score);
+    batch
+        .text(&completed_at)
+        .text(&completed_score)
+        .text(until(completed.at, trim.completed))
+        .text(u8::from(extra.silenced()));
+    runs.add(&reserved.queue, &reserved.name, runtime_ms);
+}
+
+/// Adds `record`'s op to `batch` (and its run to `runs`).
+fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, trim: &Trim) {
+    let tags = extra.tags();
+    let (time, score) = time_and_score(record.at);
+    let until = |minutes: u64| until(record.at, minutes);
+    let parent = |batch: &mut Batch<'_>| extra.retry_of().map_or(0, |id| batch.key_index(&id));
+    let id = &record.id;
+    match &record.step {
+        Step::Reserved | Step::Released | Step::Migrated => {
+            let code = match record.step {
+                Step::Reserved => "R",
+                Step::Released => "L",
+                _ => "M",
+            };
+            batch
+                .op(code)
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            batch
+                .payload(&record.payload)
+                .text(&time)
+                .text(until(trim.pending));
+            batch.text(&score).text(tags.len());
+            for tag in &tags {
+                batch.text(tag).key(tag);
+            }
+        }
+        Step::Completed { runtime_ms } => {
+            let parent = parent(batch);
+            batch
+                .op("C")
+                .key(id)
+                .text(id)
+                .text(&time)
+                .text(until(trim.completed));
+            batch
+                .text(&score)
+                .text(u8::from(extra.silenced()))
+                .text(parent)
+                .text(tags.len());
+            for tag in &tags {
+                batch.text(tag);
+            }
+            if !tags.is_empty() {
+                batch
+                    .text(&record.queue)
+                    .text(&record.name)
+                    .payload(&record.payload);
+                batch.text(until(trim.monitored));
+            }
+            runs.add(&record.queue, &record.name, *runtime_ms);
+        }
+        Step::Failed { exception } => {
+            let parent = parent(batch);
+            batch
+                .op("F")
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            batch.payload(&record.payload).text(exception).text(&time);
+            batch.text(until(trim.failed)).text(&score).text(parent);
+            batch.text(trim.failed * 60).text(tags.len());
+            for tag in &tags {
+                batch.key(&format!("failed:{tag}"));
+            }
+        }
+    }
+}
+
+/// PHP's truthiness of a JSON value, for `silenced`.
+fn truthy(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Bool(b) => *b,
+        serde_json::Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+        serde_json::Value::String(s) => !s.is_empty() && s != "0",
+        serde_json::Value::Array(a) => !a.is_empty(),
+        serde_json::Value::Object(_) => true,
+        serde_json::Value::Null => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, step: Step, payload: &str) -> Record {
+        Record {
+            id: id.into(),
+            name: "App\\Jobs\\Noop".into(),
+            queue: "default".into(),
+            payload: bytes::Bytes::copy_from_slice(payload.as_bytes()),
+            at: 1.0,
+            step,
+        }
+    }
+
+    fn shape(records: &[Record]) -> Vec<String> {
+        plan(records)
+            .iter()
+            .map(|w| match w {
+                Write::One(r, _) => format!("{:?} {}", r.step, r.id),
+                Write::Done { reserved, .. } => format!("Done {}", reserved.id),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_job_reserved_and_completed_in_one_batch_is_one_op() {
+        let done = || Step::Completed { runtime_ms: 1.0 };
+        let records = [
+            record("a", Step::Reserved, "{}"),
+            record("b", Step::Reserved, "{}"),
+            record("b", done(), "{}"),
+            record("a", Step::Released, "{}"),
+            record("c", Step::Reserved, r#"{"tags":["x"]}"#),
+            record("c", done(), r#"{"tags":["x"]}"#),
+            record("d", done(), "{}"),
+        ];
+        assert_eq!(
+            shape(&records),
+            [
+                "Reserved a",
+                "Done b",
+                "Released a",
+                "Reserved c",
+                "Completed { runtime_ms: 1.0 } c",
+                "Completed { runtime_ms: 1.0 } d",
+            ]
+        );
+    }
+}
