@@ -311,7 +311,9 @@ class Bench(Lab):
         """redis-benchmark of the worker's pop script on a preloaded list. The
         script is called with ARGV[2] = 1 (one job per call, Laravel's pop);
         a script that takes a count there (a batch pop) also gets a row at 32
-        jobs per call."""
+        jobs per call. A script that sets large jobs aside (KEYS[4], ARGV[3]
+        and ARGV[4], as `RedisQueue::pop` passes them) gets its key and 1 MiB
+        for both numbers: the benchmark's jobs are far smaller, so none is."""
         pop = pop_script()
         sha = self.r.cmd("SCRIPT", "LOAD", pop).decode()
         ready, reserved, _, notify = keys("bench-ceiling")
@@ -326,8 +328,7 @@ class Bench(Lab):
             expiry = str(int(time.time()) + 90)
             res = subprocess.run(
                 ["redis-benchmark", "-s", self.sock, "-c", "8", "-n", str(n // per_call),
-                 "-P", str(pipe), "--csv", "EVALSHA", sha, "3", ready, reserved, notify,
-                 expiry, str(per_call)],
+                 "-P", str(pipe), "--csv", "EVALSHA", sha, *keys_and_args(pop, expiry, per_call)],
                 capture_output=True, text=True)
             if res.returncode != 0:
                 raise RuntimeError(f"redis-benchmark failed: {res.stdout}{res.stderr}")
@@ -661,6 +662,17 @@ def pop_script():
     if not m:
         raise RuntimeError("cannot find the POP script in src/queue/scripts.rs")
     return m.group(1)
+
+
+def keys_and_args(pop, expiry, per_call):
+    """The EVALSHA arguments of the pop script on the ceiling's queue: the
+    key count, the keys, then expiry and jobs per call (and, for a script
+    with KEYS[4], the set-aside threshold and piece size in bytes)."""
+    ready, reserved, _, notify = keys("bench-ceiling")
+    if "KEYS[4]" not in pop:
+        return ["3", ready, reserved, notify, expiry, str(per_call)]
+    mib = str(1024 * 1024)
+    return ["4", ready, reserved, notify, ready + ":popped:bench", expiry, str(per_call), mib, mib]
 
 
 def parse_benchmark_csv(out):
