@@ -6,13 +6,18 @@
 Three queues, pushed at a steady pace for S seconds: `hot` (20 jobs/s of
 20 ms), `slow` (6 jobs/s of 800 ms) and `idle` (nothing). One worker with N
 slots (default 8) runs them with `balance = "off"` (`--queue=hot,slow,idle`
-in priority order), `"simple"` (a fixed even split) and `"auto"` (1 s
-cooldown), one after the other on one private redis-server (unix socket in a
-temporary directory, killed at the end). The handler is a shell script
+in priority order), `"simple"` (a fixed even split), `"auto"` (1 s
+cooldown) and "horizon-like" (`"auto"` with Horizon's supervisor defaults:
+autoScalingStrategy "time", minProcesses 1, balanceMaxShift 1,
+balanceCooldown 3 s, maxProcesses N), one after the other on one private
+redis-server (unix socket in a temporary directory, killed at the end); the
+table shows the [worker] settings each row wrote. The handler is a shell script
 (a process per job: on a loaded machine a "20 ms" job takes much longer)
 that notes when it started; a job's wait is that moment minus the push
 time carried in its id. Prints jobs done per second over the whole run
-(feed + drain) and the p95 wait per queue; asserts nothing.
+(feed + drain), the p95 wait per queue and the slot moves (the worker's
+"slots rebalanced" log lines); asserts nothing. bench/compare.py
+`--only balance` runs the same rows.
 """
 
 import argparse
@@ -40,9 +45,24 @@ esac
 
 
 def settings(slots):
-    """The rows: (name, [worker] settings in the order written)."""
-    return [(mode, {"balance": mode, "max_processes": slots, "balance_cooldown": 1})
-            for mode in ["off", "simple", "auto"]]
+    """The rows: (name, [worker] settings in the order written). Settings
+    not written take the worker's defaults (DEFAULTS)."""
+    return [
+        ("off", {"balance": "off", "max_processes": slots, "balance_cooldown": 1}),
+        ("simple", {"balance": "simple", "max_processes": slots, "balance_cooldown": 1}),
+        ("auto", {"balance": "auto", "max_processes": slots, "balance_cooldown": 1}),
+        # Horizon's supervisor options left at their defaults, maxProcesses
+        # the slots: autoScalingStrategy, minProcesses, balanceMaxShift,
+        # balanceCooldown (seconds).
+        ("horizon-like", {"balance": "auto", "auto_scaling_strategy": "time",
+                          "min_processes": 1, "max_processes": slots,
+                          "balance_max_shift": 1, "balance_cooldown": 3}),
+    ]
+
+
+# The worker's own defaults for what a row does not set.
+DEFAULTS = 'auto_scaling_strategy = "time", min_processes = 1, balance_max_shift = 1, ' \
+           "balance_cooldown = 3"
 
 
 def toml_value(v):
@@ -131,8 +151,9 @@ def header(slots, seconds):
     """The table's first lines."""
     return [f"{slots} slots, {seconds:g} s of load: "
             + ", ".join(f"{q} {r}/s x {t * 1000:g} ms" for q, (r, t) in LOAD.items()),
-            f"{'balance':8}  {'jobs/s':>7}  {'done':>11}  {'p95 wait hot':>12}  "
-            f"{'p95 wait slow':>13}  {'moves':>5}"]
+            f"[worker] settings a row leaves out are the defaults: {DEFAULTS}",
+            f"{'row':12}  {'jobs/s':>7}  {'done':>11}  {'p95 wait hot':>12}  "
+            f"{'p95 wait slow':>13}  {'moves':>5}  [worker] settings"]
 
 
 def rows(lab, slots, seconds):
@@ -142,8 +163,9 @@ def rows(lab, slots, seconds):
     for name, worker_settings in settings(slots):
         rate, p, done, total, moves = run(lab, worker_settings, slots, seconds)
         show = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
-        yield (f"{name:8}  {rate:7.1f}  {done:5}/{total:<5}  {show(p['hot']):>12}  "
-               f"{show(p['slow']):>13}  {moves:5}")
+        written = ", ".join(f"{k} = {toml_value(v)}" for k, v in worker_settings.items())
+        yield (f"{name:12}  {rate:7.1f}  {done:5}/{total:<5}  {show(p['hot']):>12}  "
+               f"{show(p['slow']):>13}  {moves:5}  {written}")
 
 
 def main():
