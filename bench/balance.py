@@ -158,14 +158,23 @@ def header(slots, seconds):
 
 def rows(lab, slots, seconds):
     """Runs every row in turn on `lab` (a benchlib.Lab with Redis
-    started), yielding each one's table line as it ends. bench/compare.py
+    started), yielding each one's results as it ends: a dict of the row's
+    name, its [worker] settings, jobs/s, p95 wait per queue (seconds, None
+    without jobs), jobs done and pushed, slot moves. bench/compare.py
     `--only balance` runs them too."""
     for name, worker_settings in settings(slots):
         rate, p, done, total, moves = run(lab, worker_settings, slots, seconds)
-        show = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
-        written = ", ".join(f"{k} = {toml_value(v)}" for k, v in worker_settings.items())
-        yield (f"{name:12}  {rate:7.1f}  {done:5}/{total:<5}  {show(p['hot']):>12}  "
-               f"{show(p['slow']):>13}  {moves:5}  {written}")
+        yield {"row": name, "settings": worker_settings, "jobs_per_s": rate,
+               "p95_wait_s": p, "done": done, "pushed": total, "moves": moves}
+
+
+def line(row):
+    """One row of the table, from a `rows()` result."""
+    show = lambda v: "-" if v is None else f"{v:.2f} s"  # noqa: E731
+    p = row["p95_wait_s"]
+    written = ", ".join(f"{k} = {toml_value(v)}" for k, v in row["settings"].items())
+    return (f"{row['row']:12}  {row['jobs_per_s']:7.1f}  {row['done']:5}/{row['pushed']:<5}  "
+            f"{show(p['hot']):>12}  {show(p['slow']):>13}  {row['moves']:5}  {written}")
 
 
 def main():
@@ -178,10 +187,10 @@ def main():
 
     def body():
         lab.start_redis()
-        for line in header(args.slots, args.seconds):
-            print(line, flush=True)
-        for line in rows(lab, args.slots, args.seconds):
-            print(line, flush=True)
+        for text in header(args.slots, args.seconds):
+            print(text, flush=True)
+        for row in rows(lab, args.slots, args.seconds):
+            print(line(row), flush=True)
 
     return run_guarded(body, lab.cleanup)
 

@@ -32,6 +32,14 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
+Two parts run only when `--only` names them, never in the default run:
+`balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
+mixed load; 8 slots, 10 s of load in quick, 30 s in full) and `pool_memory`
+(bench/pool_memory.py's setups: a PHP bridge pool with and without
+idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
+idle_timeout 2 s). They use this run's Redis and binary (--binary, else the
+release build) and print their tables after the others.
+
 Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
 jobs/s while it falls from 90 % to 10 % of its start length: process start-up
 and the tail are left out) and "wall" (N / exec-to-exit). Peak RSS is VmHWM of
@@ -52,6 +60,8 @@ import sys
 import threading
 import time
 
+import balance
+import pool_memory
 from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
                       keys, log, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
                       string_job, wait_all)
@@ -59,11 +69,15 @@ from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
 SIZES = {
     # jobs per throughput row, jobs per process-mode row, repetitions,
     # pickup samples, redis-benchmark requests, backlog (small, large, jobs run),
-    # due delayed jobs, seconds of probes after they come due
+    # due delayed jobs, seconds of probes after they come due; when named:
+    # balance (slots, seconds of load), pool_memory (processes, jobs,
+    # idle_timeout seconds)
     "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
-                  backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4),
+                  backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4,
+                  balance=(8, 10), pool_memory=(4, 4000, 2)),
     "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
-                 backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8),
+                 backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8,
+                 balance=(8, 30), pool_memory=(4, 4000, 2)),
 }
 
 
@@ -138,7 +152,12 @@ class Bench(Lab):
         self.http_proc = None
 
     def wanted(self, name):
+        """A part of the default run: run unless --only leaves it out."""
         return self.only is None or name in self.only
+
+    def named(self, name):
+        """A part outside the default run: run only when --only names it."""
+        return self.only is not None and name in self.only
 
     # -- setup
 
@@ -548,6 +567,31 @@ class Bench(Lab):
         self.results["extra"]["delayed_burst"] = res
         self.flush()
 
+    # -- rows of the other scripts, run only when named
+
+    def balance_rows(self):
+        """bench/balance.py's rows (`off`, `simple`, `auto`, `horizon-like`)
+        on this run's Redis, with this run's binary."""
+        slots, seconds = self.size["balance"]
+        self.flush()
+        rows = []
+        for row in balance.rows(self, slots, seconds):
+            log(f"balance: {balance.line(row)}")
+            rows.append(row)
+        self.results["extra"]["balance"] = {"slots": slots, "seconds": seconds, "rows": rows}
+        self.flush()
+
+    def pool_memory_rows(self):
+        """bench/pool_memory.py's setups (needs the PHP app)."""
+        if not self.app:
+            log("note: skipping pool_memory: the PHP bridge cannot run here")
+            return
+        processes, jobs, idle_timeout = self.size["pool_memory"]
+        rows = pool_memory.PoolMemory(self, processes, jobs, idle_timeout).rows()
+        self.results["extra"]["pool_memory"] = {"processes": processes, "jobs": jobs,
+                                                "idle_timeout": idle_timeout, "rows": rows}
+        self.flush()
+
     # -- report
 
     def machine(self):
@@ -620,6 +664,19 @@ class Bench(Lab):
                   f"{fmt(d['worst_pushed_at_s'], '+.2f')} s from due; {d['not_picked_up']} "
                   f"probes not picked up; {d['delayed_left']:,} still delayed and "
                   f"{d['default_left_when_stopped']:,} ready on `default` when stopped")
+        if "balance" in x:
+            b = x["balance"]
+            print("Balanced queues (bench/balance.py's rows):\n")
+            for text in balance.header(b["slots"], b["seconds"]):
+                print(text)
+            for row in b["rows"]:
+                print(balance.line(row))
+        if "pool_memory" in x:
+            m = x["pool_memory"]
+            for text in pool_memory.table(m["rows"], m["jobs"]):
+                print(text)
+        if "balance" in x or "pool_memory" in x:
+            print()
         print(f"- took {self.results['seconds']:.0f} s")
 
     def run(self):
@@ -644,6 +701,10 @@ class Bench(Lab):
             self.delayed_burst()
         if self.wanted("pickup"):
             self.pickup()
+        if self.named("balance"):
+            self.balance_rows()
+        if self.named("pool_memory"):
+            self.pool_memory_rows()
         self.results["load_end"] = load()
         self.results["seconds"] = time.monotonic() - t0
         self.report()
@@ -761,7 +822,9 @@ def main():
     ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, horizon "
                                    "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
-                                   "delayed, pickup")
+                                   "delayed, pickup; and, run only when named: balance "
+                                   "(bench/balance.py's rows), pool_memory "
+                                   "(bench/pool_memory.py's setups)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
     ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "
