@@ -2,6 +2,7 @@
 """Side-by-side benchmark: laravel-worker against `php artisan queue:work`.
 
     bench/compare.py [--size quick|full] [--reps N] [--only NAME,...] [--json FILE]
+                     [--binary PATH | --no-build] [--baseline PATH]
 
 One run, one private redis-server (unix socket in a temporary directory,
 killed at the end), the same queued no-op jobs (a real Laravel 8 `NoopJob`
@@ -31,6 +32,14 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
+Two parts run only when `--only` names them, never in the default run:
+`balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
+mixed load; 8 slots, 10 s of load in quick, 30 s in full) and `pool_memory`
+(bench/pool_memory.py's setups: a PHP bridge pool with and without
+idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
+idle_timeout 2 s). They use this run's Redis and binary (--binary, else the
+release build) and print their tables after the others.
+
 Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
 jobs/s while it falls from 90 % to 10 % of its start length: process start-up
 and the tail are left out) and "wall" (N / exec-to-exit). Peak RSS is VmHWM of
@@ -40,70 +49,37 @@ Ctrl-C.
 """
 
 import argparse
-import asyncio
 import json
 import os
 import random
 import re
-import secrets
 import shutil
-import signal
-import socket
 import statistics
-import string
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PREFIX = "laravel_database_"  # the Laravel 8 app's Redis prefix
-QUEUE = "default"
+import balance
+import pool_memory
+from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
+                      keys, log, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
+                      string_job, wait_all)
 
 SIZES = {
     # jobs per throughput row, jobs per process-mode row, repetitions,
     # pickup samples, redis-benchmark requests, backlog (small, large, jobs run),
-    # due delayed jobs, seconds of probes after they come due
+    # due delayed jobs, seconds of probes after they come due; when named:
+    # balance (slots, seconds of load), pool_memory (processes, jobs,
+    # idle_timeout seconds)
     "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
-                  backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4),
+                  backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4,
+                  balance=(8, 10), pool_memory=(4, 4000, 2)),
     "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
-                 backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8),
+                 backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8,
+                 balance=(8, 30), pool_memory=(4, 4000, 2)),
 }
 
-# The variables the app must not inherit (it reads its settings from .env).
-PHP_ENV_DROP = ["REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "REDIS_DB",
-                "REDIS_CACHE_DB", "CACHE_PREFIX", "APP_NAME", "QUEUE_CONNECTION",
-                "REDIS_QUEUE", "DB_CONNECTION", "DB_DATABASE", "LARAVEL_WORKER_PROTOCOL"]
-
-NOOP_JOB_PHP = r"""<?php
-
-namespace App\Jobs;
-
-use Illuminate\Bus\Queueable;
-use Illuminate\Contracts\Queue\ShouldQueue;
-use Illuminate\Foundation\Bus\Dispatchable;
-use Illuminate\Queue\InteractsWithQueue;
-use Illuminate\Queue\SerializesModels;
-
-/** Does nothing: the benchmark's job. */
-class NoopJob implements ShouldQueue
-{
-    use Dispatchable, InteractsWithQueue, Queueable, SerializesModels;
-
-    public function handle(): void
-    {
-    }
-}
-"""
-
-DISPATCH_ONE_PHP = r"""<?php
-// Boots the app as artisan does and dispatches one NoopJob onto its queue.
-$app = require $argv[1].'/bootstrap/app.php';
-$app->make(Illuminate\Contracts\Console\Kernel::class)->bootstrap();
-dispatch(new App\Jobs\NoopJob());
-"""
 
 # A warm no-op persistent handler: one answer on fd 3 per request line,
 # echoing the request's "call" number (the line starts with {"call":N,).
@@ -157,311 +133,33 @@ asyncio.run(main())
 """
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------- processes
-
-class Procs:
-    """Every process this script starts, each in its own session, so that
-    cleanup can stop exactly those (their process groups) and nothing else."""
-
-    def __init__(self):
-        self.live = []
-
-    def start(self, args, **kw):
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        p = subprocess.Popen(args, start_new_session=True, **kw)
-        self.live.append(p)
-        return p
-
-    def stop(self, p, grace=5.0):
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(grace)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
-        if p in self.live:
-            self.live.remove(p)
-
-    def stop_all(self):
-        for p in reversed(list(self.live)):
-            self.stop(p, grace=3.0)
-
-
-PROCS = Procs()
-
-
-def peak_rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def cpu_seconds(pid):
-    """utime + stime of the process itself (not its children), seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def wait_all(procs, timeout):
-    """Waits for every process to exit, sampling every 10 ms; returns (max
-    VmHWM KiB seen, CPU seconds of the processes themselves, summed over
-    them, as last seen before each exit)."""
-    peak = 0
-    cpu = {}
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [p for p in procs if p.poll() is None]
-        if not alive:
-            return peak, sum(cpu.values())
-        for p in alive:
-            kib = peak_rss_kib(p.pid)
-            if kib:
-                peak = max(peak, kib)
-            secs = cpu_seconds(p.pid)
-            if secs is not None:
-                cpu[p.pid] = secs
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"processes {[p.args for p in alive]} did not finish in {timeout} s")
-        time.sleep(0.01)
-
-
-# ---------------------------------------------------------------- redis
-
-class Redis:
-    """A minimal RESP client over the private server's unix socket."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
-        self.buf = b""
-
-    @staticmethod
-    def encode(args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            if not isinstance(a, bytes):
-                a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        return b"".join(out)
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("redis closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _exact(self, n):
-        while len(self.buf) < n + 2:
-            chunk = self.sock.recv(max(1 << 16, n + 2 - len(self.buf)))
-            if not chunk:
-                raise ConnectionError("redis closed the connection")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
-        return data
-
-    def reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError("redis: " + rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self._exact(n)
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise RuntimeError(f"redis: unexpected reply {line!r}")
-
-    def cmd(self, *args):
-        self.sock.sendall(self.encode(args))
-        return self.reply()
-
-    def pipeline(self, commands, chunk=500):
-        """Sends commands in chunks, reading each chunk's replies."""
-        for i in range(0, len(commands), chunk):
-            part = commands[i:i + chunk]
-            self.sock.sendall(b"".join(self.encode(c) for c in part))
-            for _ in part:
-                self.reply()
-
-    def close(self):
-        self.sock.close()
-
-
-def keys(queue):
-    base = f"{PREFIX}queues:{queue}"
-    return base, base + ":reserved", base + ":delayed", base + ":notify"
-
-
-PUSH_LUA = "redis.call('rpush', KEYS[1], ARGV[1])\nredis.call('rpush', KEYS[2], 1)\n"
-
-
-# ---------------------------------------------------------------- payloads
-
-class Payloads:
-    """Clones one payload with fresh uuid and id (both random in Laravel)."""
-
-    def __init__(self, template):
-        self.template = template
-        body = json.loads(template)
-        self.uuid = body.get("uuid")
-        self.id = body.get("id")
-
-    def make(self, job_id=None):
-        text = self.template
-        if self.uuid:
-            text = text.replace(self.uuid, str(uuid.uuid4()), 1)
-        if self.id:
-            text = text.replace(f'"id":"{self.id}"', f'"id":"{job_id or rand_id()}"', 1)
-        return text
-
-
-def rand_id():
-    return "".join(random.choices(string.ascii_letters + string.digits, k=32))
-
-
-def string_job(name, job_id=None):
-    """A string-job payload as `laravel-worker push` writes it."""
-    return json.dumps({
-        "uuid": str(uuid.uuid4()), "displayName": name, "job": name, "maxTries": None,
-        "maxExceptions": None, "failOnTimeout": False, "backoff": None, "timeout": None,
-        "data": {}, "id": job_id or rand_id(), "attempts": 0,
-    }, separators=(",", ":"))
-
-
-def preload(r, queue, payloads, count):
-    ready, _, _, notify = keys(queue)
-    cmds = []
-    batch = 1000
-    for start in range(0, count, batch):
-        n = min(batch, count - start)
-        cmds.append(["RPUSH", ready] + [payloads.make() for _ in range(n)])
-        cmds.append(["RPUSH", notify] + ["1"] * n)
-        if len(cmds) >= 20:
-            r.pipeline(cmds)
-            cmds = []
-    r.pipeline(cmds)
-
 
 # ---------------------------------------------------------------- the bench
 
-class Bench:
+class Bench(Lab):
+    """The rows of one run (benchlib.Lab: the private directory, Redis and
+    app they share); `run()` measures, `report()` prints."""
+
     def __init__(self, args):
+        super().__init__(args.binary)
         self.args = args
         self.size = dict(SIZES[args.size])
         if args.reps:
             self.size["reps"] = args.reps
         self.only = set(args.only.split(",")) if args.only else None
-        self.dir = tempfile.mkdtemp(prefix="lw-bench-")
-        self.sock = os.path.join(self.dir, "redis.sock")
-        self.bin = os.path.join(ROOT, "target", "release", "laravel-worker")
         self.results = {"rows": [], "extra": {}}
-        self.app = None
         self.http_port = None
         self.http_proc = None
 
     def wanted(self, name):
+        """A part of the default run: run unless --only leaves it out."""
         return self.only is None or name in self.only
 
+    def named(self, name):
+        """A part outside the default run: run only when --only names it."""
+        return self.only is not None and name in self.only
+
     # -- setup
-
-    def build(self):
-        log("building the release binary (cargo build --release)")
-        subprocess.run(["cargo", "build", "--release", "--manifest-path",
-                        os.path.join(ROOT, "Cargo.toml")], check=True)
-
-    def start_redis(self):
-        self.redis_proc = PROCS.start(
-            ["redis-server", "--port", "0", "--unixsocket", self.sock, "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(self.sock):
-                try:
-                    self.r = Redis(self.sock)
-                    self.r.cmd("PING")
-                    return
-                except OSError:
-                    pass
-            time.sleep(0.025)
-        raise RuntimeError("redis-server did not start")
-
-    def php_missing(self):
-        if not shutil.which("php"):
-            return "php is not installed"
-        probe = subprocess.run(
-            ["php", "-r", "exit(extension_loaded('redis') && "
-             "stream_resolve_include_path('Illuminate/autoload.php') ? 0 : 3);"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if probe.returncode != 0:
-            return "php lacks the redis extension or Debian's Laravel (php-redis, php-laravel-framework)"
-        return None
-
-    def php_env(self):
-        env = dict(os.environ)
-        for var in PHP_ENV_DROP:
-            env.pop(var, None)
-        return env
-
-    def setup_app(self):
-        why = self.php_missing()
-        if why:
-            log(f"note: skipping the PHP rows: {why}; the jobs are string jobs instead")
-            self.payloads = Payloads(string_job("App\\Jobs\\NoopJob"))
-            return
-        app = os.path.join(self.dir, "app")
-        shutil.copytree(os.path.join(ROOT, "tests", "laravel"), app)
-        for sub in ["storage/logs", "storage/framework/cache/data", "bootstrap/cache"]:
-            os.makedirs(os.path.join(app, sub), exist_ok=True)
-        with open(os.path.join(app, "app", "Jobs", "NoopJob.php"), "w") as f:
-            f.write(NOOP_JOB_PHP)
-        with open(os.path.join(self.dir, "dispatch-one.php"), "w") as f:
-            f.write(DISPATCH_ONE_PHP)
-        db = os.path.join(self.dir, "failed.sqlite")
-        open(db, "w").close()
-        with open(os.path.join(app, ".env"), "w") as f:
-            f.write(f"APP_NAME=Laravel\nAPP_ENV=production\nAPP_DEBUG=false\n"
-                    f"APP_KEY={secrets.token_hex(16)}\n"
-                    f"REDIS_HOST={self.sock}\nREDIS_PORT=0\n"
-                    f"DB_CONNECTION=sqlite\nDB_DATABASE={db}\n"
-                    f"JOB_LOG={os.path.join(self.dir, 'jobs.log')}\nLOG_CHANNEL=single\n")
-        self.app = app
-        subprocess.run(["php", os.path.join(self.dir, "dispatch-one.php"), app],
-                       cwd=app, env=self.php_env(), check=True)
-        ready, _, _, notify = keys(QUEUE)
-        got = self.r.cmd("LRANGE", ready, 0, -1)
-        if not got or len(got) != 1:
-            raise RuntimeError(f"expected one dispatched NoopJob on {ready}, found {got!r}")
-        self.r.cmd("DEL", ready, notify)
-        self.payloads = Payloads(got[0].decode())
-        log(f"NoopJob payload ({len(got[0])} bytes): {got[0][:160].decode()}...")
 
     def write_files(self):
         self.warm = os.path.join(self.dir, "warm.sh")
@@ -478,81 +176,8 @@ class Bench:
         with open(self.http_py, "w") as f:
             f.write(HTTP_PY)
 
-    def config(self, name, handlers, queue_extra=""):
-        path = os.path.join(self.dir, f"{name}.toml")
-        with open(path, "w") as f:
-            f.write(f"""[app]
-laravel = "8.83"
-
-[redis]
-url = "unix://{self.sock}?db=0"
-prefix = "{PREFIX}"
-
-[queue]
-connection = "redis"
-queue = "{QUEUE}"
-retry_after = 90
-{queue_extra}
-
-[cache]
-store = "redis"
-database = 1
-prefix = "laravel_cache"
-colon = true
-
-[failed]
-driver = "null"
-
-{handlers}""")
-        return path
-
-    def handler_persistent(self, command, processes, match="*"):
-        cmd = ", ".join(json.dumps(c) for c in command)
-        return (f'[[handlers]]\nmatch = {json.dumps(match)}\ncommand = [{cmd}]\n'
-                f'mode = "persistent"\nprocesses = {processes}\n\n')
 
     # -- helpers
-
-    def flush(self):
-        self.r.cmd("FLUSHALL")
-
-    def worker_env(self):
-        env = dict(os.environ)
-        env["RUST_LOG"] = "warn"
-        for var in PHP_ENV_DROP:
-            env.pop(var, None)
-        return env
-
-    def worker(self, config, *args, stdout=None, stderr=None, binary=None):
-        """Starts `laravel-worker work ARGS` (with `binary`, else the release
-        build); its stdout (one line per job) goes to a file counted by
-        `outcomes()` unless `stdout` is given."""
-        if stdout is None:
-            stdout = self.out_file()
-        return PROCS.start([binary or self.bin, "--config", config, "work", *args],
-                           env=self.worker_env(), stdout=stdout, stderr=stderr)
-
-    def out_file(self):
-        self.outputs = getattr(self, "outputs", [])
-        path = os.path.join(self.dir, f"out-{len(self.outputs)}.txt")
-        self.outputs.append(path)
-        return open(path, "w")
-
-    def outcomes(self):
-        """Counts (done, other) job lines in the outputs written since the
-        last call: laravel-worker's `DONE`/`FAIL`, queue:work's
-        `Processed:`/`Failed:`."""
-        done = other = 0
-        for path in getattr(self, "outputs", []):
-            with open(path, errors="replace") as f:
-                for line in f:
-                    if line.rstrip().endswith(" DONE") or "Processed:" in line:
-                        done += 1
-                    elif line.rstrip().endswith(" FAIL") or "Failed:" in line:
-                        other += 1
-            os.unlink(path)
-        self.outputs = []
-        return done, other
 
     def drain(self, start, n, timeout):
         """Starts processes with `start()`, samples the ready list until they
@@ -670,18 +295,8 @@ driver = "null"
         noeviction), started once; its socket."""
         sock = os.path.join(self.dir, "refusing.sock")
         if getattr(self, "refusing", None) is None:
-            self.refusing = PROCS.start(
-                ["redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--maxmemory-policy", "noeviction"],
-                stdout=subprocess.DEVNULL)
-            for _ in range(200):
-                if os.path.exists(sock):
-                    try:
-                        Redis(sock).cmd("CONFIG", "SET", "maxmemory", "1")
-                        break
-                    except OSError:
-                        pass
-                time.sleep(0.025)
+            self.refusing = start_redis_server(sock, self.dir, "--maxmemory-policy", "noeviction")
+            Redis(sock).cmd("CONFIG", "SET", "maxmemory", "1")
         return sock
 
     def start_http(self):
@@ -715,7 +330,9 @@ driver = "null"
         """redis-benchmark of the worker's pop script on a preloaded list. The
         script is called with ARGV[2] = 1 (one job per call, Laravel's pop);
         a script that takes a count there (a batch pop) also gets a row at 32
-        jobs per call."""
+        jobs per call. A script that sets large jobs aside (KEYS[4], ARGV[3]
+        and ARGV[4], as `RedisQueue::pop` passes them) gets its key and 1 MiB
+        for both numbers: the benchmark's jobs are far smaller, so none is."""
         pop = pop_script()
         sha = self.r.cmd("SCRIPT", "LOAD", pop).decode()
         ready, reserved, _, notify = keys("bench-ceiling")
@@ -730,8 +347,7 @@ driver = "null"
             expiry = str(int(time.time()) + 90)
             res = subprocess.run(
                 ["redis-benchmark", "-s", self.sock, "-c", "8", "-n", str(n // per_call),
-                 "-P", str(pipe), "--csv", "EVALSHA", sha, "3", ready, reserved, notify,
-                 expiry, str(per_call)],
+                 "-P", str(pipe), "--csv", "EVALSHA", sha, *keys_and_args(pop, expiry, per_call)],
                 capture_output=True, text=True)
             if res.returncode != 0:
                 raise RuntimeError(f"redis-benchmark failed: {res.stdout}{res.stderr}")
@@ -951,6 +567,31 @@ driver = "null"
         self.results["extra"]["delayed_burst"] = res
         self.flush()
 
+    # -- rows of the other scripts, run only when named
+
+    def balance_rows(self):
+        """bench/balance.py's rows (`off`, `simple`, `auto`, `horizon-like`)
+        on this run's Redis, with this run's binary."""
+        slots, seconds = self.size["balance"]
+        self.flush()
+        rows = []
+        for row in balance.rows(self, slots, seconds):
+            log(f"balance: {balance.line(row)}")
+            rows.append(row)
+        self.results["extra"]["balance"] = {"slots": slots, "seconds": seconds, "rows": rows}
+        self.flush()
+
+    def pool_memory_rows(self):
+        """bench/pool_memory.py's setups (needs the PHP app)."""
+        if not self.app:
+            log("note: skipping pool_memory: the PHP bridge cannot run here")
+            return
+        processes, jobs, idle_timeout = self.size["pool_memory"]
+        rows = pool_memory.PoolMemory(self, processes, jobs, idle_timeout).rows()
+        self.results["extra"]["pool_memory"] = {"processes": processes, "jobs": jobs,
+                                                "idle_timeout": idle_timeout, "rows": rows}
+        self.flush()
+
     # -- report
 
     def machine(self):
@@ -1023,11 +664,24 @@ driver = "null"
                   f"{fmt(d['worst_pushed_at_s'], '+.2f')} s from due; {d['not_picked_up']} "
                   f"probes not picked up; {d['delayed_left']:,} still delayed and "
                   f"{d['default_left_when_stopped']:,} ready on `default` when stopped")
+        if "balance" in x:
+            b = x["balance"]
+            print("Balanced queues (bench/balance.py's rows):\n")
+            for text in balance.header(b["slots"], b["seconds"]):
+                print(text)
+            for row in b["rows"]:
+                print(balance.line(row))
+        if "pool_memory" in x:
+            m = x["pool_memory"]
+            for text in pool_memory.table(m["rows"], m["jobs"]):
+                print(text)
+        if "balance" in x or "pool_memory" in x:
+            print()
         print(f"- took {self.results['seconds']:.0f} s")
 
     def run(self):
         t0 = time.monotonic()
-        if not self.args.no_build:
+        if not self.args.binary and not self.args.no_build:
             self.build()
         self.results["machine"] = self.machine()
         self.results["load_start"] = load()
@@ -1047,6 +701,10 @@ driver = "null"
             self.delayed_burst()
         if self.wanted("pickup"):
             self.pickup()
+        if self.named("balance"):
+            self.balance_rows()
+        if self.named("pool_memory"):
+            self.pool_memory_rows()
         self.results["load_end"] = load()
         self.results["seconds"] = time.monotonic() - t0
         self.report()
@@ -1054,13 +712,6 @@ driver = "null"
             with open(self.args.json, "w") as f:
                 json.dump(self.results, f, indent=2)
 
-    def cleanup(self):
-        try:
-            self.r.close()
-        except Exception:
-            pass
-        PROCS.stop_all()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -1072,6 +723,17 @@ def pop_script():
     if not m:
         raise RuntimeError("cannot find the POP script in src/queue/scripts.rs")
     return m.group(1)
+
+
+def keys_and_args(pop, expiry, per_call):
+    """The EVALSHA arguments of the pop script on the ceiling's queue: the
+    key count, the keys, then expiry and jobs per call (and, for a script
+    with KEYS[4], the set-aside threshold and piece size in bytes)."""
+    ready, reserved, _, notify = keys("bench-ceiling")
+    if "KEYS[4]" not in pop:
+        return ["3", ready, reserved, notify, expiry, str(per_call)]
+    mib = str(1024 * 1024)
+    return ["4", ready, reserved, notify, ready + ":popped:bench", expiry, str(per_call), mib, mib]
 
 
 def parse_benchmark_csv(out):
@@ -1160,28 +822,18 @@ def main():
     ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, horizon "
                                    "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
-                                   "delayed, pickup")
+                                   "delayed, pickup; and, run only when named: balance "
+                                   "(bench/balance.py's rows), pool_memory "
+                                   "(bench/pool_memory.py's setups)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
+    ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "
+                                     "target/release, built first unless --no-build)")
     ap.add_argument("--baseline", help="another laravel-worker binary: the horizon rows run "
                                        "with it too, in the same repetitions (before/after)")
     args = ap.parse_args()
-
-    def stop(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
     bench = Bench(args)
-    try:
-        bench.run()
-    except KeyboardInterrupt as e:
-        log(f"interrupted ({e}); stopping what was started")
-        return 130
-    finally:
-        bench.cleanup()
-    return 0
-
+    return run_guarded(bench.run, bench.cleanup)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,15 +19,16 @@ endpoint this script serves.
 
 import argparse
 import http.server
-import json
 import os
 import sqlite3
 import statistics
 import subprocess
-import tempfile
+import sys
 import threading
 import time
-import uuid
+
+from benchlib import (FULL_OPTIONS, PROCS, Lab, job_payload, plain_config, run_guarded,
+                      status_kib, write_script)
 
 MB = 1_000_000
 
@@ -39,15 +40,9 @@ def payload(size_mb, plain=False):
     unit = "abcdefghij" if plain else 'x"\\/é'
     blob = unit * (size_mb * MB // len(unit.encode()))
     command = 'O:12:"App\\Jobs\\Big":1:{s:4:"blob";s:%d:"%s";}' % (len(blob.encode()), blob)
-    return json.dumps({
-        "uuid": str(uuid.uuid4()),
-        "displayName": "App\\Jobs\\Big",
-        "job": "Illuminate\\Queue\\CallQueuedHandler@call",
-        "maxTries": None, "maxExceptions": None, "failOnTimeout": False,
-        "backoff": None, "timeout": None, "retryUntil": None,
-        "data": {"commandName": "App\\Jobs\\Big", "command": command},
-        "id": "big", "attempts": 0,
-    })
+    return job_payload("App\\Jobs\\Big", job="Illuminate\\Queue\\CallQueuedHandler@call",
+                       data={"commandName": "App\\Jobs\\Big", "command": command},
+                       job_id="big", options={**FULL_OPTIONS, "retryUntil": None})
 
 
 class Sink(http.server.BaseHTTPRequestHandler):
@@ -70,40 +65,42 @@ def start_sink():
     return server
 
 
+PERSISTENT_PY = (
+    "#!/usr/bin/env python3\n"
+    "import os, re, sys\n"
+    "answers = os.fdopen(3, 'w')\n"
+    "for line in sys.stdin.buffer:\n"
+    "    call = re.match(rb'\\{\"call\":(\\d+)', line).group(1).decode()\n"
+    "    answers.write('{\"call\":%s,\"action\":\"done\"}\\n' % call)\n"
+    "    answers.flush()\n"
+)
+
+
 def write_config(tmp, socket, case, http_port=None):
+    """Writes TMP/CASE.toml for a case (transport+option) and its handler;
+    returns its path."""
     transport, _, option = case.partition("+")
     if transport == "http":
         # Signed, so the signature's cost in memory shows too.
         config = os.path.join(tmp, f"{case}.toml")
         with open(config, "w") as f:
             f.write(
-                f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
-                '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
-                f'[[handlers]]\nmatch = "*"\nurl = "http://127.0.0.1:{http_port}/"\n'
+                plain_config(socket)
+                + f'[[handlers]]\nmatch = "*"\nurl = "http://127.0.0.1:{http_port}/"\n'
                 'secret_env = "BENCH_HANDLER_SECRET"\n'
             )
         return config
-    handler = os.path.join(tmp, "handler.sh")
-    with open(handler, "w") as f:
-        if transport == "process" and option.startswith("fail"):
-            f.write("#!/bin/sh\ncat > /dev/null\nexit 1\n")
-        elif transport == "process":
-            f.write("#!/bin/sh\ncat > /dev/null\n")
-        else:
-            # Persistent: one request per line on stdin, answer on fd 3
-            # echoing the request's call id. Python reads a line in large
-            # blocks (a shell's `read` takes a system call per byte, too
-            # slow for a line of hundreds of MB).
-            f.write(
-                "#!/usr/bin/env python3\n"
-                "import os, re, sys\n"
-                "answers = os.fdopen(3, 'w')\n"
-                "for line in sys.stdin.buffer:\n"
-                "    call = re.match(rb'\\{\"call\":(\\d+)', line).group(1).decode()\n"
-                "    answers.write('{\"call\":%s,\"action\":\"done\"}\\n' % call)\n"
-                "    answers.flush()\n"
-            )
-    os.chmod(handler, 0o755)
+    if transport == "process" and option.startswith("fail"):
+        script = "#!/bin/sh\ncat > /dev/null\nexit 1\n"
+    elif transport == "process":
+        script = "#!/bin/sh\ncat > /dev/null\n"
+    else:
+        # Persistent: one request per line on stdin, answer on fd 3
+        # echoing the request's call id. Python reads a line in large
+        # blocks (a shell's `read` takes a system call per byte, too
+        # slow for a line of hundreds of MB).
+        script = PERSISTENT_PY
+    handler = write_script(os.path.join(tmp, "handler.sh"), script)
     failed = 'driver = "null"\n'
     if option == "fail-redis":
         failed = 'driver = "redis"\n'
@@ -121,51 +118,42 @@ def write_config(tmp, socket, case, http_port=None):
     config = os.path.join(tmp, f"{case}.toml")
     with open(config, "w") as f:
         f.write(
-            f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
-            f'[cache]\nstore = "none"\n[failed]\n{failed}'
-            f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\n'
+            plain_config(socket, failed)
+            + f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\n'
             + ('mode = "persistent"\n' if transport == "persistent" else "")
             + ("decode_command = false\n" if option == "nodecode" else "")
         )
     return config
 
 
-def redis_cli(socket, *args, stdin=None):
-    return subprocess.run(
-        ["redis-cli", "-s", socket, *args], input=stdin, capture_output=True, check=True
-    ).stdout
-
-
-def peak_kib(binary, config, socket, body):
-    redis_cli(socket, "FLUSHALL")
+def peak_kib(binary, config, r, body):
+    """Runs `work --stop-when-empty` on one job `body`; returns the
+    daemon's VmHWM in KiB, or None for a binary that refuses the config's
+    decode_command. Exits the script if the worker fails or leaves the
+    job in Redis."""
+    r.cmd("FLUSHALL")
     database = config[: -len(".toml")] + ".sqlite"
     if os.path.exists(database):
         with sqlite3.connect(database) as db:
             db.execute("DELETE FROM failed_jobs")
-    redis_cli(socket, "-x", "RPUSH", "bench_queues:default", stdin=body)
-    proc = subprocess.Popen(
+    r.cmd("RPUSH", "bench_queues:default", body)
+    proc = PROCS.start(
         [binary, "--config", config, "work", "--stop-when-empty", "--sleep=0", "--memory=4096",
          "--tries=1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, "BENCH_HANDLER_SECRET": "bench-secret"},
     )
     peak = 0
-    status = f"/proc/{proc.pid}/status"
     while proc.poll() is None:
-        try:
-            with open(status) as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        peak = int(line.split()[1])
-        except (FileNotFoundError, ProcessLookupError):
-            break
+        peak = max(peak, status_kib(proc.pid, "VmHWM") or 0)
         time.sleep(0.01)
     err = proc.stderr.read().decode(errors="replace")
+    PROCS.stop(proc)
     if proc.returncode != 0 and "unknown field `decode_command`" in err:
         return None  # a binary from before the option
     if proc.returncode != 0:
         raise SystemExit(f"{binary} exited {proc.returncode}:\n{err[-2000:]}")
-    left = [k for k in redis_cli(socket, "KEYS", "*").decode().split() if "failed_jobs" not in k]
+    left = [k.decode() for k in r.cmd("KEYS", "*") if b"failed_jobs" not in k]
     if left:
         raise SystemExit(f"{binary}: the job was not settled ({left}):\n{err[-2000:]}")
     return peak
@@ -188,36 +176,27 @@ def main():
     args = ap.parse_args()
     binaries = args.binary or ["target/release/laravel-worker"]
     sink = start_sink()
-    with tempfile.TemporaryDirectory(prefix="lw-bench-") as tmp:
-        socket = os.path.join(tmp, "redis.sock")
-        server = subprocess.Popen(
-            ["redis-server", "--port", "0", "--unixsocket", socket, "--save", "",
-             "--appendonly", "no", "--proto-max-bulk-len", "1gb"],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            for _ in range(200):
-                if os.path.exists(socket):
-                    break
-                time.sleep(0.02)
-            print("size_MB  payload_MB  case                 binary                    "
-                  "peak_MB  peak/payload  target_MB")
-            for size in [int(s) for s in args.sizes.split(",")]:
-                body = payload(size, args.plain).encode()
-                for case in args.cases.split(","):
-                    config = write_config(tmp, socket, case, sink.server_address[1])
-                    for binary in binaries:
-                        peaks = [peak_kib(binary, config, socket, body) for _ in range(args.runs)]
-                        if None in peaks:
-                            continue
-                        peak = statistics.median(peaks) * 1024 / MB
-                        size_mb = len(body) / MB
-                        print(f"{size:7}  {size_mb:10.1f}  {case:19}  {binary[-24:]:24}  "
-                              f"{peak:7.1f}  {peak / size_mb:12.2f}  {3 * size_mb + 10:9.1f}")
-        finally:
-            server.kill()
-            server.wait()
+    lab = Lab()
+
+    def body():
+        lab.start_redis("--proto-max-bulk-len", "1gb")
+        print("size_MB  payload_MB  case                 binary                    "
+              "peak_MB  peak/payload  target_MB")
+        for size in [int(s) for s in args.sizes.split(",")]:
+            body = payload(size, args.plain).encode()
+            for case in args.cases.split(","):
+                config = write_config(lab.dir, lab.sock, case, sink.server_address[1])
+                for binary in binaries:
+                    peaks = [peak_kib(binary, config, lab.r, body) for _ in range(args.runs)]
+                    if None in peaks:
+                        continue
+                    peak = statistics.median(peaks) * 1024 / MB
+                    size_mb = len(body) / MB
+                    print(f"{size:7}  {size_mb:10.1f}  {case:19}  {binary[-24:]:24}  "
+                          f"{peak:7.1f}  {peak / size_mb:12.2f}  {3 * size_mb + 10:9.1f}")
+
+    return run_guarded(body, lab.cleanup)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -25,82 +25,50 @@ redis extension and Debian's Laravel (php-laravel-framework).
 
 import argparse
 import os
-import signal
+import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare  # noqa: E402  (bench/compare.py: redis, app, payloads, process helpers)
-from compare import PROCS, QUEUE, keys, log, preload  # noqa: E402
-
-
-def status_kib(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def pss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def children(pid):
-    """The live children of `pid`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X") and int(fields[1]) == pid:
-            found.append(int(name))
-    return found
+from benchlib import (PROCS, QUEUE, ROOT, Lab, children, keys, log, preload, pss_kib,
+                      run_guarded, status_kib)
 
 
 def measure(pids):
     """(processes, RSS KiB, PSS KiB) summed over `pids`."""
-    return len(pids), sum(status_kib(p, "VmRSS") for p in pids), sum(pss_kib(p) for p in pids)
+    return (len(pids), sum(status_kib(p, "VmRSS") or 0 for p in pids),
+            sum(pss_kib(p) for p in pids))
 
 
-class PoolBench(compare.Bench):
-    def __init__(self, args):
-        args.size, args.reps, args.only = "quick", None, None
-        super().__init__(args)
-        if args.binary:
-            self.bin = os.path.abspath(args.binary)
+class PoolMemory:
+    """The three setups on `lab` (a benchlib.Lab with Redis and the app
+    started): `processes` PHP processes, bursts of `jobs`, the pool's
+    `idle_timeout` in seconds. bench/compare.py `--only pool_memory` runs
+    them too."""
+
+    def __init__(self, lab, processes, jobs, idle_timeout):
+        self.lab = lab
+        self.processes = processes
+        self.jobs = jobs
+        self.idle_timeout = idle_timeout
 
     def bridge_config(self, idle_timeout):
-        n = self.args.processes
-        bridge = os.path.join(compare.ROOT, "php", "laravel-worker-bridge.php")
-        handler = self.handler_persistent(["php", bridge, f"--app={self.app}"], n)
+        n = self.processes
+        bridge = os.path.join(ROOT, "php", "laravel-worker-bridge.php")
+        handler = self.lab.handler_persistent(["php", bridge, f"--app={self.lab.app}"], n)
         handler += "decode_command = false\n"
         if idle_timeout:
             handler += f"idle_timeout = {idle_timeout}\n"
-        return self.config(f"pool-{idle_timeout or 'kept'}", handler + "\n")
+        return self.lab.config(f"pool-{idle_timeout or 'kept'}", handler + "\n")
 
     def burst(self, pids_of, done_idle):
         """Preloads the burst, samples until the queue is empty, then waits
         for `done_idle()`; returns (under load, idle) measurements."""
+        r = self.lab.r
         ready, reserved = keys(QUEUE)[0], keys(QUEUE)[1]
-        preload(self.r, QUEUE, self.payloads, self.args.jobs)
+        preload(r, QUEUE, self.lab.payloads, self.jobs)
         peak = (0, 0, 0)
         deadline = time.monotonic() + 600
-        while self.r.cmd("LLEN", ready) + self.r.cmd("ZCARD", reserved) > 0:
+        while r.cmd("LLEN", ready) + r.cmd("ZCARD", reserved) > 0:
             sample = measure(pids_of())
             if sample[1] > peak[1]:
                 peak = sample
@@ -115,9 +83,9 @@ class PoolBench(compare.Bench):
         return peak, measure(pids_of())
 
     def laravel_worker(self, idle_timeout):
-        n = self.args.processes
-        worker = self.worker(self.bridge_config(idle_timeout), "--sleep=1",
-                             f"--concurrency={n}")
+        n = self.processes
+        worker = self.lab.worker(self.bridge_config(idle_timeout), "--sleep=1",
+                                 f"--concurrency={n}")
         settle = time.monotonic()
 
         def pids():
@@ -126,7 +94,7 @@ class PoolBench(compare.Bench):
         def rested():
             if idle_timeout:
                 return not children(worker.pid)
-            return time.monotonic() - settle > self.args.idle_timeout + 1
+            return time.monotonic() - settle > self.idle_timeout + 1
 
         try:
             time.sleep(1)
@@ -134,14 +102,14 @@ class PoolBench(compare.Bench):
             under, idle = self.burst(pids, rested)
         finally:
             PROCS.stop(worker)
-            self.outcomes()
+            self.lab.outcomes()
         return at_start, under, idle
 
-    def queue_work(self, _count=None):
-        n = self.args.processes
+    def queue_work(self):
+        n = self.processes
         procs = [PROCS.start(["php", "artisan", "queue:work", "redis", "--sleep=1"],
-                             cwd=self.app, env=self.php_env(), stdout=self.out_file(),
-                             stderr=compare.subprocess.STDOUT)
+                             cwd=self.lab.app, env=self.lab.php_env(),
+                             stdout=self.lab.out_file(), stderr=subprocess.STDOUT)
                  for _ in range(n)]
         try:
             # Time to boot and poll the empty queue.
@@ -150,22 +118,17 @@ class PoolBench(compare.Bench):
             start = time.monotonic()
             under, idle = self.burst(
                 lambda: [p.pid for p in procs],
-                lambda: time.monotonic() - start > self.args.idle_timeout + 1)
+                lambda: time.monotonic() - start > self.idle_timeout + 1)
         finally:
             for p in procs:
                 PROCS.stop(p)
-            self.outcomes()
+            self.lab.outcomes()
         return at_start, under, idle
 
-    def run(self):
-        if not self.args.binary and not self.args.no_build:
-            self.build()
-        self.start_redis()
-        self.setup_app()
-        if not self.app:
-            log("the PHP bridge cannot run here; nothing to measure")
-            return
-        n, s = self.args.processes, self.args.idle_timeout
+    def rows(self):
+        """Runs the three setups; returns [(setup, (at start, under load,
+        idle after))], each a `measure()`."""
+        n, s = self.processes, self.idle_timeout
         rows = [
             (f"laravel-worker + bridge, processes = {n}, idle_timeout = {s}",
              lambda: self.laravel_worker(s)),
@@ -175,18 +138,37 @@ class PoolBench(compare.Bench):
         ]
         results = []
         for name, run in rows:
-            self.flush()
-            log(f"{name}: {self.args.jobs} jobs")
+            self.lab.flush()
+            log(f"{name}: {self.jobs} jobs")
             results.append((name, run()))
-        print(f"\n{self.args.jobs} NoopJobs in one burst; RSS and PSS in MiB of the daemon "
-              f"+ its PHP processes (or of the queue:work processes); processes counted "
-              f"in /proc\n")
-        print(f"| {'setup':58} | start: procs, RSS, PSS | under load: procs, RSS, PSS "
-              f"| idle after: procs, RSS, PSS |")
-        print(f"|{'-' * 60}|---|---|---|")
-        for name, (start, under, idle) in results:
-            cell = lambda m: f"{m[0]}, {m[1] / 1024:.1f}, {m[2] / 1024:.1f}"  # noqa: E731
-            print(f"| {name:58} | {cell(start)} | {cell(under)} | {cell(idle)} |")
+        return results
+
+
+def table(results, jobs):
+    """The report of `PoolMemory.rows()`: text lines (MiB)."""
+    lines = [f"\n{jobs} NoopJobs in one burst; RSS and PSS in MiB of the daemon "
+             f"+ its PHP processes (or of the queue:work processes); processes counted "
+             f"in /proc\n",
+             f"| {'setup':58} | start: procs, RSS, PSS | under load: procs, RSS, PSS "
+             f"| idle after: procs, RSS, PSS |",
+             f"|{'-' * 60}|---|---|---|"]
+    for name, (start, under, idle) in results:
+        cell = lambda m: f"{m[0]}, {m[1] / 1024:.1f}, {m[2] / 1024:.1f}"  # noqa: E731
+        lines.append(f"| {name:58} | {cell(start)} | {cell(under)} | {cell(idle)} |")
+    return lines
+
+
+def run(lab, args):
+    if not args.binary and not args.no_build:
+        lab.build()
+    lab.start_redis()
+    lab.setup_app()
+    if not lab.app:
+        log("the PHP bridge cannot run here; nothing to measure")
+        return
+    results = PoolMemory(lab, args.processes, args.jobs, args.idle_timeout).rows()
+    for line in table(results, args.jobs):
+        print(line)
 
 
 def main():
@@ -199,21 +181,8 @@ def main():
     ap.add_argument("--idle-timeout", type=int, default=2, help="seconds (the pool's idle_timeout)")
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
-
-    def stop(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
-    bench = PoolBench(args)
-    try:
-        bench.run()
-    except KeyboardInterrupt as e:
-        log(f"interrupted ({e}); stopping what was started")
-        return 130
-    finally:
-        bench.cleanup()
-    return 0
+    lab = Lab(args.binary)
+    return run_guarded(lambda: run(lab, args), lab.cleanup)
 
 
 if __name__ == "__main__":

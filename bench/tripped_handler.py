@@ -14,14 +14,14 @@ reserved) after SIGTERM. Prints numbers; asserts nothing.
 """
 
 import argparse
-import json
 import os
-import signal
-import subprocess
+import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (PROCS, ROOT, SHORT_OPTIONS, Lab, job_payload, plain_config, push,
+                      run_guarded, write_script)
+
 QUEUE = "bench_queues:default"
 
 # Old protocol: `{"action":"done"}` without `call`. Counts requests and starts.
@@ -34,42 +34,18 @@ done
 """
 
 
-def resp(*parts):
-    out = [f"*{len(parts)}\r\n".encode()]
-    for p in parts:
-        b = p.encode()
-        out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
-    return b"".join(out)
-
-
-def redis_cli(socket, *args, stdin=None):
-    return subprocess.run(
-        ["redis-cli", "-s", socket, *args], input=stdin, capture_output=True, check=True
-    ).stdout
-
-
-def push(socket, jobs):
-    commands = []
+def payloads(jobs):
     for n in range(jobs):
-        payload = {
-            "uuid": f"00000000-0000-4000-8000-{n:012d}",
-            "displayName": "App\\Jobs\\Work",
-            "job": "App\\Jobs\\Work@handle",
-            "maxTries": None,
-            "timeout": None,
-            "data": {"n": n},
-            "id": str(n),
-            "attempts": 0,
-        }
-        commands.append(resp("RPUSH", QUEUE, json.dumps(payload)))
-    redis_cli(socket, "--pipe", stdin=b"".join(commands))
+        yield job_payload("App\\Jobs\\Work", job="App\\Jobs\\Work@handle", data={"n": n},
+                          job_id=str(n), job_uuid=f"00000000-0000-4000-8000-{n:012d}",
+                          options=SHORT_OPTIONS)
 
 
-def left(socket):
+def left(r):
+    """Jobs waiting, delayed and reserved on QUEUE."""
     script = ("return redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2]) "
               "+ redis.call('ZCARD', KEYS[3])")
-    out = redis_cli(socket, "EVAL", script, "3", QUEUE, QUEUE + ":delayed", QUEUE + ":reserved")
-    return int(out)
+    return r.cmd("EVAL", script, "3", QUEUE, QUEUE + ":delayed", QUEUE + ":reserved")
 
 
 def lines(path):
@@ -80,35 +56,28 @@ def lines(path):
         return 0
 
 
-def run(binary, tmp, socket, jobs, seconds):
-    redis_cli(socket, "FLUSHALL")
-    work = tempfile.mkdtemp(dir=tmp)
-    handler = os.path.join(work, "handler.sh")
-    with open(handler, "w") as f:
-        f.write(HANDLER)
-    os.chmod(handler, 0o755)
+def run(binary, lab, jobs, seconds):
+    lab.flush()
+    work = tempfile.mkdtemp(dir=lab.dir)
+    handler = write_script(os.path.join(work, "handler.sh"), HANDLER)
     config = os.path.join(work, "config.toml")
     with open(config, "w") as f:
-        f.write(
-            f'[redis]\nurl = "unix://{socket}?db=0"\nprefix = "bench_"\n'
-            '[cache]\nstore = "none"\n[failed]\ndriver = "null"\n'
-            f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\nmode = "persistent"\n'
-        )
-    push(socket, jobs)
+        f.write(plain_config(lab.sock)
+                + f'[[handlers]]\nmatch = "*"\ncommand = ["{handler}"]\nmode = "persistent"\n')
+    push(lab.r, QUEUE, payloads(jobs))  # no :notify entries: the worker polls
     out, err = os.path.join(work, "stdout"), os.path.join(work, "stderr")
     with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(
+        proc = PROCS.start(
             [binary, "--config", config, "work", "--sleep=0.05", "--tries=0"],
             stdout=o, stderr=e, env={**os.environ, "BENCH_DIR": work, "NO_COLOR": "1"},
         )
         time.sleep(seconds)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=60)
+        code = PROCS.terminate(proc, timeout=60)
     return {
         "requests": lines(os.path.join(work, "requests")),
         "starts": lines(os.path.join(work, "starts")),
         "log_lines": lines(out) + lines(err),
-        "left": left(socket),
+        "left": left(lab.r),
         "exit": code,
     }
 
@@ -120,29 +89,20 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     args = ap.parse_args()
     binaries = args.binary or [os.path.join(ROOT, "target/debug/laravel-worker")]
-    with tempfile.TemporaryDirectory(prefix="lw-bench-") as tmp:
-        socket = os.path.join(tmp, "redis.sock")
-        server = subprocess.Popen(
-            ["redis-server", "--port", "0", "--unixsocket", socket, "--save", "",
-             "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            for _ in range(200):
-                if os.path.exists(socket):
-                    break
-                time.sleep(0.02)
-            print(f"{args.jobs} jobs, old-protocol persistent handler, {args.seconds:g} s")
-            print(f"{'binary':40}  {'requests':>8}  {'starts':>6}  {'log_lines':>9}  "
-                  f"{'left':>6}  exit")
-            for binary in binaries:
-                r = run(binary, tmp, socket, args.jobs, args.seconds)
-                print(f"{binary[-40:]:40}  {r['requests']:8}  {r['starts']:6}  "
-                      f"{r['log_lines']:9}  {r['left']:6}  {r['exit']}")
-        finally:
-            server.terminate()
-            server.wait()
+    lab = Lab()
+
+    def body():
+        lab.start_redis()
+        print(f"{args.jobs} jobs, old-protocol persistent handler, {args.seconds:g} s")
+        print(f"{'binary':40}  {'requests':>8}  {'starts':>6}  {'log_lines':>9}  "
+              f"{'left':>6}  exit")
+        for binary in binaries:
+            r = run(binary, lab, args.jobs, args.seconds)
+            print(f"{binary[-40:]:40}  {r['requests']:8}  {r['starts']:6}  "
+                  f"{r['log_lines']:9}  {r['left']:6}  {r['exit']}")
+
+    return run_guarded(body, lab.cleanup)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
