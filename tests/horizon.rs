@@ -617,3 +617,71 @@ fn a_balanced_worker_reports_its_slots_per_queue() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
 }
+
+/// A stand-in for Horizon's `RetryFailedJob` (Horizon is not installed
+/// here): a job of that class name that records its run like the test
+/// app's own jobs.
+const RETRY_STAND_IN: &str = r#"<?php
+
+namespace Laravel\Horizon\Jobs;
+
+use App\Jobs\RecordsRuns;
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Queue\InteractsWithQueue;
+
+class RetryFailedJob implements ShouldQueue
+{
+    use InteractsWithQueue, Queueable, RecordsRuns;
+
+    public function handle(): void
+    {
+        $this->recordRun();
+    }
+}
+"#;
+
+/// Horizon's Retry button dispatches `Laravel\Horizon\Jobs\RetryFailedJob`
+/// onto the app's queue. With the app's path known and no handler taking
+/// that class, the daemon hands it to the PHP bridge built into the binary,
+/// which runs it in the app; the other jobs keep their handler.
+#[test]
+fn horizons_retry_job_goes_to_the_built_in_php_bridge() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    std::fs::write(app.dir.join("bootstrap/horizon-retry.php"), RETRY_STAND_IN).unwrap();
+    let autoload = app.dir.join("bootstrap/autoload.php");
+    let mut text = std::fs::read_to_string(&autoload).unwrap();
+    text.push_str("\nrequire_once __DIR__.'/horizon-retry.php';\n");
+    std::fs::write(&autoload, text).unwrap();
+    let config = horizon(
+        s.config()
+            .recording("")
+            .tune(|h| h.matching("App\\*"))
+            .app_path(&app.dir),
+    )
+    .write();
+    let class = "Laravel\\Horizon\\Jobs\\RetryFailedJob";
+    let command = format!(
+        "O:{}:\"{class}\":1:{{s:3:\"tag\";s:5:\"retry\";}}",
+        class.len()
+    );
+    let retry = Job::laravel8(class).set("data", json!({"commandName": class, "command": command}));
+    let [plain] = Job::named(["Plain"]);
+    s.redis.push("default", &retry.build());
+    s.redis.push("default", &plain.build());
+    let d = s.work_until_exit(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+
+    let runs = app.events("handle", "retry");
+    assert_eq!(runs.len(), 1, "{}", d.stderr_text());
+    assert_eq!(runs[0]["job"], "RetryFailedJob");
+    assert!(
+        d.stderr_text().contains("go to the PHP bridge"),
+        "{}",
+        d.stderr_text()
+    );
+    assert_eq!(s.log().len(), 1, "the other job keeps its handler");
+    assert_eq!(hash(&s, &retry.uuid())["status"], "completed");
+}

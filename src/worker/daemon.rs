@@ -555,7 +555,10 @@ impl Daemon {
         let settling = self.settling.ticket();
         let counted = self.pulse.counter().start();
         self.in_flight.spawn(async move {
-            task::run_job(job, &services, tickets).await;
+            // Boxed: the job's future is several KiB (every stage a job
+            // goes through, the handler call's included); unboxed, the
+            // runtime would copy it whole at each move of the task.
+            Box::pin(task::run_job(job, &services, tickets)).await;
             drop(settling);
             drop(counted);
             if !services.options.rest.is_zero() {
