@@ -255,8 +255,10 @@ fn absurd_options_are_refused_at_start() {
     let (s, config) = Scene::recording("");
     let config = config.to_str().unwrap();
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         (&["--sleep", "1e20"], &[], "--sleep"),
+        (&["--backoff=1,99999999999"], &[], "--backoff"),
+        (&["--delay=18446744073709551615"], &[], "--delay"),
         (&["--rest", "1e20"], &[], "--rest"),
         (&["--memory=-1"], &[], "--memory"),
         (&["--queue=high,,low"], &[], "--queue"),
@@ -285,6 +287,20 @@ fn absurd_options_are_refused_at_start() {
         );
     }
     assert!(s.log().is_empty());
+}
+
+/// A payload whose `backoff` is PHP's largest integer is released into the
+/// far future, not wrapped around to a time already due.
+#[test]
+fn a_backoff_past_the_end_of_time_releases_into_the_future() {
+    let (s, config) = Scene::recording("exit 1");
+    let job = Job::laravel8("App\\Jobs\\Flaky").set("backoff", json!("9223372036854775807"));
+    s.redis.push("default", &job.build());
+    s.work_until_exit(&config, &["--once", "--tries=2"]);
+    let key = format!("{}:delayed", q("default"));
+    assert_eq!(s.redis.cmd::<i64>(&["ZCARD", &key]), 1, "released");
+    let far: Vec<String> = s.redis.cmd(&["ZRANGEBYSCORE", &key, "1e18", "+inf"]);
+    assert_eq!(far.len(), 1, "due after the year 30,000,000,000");
 }
 
 /// `--queue=` (empty) works the default queue, as artisan's

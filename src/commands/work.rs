@@ -11,7 +11,6 @@ use crate::config::Settings;
 use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::Metrics;
 use crate::output::Reporter;
-use crate::queue::payload::parse_backoff;
 use crate::worker::balance_spec::BalanceSettings;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
@@ -118,12 +117,8 @@ fn resize_on_signals(pools: Vec<(String, Arc<crate::handler::Pool>)>) -> anyhow:
 /// # Errors
 /// Values out of range (see [`crate::worker::options`]).
 pub fn worker_options(args: &WorkArgs, settings: &Settings) -> anyhow::Result<WorkerOptions> {
-    use crate::worker::options::{memory_mb, queue_list, wait_seconds};
-    let mut backoff = parse_backoff(&args.backoff);
-    // `--delay` is the deprecated spelling: Laravel takes the larger one.
-    if args.delay > 0 && backoff.iter().all(|&b| b < args.delay) {
-        backoff = vec![args.delay];
-    }
+    use crate::worker::options::{backoff_seconds, memory_mb, queue_list, wait_seconds};
+    let backoff = backoff_seconds(&args.backoff, args.delay)?;
     let queues = queue_list(args.queue.as_deref(), &settings.default_queue)?;
     let concurrency = args.concurrency as usize;
     let balance = settings

@@ -400,7 +400,10 @@ impl RedisQueue {
     }
 
     /// Moves the reservation to `:delayed` at now + `delay`: the reserved
-    /// member itself, or `instead` (the original string) when given.
+    /// member itself, or `instead` (the original string) when given. A
+    /// delay past the end of time (a payload's `backoff` of `PHP_INT_MAX`)
+    /// stays in the future: the score saturates instead of wrapping to a
+    /// time already due.
     async fn move_to_delayed(
         &self,
         job: &ReservedJob,
@@ -412,7 +415,7 @@ impl RedisQueue {
                 delayed: job.queue.delayed.clone(),
                 reserved: job.queue.reserved.clone(),
                 member: job.member(),
-                at: now() + delay as i64,
+                at: now().saturating_add(i64::try_from(delay).unwrap_or(i64::MAX)),
                 instead,
             })
             .await

@@ -123,6 +123,27 @@ pub fn memory_mb(value: i64) -> anyhow::Result<u64> {
         })
 }
 
+/// `--backoff` (a comma list, as `calculateBackoff` reads it) and the
+/// deprecated `--delay`, which Laravel uses instead when it is larger than
+/// every entry: seconds, each at most [`MAX_SECONDS`].
+///
+/// # Errors
+/// An entry above [`MAX_SECONDS`], naming the flag.
+pub fn backoff_seconds(backoff: &str, delay: u64) -> anyhow::Result<Vec<u64>> {
+    let mut list = crate::queue::payload::parse_backoff(backoff);
+    if let Some(&b) = list.iter().find(|&&b| b > MAX_SECONDS) {
+        anyhow::bail!("--backoff entries must be seconds from 0 to {MAX_SECONDS}, not {b}");
+    }
+    anyhow::ensure!(
+        delay <= MAX_SECONDS,
+        "--delay must be a number of seconds from 0 to {MAX_SECONDS}, not {delay}"
+    );
+    if delay > 0 && list.iter().all(|&b| b < delay) {
+        list = vec![delay];
+    }
+    Ok(list)
+}
+
 /// The queues to work, in priority order: `--queue` split on `,` (not
 /// trimmed, as Laravel), else the connection's default queue. An empty
 /// `--queue=` means the default, as artisan's `option('queue') ?: default`.
@@ -162,6 +183,16 @@ mod tests {
         assert_eq!(memory_mb(128).unwrap(), 128);
         assert!(memory_mb(-1).unwrap_err().to_string().contains("--memory"));
         assert!(memory_mb(i64::MAX).is_err());
+        assert_eq!(backoff_seconds("1,5", 0).unwrap(), [1, 5]);
+        assert_eq!(
+            backoff_seconds("1,5", 9).unwrap(),
+            [9],
+            "the larger --delay"
+        );
+        let e = backoff_seconds("1,99999999999", 0).unwrap_err().to_string();
+        assert!(e.starts_with("--backoff"), "{e}");
+        let e = backoff_seconds("0", u64::MAX).unwrap_err().to_string();
+        assert!(e.starts_with("--delay"), "{e}");
     }
 
     #[test]
