@@ -67,6 +67,11 @@ end
 local function key()
   return KEYS[tonumber(take())]
 end
+local function take_many(n)
+  local first = at
+  at = at + n
+  return unpack(ARGV, first, first + n - 1)
+end
 local function monitored(tag)
   return redis.call('SISMEMBER', KEYS[8], tag) == 1
 end
@@ -89,13 +94,7 @@ end
 local function step(op)
   if op == 'R' or op == 'L' or op == 'M' then
     local hash = key()
-    local id = take()
-    local queue = take()
-    local name = take()
-    local payload = take()
-    local time = take()
-    local expiry = take()
-    local score = take()
+    local id, queue, name, payload, time, expiry, score = take_many(7)
     local tags = {}
     for t = 1, tonumber(take()) do
       local tag = take()
@@ -119,20 +118,14 @@ local function step(op)
     end
   elseif op == 'C' then
     local hash = key()
-    local id = take()
-    local time = take()
-    local expiry = take()
-    local score = take()
-    local silenced = take() == '1'
-    local parent = tonumber(take())
+    local id, time, expiry, score, silenced, parent = take_many(6)
+    silenced = silenced == '1'
+    parent = tonumber(parent)
     local tags = {}
     for t = 1, tonumber(take()) do tags[t] = take() end
     local queue, name, payload, kept
     if #tags > 0 then
-      queue = take()
-      name = take()
-      payload = take()
-      kept = take()
+      queue, name, payload, kept = take_many(4)
     end
     if parent > 0 then retried(KEYS[parent], id, 'completed') end
     redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
@@ -151,16 +144,8 @@ local function step(op)
     end
   elseif op == 'F' then
     local hash = key()
-    local id = take()
-    local queue = take()
-    local name = take()
-    local payload = take()
-    local exception = take()
-    local time = take()
-    local expiry = take()
-    local score = take()
-    local parent = tonumber(take())
-    local ttl = take()
+    local id, queue, name, payload, exception, time, expiry, score, parent, ttl = take_many(10)
+    parent = tonumber(parent)
     local tags = {}
     for t = 1, tonumber(take()) do tags[t] = key() end
     if parent > 0 then retried(KEYS[parent], id, 'failed') end
@@ -179,16 +164,7 @@ local function step(op)
     end
   elseif op == 'D' then
     local hash = key()
-    local id = take()
-    local queue = take()
-    local name = take()
-    local payload = take()
-    local reserved = take()
-    local recent = take()
-    local time = take()
-    local score = take()
-    local expiry = take()
-    local silenced = take() == '1'
+    local id, queue, name, payload, reserved, recent, time, score, expiry, silenced = take_many(10)
     if redis.call('EXISTS', hash) == 0 then
       redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
         'created_at', reserved, 'status', 'completed', 'payload', payload,
@@ -199,7 +175,7 @@ local function step(op)
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZREM', KEYS[2], id)
     end
-    redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
+    redis.call('ZADD', silenced == '1' and KEYS[4] or KEYS[3], score, id)
     redis.call('EXPIREAT', hash, expiry)
   elseif op == 'T' then
     local hash = key()
