@@ -44,8 +44,10 @@ Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
 jobs/s while it falls from 90 % to 10 % of its start length: process start-up
 and the tail are left out) and "wall" (N / exec-to-exit). Peak RSS is VmHWM of
 the worker process (the daemon, not its handlers; each PHP worker for
-queue:work). Every process the script starts is stopped at the end, also on
-Ctrl-C.
+queue:work). Worker CPU/job is the worker processes' own CPU time per job
+(handlers not counted); Redis CPU/job is the private redis-server's over the
+same time (what the row costs Redis: its scripts, and Horizon's records when on).
+Every process the script starts is stopped at the end, also on Ctrl-C.
 """
 
 import argparse
@@ -182,7 +184,8 @@ class Bench(Lab):
     def drain(self, start, n, timeout):
         """Starts processes with `start()`, samples the ready list until they
         exit; returns (steady jobs/s, wall jobs/s, peak KiB, CPU seconds of
-        the worker processes themselves, handlers not counted)."""
+        the worker processes themselves, handlers not counted). Redis's own
+        CPU seconds over the same time are left in `last_redis_cpu`."""
         ready = keys(QUEUE)[0]
         sampler = Redis(self.sock)
         samples = []
@@ -194,6 +197,7 @@ class Bench(Lab):
                 time.sleep(0.005)
 
         t0 = time.monotonic()
+        redis_cpu = cpu_seconds(self.redis_proc.pid)
         procs = start()
         thread = threading.Thread(target=sample, daemon=True)
         thread.start()
@@ -204,6 +208,7 @@ class Bench(Lab):
             thread.join()
             sampler.close()
         wall = time.monotonic() - t0
+        self.last_redis_cpu = cpu_seconds(self.redis_proc.pid) - redis_cpu
         for p in procs:
             if p.returncode not in (0, None):
                 log(f"warning: {p.args[:4]} exited with {p.returncode}")
@@ -252,10 +257,12 @@ class Bench(Lab):
                 if done != count or other:
                     log(f"WARNING: {name}: {done} of {count} jobs done, {other} failed or released")
                 load = os.getloadavg()[0]
-                results[name].append((steady, wall, peak, load, cpu * 1e6 / count))
+                redis_us = self.last_redis_cpu * 1e6 / count
+                results[name].append((steady, wall, peak, load, cpu * 1e6 / count, redis_us))
                 log(f"[rep {rep + 1}] {name}: {count} jobs, steady {fmt(steady)} jobs/s, "
                     f"wall {wall:.0f} jobs/s, peak RSS {peak / 1024:.1f} MiB, "
-                    f"worker CPU {cpu * 1e6 / count:.0f} µs/job, load {load:.2f}")
+                    f"worker CPU {cpu * 1e6 / count:.0f} µs/job, "
+                    f"Redis CPU {redis_us:.0f} µs/job, load {load:.2f}")
         for name, count, _ in rows:
             runs = results[name]
             self.results["rows"].append({
@@ -265,6 +272,7 @@ class Bench(Lab):
                 "peak_kib": max(r[2] for r in runs),
                 "load": median([r[3] for r in runs]),
                 "cpu_us_per_job": median([r[4] for r in runs]),
+                "redis_us_per_job": median([r[5] for r in runs]),
             })
         if self.wanted("process"):
             self.spawn_loop(np_)
@@ -627,13 +635,14 @@ class Bench(Lab):
         print()
         if rows:
             print("| row | jobs | jobs/s (steady) | jobs/s (wall) | × queue:work x1 | × ceiling "
-                  "| peak RSS | worker CPU/job | load |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+                  "| peak RSS | worker CPU/job | Redis CPU/job | load |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for r in rows:
                 rate = r["steady"] or r["wall"]
                 print(f"| {r['row']} | {r['jobs']:,} | {fmt(r['steady'])} | {fmt(r['wall'])} | "
                       f"{ratio(rate, base)} | {ratio(rate, ceil)} | "
-                      f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | {r['load']:.2f} |")
+                      f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | "
+                      f"{usec(r.get('redis_us_per_job'))} | {r['load']:.2f} |")
         x = self.results["extra"]
         print()
         if "pickup" in x:
