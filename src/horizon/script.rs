@@ -15,6 +15,7 @@
 use bytes::Bytes;
 
 use super::keys::Keys;
+use crate::redis::RedisConn;
 
 /// The fixed keys, `KEYS[1..=10]`, by their names under the prefix.
 pub const FIXED_KEYS: [&str; 10] = [
@@ -214,28 +215,27 @@ end
 return {failed, first or ''}
 ";
 
-/// One argument of the call.
-enum Arg {
-    Text(String),
-    Static(&'static str),
-    Payload(Bytes),
-}
-
 /// A batch being built: its keys and its ops' arguments.
+///
+/// The arguments are written as they come into one buffer (a
+/// [`redis::Cmd`] used only as such): no string of their own each, and
+/// one copy into the `EVALSHA` command at the end.
 pub struct Batch<'a> {
     keys: &'a Keys,
     names: Vec<String>,
-    args: Vec<Arg>,
+    args: redis::Cmd,
     records: usize,
 }
 
 impl<'a> Batch<'a> {
     /// An empty batch for `connection` (the hashes' `connection` field).
     pub fn new(keys: &'a Keys, connection: &str) -> Self {
+        let mut args = redis::Cmd::new();
+        args.arg(connection);
         Batch {
             keys,
             names: FIXED_KEYS.iter().map(|k| keys.key(k)).collect(),
-            args: vec![Arg::Text(connection.to_string())],
+            args,
             records: 0,
         }
     }
@@ -254,7 +254,7 @@ impl<'a> Batch<'a> {
     /// Starts an op that writes `records` records.
     pub fn op_of(&mut self, code: &'static str, records: usize) -> &mut Self {
         self.records += records;
-        self.args.push(Arg::Static(code));
+        self.args.arg(code);
         self
     }
 
@@ -264,37 +264,57 @@ impl<'a> Batch<'a> {
         self.text(index)
     }
 
-    /// `name`'s index in `KEYS`, added when new.
+    /// Adds `name` (under the prefix) to `KEYS`; its index there.
     pub fn key_index(&mut self, name: &str) -> usize {
         self.names.push(self.keys.key(name));
         self.names.len()
     }
 
-    /// Adds a text argument.
-    pub fn text(&mut self, value: impl ToString) -> &mut Self {
-        self.args.push(Arg::Text(value.to_string()));
+    /// Adds an argument: text, or a number written as Redis writes it.
+    pub fn text(&mut self, value: impl redis::ToRedisArgs) -> &mut Self {
+        self.args.arg(value);
         self
     }
 
-    /// Adds a payload (shared, copied only into the command).
+    /// Adds a payload.
     pub fn payload(&mut self, payload: &Bytes) -> &mut Self {
-        self.args.push(Arg::Payload(payload.clone()));
+        self.args.arg(&payload[..]);
         self
     }
 
-    /// The script call for the batch.
-    pub fn invocation<'s>(&self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
-        let mut call = script.prepare_invoke();
+    /// The `EVALSHA` of `script` for the batch: its SHA1, the keys, the
+    /// arguments (see [`call`] for the call itself).
+    pub fn command(&self, script: &redis::Script) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(self.names.len());
         for name in &self.names {
-            call.key(name);
+            cmd.arg(name);
         }
-        for arg in &self.args {
-            match arg {
-                Arg::Text(text) => call.arg(text),
-                Arg::Static(text) => call.arg(*text),
-                Arg::Payload(bytes) => call.arg(&bytes[..]),
-            };
+        for arg in self.args.args_iter() {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
         }
-        call
+        cmd
+    }
+}
+
+/// Runs `cmd` (an `EVALSHA` of `script`, see [`Batch::command`]); when
+/// Redis does not know the script yet (`NOSCRIPT`: a restart, a
+/// `SCRIPT FLUSH`, a failover), loads it and runs `cmd` again, once.
+///
+/// # Errors
+/// What Redis answers, or the connection's error.
+pub async fn call<T: redis::FromRedisValue>(
+    cmd: &redis::Cmd,
+    script: &redis::Script,
+    conn: &mut RedisConn,
+) -> redis::RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.prepare_invoke().load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        other => other,
     }
 }

@@ -79,10 +79,9 @@ impl Consumer for Writer {
         }
         let mut batch = Batch::new(&self.keys, &self.connection);
         super::ops::add_all(&mut batch, &records, &self.settings.trim);
-        let written: redis::RedisResult<(u64, String)> = batch
-            .invocation(&self.script)
-            .invoke_async(&mut self.conn)
-            .await;
+        let cmd = batch.command(&self.script);
+        let written: redis::RedisResult<(u64, String)> =
+            super::script::call(&cmd, &self.script, &mut self.conn).await;
         match written {
             Ok((0, _)) => self.limiter.log_resolved(SITE),
             Ok((refused, first)) => {
