@@ -135,17 +135,14 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
                 &settings.redis_prefix,
             )),
         },
-        FailedSettings::Redis => {
-            let conn = crate::redis::open(&settings.redis, crate::redis::Purpose::Commands)
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot connect to Redis for the failed job store ({})",
-                        settings.redis.describe()
-                    )
-                })?;
-            FailedJobStore::Redis(RedisFailedStore::new(conn, &settings.redis_prefix))
-        }
+        FailedSettings::Redis => FailedJobStore::Redis(
+            RedisFailedStore::connect(
+                &settings.redis,
+                &settings.redis_prefix,
+                "the failed job store",
+            )
+            .await?,
+        ),
         FailedSettings::Null => FailedJobStore::Null,
     })
 }

@@ -13,7 +13,6 @@ pub mod php_json;
 pub mod redis_store;
 pub mod unrecorded;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 use tokio::sync::OnceCell;
 
@@ -305,16 +304,8 @@ impl Fallback {
     /// again next time).
     async fn store(&self) -> anyhow::Result<&RedisFailedStore> {
         self.store
-            .get_or_try_init(|| async {
-                let conn = crate::redis::open(&self.redis, crate::redis::Purpose::Commands)
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "cannot connect to Redis for the failed jobs fallback ({})",
-                            self.redis.describe()
-                        )
-                    })?;
-                anyhow::Ok(RedisFailedStore::new(conn, &self.prefix))
+            .get_or_try_init(|| {
+                RedisFailedStore::connect(&self.redis, &self.prefix, "the failed jobs fallback")
             })
             .await
     }

@@ -165,6 +165,24 @@ pub struct RedisFailedStore {
 }
 
 impl RedisFailedStore {
+    /// Connects to `target` and makes the store there (see [`Self::new`]);
+    /// `role` names what the store is for in the error.
+    ///
+    /// # Errors
+    /// Redis cannot be reached, with `role` and the target in the message.
+    pub async fn connect(
+        target: &crate::redis::RedisTarget,
+        prefix: &str,
+        role: &str,
+    ) -> anyhow::Result<Self> {
+        let conn = crate::redis::open(target, crate::redis::Purpose::Commands)
+            .await
+            .with_context(|| {
+                format!("cannot connect to Redis for {role} ({})", target.describe())
+            })?;
+        Ok(RedisFailedStore::new(conn, prefix))
+    }
+
     /// A store on `conn`, with keys under `prefix` (hash-tagged on a
     /// cluster, so the MULTI and the flush script keep to one slot).
     pub fn new(conn: RedisConn, prefix: &str) -> Self {
