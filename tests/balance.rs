@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::http_server::get;
+use common::http_server::{get, metric};
 use common::{Daemon, Job, Scene, q};
 
 /// The handler: notes `started.QUEUE.ID`, takes 50 ms more when `slow`
@@ -59,8 +59,7 @@ fn count(s: &Scene, prefix: &str) -> usize {
 fn slots_gauge(address: &str, queue: &str) -> Option<i64> {
     let text = get(address, "/metrics").1;
     let needle = format!("laravel_worker_queue_slots{{queue=\"{queue}\"}} ");
-    let line = text.lines().find(|l| l.starts_with(&needle))?;
-    line.rsplit(' ').next()?.parse().ok()
+    metric(&text, &needle)?.parse().ok()
 }
 
 /// The slot moves logged so far, as `a=N,b=M`.

@@ -6,7 +6,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::http_server::{get, try_get};
+use common::http_server::{get, metric, try_get};
 use common::{Daemon, Job, Scene, now};
 use serde_json::json;
 
@@ -42,29 +42,23 @@ fn metrics_count_jobs_and_health_answers() {
 
     let (status, text) = get(&address, "/metrics");
     assert_eq!(status, 200, "GET /metrics: {text}");
-    let metric = |needle: &str| {
-        text.lines()
-            .find(|l| l.starts_with(needle))
-            .unwrap_or_else(|| panic!("{needle} missing in:\n{text}"))
-            .rsplit(' ')
-            .next()
-            .unwrap()
-            .to_string()
+    let value = |needle: &str| {
+        metric(&text, needle).unwrap_or_else(|| panic!("{needle} missing in:\n{text}"))
     };
     assert_eq!(
-        metric("laravel_worker_jobs_total{queue=\"default\",outcome=\"done\"}"),
+        value("laravel_worker_jobs_total{queue=\"default\",outcome=\"done\"}"),
         "2"
     );
     assert_eq!(
-        metric("laravel_worker_jobs_total{queue=\"default\",outcome=\"failed\"}"),
+        value("laravel_worker_jobs_total{queue=\"default\",outcome=\"failed\"}"),
         "1"
     );
     assert_eq!(
-        metric("laravel_worker_job_duration_seconds_count{queue=\"default\"}"),
+        value("laravel_worker_job_duration_seconds_count{queue=\"default\"}"),
         "3"
     );
-    assert_eq!(metric("laravel_worker_jobs_in_flight"), "0");
-    assert_eq!(metric("laravel_worker_reserve_errors_total"), "0");
+    assert_eq!(value("laravel_worker_jobs_in_flight"), "0");
+    assert_eq!(value("laravel_worker_reserve_errors_total"), "0");
     assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
     assert_eq!(get(&address, "/nope").0, 404, "GET /nope");
 
@@ -167,8 +161,7 @@ fn backlog_gauges_equal_the_redis_state() {
     let address = d.metrics_address();
     let gauge = |text: &str, name: &str, queue: &str| -> Option<i64> {
         let needle = format!("laravel_worker_queue_{name}{{queue=\"{queue}\"}} ");
-        let line = text.lines().find(|l| l.starts_with(&needle))?;
-        line.rsplit(' ').next()?.parse().ok()
+        metric(text, &needle)?.parse().ok()
     };
     let mut text = String::new();
     common::wait_until("the backlog gauges", || {

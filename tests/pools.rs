@@ -9,7 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::http_server::get;
+use common::http_server::{get, metric};
 use common::laravel::{self, Transport};
 use common::{Daemon, Handler, Job, Scene, q};
 use nix::sys::signal::Signal;
@@ -76,13 +76,7 @@ fn wait_for_processes(d: &Daemon, n: usize) {
 /// The value of the gauge line starting with `name` on `/metrics`.
 fn gauge(address: &str, name: &str) -> String {
     let text = get(address, "/metrics").1;
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .unwrap_or_else(|| panic!("{name} missing in:\n{text}"))
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .to_string()
+    metric(&text, name).unwrap_or_else(|| panic!("{name} missing in:\n{text}"))
 }
 
 /// The pool gauges of the handler `*`: (processes, busy, size).

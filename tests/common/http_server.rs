@@ -207,6 +207,13 @@ fn serve(stream: TcpStream, connection: usize, log: &Mutex<Vec<Request>>, script
     }
 }
 
+/// The value of the first line of a `/metrics` page `text` that starts
+/// with `series` (a metric name with its labels), as written.
+pub fn metric(text: &str, series: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with(series))?;
+    line.rsplit(' ').next().map(str::to_string)
+}
+
 /// `GET path` from the HTTP server at `address` (`host:port`) →
 /// (status, body).
 pub fn get(address: &str, path: &str) -> (u16, String) {
