@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod command;
+pub mod database;
 pub mod elsewhere;
 pub mod job;
 pub mod keys;
