@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
-use crate::worker::{JobEvents, Settled, Verdict};
+use crate::worker::{JobEvents, Outcome, Settled, Verdict};
 
 /// Writes the per-job lines to stdout: a listener of the worker's
 /// [`JobEvents`], as artisan's `WorkCommand` listens to the worker's.
@@ -69,12 +69,12 @@ impl Reporter {
         let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
 
-    fn artisan_line(&self, job: &ReservedJob, status: &str, took: Duration) {
+    fn artisan_line(&self, job: &ReservedJob, outcome: Outcome, took: Duration) {
         let time = Local::now().format("%Y-%m-%d %H:%M:%S");
         // Outside text: a newline or an escape sequence must not reach the terminal raw.
         let name = crate::escape::control(job.display_name());
         let run_time = run_time_for_humans(took);
-        let word = if status == "success" { "DONE" } else { "FAIL" };
+        let word = outcome.word();
         let used = 2 + 19 + 1 + name.chars().count() + 1 + run_time.len() + 1 + word.len();
         let dots = ".".repeat(LINE_WIDTH.saturating_sub(used + 1).max(1));
         let line = format!("  {time} {name} {dots} {run_time} {word}");
@@ -152,43 +152,34 @@ impl JobEvents for Reporter {
         }
     }
 
-    /// The job's line: artisan's DONE/FAIL, or the JSON status.
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, _: Settled, took: Duration) {
+    /// The job's line: artisan's DONE/FAIL, or the JSON status (see
+    /// [`Outcome`] for the words).
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, settled: Settled, took: Duration) {
         // A job of a tripped handler did not run: a line each would bury
         // the one error line that says why (JSON keeps its line).
         if !self.json && matches!(verdict, Verdict::HandBack { tripped: true, .. }) {
             return;
         }
-        let (status, result, exception) = match verdict {
-            Verdict::Delete => ("success", "deleted", None),
-            Verdict::Release {
-                exception: None, ..
-            }
-            | Verdict::HandBack { .. } => ("success", "released", None),
-            Verdict::Release {
-                exception: Some(e), ..
-            } => ("released_after_exception", "released", Some(e)),
-            // Laravel reports "deleted" here too: a failed job is deleted.
-            Verdict::Fail { exception, .. } => ("failed", "deleted", Some(exception)),
-            // Not a Laravel status: the handler was stopped and the job left
-            // to whoever reclaims it.
-            Verdict::LeaseLost => ("lease_lost", "", None),
+        let outcome = Outcome::of(verdict, settled);
+        let exception = match verdict {
+            Verdict::Release { exception, .. } => exception.as_ref(),
+            Verdict::Fail { exception, .. } => Some(exception),
+            Verdict::Delete | Verdict::HandBack { .. } | Verdict::LeaseLost => None,
         };
         if self.json {
+            let (status, result) = (outcome.status(), outcome.result());
             self.json_line(job, status, result, exception, Some(took));
         } else if self.laravel8 {
             // JobProcessed and JobFailed print; a release after an
             // exception and a hand-back on stop raise neither.
-            match verdict {
-                Verdict::Delete
-                | Verdict::Release {
-                    exception: None, ..
-                } => self.laravel8_line(job, "Processed"),
-                Verdict::Fail { .. } => self.laravel8_line(job, "Failed"),
-                Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => {}
+            match outcome {
+                Outcome::Done | Outcome::Released => self.laravel8_line(job, "Processed"),
+                Outcome::Failed => self.laravel8_line(job, "Failed"),
+                Outcome::Reclaimed | Outcome::LeftReserved => self.laravel8_line(job, "Unsettled"),
+                Outcome::ReleasedAfterException | Outcome::HandedBack | Outcome::LeaseLost => {}
             }
         } else {
-            self.artisan_line(job, status, took);
+            self.artisan_line(job, outcome, took);
         }
     }
 }

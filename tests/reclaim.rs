@@ -149,3 +149,73 @@ fn case34_a_release_after_the_reservation_was_lost_adds_nothing() {
     assert!(d.stderr_text().contains(said), "{}", d.stderr_text());
     s.assert_state(QueueState::empty());
 }
+
+/// `laravel_worker_jobs_total{queue="default",outcome=…}` from the
+/// metrics endpoint at `address`.
+fn jobs_total(address: &str, outcome: &str) -> Option<String> {
+    let (_, text) = common::http_server::get(address, "/metrics");
+    let series = format!("laravel_worker_jobs_total{{queue=\"default\",outcome=\"{outcome}\"}}");
+    common::http_server::metric(&text, &series)
+}
+
+/// Starts `work` (metrics on, `on_lease_lost = "keep"`, `retry_after` 3)
+/// on one gated job that exits 0 once `go` exists; returns the daemon and
+/// its metrics address once the handler has started.
+fn start_kept_job(s: &Scene) -> (common::Daemon, String) {
+    let config = s
+        .config()
+        .retry_after(3)
+        .set("worker", "on_lease_lost", "keep")
+        .metrics_listen("127.0.0.1:0")
+        .recording(common::GATED)
+        .write();
+    s.push(&Job::laravel8("App\\Jobs\\Long"));
+    let mut d = s.work(&config, &["--tries=3"]);
+    let address = d.metrics_address();
+    s.wait_for_file("started");
+    (d, address)
+}
+
+/// Issue 31 item 2: a job whose reservation another worker took while it
+/// ran is not reported as done: its line ends `UNSETTLED`, and it counts
+/// under `outcome="reclaimed"`, never `done`.
+#[test]
+fn a_job_whose_reservation_was_taken_is_not_counted_done() {
+    let s = Scene::new();
+    let (mut d, address) = start_kept_job(&s);
+    let member = s.redis.zrange(RESERVED)[0].0.clone();
+    let removed: i64 = s.redis.cmd(&["ZREM", RESERVED, &member]);
+    assert_eq!(removed, 1, "the reservation to take away");
+    d.wait_log(&["reservation lost"]);
+    s.touch("go");
+    let line = d.wait_stdout(|l| l.contains("App\\Jobs\\Long"));
+    assert!(line.trim_end().ends_with("UNSETTLED"), "{line}");
+    assert_eq!(jobs_total(&address, "reclaimed").as_deref(), Some("1"));
+    assert_eq!(jobs_total(&address, "done"), None, "counted as done");
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
+/// Issue 31 item 2: a job whose delete Redis refuses until its lease runs
+/// out stays reserved: its line ends `UNSETTLED` and it counts under
+/// `outcome="left_reserved"`, never `done`. Redis refuses every write
+/// while `min-replicas-to-write` asks for a replica it does not have.
+#[test]
+fn a_job_whose_delete_redis_refused_is_not_counted_done() {
+    let s = Scene::new();
+    let (mut d, address) = start_kept_job(&s);
+    let _: String = s
+        .redis
+        .cmd(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    s.touch("go");
+    let line = d.wait_stdout(|l| l.contains("App\\Jobs\\Long"));
+    assert!(line.trim_end().ends_with("UNSETTLED"), "{line}");
+    assert_eq!(jobs_total(&address, "left_reserved").as_deref(), Some("1"));
+    assert_eq!(jobs_total(&address, "done"), None, "counted as done");
+    let _: String = s
+        .redis
+        .cmd(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    assert_eq!(s.redis.zrange(RESERVED).len(), 1, "the job stays reserved");
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+}

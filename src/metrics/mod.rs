@@ -53,7 +53,7 @@ use crate::queue::ReservedJob;
 use crate::queue::migrated::Migrated;
 
 use crate::worker::slots::Share;
-use crate::worker::{JobEvents, Settled, StopReason, Verdict};
+use crate::worker::{JobEvents, Outcome, Settled, StopReason, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
@@ -257,18 +257,9 @@ impl JobEvents for Metrics {
         self.in_flight.inc();
     }
 
-    fn settled(&self, job: &ReservedJob, verdict: &Verdict, _: Settled, took: Duration) {
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, settled: Settled, took: Duration) {
         self.in_flight.dec();
-        let outcome = match verdict {
-            Verdict::Delete => "done",
-            Verdict::Release {
-                exception: None, ..
-            } => "released",
-            Verdict::Release { .. } => "released_after_exception",
-            Verdict::HandBack { .. } => "handed_back",
-            Verdict::Fail { .. } => "failed",
-            Verdict::LeaseLost => "lease_lost",
-        };
+        let outcome = Outcome::of(verdict, settled).label();
         let queue = &job.queue.name;
         self.jobs
             .get_or_create(&JobLabels {

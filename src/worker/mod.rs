@@ -11,6 +11,8 @@
 //! - [`starts`]: the reserved jobs not yet handed to their handler;
 //! - [`task`]: one job's task, run handler → settle → settled event;
 //! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
+//! - [`outcome`]: what became of it, verdict and settle together, in the
+//!   one set of words output and metrics report;
 //! - [`stop`]: the stop conditions and their exit codes;
 //! - [`tripped`]: what a handler's trip does to the worker;
 //! - [`balance`]: how many slots each queue gets (`[worker] balance`), a
@@ -32,6 +34,7 @@ pub mod events;
 pub mod fetch;
 pub mod lease;
 pub mod options;
+pub mod outcome;
 pub mod process;
 pub mod rebalance;
 pub mod settle;
@@ -51,6 +54,7 @@ use crate::queue::RedisQueue;
 pub use daemon::Daemon;
 pub use events::{JobEvents, Listeners};
 pub use options::WorkerOptions;
+pub use outcome::Outcome;
 pub use settle::Settled;
 pub use stop::StopReason;
 pub use verdict::Verdict;
