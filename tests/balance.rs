@@ -23,7 +23,10 @@ fi
 touch "$DIR/done.$ID""#;
 
 /// Log filter that adds the balancer's debug line per round.
-const ROUNDS_LOGGED: (&str, &str) = ("RUST_LOG", "info,laravel_worker::worker::rebalance=debug");
+const ROUNDS_LOGGED: (&str, &str) = (
+    "RUST_LOG",
+    "info,laravel_worker::worker::balance::rounds=debug",
+);
 
 /// A balanced worker over `--queue=a,b` with `max_processes` slots in all,
 /// a 1 s cooldown and `extra` keys in `[worker]`.
@@ -154,6 +157,29 @@ fn a_queue_without_slots_gets_one_when_a_job_comes() {
         &["--queue=a,b", "--stop-when-empty", "--sleep=0.1"],
     );
     d.expect_stop(0, "empty");
+}
+
+/// Issue 32 item 6: with every `min_processes = 0` a worker starts with no
+/// slot; `--stop-when-empty` and `--once` wait for the round that gives
+/// the waiting jobs slots and run them, instead of leaving at once.
+#[test]
+fn stop_when_empty_and_once_run_the_jobs_waiting_without_slots() {
+    let s = Scene::new();
+    let jobs = Job::numbered("Waiting", 3);
+    s.push_on("b", &jobs);
+    let config = s
+        .config()
+        .script(GATED_BY_QUEUE)
+        .set("worker", "balance", "auto")
+        .set("worker", "min_processes", 0)
+        .set("worker", "balance_cooldown", 1)
+        .write();
+    let args = ["--queue=a,b", "--once", "--sleep=0.1"];
+    s.work(&config, &args).expect_stop(0, "once");
+    assert_eq!(count(&s, "done."), 1, "--once ran one job");
+    let args = ["--queue=a,b", "--stop-when-empty", "--sleep=0.1"];
+    s.work(&config, &args).expect_stop(0, "empty");
+    assert_eq!(count(&s, "done."), 3, "--stop-when-empty ran them all");
 }
 
 #[test]

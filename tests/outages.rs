@@ -289,6 +289,26 @@ fn stop_when_empty_ends_when_redis_stays_unreachable() {
     );
 }
 
+/// Issue 32 item 7: `--stop-when-empty-for` while Redis stays down ends as
+/// `--stop-when-empty` does: after 5 failed polls in a row, and no job for
+/// the given time, exit status 1, reason `lost_connection`.
+///
+/// Before: still running after 90 s with a limit of 3 s.
+#[test]
+fn stop_when_empty_for_ends_when_redis_stays_unreachable() {
+    let mut s = Scene::new();
+    let jobs = Job::named(["One"]);
+    let config = s.config().retry_after(60).recording("").write();
+    s.push_on("default", &jobs);
+    let mut d = s.work(&config, &["--json", "--stop-when-empty-for=2"]);
+    d.wait_event("success");
+    s.redis.shutdown_save();
+
+    d.expect_stop(1, "lost_connection");
+    let said = d.log_line("did not answer 5 polls in a row", &["redis.sock"]);
+    assert!(said.contains("--stop-when-empty-for"), "{said}");
+}
+
 /// A unix-socket relay in front of the private Redis that can lose one
 /// answer: once armed, it passes the next command it gets on to Redis,
 /// then closes that connection instead of passing the answer back (a

@@ -11,7 +11,7 @@ use crate::config::Settings;
 use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::Metrics;
 use crate::output::Reporter;
-use crate::worker::balance_spec::BalanceSettings;
+use crate::worker::balance::spec::BalanceSettings;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
 /// Runs the worker until it stops; returns its exit status.

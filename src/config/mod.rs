@@ -35,7 +35,7 @@ use crate::redis::{RedisTarget, SentinelOptions, TlsOptions, Topology};
 use crate::exception::LaravelVersion;
 use crate::handler::Unmatched;
 use crate::metrics::listener::Limits;
-use crate::worker::balance_spec::BalanceSettings;
+use crate::worker::balance::spec::BalanceSettings;
 use crate::worker::lease::OnLeaseLost;
 pub use crate::worker::options::MAX_SECONDS;
 use crate::worker::tripped::OnHandlerTripped;

@@ -152,7 +152,7 @@ pub(super) fn laravel(text: Option<&str>) -> anyhow::Result<LaravelVersion> {
 /// queues later, when `--queue` is known).
 pub(super) fn balance(
     worker: &super::file::WorkerLayer,
-) -> anyhow::Result<crate::worker::balance_spec::BalanceSettings> {
+) -> anyhow::Result<crate::worker::balance::spec::BalanceSettings> {
     fn parse<T>(key: &str, value: &Option<String>) -> anyhow::Result<Option<T>>
     where
         T: std::str::FromStr<Err = anyhow::Error>,
@@ -163,7 +163,7 @@ pub(super) fn balance(
             .transpose()
             .with_context(|| format!("[worker] {key}"))
     }
-    Ok(crate::worker::balance_spec::BalanceSettings {
+    Ok(crate::worker::balance::spec::BalanceSettings {
         mode: parse("balance", &worker.balance)?,
         strategy: parse("auto_scaling_strategy", &worker.auto_scaling_strategy)?,
         min_processes: worker.min_processes,
@@ -172,7 +172,7 @@ pub(super) fn balance(
         cooldown: worker.balance_cooldown,
         queues: (worker.queues.clone().unwrap_or_default().into_iter())
             .map(|(name, q)| {
-                let limits = crate::worker::balance_spec::QueueLimits {
+                let limits = crate::worker::balance::spec::QueueLimits {
                     min_processes: q.min_processes,
                     max_processes: q.max_processes,
                 };

@@ -32,7 +32,7 @@ use super::keys::Keys;
 use crate::redis::RedisConn;
 use crate::signals::Control;
 use crate::worker::JobEvents;
-use crate::worker::slots::Share;
+use crate::worker::balance::Share;
 
 /// The slots per queue a balanced worker reported last (the `rebalanced`
 /// event, once at start and after every round that moved one), read by

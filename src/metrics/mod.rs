@@ -52,7 +52,7 @@ use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;
 use crate::queue::migrated::Migrated;
 
-use crate::worker::slots::Share;
+use crate::worker::balance::Share;
 use crate::worker::{JobEvents, Outcome, Settled, StopReason, Verdict};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

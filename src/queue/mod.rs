@@ -31,3 +31,6 @@ pub use redis_queue::RedisQueue;
 /// How long one queue command may wait for its answer (the limit of every
 /// command connection, see [`crate::redis::COMMAND_TIMEOUT`]).
 pub use crate::redis::COMMAND_TIMEOUT;
+
+/// What a queue operation returns (for now, Redis's own result).
+pub type QueueResult<T> = redis::RedisResult<T>;

@@ -34,36 +34,28 @@
 //! that repeat are logged through a [`RepeatLimiter`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio::task::JoinSet;
 
-use super::balance::Balancer;
-use super::events::{JobEvents, Pause};
+use super::balance::{Balanced, changed};
+use super::cache_signals::CacheSignals;
+use super::drain::{Deadline, InFlight};
+use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait};
-use super::slots::QueueSlots;
-use super::starts::Tally;
-use super::stop::UNREACHABLE_POLLS;
-use super::{Services, StopReason, task, unrecorded};
+use super::progress::{Poll, Progress};
+use super::stop::{self, StopReason};
+use super::{Services, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
-use crate::memory::MemoryProbe;
 use crate::queue::{QueueKeys, ReservedJob};
 use crate::signals::Control;
 
-/// Pause after an error talking to Redis.
+/// Pause after an error talking to the queue.
 const ERROR_PAUSE: Duration = Duration::from_secs(1);
 
-/// Log sites of the loop's repeated errors (see [`RepeatLimiter`]).
+/// Log site of the loop's repeated reserve error (see [`RepeatLimiter`]).
 const RESERVE_FAILED: &str = "cannot reserve a job";
-const SIGNALS_FAILED: &str = "cannot read the restart and pause signals from the cache";
-
-/// How often, at most, the cache signals (restart and pause keys) and the
-/// worker's memory are read while jobs keep coming. Laravel reads them
-/// after every job; at thousands of jobs a second that is most of the
-/// work, so a deploy's `queue:restart` is noticed within this bound instead.
-const CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// What one reservation attempt gave.
 enum Reserved {
@@ -75,7 +67,7 @@ enum Reserved {
         /// The fetch blocked on the notify lists.
         waited: bool,
     },
-    /// Redis could not be reached (logged).
+    /// The queue could not be reached (logged).
     Failed,
 }
 
@@ -87,131 +79,67 @@ pub struct Daemon {
     queues: Vec<Arc<QueueKeys>>,
     /// Signals received so far (quit, SIGUSR2 pause).
     control: watch::Receiver<Control>,
-    /// The worker's own resident memory, for `--memory`.
-    memory: MemoryProbe,
-    /// When the loop started, for `--max-time`.
-    started: Instant,
-    /// Jobs reserved so far, for `--max-jobs`.
-    reserved: u64,
-    /// Whether a poll has run yet (for `--once`).
-    polled: bool,
-    /// Whether the last poll reserved a job (for `--stop-when-empty`).
-    found: bool,
-    /// When a job last ended or started (or the loop started), for
-    /// `--stop-when-empty-for` (Laravel's `lastJobProcessedAt ?? start`).
-    last_job_at: Instant,
-    /// The restart marker seen at start: `queue:restart` changes it.
-    last_restart: Option<String>,
-    /// The restart marker at the last read of the cache signals.
-    restart: Option<String>,
-    /// When the cache signals were last read (see [`CHECK_EVERY`]).
-    signals_read: Option<Instant>,
-    /// The resident memory last read, in bytes, and when.
-    rss: (u64, Option<Instant>),
+    /// What the stop conditions count.
+    progress: Progress,
+    /// `queue:restart` and `queue:pause` as last read from the cache.
+    signals: CacheSignals,
     /// How a fetch waits when every queue is empty.
     idle_wait: IdleWait,
     /// How long to sleep after a fetch that waited and found nothing:
     /// `--sleep` with `block_for` set (as Laravel sleeps after its BLPOP),
     /// nothing otherwise (the BLPOP was the sleep).
     sleep_after_wait: Duration,
-    /// Per queue (same order as `queues`), whether its pause key is set.
-    paused: Vec<bool>,
-    /// Whether SIGUSR2 paused the worker, as last reported.
-    signal_paused: bool,
     /// One permit per `--concurrency` slot (`max_processes` when
     /// balanced); a job task holds its permit until it is settled and has
     /// rested (`--rest`).
-    slots: Arc<Semaphore>,
-    /// With `[worker] balance`: the slots of each queue.
-    per_queue: Option<Arc<QueueSlots>>,
-    /// With `[worker] balance`, until [`Self::start`] hands it to the
-    /// rounds' task.
-    balancer: Option<Balancer>,
-    /// The rounds' task, aborted when the loop stops.
-    rounds: Option<tokio::task::JoinHandle<()>>,
-    /// Whether the last poll left out a queue without room whose jobs
-    /// still run (its queue is not known to be empty).
-    skipped_busy: bool,
-    /// When balanced, sees the room change from the last poll on.
-    room_watch: Option<watch::Receiver<u64>>,
-    /// The jobs reserved that have not reached their handler yet.
-    starts: Tally,
-    /// The jobs whose fate is not in Redis yet.
-    unsettled: Tally,
-    /// Polls in a row that could not reach Redis.
-    failed_polls: u32,
-    /// The jobs whose task has not finished settling (failed hook included).
-    settling: Tally,
+    permits: Arc<Semaphore>,
+    /// With `[worker] balance`: the slots of each queue and their rounds.
+    balanced: Option<Balanced>,
     /// The job tasks not yet ended.
-    in_flight: JoinSet<()>,
+    in_flight: InFlight,
+    /// How long a stop may take.
+    deadline: Deadline,
     /// systemd notifications and the heartbeat file.
     pulse: Pulse,
     /// The longest a fetch may take before the loop counts as stuck
     /// (`None`: no limit). See [`Pulse::during`].
     fetch_limit: Option<Duration>,
-    /// Repeated errors of the loop, logged once and then summarised.
+    /// Repeated reserve errors, logged once and then summarised.
     errors: RepeatLimiter,
-    /// How long jobs may run on after a stop; `None` waits for them all.
-    drain_timeout: Option<Duration>,
-    /// Tells the jobs in flight that the drain deadline has passed (the
-    /// other end is [`Services::drain_deadline`]).
-    drain_deadline: Option<watch::Sender<bool>>,
-    /// Writes to the failed-job store the failures kept in Redis while it
-    /// was down; runs from [`Self::start`] until the daemon is dropped.
+    /// Writes to the failed-job store the failures kept in the queue while
+    /// it was down; runs from [`Self::start`] until the daemon is dropped.
     recorder: Option<unrecorded::Recorder>,
 }
 
 impl Daemon {
     /// A worker over `services`, steered by `control`.
     pub fn new(services: Services, control: watch::Receiver<Control>) -> Self {
-        let queues: Vec<_> = services
-            .options
+        let options = &services.options;
+        let queues: Vec<_> = options
             .queues
             .iter()
             .map(|q| services.queue.keys(q))
             .collect();
-        let slots = Arc::new(Semaphore::new(services.options.slots()));
-        let balancer = services.options.balance.clone().map(Balancer::new);
-        let per_queue = balancer
-            .as_ref()
-            .map(|b| QueueSlots::new(services.options.queues.clone(), b.slots()));
-        let (idle_wait, sleep_after_wait) =
-            idle_wait(services.queue.block_for(), services.options.sleep);
+        let permits = Arc::new(Semaphore::new(options.slots()));
+        let balanced =
+            (options.balance.clone()).map(|policy| Balanced::new(policy, options.queues.clone()));
+        let (idle_wait, sleep_after_wait) = idle_wait(services.queue.block_for(), options.sleep);
         let fetch_limit = fetch_limit(idle_wait, queues.len());
         Daemon {
-            paused: vec![false; queues.len()],
-            signal_paused: false,
+            signals: CacheSignals::new(queues.len(), RepeatLimiter::new(DEFAULT_INTERVAL)),
             queues,
             services: Arc::new(services),
             control,
-            memory: MemoryProbe::new(),
-            started: Instant::now(),
-            reserved: 0,
-            polled: false,
-            found: true,
-            last_job_at: Instant::now(),
-            last_restart: None,
-            restart: None,
-            signals_read: None,
-            rss: (0, None),
+            progress: Progress::default(),
             idle_wait,
             sleep_after_wait,
-            slots,
-            per_queue,
-            balancer,
-            rounds: None,
-            skipped_busy: false,
-            room_watch: None,
-            starts: Tally::default(),
-            unsettled: Tally::default(),
-            failed_polls: 0,
-            settling: Tally::default(),
-            in_flight: JoinSet::new(),
+            permits,
+            balanced,
+            in_flight: InFlight::default(),
+            deadline: Deadline::default(),
             pulse: Pulse::silent(),
             fetch_limit,
             errors: RepeatLimiter::new(DEFAULT_INTERVAL),
-            drain_timeout: None,
-            drain_deadline: None,
             recorder: None,
         }
     }
@@ -225,8 +153,10 @@ impl Daemon {
         limit: Option<Duration>,
         deadline: watch::Sender<bool>,
     ) -> Self {
-        self.drain_timeout = limit;
-        self.drain_deadline = Some(deadline);
+        self.deadline = Deadline {
+            limit,
+            passed: Some(deadline),
+        };
         self
     }
 
@@ -242,6 +172,7 @@ impl Daemon {
     /// `interval` (zero: every time).
     pub fn with_error_interval(mut self, interval: Duration) -> Self {
         self.errors = RepeatLimiter::new(interval);
+        self.signals = CacheSignals::new(self.queues.len(), RepeatLimiter::new(interval));
         self
     }
 
@@ -261,29 +192,12 @@ impl Daemon {
     /// Notes the restart marker (a later change means `queue:restart`),
     /// logs the start and tells systemd the worker is ready.
     async fn start(&mut self) {
-        self.last_restart = match self.services.cache.restart_marker().await {
-            Ok(marker) => marker,
-            Err(e) => {
-                tracing::warn!(
-                    "cannot read the restart signal from the cache: {}",
-                    crate::error_chain::error_chain(e.as_ref())
-                );
-                None
-            }
-        };
-        self.restart = self.last_restart.clone();
+        self.signals.start(&self.services).await;
         self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
-        if let (Some(balancer), Some(per_queue)) = (self.balancer.take(), &self.per_queue) {
-            let rounds = super::rebalance::run(
-                Arc::clone(&self.services),
-                self.queues.clone(),
-                Arc::clone(per_queue),
-                balancer,
-            );
-            self.rounds = Some(tokio::spawn(rounds));
+        if let Some(balanced) = &mut self.balanced {
+            balanced.start(Arc::clone(&self.services), self.queues.clone());
         }
-        self.started = Instant::now();
-        self.last_job_at = self.started;
+        self.progress.start();
         let options = &self.services.options;
         tracing::info!(
             connection = %self.services.connection,
@@ -300,7 +214,8 @@ impl Daemon {
     async fn turn(&mut self) -> Option<StopReason> {
         self.reap();
         self.pulse.beat();
-        self.report_signal_pause();
+        let paused = self.control.borrow().paused;
+        self.signals.report_signal_pause(&self.services, paused);
         if !self.should_run() {
             return self.idle().await;
         }
@@ -311,7 +226,7 @@ impl Daemon {
             Ok(permit) => permit,
             Err(stop) => return stop,
         };
-        if let Some(reason) = self.stop_reason(self.found).await {
+        if let Some(reason) = self.stop_reason(self.progress.found()).await {
             return Some(reason);
         }
         let mut permits = self.more_free_slots(permit);
@@ -330,8 +245,14 @@ impl Daemon {
                 } else {
                     self.services.options.sleep
                 };
-                let room = changed(self.room_watch.clone());
-                self.pause_unless(sleep, room).await;
+                let room = self.balanced.as_ref().map(Balanced::room_changed);
+                self.pause_unless(sleep, async move {
+                    match room {
+                        Some(room) => room.await,
+                        None => std::future::pending().await,
+                    }
+                })
+                .await;
             }
             Reserved::Failed => {
                 drop(permits);
@@ -348,19 +269,22 @@ impl Daemon {
     fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
         let options = &self.services.options;
         let mut limit = options.slots().min(self.services.router.free_starts());
-        if let Some(per_queue) = &self.per_queue {
-            limit = limit.min(per_queue.room().iter().sum::<usize>().max(1));
+        if let Some(balanced) = &self.balanced {
+            limit = limit.min(balanced.room().max(1));
         }
         if options.once {
             limit = 1;
         }
         if options.max_jobs > 0 {
-            let left = options.max_jobs.saturating_sub(self.reserved).max(1);
+            let left = options
+                .max_jobs
+                .saturating_sub(self.progress.reserved())
+                .max(1);
             limit = limit.min(usize::try_from(left).unwrap_or(usize::MAX));
         }
         let mut permits = vec![permit];
         while permits.len() < limit {
-            match Arc::clone(&self.slots).try_acquire_owned() {
+            match Arc::clone(&self.permits).try_acquire_owned() {
                 Ok(permit) => permits.push(permit),
                 Err(_) => break,
             }
@@ -370,8 +294,8 @@ impl Daemon {
 
     /// Collects the job tasks that have ended, noting when the last did.
     fn reap(&mut self) {
-        while self.in_flight.try_join_next().is_some() {
-            self.last_job_at = Instant::now();
+        if self.in_flight.reap() {
+            self.progress.job_ended();
         }
     }
 
@@ -379,18 +303,26 @@ impl Daemon {
     /// `min_processes` 0 and nothing waiting at the last round) and no job
     /// running.
     fn has_no_slot(&self) -> bool {
-        self.per_queue
-            .as_ref()
-            .is_some_and(|q| self.in_flight.is_empty() && q.room().iter().all(|&room| room == 0))
+        (self.balanced.as_ref()).is_some_and(|b| self.in_flight.is_empty() && b.no_room())
     }
 
-    /// With no slot at all, the turn is an empty poll: wait `--sleep`
-    /// (cut short when a round gives a slot), then check the stop
-    /// conditions as after a poll that found nothing.
+    /// With no slot at all, the turn asks the queues whether jobs wait:
+    /// when none do, it counts as an empty poll (the stop conditions then
+    /// hold as after one); when some do, it is no poll at all, and the loop
+    /// waits for the round that gives them slots (so `--once` and
+    /// `--stop-when-empty` run them rather than leave). Either way it waits
+    /// `--sleep` at most, cut short when a round gives a slot.
     async fn idle_without_slots(&mut self) -> Option<StopReason> {
-        let moved = changed(self.per_queue.as_ref().map(|q| q.subscribe()));
-        self.polled = true;
-        self.found = false;
+        let moved = self.balanced.as_ref().map(Balanced::moved)?;
+        let waiting = super::balance::rounds::pending(&self.services, &self.queues).await;
+        let poll = match waiting {
+            Ok(pending) if pending.iter().all(|&n| n == 0) => Some(Poll::Empty),
+            Ok(_) => None,
+            Err(_) => Some(Poll::Failed),
+        };
+        if let Some(poll) = poll {
+            self.progress.polled(poll);
+        }
         if !self.has_no_slot() {
             return None;
         }
@@ -403,7 +335,7 @@ impl Daemon {
     async fn idle(&mut self) -> Option<StopReason> {
         self.pause(self.services.options.sleep.max(Duration::from_secs(1)))
             .await;
-        self.polled = true;
+        self.progress.idled();
         self.stop_reason(false).await
     }
 
@@ -415,20 +347,20 @@ impl Daemon {
     /// signal meanwhile ends the wait: `Err(Some(reason))` to stop,
     /// `Err(None)` to start the turn again.
     async fn wait_for_slot(&mut self) -> Result<OwnedSemaphorePermit, Option<StopReason>> {
-        let slots = Arc::clone(&self.slots);
+        let permits = Arc::clone(&self.permits);
         let router = &self.services.router;
-        let starts = self.starts.clone();
+        let started = self.in_flight.until_all_started();
         let control = &mut self.control;
-        let per_queue = self.per_queue.clone();
+        let balanced = self.balanced.as_ref();
         let permit = self
             .pulse
             .during(None, async {
                 let startable = async {
-                    let permit = slots.acquire_owned().await;
-                    if let Some(per_queue) = &per_queue {
-                        per_queue.until_room().await;
+                    let permit = permits.acquire_owned().await;
+                    if let Some(balanced) = balanced {
+                        balanced.until_room().await;
                     }
-                    starts.until_all_reached().await;
+                    started.await;
                     router.until_startable().await;
                     permit
                 };
@@ -452,12 +384,11 @@ impl Daemon {
     async fn reserve(&mut self, count: usize) -> Reserved {
         // Before the room is read, so that a job ending after it ends the
         // idle wait.
-        self.room_watch = self.per_queue.as_ref().map(|q| q.subscribe());
-        let room_changed = changed(self.room_watch.clone());
-        let (active, counts) = self.pollable(count);
-        self.polled = true;
+        let room_changed = self.balanced.as_mut().map(Balanced::watch_room);
+        let (active, counts, skipped_busy) = self.pollable(count);
         if active.is_empty() {
-            self.found = false;
+            self.progress
+                .polled(poll_of(&Reserved::Nothing { waited: false }, skipped_busy));
             return Reserved::Nothing { waited: false };
         }
         // A SIGUSR2 or maintenance mode that comes during the idle wait
@@ -468,7 +399,7 @@ impl Daemon {
         let interrupted = async move {
             tokio::select! {
                 () = quit => {}
-                () = room_changed => {}
+                () = changed_or_never(room_changed) => {}
             }
         };
         let fetch = fetch::next_jobs(
@@ -484,7 +415,14 @@ impl Daemon {
         for migrated in self.services.queue.take_migrated() {
             self.services.events.migrated(&migrated);
         }
-        let reserved = match fetched {
+        let reserved = self.reserved(fetched);
+        self.progress.polled(poll_of(&reserved, skipped_busy));
+        reserved
+    }
+
+    /// What a fetch gave, its error logged.
+    fn reserved(&mut self, fetched: crate::queue::QueueResult<Fetched>) -> Reserved {
+        match fetched {
             Ok(Fetched::Jobs(jobs)) => {
                 self.errors.log_resolved(RESERVE_FAILED);
                 Reserved::Jobs(jobs)
@@ -494,65 +432,41 @@ impl Daemon {
                 Reserved::Nothing { waited }
             }
             Err(e) => {
-                let redis = self.services.queue.describe();
-                let error = format_args!("{e} (queue Redis at {redis})");
+                let queue = self.services.queue.describe();
+                let error = format_args!("{e} (queue at {queue})");
                 self.errors
                     .log(tracing::Level::ERROR, RESERVE_FAILED, &error);
                 Reserved::Failed
             }
-        };
-        // A poll that could not reach Redis says nothing about the queues:
-        // `--stop-when-empty` waits for one that did, for a few polls
-        // (see `UNREACHABLE_POLLS`).
-        self.found = self.skipped_busy || !matches!(reserved, Reserved::Nothing { .. });
-        match reserved {
-            Reserved::Failed => self.failed_polls += 1,
-            _ => self.failed_polls = 0,
         }
-        reserved
     }
 
     /// The queues to poll now and how many jobs each may give: the ones
     /// not paused, up to `count` each; when balanced, only those with room,
-    /// each up to its room (noting in `skipped_busy` whether one was left
-    /// out while its jobs run).
-    fn pollable(&mut self, count: usize) -> (Vec<Arc<QueueKeys>>, Vec<usize>) {
-        let room = self.per_queue.as_ref().map(|q| (q.room(), q.running()));
-        self.skipped_busy = false;
-        let mut active = Vec::new();
-        let mut counts = Vec::new();
-        for (i, (keys, paused)) in self.queues.iter().zip(&self.paused).enumerate() {
-            if *paused {
-                continue;
-            }
-            let limit = match &room {
-                Some((room, running)) if room[i] == 0 => {
-                    self.skipped_busy |= running[i] > 0;
-                    continue;
-                }
-                Some((room, _)) => count.min(room[i]),
-                None => count,
-            };
-            active.push(Arc::clone(keys));
-            counts.push(limit);
-        }
-        (active, counts)
+    /// each up to its room, and whether one was left out while its jobs run.
+    fn pollable(&self, count: usize) -> (Vec<Arc<QueueKeys>>, Vec<usize>, bool) {
+        let paused = self.signals.paused();
+        let pollable = match &self.balanced {
+            Some(balanced) => balanced.pollable(paused, count),
+            None => super::balance::Pollable {
+                queues: (0..paused.len()).filter(|&i| !paused[i]).collect(),
+                counts: vec![count; paused.iter().filter(|p| !**p).count()],
+                skipped_busy: false,
+            },
+        };
+        let active = pollable.queues.iter().map(|&i| Arc::clone(&self.queues[i]));
+        (active.collect(), pollable.counts, pollable.skipped_busy)
     }
 
     /// Hands `job` to a task of its own, which holds `permit` (the slot)
     /// until the job is settled and `--rest` has passed; when balanced, it
     /// holds a slot of its queue as long.
     fn dispatch(&mut self, job: ReservedJob, permit: OwnedSemaphorePermit) {
-        let queue_slot = self.per_queue.as_ref().and_then(|q| {
-            let index = q.position(&job.queue.name)?;
-            Some(q.take(index))
-        });
-        self.reserved += 1;
-        self.last_job_at = Instant::now();
+        let queue_slot = self.balanced.as_ref().and_then(|b| b.take(&job.queue.name));
+        self.progress.job_started();
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
-        let tickets = [self.starts.ticket(), self.unsettled.ticket()];
-        let settling = self.settling.ticket();
+        let (tickets, settling) = self.in_flight.tickets();
         let counted = self.pulse.counter().start();
         self.in_flight.spawn(async move {
             // Boxed: the job's future is several KiB (every stage a job
@@ -569,207 +483,45 @@ impl Daemon {
         });
     }
 
-    /// Stops taking jobs and waits for the ones in flight; past the drain
-    /// deadline, tells them to give up and waits for their release.
+    /// Stops taking jobs and waits for the ones in flight, within the drain
+    /// deadline (see [`InFlight::drain`]).
     async fn drain(&mut self, reason: StopReason) {
-        if let Some(rounds) = self.rounds.take() {
-            rounds.abort();
+        if let Some(balanced) = &mut self.balanced {
+            balanced.stop();
         }
         self.pulse.stopping(reason.as_str());
         self.services.events.stopping(reason);
-        if !self.in_flight.is_empty() {
-            tracing::info!(
-                jobs = self.in_flight.len(),
-                reason = reason.as_str(),
-                "stopping: waiting for the jobs in flight"
-            );
-        }
-        if let Some(limit) = self.drain_timeout {
-            self.drain_within(limit).await;
-        } else {
-            self.wait_for_jobs(None).await;
-        }
+        self.in_flight.drain(&self.deadline, &self.pulse).await;
         self.pulse.exit();
     }
 
-    /// The drain deadline bounds the whole exit: jobs run on until the last
-    /// quarter of `limit` (at most its last 2 s); those still running are
-    /// then told to give up and are released; whatever is still not settled
-    /// at `limit` (Redis hung, a slow failed hook) is abandoned where it
-    /// stands, so its job stays reserved and is reclaimed after
-    /// `retry_after`.
-    async fn drain_within(&mut self, limit: Duration) {
-        let release_window = (limit / 4).min(Duration::from_secs(2));
-        if self.wait_for_jobs(Some(limit - release_window)).await {
-            return;
-        }
-        tracing::warn!(
-            jobs = self.in_flight.len(),
-            "drain deadline passed: releasing the jobs still running"
-        );
-        if let Some(deadline) = &self.drain_deadline {
-            let _ = deadline.send(true);
-        }
-        if self.wait_for_jobs(Some(release_window)).await {
-            return;
-        }
-        let (settling, unsettled) = (self.settling.count(), self.unsettled.count());
-        self.in_flight.abort_all();
-        while self.in_flight.join_next().await.is_some() {}
-        report_cut(unsettled, settling.saturating_sub(unsettled));
-    }
-
-    /// Waits for every job task to end, for at most `limit` (`None`: no
-    /// limit); false when the limit passed first.
-    async fn wait_for_jobs(&mut self, limit: Option<Duration>) -> bool {
-        let in_flight = &mut self.in_flight;
-        let all = async { while in_flight.join_next().await.is_some() {} };
-        match limit {
-            Some(limit) => self
-                .pulse
-                .during(None, tokio::time::timeout(limit, all))
-                .await
-                .is_ok(),
-            None => {
-                self.pulse.during(None, all).await;
-                true
-            }
-        }
-    }
-
-    /// `stopIfNecessary`: the first stop condition that holds, in Laravel's
-    /// order. `found` says whether the last poll reserved a job.
+    /// `stopIfNecessary`: reads what the stop conditions need (the cache
+    /// signals, the memory; while jobs keep coming, at most every
+    /// [`CHECK_EVERY`](super::cache_signals::CHECK_EVERY)), then
+    /// [`stop::decide`]. `found` says whether the last poll reserved a job.
     async fn stop_reason(&mut self, found: bool) -> Option<StopReason> {
-        if self.control.borrow().quit.is_some() {
-            return Some(StopReason::Interrupted);
-        }
-        if self.services.on_tripped.should_stop() {
-            return Some(StopReason::HandlerTripped);
-        }
-        // While jobs keep coming, the cache and the memory are read at most
-        // every CHECK_EVERY; after an empty poll, every time.
-        let busy = found;
-        if !busy || is_stale(self.signals_read) {
-            self.restart = self.read_signals().await;
-            self.signals_read = Some(Instant::now());
-        }
-        // Laravel checks at the end of an iteration: nothing but a signal
-        // stops the worker before its first poll.
-        if !self.polled {
-            return None;
+        if self.signals.refresh(&self.services, found).await
+            && let Some(balanced) = &self.balanced
+        {
+            balanced.set_paused(self.signals.paused());
         }
         self.reap();
-        let memory_mb = self.services.options.memory_mb;
-        if memory_mb > 0 && self.rss_bytes(busy) >= memory_mb * 1024 * 1024 {
-            return Some(StopReason::Memory);
-        }
-        let options = &self.services.options;
-        if self.restart != self.last_restart {
-            return Some(StopReason::Restart);
-        }
-        if options.stop_when_empty && !found {
-            return Some(StopReason::Empty);
-        }
-        if options.stop_when_empty && self.failed_polls >= UNREACHABLE_POLLS {
+        let quit = self.control.borrow().quit.is_some();
+        let tripped = self.services.on_tripped.should_stop();
+        let flags = [quit, tripped, self.signals.restarted()];
+        let memory = self.services.options.memory_mb > 0;
+        let seen = (self.progress).seen(flags, !self.in_flight.is_empty(), memory, found);
+        let reason = stop::decide(&self.services.options, &seen);
+        if reason == Some(StopReason::RedisUnreachable) {
             tracing::error!(
-                redis = %self.services.queue.describe(),
-                "the queue Redis did not answer {UNREACHABLE_POLLS} polls in a row; \
-                 --stop-when-empty cannot tell whether the queues are empty, so the \
-                 worker stops with exit status 1"
+                queue = %self.services.queue.describe(),
+                "the queue did not answer {} polls in a row; --stop-when-empty and \
+                 --stop-when-empty-for cannot tell whether the queues are empty, so the \
+                 worker stops with exit status 1",
+                stop::UNREACHABLE_POLLS
             );
-            return Some(StopReason::RedisUnreachable);
         }
-        if self.empty_for(found) {
-            return Some(StopReason::EmptyFor);
-        }
-        if !options.max_time.is_zero() && self.started.elapsed() >= options.max_time {
-            return Some(StopReason::MaxTime);
-        }
-        if options.max_jobs > 0 && self.reserved >= options.max_jobs {
-            return Some(StopReason::MaxJobs);
-        }
-        if options.once {
-            return Some(StopReason::Once);
-        }
-        None
-    }
-
-    /// `--stop-when-empty-for`: the last poll found nothing, no job is in
-    /// flight, and none has run for the configured time. A job still
-    /// running counts as work, as it would in Laravel's one-job loop.
-    /// Jobs that ended must have been reaped first.
-    fn empty_for(&self, found: bool) -> bool {
-        let limit = self.services.options.stop_when_empty_for;
-        if limit.is_zero() || found {
-            return false;
-        }
-        self.in_flight.is_empty() && self.last_job_at.elapsed() >= limit
-    }
-
-    /// The worker's resident memory in bytes, read again unless `busy` and
-    /// read less than [`CHECK_EVERY`] ago.
-    fn rss_bytes(&mut self, busy: bool) -> u64 {
-        let (bytes, read) = self.rss;
-        if busy && !is_stale(read) {
-            return bytes;
-        }
-        let bytes = self.memory.rss_bytes();
-        self.rss = (bytes, Some(Instant::now()));
-        bytes
-    }
-
-    /// Reads the cache signals: notes which queues are paused (logging
-    /// changes) and returns the restart marker. On a cache error the last
-    /// values stand: a cache outage must neither stop nor pause the worker.
-    async fn read_signals(&mut self) -> Option<String> {
-        let options = &self.services.options;
-        match self
-            .services
-            .cache
-            .signals(&self.services.connection, &options.queues)
-            .await
-        {
-            Ok(signals) => {
-                self.errors.log_resolved(SIGNALS_FAILED);
-                for ((name, was), now) in
-                    options.queues.iter().zip(&self.paused).zip(&signals.paused)
-                {
-                    if was != now {
-                        let state = if *now { "paused" } else { "resumed" };
-                        tracing::info!(queue = %name, "queue {state}");
-                        let cause = Pause::Queue(name.clone());
-                        match now {
-                            true => self.services.events.paused(&cause),
-                            false => self.services.events.resumed(&cause),
-                        }
-                    }
-                }
-                self.paused = signals.paused;
-                if let Some(per_queue) = &self.per_queue {
-                    per_queue.set_paused(&self.paused);
-                }
-                signals.restart
-            }
-            Err(e) => {
-                let error = crate::error_chain::error_chain(e.as_ref());
-                self.errors
-                    .log(tracing::Level::WARN, SIGNALS_FAILED, &error);
-                self.last_restart.clone()
-            }
-        }
-    }
-
-    /// Emits `paused` or `resumed` when SIGUSR2 / SIGCONT changed the
-    /// worker's state since the last turn.
-    fn report_signal_pause(&mut self) {
-        let paused = self.control.borrow().paused;
-        if paused != self.signal_paused {
-            self.signal_paused = paused;
-            match paused {
-                true => self.services.events.paused(&Pause::Signal),
-                false => self.services.events.resumed(&Pause::Signal),
-            }
-        }
+        reason
     }
 
     /// `daemonShouldRun`: not paused by SIGUSR2, and not down for
@@ -805,9 +557,31 @@ impl Daemon {
     }
 
     /// Resolves once a quit signal has been received.
-    async fn wait_for_quit(&self) {
+    fn wait_for_quit(&self) -> impl std::future::Future<Output = ()> + use<> {
         let mut control = self.control.clone();
-        let _ = control.wait_for(|c| c.quit.is_some()).await;
+        async move {
+            let _ = control.wait_for(|c| c.quit.is_some()).await;
+        }
+    }
+}
+
+/// What a reservation attempt tells the stop conditions: a queue left out
+/// while its jobs ran (`skipped_busy`) means the queues are not known to
+/// be empty.
+fn poll_of(reserved: &Reserved, skipped_busy: bool) -> Poll {
+    match reserved {
+        Reserved::Failed => Poll::Failed,
+        Reserved::Nothing { .. } if !skipped_busy => Poll::Empty,
+        Reserved::Jobs(_) | Reserved::Nothing { .. } => Poll::Found,
+    }
+}
+
+/// Resolves when `room` (a balanced worker's room watch) resolves; never
+/// without one.
+async fn changed_or_never(room: Option<impl std::future::Future<Output = ()>>) {
+    match room {
+        Some(room) => room.await,
+        None => changed(None).await,
     }
 }
 
@@ -825,22 +599,6 @@ fn should_run(control: &watch::Receiver<Control>, down_file: Option<&std::path::
         }
         _ => true,
     }
-}
-
-/// Resolves when `changes` sees a change it has not seen yet (for a
-/// balanced worker: a job ended or the slots moved); never for `None`.
-async fn changed(changes: Option<watch::Receiver<u64>>) {
-    match changes {
-        Some(mut changes) => {
-            let _ = changes.changed().await;
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// True when `read` is unset or [`CHECK_EVERY`] old.
-fn is_stale(read: Option<Instant>) -> bool {
-    read.is_none_or(|at| at.elapsed() >= CHECK_EVERY)
 }
 
 /// How a fetch waits when every queue is empty, and how long the loop then
@@ -880,26 +638,4 @@ pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
     };
     let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
     Some(COMMAND_TIMEOUT.saturating_mul(polls).saturating_add(wait))
-}
-
-/// Logs the job tasks the drain deadline cut: `unsettled` jobs whose fate
-/// never reached Redis (they stay reserved), and `hooks` jobs already
-/// settled (recorded as failed) whose failed hook was cut short.
-fn report_cut(unsettled: usize, hooks: usize) {
-    if unsettled > 0 {
-        tracing::error!(
-            jobs = unsettled,
-            "drain deadline passed before these jobs could be settled; \
-             they stay reserved and are reclaimed after retry_after \
-             (unless a release or delete already sent still reaches Redis)"
-        );
-    }
-    if hooks > 0 {
-        tracing::warn!(
-            jobs = hooks,
-            "drain deadline passed while the failed hook of these jobs ran; \
-             they were already recorded as failed and removed from the queue, \
-             their hook was cut short"
-        );
-    }
 }

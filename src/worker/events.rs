@@ -41,8 +41,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::StopReason;
+use super::balance::Share;
 use super::settle::Settled;
-use super::slots::Share;
 use super::verdict::Verdict;
 use crate::handler::breaker::Trip;
 use crate::queue::ReservedJob;

@@ -15,10 +15,12 @@
 //!   one set of words output and metrics report;
 //! - [`stop`]: the stop conditions and their exit codes;
 //! - [`tripped`]: what a handler's trip does to the worker;
-//! - [`balance`]: how many slots each queue gets (`[worker] balance`), a
-//!   pure decision; [`balance_spec`]: its settings, checked;
-//!   [`slots`]: the live slots per queue; [`rebalance`]:
-//!   the rounds that move them;
+//! - [`balance`]: slots per queue (`[worker] balance`): the decision, its
+//!   settings, the live slots and the rounds that move them;
+//! - [`progress`]: the loop's counters for the stop conditions;
+//! - [`cache_signals`]: `queue:restart` and `queue:pause` as last read;
+//! - [`drain`]: the end of the loop, waiting for the jobs in flight up to
+//!   the drain deadline;
 //! - [`events`]: the job events the loop emits to its listeners (output,
 //!   metrics), which it never calls by name;
 //! - [`decoupled`]: the adapter a listener that does I/O runs behind (a
@@ -27,18 +29,18 @@
 
 pub mod backoff;
 pub mod balance;
-pub mod balance_spec;
+pub mod cache_signals;
 pub mod daemon;
 pub mod decoupled;
+pub mod drain;
 pub mod events;
 pub mod fetch;
 pub mod lease;
 pub mod options;
 pub mod outcome;
 pub mod process;
-pub mod rebalance;
+pub mod progress;
 pub mod settle;
-pub mod slots;
 pub mod starts;
 pub mod stop;
 pub mod task;

@@ -6,6 +6,8 @@
 //! table expect them (see `docs/src/protocol.md` and the database queue
 //! page of the book).
 
+#[allow(dead_code, unused_imports)] // used once the driver lands (issue 27)
 mod spec;
 
+#[allow(unused_imports)]
 pub use spec::DatabaseQueueSpec;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::balance::{Bounds, Mode, Policy, SHRINK_ROUNDS, Strategy};
+use super::share::{Bounds, Mode, Policy, SHRINK_ROUNDS, Strategy};
 
 /// Horizon's default `balanceCooldown`, in seconds.
 pub const DEFAULT_COOLDOWN: u64 = 3;

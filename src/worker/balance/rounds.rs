@@ -13,10 +13,10 @@
 
 use std::sync::Arc;
 
-use super::Services;
-use super::balance::{Balancer, Mode};
-use super::events::JobEvents;
-use super::slots::QueueSlots;
+use super::super::Services;
+use super::super::events::JobEvents;
+use super::queue_slots::QueueSlots;
+use super::share::{Balancer, Mode};
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::queue::QueueKeys;
 
@@ -68,7 +68,13 @@ pub async fn run(
 }
 
 /// Per queue, the jobs waiting: ready plus delayed already due.
-async fn pending(services: &Services, queues: &[Arc<QueueKeys>]) -> redis::RedisResult<Vec<u64>> {
+///
+/// # Errors
+/// The queue could not be reached.
+pub async fn pending(
+    services: &Services,
+    queues: &[Arc<QueueKeys>],
+) -> redis::RedisResult<Vec<u64>> {
     let mut pending = Vec::with_capacity(queues.len());
     for keys in queues {
         let sizes = services.queue.sizes(keys).await?;
@@ -78,7 +84,7 @@ async fn pending(services: &Services, queues: &[Arc<QueueKeys>]) -> redis::Redis
 }
 
 /// `high=3,low=1`: the slots per queue, for the log.
-pub fn describe(shares: &[super::slots::Share]) -> String {
+pub fn describe(shares: &[super::queue_slots::Share]) -> String {
     shares
         .iter()
         .map(|s| format!("{}={}", s.queue, s.slots))

@@ -5,7 +5,7 @@
 //! queue's [`Load`] (jobs waiting, slots busy, mean runtime) and gives the
 //! new number of slots per queue. The loop side (a slot of a queue pops
 //! only that queue; a round every `balance_cooldown`) is in
-//! [`slots`](super::slots) and [`rebalance`](super::rebalance).
+//! [`queue_slots`](super::queue_slots) and [`rounds`](super::rounds).
 //!
 //! - `simple`: the slots are split evenly once, and stay so.
 //! - `auto`: each round, every queue's share of `max_processes` follows
@@ -27,7 +27,7 @@
 //!   so a queue that has not finished a job yet is not weighed as free.
 //!
 //! Scale-down never stops a job: a slot taken away only stops its queue
-//! from reserving more (see [`slots`](super::slots)).
+//! from reserving more (see [`queue_slots`](super::queue_slots)).
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The live slots per queue of a balanced worker (`[worker] balance`).
 //!
 //! [`QueueSlots`] holds, per queue of `--queue`, the slots the
-//! [`Balancer`](super::balance::Balancer) gave it and the jobs of that
+//! [`Balancer`](super::share::Balancer) gave it and the jobs of that
 //! queue running now. The loop reserves from a queue only while it has
 //! room (running < slots): a slot of a queue pops only that queue. Taking
 //! slots away never touches a running job: the queue just reserves
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::balance::Load;
+use super::share::Load;
 
 /// Weight of the newest job in a queue's mean runtime (an exponential
 /// moving average: about the last 10 jobs count).
