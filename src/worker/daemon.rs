@@ -2,47 +2,44 @@
 //!
 //! [`Daemon::run`] starts, then turns the loop until a stop condition
 //! holds, then drains. Each turn ([`Daemon::turn`]):
-//! 1. [`reap`](Daemon::reap) the job tasks that ended and beat the pulse;
+//! 1. reap the job tasks that ended and beat the pulse;
 //! 2. if paused (SIGUSR2) or the app is down for maintenance (and no
 //!    `--force`), [`idle`](Daemon::idle): sleep, then check the stop
 //!    conditions;
 //! 3. [`wait_for_slot`](Daemon::wait_for_slot) (`--concurrency`); with one
 //!    slot, that is the end of the previous job, where Laravel runs
 //!    `stopIfNecessary`;
-//! 4. [`stop_reason`](Daemon::stop_reason): [`read_signals`](Daemon::read_signals)
-//!    (restart key and pause keys, one round trip), then the stop
-//!    conditions in Laravel's order: signal, memory, restart key,
-//!    `--stop-when-empty`, `--stop-when-empty-for`, `--max-time`, `--max-jobs`, `--once`;
-//! 5. [`reserve`](Daemon::reserve) the next job from the queues not
+//! 4. [`stop_reason`](Daemon::stop_reason): read the cache signals
+//!    ([`CacheSignals`]: restart and pause keys, one round trip) and the
+//!    memory, then [`stop::decide`] in Laravel's order;
+//! 5. [`reserve`](Daemon::reserve) the next jobs from the queues not
 //!    paused, in priority order (or block/sleep when there is none);
-//! 6. [`dispatch`](Daemon::dispatch) it to a task of its own: run handler
-//!    → settle → `--rest` → free slot (see [`task`](super::task)).
+//! 6. [`dispatch`](Daemon::dispatch) each to a task of its own: run
+//!    handler → settle → `--rest` → free slot (see [`task`](super::task)).
 //!
-//! With `[worker] balance`, each queue has slots of its own
-//! ([`QueueSlots`]): the loop reserves from a queue only while it has
-//! room, and a task started with the loop moves the slots every cooldown
-//! (see [`rebalance`](super::rebalance)). A job's end or a move wakes a
-//! loop waiting for room or for work.
-//!
-//! On stop, [`drain`](Daemon::drain) reserves nothing more and waits for
+//! With `[worker] balance` the loop holds a [`Balanced`]: each queue has
+//! slots of its own, the loop reserves from a queue only while it has
+//! room, and a task moves the slots every cooldown (see
+//! [`balance`](super::balance)). On stop, [`InFlight::drain`] waits for
 //! the jobs in flight, up to the drain deadline.
 //!
-//! The loop reports through [`JobEvents`] (polled, reserved, stopping; the
-//! job tasks emit settled) and never calls an observer by name. Each turn,
-//! and each wait (sleep, fetch, free slot, drain), beats the [`Pulse`]:
-//! systemd's READY/WATCHDOG/STATUS/STOPPING and the heartbeat file. Errors
-//! that repeat are logged through a [`RepeatLimiter`].
+//! The loop reaches its queue only through [`crate::queue`]'s driver
+//! interface, reports through [`JobEvents`] (polled, reserved, stopping;
+//! the job tasks emit settled) and never calls an observer by name. Each
+//! turn, and each wait (sleep, fetch, free slot, drain), beats the
+//! [`Pulse`]: systemd's READY/WATCHDOG/STATUS/STOPPING and the heartbeat
+//! file. Errors that repeat are logged through a [`RepeatLimiter`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::balance::{Balanced, changed};
+use super::balance::Balanced;
 use super::cache_signals::CacheSignals;
 use super::drain::{Deadline, InFlight};
 use super::events::JobEvents;
-use super::fetch::{self, Fetched, IdleWait};
+use super::fetch::{self, Fetched, IdleWait, fetch_limit, idle_wait};
 use super::progress::{Poll, Progress};
 use super::stop::{self, StopReason};
 use super::{Services, task, unrecorded};
@@ -246,13 +243,7 @@ impl Daemon {
                     self.services.options.sleep
                 };
                 let room = self.balanced.as_ref().map(Balanced::room_changed);
-                self.pause_unless(sleep, async move {
-                    match room {
-                        Some(room) => room.await,
-                        None => std::future::pending().await,
-                    }
-                })
-                .await;
+                self.pause_unless(sleep, changed_or_never(room)).await;
             }
             Reserved::Failed => {
                 drop(permits);
@@ -581,7 +572,7 @@ fn poll_of(reserved: &Reserved, skipped_busy: bool) -> Poll {
 async fn changed_or_never(room: Option<impl std::future::Future<Output = ()>>) {
     match room {
         Some(room) => room.await,
-        None => changed(None).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -599,43 +590,4 @@ fn should_run(control: &watch::Receiver<Control>, down_file: Option<&std::path::
         }
         _ => true,
     }
-}
-
-/// How a fetch waits when every queue is empty, and how long the loop then
-/// sleeps, from the connection's `block_for` (seconds) and `--sleep`.
-///
-/// | `block_for` | wait                          | sleep after |
-/// |-------------|-------------------------------|-------------|
-/// | unset       | BLPOP up to `--sleep`         | none        |
-/// | `0`         | BLPOP without a limit         | `--sleep`   |
-/// | `n`         | BLPOP up to `n` s             | `--sleep`   |
-///
-/// With `block_for` unset Laravel sleeps `--sleep` between empty polls; a
-/// BLPOP on the notify lists for the same time wakes as soon as a job is
-/// pushed (the same wait a PHP worker with `block_for` does, so it stays
-/// compatible), which turns a 1.5 s average pickup into about a
-/// millisecond. `--sleep=0` polls again at once, as in Laravel.
-pub fn idle_wait(block_for: Option<u64>, sleep: Duration) -> (IdleWait, Duration) {
-    match block_for {
-        None if sleep.is_zero() => (IdleWait::None, Duration::ZERO),
-        None => (IdleWait::Block(Some(sleep)), Duration::ZERO),
-        Some(0) => (IdleWait::Block(None), sleep),
-        Some(n) => (IdleWait::Block(Some(Duration::from_secs(n))), sleep),
-    }
-}
-
-/// The longest one fetch can legitimately take, after which the loop counts
-/// as stuck (no more watchdog pings): every queue polled before and after
-/// the wait, each pop within the command timeout, plus the idle wait and
-/// the command timeout it is allowed on top. `None` for a wait without a
-/// limit (`block_for = 0`).
-pub fn fetch_limit(idle: IdleWait, queues: usize) -> Option<Duration> {
-    use crate::queue::COMMAND_TIMEOUT;
-    let wait = match idle {
-        IdleWait::Block(None) => return None,
-        IdleWait::Block(Some(wait)) => wait.saturating_add(COMMAND_TIMEOUT),
-        IdleWait::None => Duration::ZERO,
-    };
-    let polls = u32::try_from(queues.saturating_mul(2)).unwrap_or(u32::MAX);
-    Some(COMMAND_TIMEOUT.saturating_mul(polls).saturating_add(wait))
 }
