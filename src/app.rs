@@ -22,7 +22,7 @@ use crate::handler::{
 use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
 use crate::metrics::Metrics;
-use crate::queue::RedisQueue;
+use crate::queue::{Queue, RedisQueue};
 use crate::queue::redis_queue::QueueOptions;
 use crate::signals::Control;
 use crate::worker::WorkerOptions;
@@ -34,7 +34,7 @@ const CONNECT_TRIES: u32 = 5;
 ///
 /// # Errors
 /// Redis unreachable after [`CONNECT_TRIES`] tries.
-pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
+pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
     let options = QueueOptions {
         prefix: settings.redis_prefix.clone(),
         retry_after: settings.retry_after,
@@ -50,7 +50,7 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<RedisQueue> {
     let mut pause = Duration::from_millis(500);
     for attempt in 1..=CONNECT_TRIES {
         match RedisQueue::connect(&settings.redis, options.clone()).await {
-            Ok(queue) => return Ok(queue),
+            Ok(queue) => return Ok(queue.into()),
             Err(e) if attempt < CONNECT_TRIES && !crate::redis::is_permanent(&e) => {
                 tracing::warn!(
                     attempt,
@@ -279,7 +279,7 @@ fn http_handler(pattern: &str, spec: &HttpSpec) -> anyhow::Result<HttpHandler> {
 /// Horizon's Redis connection cannot be opened.
 pub async fn start_horizon(
     settings: &Settings,
-    queue: &RedisQueue,
+    queue: &Queue,
     options: &WorkerOptions,
     control: tokio::sync::watch::Receiver<Control>,
 ) -> anyhow::Result<Option<Horizon>> {

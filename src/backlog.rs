@@ -4,7 +4,7 @@
 //! did; an autoscaler needs what is waiting. Every `[metrics]
 //! backlog_interval` seconds a sampler reads, for each queue the worker
 //! watches, one [`QueueSizes`] (one script, no job over the wire, see
-//! [`RedisQueue::sizes`]) and sets, labelled `queue`:
+//! [`Queue::sizes`]) and sets, labelled `queue`:
 //!
 //! | gauge | value |
 //! |---|---|
@@ -29,7 +29,7 @@ use prometheus_client::registry::Registry;
 
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::queue::redis_queue::{QueueSizes, now};
-use crate::queue::{QueueKeys, RedisQueue};
+use crate::queue::{QueueKeys, Queue};
 
 /// Log site of a failed sample (see [`RepeatLimiter`]).
 const SAMPLE_FAILED: &str = "cannot read the queue sizes for the backlog gauges";
@@ -116,7 +116,7 @@ impl Backlog {
     }
 
     /// Samples `queues` every `interval` until the process ends.
-    pub async fn sample(self, queue: RedisQueue, queues: Vec<Arc<QueueKeys>>, interval: Duration) {
+    pub async fn sample(self, queue: Queue, queues: Vec<Arc<QueueKeys>>, interval: Duration) {
         let mut errors = RepeatLimiter::new(DEFAULT_INTERVAL);
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -136,9 +136,9 @@ impl Backlog {
     /// Reads every queue's sizes and sets its gauges.
     async fn sample_once(
         &self,
-        queue: &RedisQueue,
+        queue: &Queue,
         queues: &[Arc<QueueKeys>],
-    ) -> redis::RedisResult<()> {
+    ) -> crate::queue::QueueResult<()> {
         for keys in queues {
             let sizes = queue.sizes(keys).await?;
             self.set(&keys.name, &sizes, now());

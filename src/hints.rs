@@ -8,11 +8,11 @@
 //! hints never stop a command.
 
 use crate::cache::CacheStore;
-use crate::queue::RedisQueue;
+use crate::queue::Queue;
 
 /// Every hint for a worker on `queues`: [`queues_elsewhere`] then
 /// [`restart_elsewhere`].
-pub async fn wrong_place(queue: &RedisQueue, cache: &CacheStore, queues: &[String]) -> Vec<String> {
+pub async fn wrong_place(queue: &Queue, cache: &CacheStore, queues: &[String]) -> Vec<String> {
     let mut hints = Vec::new();
     for name in queues {
         hints.extend(queues_elsewhere(queue, name).await);
@@ -23,7 +23,7 @@ pub async fn wrong_place(queue: &RedisQueue, cache: &CacheStore, queues: &[Strin
 
 /// One line per other prefix under which queue `name` holds jobs while
 /// the watched keys are empty, naming both keys and the setting to change.
-pub async fn queues_elsewhere(queue: &RedisQueue, name: &str) -> Vec<String> {
+pub async fn queues_elsewhere(queue: &Queue, name: &str) -> Vec<String> {
     match queue.elsewhere(&queue.keys(name)).await {
         Ok(found) => found.iter().map(|f| f.hint()).collect(),
         Err(e) => {

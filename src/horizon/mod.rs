@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::queue::RedisQueue;
+use crate::queue::Queue;
 use crate::redis::{Purpose, RedisConn, RedisTarget};
 use crate::signals::Control;
 use crate::worker::decoupled::{Decoupled, Finished};
@@ -108,7 +108,7 @@ impl Horizon {
     pub async fn start(
         settings: &HorizonSettings,
         target: &RedisTarget,
-        queue: &RedisQueue,
+        queue: &Queue,
         connection: &str,
         options: &WorkerOptions,
         control: watch::Receiver<Control>,

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::Trim;
 use super::keys::Keys;
-use crate::queue::RedisQueue;
+use crate::queue::Queue;
 use crate::redis::RedisConn;
 
 /// Time between two snapshots: Horizon's documented schedule (every five
@@ -39,7 +39,7 @@ pub struct Snapshots {
     /// Its prefix, to turn a measured hash's name into its snapshot's.
     pub prefix: String,
     /// The queue connection, for the ready lists' lengths.
-    pub queue: RedisQueue,
+    pub queue: Queue,
     /// `horizon.trim`.
     pub trim: Trim,
     /// The worker's job slots (the processes `wait` is divided by).
@@ -139,7 +139,11 @@ impl Snapshots {
     /// whole seconds.
     async fn wait(&self, conn: &mut RedisConn, hash: &str, queue: &str) -> redis::RedisResult<i64> {
         let runtime: Option<f64> = conn.hget(hash, "runtime").await?;
-        let ready = self.queue.sizes(&self.queue.keys(queue)).await?.pending;
+        let ready = match self.queue.sizes(&self.queue.keys(queue)).await {
+            Ok(sizes) => sizes.pending,
+            // Horizon runs only on Redis queues (refused at start otherwise).
+            Err(crate::queue::QueueError::Redis(e)) => return Err(e),
+        };
         let ms = ready as f64 * runtime.unwrap_or(0.0);
         Ok((ms / self.processes.max(1) as f64 / 1000.0).round() as i64)
     }

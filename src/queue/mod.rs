@@ -13,7 +13,9 @@
 pub mod batch;
 pub mod command;
 pub mod database;
+pub mod driver;
 pub mod elsewhere;
+pub mod error;
 pub mod job;
 pub mod keys;
 pub mod member;
@@ -23,6 +25,8 @@ pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
 
+pub use driver::Queue;
+pub use error::{QueueError, QueueResult};
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
@@ -31,6 +35,3 @@ pub use redis_queue::RedisQueue;
 /// How long one queue command may wait for its answer (the limit of every
 /// command connection, see [`crate::redis::COMMAND_TIMEOUT`]).
 pub use crate::redis::COMMAND_TIMEOUT;
-
-/// What a queue operation returns (for now, Redis's own result).
-pub type QueueResult<T> = redis::RedisResult<T>;

@@ -1,10 +1,10 @@
-//! Reserving the next jobs (`Worker::getNextJob` + `RedisQueue::pop`).
+//! Reserving the next jobs (`Worker::getNextJob` + `Queue::pop`).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{COMMAND_TIMEOUT, QueueKeys, RedisQueue, ReservedJob};
+use crate::queue::{COMMAND_TIMEOUT, QueueKeys, Queue, ReservedJob};
 
 /// How long to wait for work when every queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,13 +51,13 @@ pub enum Fetched {
 /// # Errors
 /// Any Redis error (the caller logs it and pauses).
 pub async fn next_jobs(
-    queue: &RedisQueue,
+    queue: &Queue,
     queues: &[Arc<QueueKeys>],
     counts: &[usize],
     idle: IdleWait,
     interrupted: impl Future<Output = ()>,
     may_take: impl Fn() -> bool,
-) -> redis::RedisResult<Fetched> {
+) -> crate::queue::QueueResult<Fetched> {
     // From before the first pop, so that a job of ours released with delay
     // 0 meanwhile gets the token that ends the wait below.
     let _waiting = matches!(idle, IdleWait::Block(_)).then(|| queue.waiting_for_jobs());
@@ -82,10 +82,10 @@ pub async fn next_jobs(
 }
 
 async fn poll(
-    queue: &RedisQueue,
+    queue: &Queue,
     queues: &[Arc<QueueKeys>],
     counts: &[usize],
-) -> redis::RedisResult<Vec<ReservedJob>> {
+) -> crate::queue::QueueResult<Vec<ReservedJob>> {
     for (keys, &count) in queues.iter().zip(counts) {
         let jobs = queue.pop(keys, count).await?;
         if !jobs.is_empty() {

@@ -22,7 +22,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::queue::{RedisQueue, ReservedJob};
+use crate::queue::{Queue, ReservedJob};
 
 /// What to do with a running handler whose reservation is lost
 /// (`[worker] on_lease_lost`).
@@ -49,7 +49,7 @@ pub enum Held<T> {
 /// Runs `work`, renewing `job`'s reservation until it completes; stops it
 /// early when the reservation is lost and `policy` says so.
 pub async fn hold<F: Future>(
-    queue: &RedisQueue,
+    queue: &Queue,
     job: &ReservedJob,
     policy: OnLeaseLost,
     work: F,
@@ -97,7 +97,7 @@ pub async fn hold<F: Future>(
 /// Whether a renewal's answer means the reservation is lost: Redis says
 /// so, or it cannot be reached and the lease has run out (`warned`: the
 /// first failure to renew has been logged).
-fn renewal_lost(job: &ReservedJob, renewed: redis::RedisResult<bool>, warned: &mut bool) -> bool {
+fn renewal_lost(job: &ReservedJob, renewed: crate::queue::QueueResult<bool>, warned: &mut bool) -> bool {
     match renewed {
         Ok(true) => {
             tracing::trace!(id = %job.id(), "reservation renewed");
@@ -142,11 +142,11 @@ fn expired(job: &ReservedJob, retry_after: u64) -> bool {
     true
 }
 
-type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = redis::RedisResult<bool>> + Send + 'a>>;
+type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = crate::queue::QueueResult<bool>> + Send + 'a>>;
 
 /// The answer to the renewal in flight, which is then taken; never, when
 /// none is.
-async fn in_flight(renewal: &mut Option<Renewal<'_>>) -> redis::RedisResult<bool> {
+async fn in_flight(renewal: &mut Option<Renewal<'_>>) -> crate::queue::QueueResult<bool> {
     let Some(pending) = renewal.as_mut() else {
         return std::future::pending().await;
     };

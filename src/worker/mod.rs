@@ -51,7 +51,7 @@ pub mod verdict;
 use crate::cache::CacheStore;
 use crate::failed::FailedJobStore;
 use crate::handler::Router;
-use crate::queue::RedisQueue;
+use crate::queue::Queue;
 
 pub use daemon::Daemon;
 pub use events::{JobEvents, Listeners};
@@ -64,7 +64,7 @@ pub use verdict::Verdict;
 /// What every job task needs, shared read-only between them.
 pub struct Services {
     /// The queue connection.
-    pub queue: RedisQueue,
+    pub queue: Queue,
     /// The queue connection's name (`redis`).
     pub connection: String,
     /// Restart signal and maxExceptions counters.

@@ -277,7 +277,7 @@ async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, ser
 async fn retry<F, Fut>(what: &str, job: &ReservedJob, mut write: F) -> Written
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = redis::RedisResult<bool>>,
+    Fut: Future<Output = crate::queue::QueueResult<bool>>,
 {
     let mut pause = Duration::from_millis(100);
     let mut failed = false;

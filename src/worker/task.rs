@@ -14,7 +14,7 @@ use super::settle::settle;
 use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::{JobException, WORKER_STOPPED};
-use crate::queue::{RedisQueue, ReservedJob};
+use crate::queue::{Queue, ReservedJob};
 
 /// Runs `job` to its end: decide (runs the handler), settle, report.
 /// `tickets`: dropped as the handler call begins, and once the job's fate
@@ -50,7 +50,7 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
 /// connection is reopened (the Redis client keeps buffers as large as the
 /// largest message it carried) and the allocator returns its free pages to
 /// the system ([`trim`](crate::memory::trim)).
-async fn after_job(job: ReservedJob, queue: &RedisQueue) {
+async fn after_job(job: ReservedJob, queue: &Queue) {
     let large = job.raw.len() + job.reserved.len() >= crate::memory::LARGE_JOB;
     drop(job);
     if large {

@@ -74,7 +74,7 @@ pub async fn run(
 pub async fn pending(
     services: &Services,
     queues: &[Arc<QueueKeys>],
-) -> redis::RedisResult<Vec<u64>> {
+) -> crate::queue::QueueResult<Vec<u64>> {
     let mut pending = Vec::with_capacity(queues.len());
     for keys in queues {
         let sizes = services.queue.sizes(keys).await?;

@@ -1,0 +1,15 @@
+//! [`QueueError`]: what a queue operation can fail with, whichever driver
+//! runs.
+
+/// A queue operation that did not complete. Its text is the driver's own
+/// (a Redis error reads as Redis words it, a database error names the
+/// table), so a log line says what the operator must fix.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The Redis queue.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+}
+
+/// What a queue operation returns.
+pub type QueueResult<T> = Result<T, QueueError>;
