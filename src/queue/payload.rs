@@ -79,7 +79,24 @@ impl Payload {
     /// `attempts` (the payloads Laravel's pop script loses), or is nested
     /// deeper than [`MAX_JSON_DEPTH`].
     pub fn parse(raw: impl Into<Bytes>) -> Result<Self, PayloadError> {
-        let raw: Bytes = raw.into();
+        Self::parse_with(raw.into(), true)
+    }
+
+    /// Parses a payload as the database and SQS drivers store it: Laravel's
+    /// `createPayload` without the `id` and `attempts` that only
+    /// `RedisQueue` adds (the attempt count lives in the row's `attempts`
+    /// column, or SQS's `ApproximateReceiveCount`). An `attempts` key, when
+    /// a payload has one anyway (Vapor, Bref), is read as on Redis;
+    /// [`Payload::attempts`] is 0 without one.
+    ///
+    /// # Errors
+    /// [`PayloadError::NotAnObject`] when `raw` is not a JSON object, or is
+    /// nested deeper than [`MAX_JSON_DEPTH`].
+    pub fn parse_stored(raw: impl Into<Bytes>) -> Result<Self, PayloadError> {
+        Self::parse_with(raw.into(), false)
+    }
+
+    fn parse_with(raw: Bytes, attempts_required: bool) -> Result<Self, PayloadError> {
         if let Some(at) = too_deep(&raw, MAX_JSON_DEPTH) {
             return Err(PayloadError::NotAnObject(format!(
                 "nested deeper than {MAX_JSON_DEPTH} levels at byte {at}"
@@ -91,10 +108,14 @@ impl Payload {
             Some(Scalar::Str(s)) => Some(s.into_owned()),
             _ => None,
         };
-        let Some(attempts) = fields.attempts.as_ref().and_then(Scalar::as_attempts) else {
-            return Err(PayloadError::NoAttempts {
-                uuid: text(fields.uuid),
-            });
+        let attempts = match fields.attempts.as_ref().and_then(Scalar::as_attempts) {
+            Some(attempts) => attempts,
+            None if !attempts_required => 0,
+            None => {
+                return Err(PayloadError::NoAttempts {
+                    uuid: text(fields.uuid),
+                });
+            }
         };
         let base = raw.as_ptr() as usize;
         let data = fields.data.map(|d| {
@@ -691,5 +712,16 @@ mod tests {
         let p = Payload::parse(text.into_bytes()).unwrap();
         assert_eq!(p.display_name(), Some("A\0B\n"));
         assert_eq!(p.id().map(|s| s.len()), Some(200 * 1024));
+    }
+
+    #[test]
+    fn a_stored_payload_needs_no_attempts() {
+        let body = br#"{"uuid":"u-1","displayName":"App\\Jobs\\Foo","data":{}}"#;
+        assert!(Payload::parse(&body[..]).is_err());
+        let p = Payload::parse_stored(&body[..]).unwrap();
+        assert_eq!((p.attempts(), p.id(), p.uuid()), (0, None, Some("u-1")));
+        let with = Payload::parse_stored(&br#"{"attempts":3}"#[..]).unwrap();
+        assert_eq!(with.attempts(), 3);
+        assert!(Payload::parse_stored(&b"[1]"[..]).is_err());
     }
 }
