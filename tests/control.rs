@@ -688,6 +688,14 @@ fn dead_redis_at_startup_exits_1() {
         "retried before giving up: {err}"
     );
     assert!(!err.contains("worker started"), "the worker started: {err}");
+    // The fatal line says its cause once ("No such file or directory"),
+    // not "cause: cause".
+    let fatal = err
+        .lines()
+        .find(|l| l.contains("unreachable after"))
+        .unwrap();
+    let (_, cause) = fatal.split_once("): ").unwrap();
+    assert!(!cause.contains(": "), "the cause said twice: {fatal}");
     // Every line names the address it tried (the socket path here).
     let socket = s.path("no-such-dir/redis.sock").display().to_string();
     let tries: Vec<&str> = err
