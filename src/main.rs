@@ -49,6 +49,7 @@ fn main() -> ExitCode {
             Command::Demo => return commands::demo::run().await,
             Command::Completions(args) => return commands::docs::completions(args.shell),
             Command::Man => return commands::docs::man(),
+            Command::Work(_) => commands::work::absorb_resize_signals(),
             _ => {}
         }
         let settings = Settings::load(

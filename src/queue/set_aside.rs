@@ -214,6 +214,14 @@ fn eviction_note(policy: Option<&str>) -> String {
     }
 }
 
+/// Where a set-aside job's member is in `:reserved`.
+struct Member<'a> {
+    queue: &'a QueueKeys,
+    /// The score the pop gave it, UNIX seconds.
+    expiry: i64,
+    found: &'a SetAside,
+}
+
 #[cfg(test)]
 mod tests {
     use super::eviction_note;
@@ -227,12 +235,4 @@ mod tests {
         assert!(!allkeys.contains("TTL"), "{allkeys}");
         assert_eq!(eviction_note(None), "check maxmemory-policy");
     }
-}
-
-/// Where a set-aside job's member is in `:reserved`.
-struct Member<'a> {
-    queue: &'a QueueKeys,
-    /// The score the pop gave it, UNIX seconds.
-    expiry: i64,
-    found: &'a SetAside,
 }
