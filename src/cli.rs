@@ -251,7 +251,7 @@ pub struct WorkArgs {
     #[arg(long)]
     pub json: bool,
     /// Jobs run at once by this worker.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=crate::worker::options::MAX_PROCESSES as u64))]
     pub concurrency: u64,
     /// Slots per queue (`[worker] balance` and its companions).
     #[command(flatten)]

@@ -58,6 +58,7 @@ mod stdout;
 mod worker;
 
 // The crate's surface: what the binary and the integration tests use.
+pub use error_chain::error_chain;
 pub use escape::log_fields;
 pub use handler::metadata;
 pub use queue::{Payload, command};

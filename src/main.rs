@@ -49,6 +49,7 @@ fn main() -> ExitCode {
             Command::Demo => return commands::demo::run().await,
             Command::Completions(args) => return commands::docs::completions(args.shell),
             Command::Man => return commands::docs::man(),
+            Command::Work(_) => commands::work::absorb_resize_signals(),
             _ => {}
         }
         let settings = Settings::load(
@@ -79,7 +80,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // A URL in the message may hold a password (a TOML error quotes
             // the line it stopped at, a driver may quote its URL).
-            let message = laravel_worker::config::redact::text(&format!("{e:#}"));
+            // Each cause once: a Redis error that wraps an I/O error
+            // displays as that error ("Connection refused: Connection refused").
+            let chain = laravel_worker::error_chain(e.as_ref());
+            let message = laravel_worker::config::redact::text(&chain);
             tracing::error!("{message}");
             ExitCode::from(FATAL)
         }

@@ -57,6 +57,21 @@ pub enum Resize {
     Shrink,
 }
 
+/// Takes SIGTTIN and SIGTTOU from the first moment of `work`, before the
+/// settings are read and Redis is reached: their default action stops the
+/// process (until SIGCONT), so one sent during a slow start froze the
+/// worker. A signal caught here before [`resizes`] listens is dropped
+/// (there is no pool yet to resize); the handler stays installed for the
+/// life of the process, and programs started later get the default again.
+///
+/// # Errors
+/// A handler could not be installed.
+pub fn absorb_resizes() -> std::io::Result<()> {
+    let _ttin = signal(SignalKind::from_raw(nix::libc::SIGTTIN))?;
+    let _ttou = signal(SignalKind::from_raw(nix::libc::SIGTTOU))?;
+    Ok(())
+}
+
 /// Installs the SIGTTIN and SIGTTOU handlers (as gunicorn and unicorn
 /// take them: one worker more, one fewer) and calls `resize` for each
 /// signal received.

@@ -233,3 +233,46 @@ fn persistent_trips_and_recovers(body: &str, fix: &str) -> String {
     );
     log
 }
+
+/// A handler that faults now and then, between good answers, logs its
+/// fault once, then as a count per `error_summary_interval`: the good
+/// answers in between do not start the count again (they did: one line
+/// per fault).
+#[test]
+fn a_handler_that_fails_now_and_then_logs_its_fault_once() {
+    let s = Scene::new();
+    let answers = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let (answers, done) = (Arc::clone(&answers), Arc::clone(&done));
+        Server::start(move |_| {
+            if answers.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                done.fetch_add(1, Ordering::SeqCst);
+                return common::http_server::ok();
+            }
+            let json = vec![("Content-Type", "application/json".to_string())];
+            Reply::Send(200, json, "{not json".into())
+        })
+    };
+    let config = s
+        .config()
+        .handler(Handler::url(&server.url("/_queue")))
+        .set("worker", "trip_after", 0)
+        .error_summary_interval(3600)
+        .write();
+    s.push_on("default", &Job::named(["A"; 12]));
+    let mut d = s.work(&config, &["--sleep=0.05", "--tries=0"]);
+    common::wait_until("12 good answers", || done.load(Ordering::SeqCst) >= 12);
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    let faults = d
+        .stderr
+        .iter()
+        .filter(|l| l.contains("ERROR") && l.contains("malformed handler answer"))
+        .count();
+    assert!(
+        answers.load(Ordering::SeqCst) >= 20,
+        "faults between the good answers"
+    );
+    assert_eq!(faults, 1, "{}", d.stderr_text());
+}

@@ -160,6 +160,38 @@ fn false_password_and_null_prefix_follow_laravel() {
     assert!(d.stderr_text().contains("first_key=queues:default"));
 }
 
+/// `REDIS_PASSWORD=true` authenticates with `1`, as phpredis sends PHP's
+/// `true` (Laravel's `env()` turns the word into the boolean), not with the
+/// word `true`.
+#[test]
+fn a_true_password_is_sent_as_php_sends_it() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .settings_from_app()
+        .failed_driver("null")
+        .recording("exit 0")
+        .write();
+    let _: () = s.redis.cmd(&[
+        "RPUSH",
+        "laravel-database-queues:default",
+        &Job::named(["A"])[0].build(),
+    ]);
+    let _: () = s.redis.cmd(&["CONFIG", "SET", "requirepass", "1"]);
+    let socket = s.redis.socket.to_str().unwrap();
+    let mut all = vec!["--config", config.to_str().unwrap()];
+    all.extend(["work", "--stop-when-empty", "--sleep=0"]);
+    let env = [
+        ("REDIS_HOST", socket),
+        ("REDIS_PORT", "0"),
+        ("REDIS_PASSWORD", "true"),
+        ("REDIS_DB", "0"),
+    ];
+    let mut d = Daemon::start(&all, &env);
+    d.expect_exit(0);
+    assert_eq!(s.log().len(), 1, "{}", d.stderr_text());
+}
+
 /// Keys that cannot mean what they say are refused at load, named.
 #[test]
 fn keys_that_cannot_work_are_refused_by_name() {

@@ -667,6 +667,25 @@ fn failed_store_null_discards() {
 // Fatal start-up errors
 // ---------------------------------------------------------------------------
 
+/// SIGTTIN and SIGTTOU while the worker starts (here: while it retries an
+/// unreachable Redis) do not stop the process: it goes on and exits 1 as
+/// without them (their default action froze it until SIGCONT).
+#[test]
+fn resize_signals_during_start_up_do_not_freeze_the_worker() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .redis_socket(&s.path("no-such-dir/redis.sock"))
+        .failed_driver("null")
+        .write_as("dead.toml");
+    let mut d = s.work(&config, &[]);
+    d.wait_log(&["cannot connect to the queue Redis"]);
+    d.signal(nix::sys::signal::Signal::SIGTTIN);
+    d.signal(nix::sys::signal::Signal::SIGTTOU);
+    d.expect_exit(1);
+    assert!(d.stderr_text().contains("unreachable after 5 tries"));
+}
+
 /// Redis unreachable at start: a few tries, then exit 1 with a clear error.
 #[test]
 fn dead_redis_at_startup_exits_1() {
@@ -688,6 +707,14 @@ fn dead_redis_at_startup_exits_1() {
         "retried before giving up: {err}"
     );
     assert!(!err.contains("worker started"), "the worker started: {err}");
+    // The fatal line says its cause once ("No such file or directory"),
+    // not "cause: cause".
+    let fatal = err
+        .lines()
+        .find(|l| l.contains("unreachable after"))
+        .unwrap();
+    let (_, cause) = fatal.split_once("): ").unwrap();
+    assert!(!cause.contains(": "), "the cause said twice: {fatal}");
     // Every line names the address it tried (the socket path here).
     let socket = s.path("no-such-dir/redis.sock").display().to_string();
     let tries: Vec<&str> = err

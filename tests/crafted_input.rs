@@ -253,6 +253,7 @@ fn control_characters_are_escaped_in_job_lines_and_logs() {
 #[test]
 fn absurd_options_are_refused_at_start() {
     let (s, config) = Scene::recording("");
+    s.push(&Job::laravel8("App\\Jobs\\Waits"));
     let config = config.to_str().unwrap();
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 8] = [
@@ -276,17 +277,122 @@ fn absurd_options_are_refused_at_start() {
     for (flags, env, named) in cases {
         let mut args = vec!["--config", config, "work", "--once"];
         args.extend_from_slice(flags);
-        let mut d = common::Daemon::start(&args, env);
-        assert_eq!(d.code(), Some(1), "{flags:?} {env:?}: {:?}", d.stderr);
-        assert!(
-            d.stderr
-                .iter()
-                .any(|l| l.contains("ERROR") && l.contains(named)),
-            "{flags:?} {env:?}: {:?}",
-            d.stderr
-        );
+        refused_naming(&args, env, named);
+    }
+    // The settings added since: counts of processes and slots (bounded as
+    // --concurrency), durations (as retry_after), Horizon's trims.
+    const NEAR_2_63: i64 = i64::MAX;
+    type Edit = for<'c> fn(common::config::Config<'c>) -> common::config::Config<'c>;
+    let settings: [(Edit, &[&str], &str); 16] = [
+        (
+            |c| c.set("worker", "max_processes", 1i64 << 61),
+            &["--balance=simple"],
+            "max_processes = 2305843009213693952",
+        ),
+        (
+            |c| c.set("worker", "max_processes", 1_000_000_000),
+            &["--balance=simple"],
+            "max_processes = 1000000000",
+        ),
+        (
+            |c| c,
+            &["--balance=auto", "--max-processes=100000"],
+            "max_processes",
+        ),
+        (
+            |c| c.set("worker", "balance_max_shift", NEAR_2_63),
+            &["--balance=auto"],
+            "balance_max_shift",
+        ),
+        (
+            |c| c.set("worker", "min_processes", NEAR_2_63),
+            &[],
+            "min_processes",
+        ),
+        (
+            |c| c.set("worker", "trip_backoff", NEAR_2_63),
+            &[],
+            "trip_backoff",
+        ),
+        (
+            |c| c.set("metrics", "idle_timeout", NEAR_2_63),
+            &[],
+            "[metrics] idle_timeout",
+        ),
+        (
+            |c| c.set("metrics", "header_timeout", NEAR_2_63),
+            &[],
+            "[metrics] header_timeout",
+        ),
+        (
+            |c| c.set("worker", "kill_grace", NEAR_2_63),
+            &[],
+            "kill_grace",
+        ),
+        (
+            |c| c.set("worker", "drain_timeout", NEAR_2_63),
+            &[],
+            "drain_timeout",
+        ),
+        (
+            |c| c.tune(|h| h.persistent().idle_timeout(NEAR_2_63)),
+            &[],
+            "idle_timeout = 9223372036854775807",
+        ),
+        (
+            |c| c.tune(|h| h.persistent().processes(100_000)),
+            &[],
+            "processes = 100000",
+        ),
+        (
+            |c| c.tune(|h| h.persistent().processes(100_000).min_processes(100_000)),
+            &[],
+            "processes = 100000",
+        ),
+        (
+            |c| c.tune(|h| h.persistent().max_memory(NEAR_2_63)),
+            &[],
+            "max_memory",
+        ),
+        (
+            |c| {
+                c.set("horizon", "enabled", true)
+                    .set("horizon", "trim_recent", NEAR_2_63)
+            },
+            &[],
+            "trim_recent",
+        ),
+        (
+            |c| {
+                c.set("horizon", "enabled", true)
+                    .set("horizon", "trim_failed", 1i64 << 60)
+            },
+            &[],
+            "trim_failed",
+        ),
+    ];
+    for (i, (edit, flags, named)) in settings.iter().enumerate() {
+        let config = edit(s.config().recording("")).write_as(&format!("absurd-{i}.toml"));
+        let mut args = vec!["--config", config.to_str().unwrap(), "work", "--once"];
+        args.extend_from_slice(flags);
+        refused_naming(&args, &[], named);
     }
     assert!(s.log().is_empty());
+    assert_eq!(s.redis.llen(&q("default")), 1, "the job waits, untouched");
+}
+
+/// Starts `work` with `args`, expects exit status 1 and an error line
+/// naming `named`.
+fn refused_naming(args: &[&str], env: &[(&str, &str)], named: &str) {
+    let mut d = common::Daemon::start(args, env);
+    assert_eq!(d.code(), Some(1), "{args:?} {env:?}: {:?}", d.stderr);
+    assert!(
+        d.stderr
+            .iter()
+            .any(|l| l.contains("ERROR") && l.contains(named)),
+        "{args:?} {env:?}: {:?}",
+        d.stderr
+    );
 }
 
 /// A payload whose `backoff` is PHP's largest integer is released into the

@@ -685,3 +685,48 @@ fn horizons_retry_job_goes_to_the_built_in_php_bridge() {
     assert_eq!(s.log().len(), 1, "the other job keeps its handler");
     assert_eq!(hash(&s, &retry.uuid())["status"], "completed");
 }
+
+/// Horizon's prefix follows Horizon's own rule for each value: a set
+/// `HORIZON_PREFIX` wins, and `Horizon::use`'s `prefix ?: 'horizon:'`
+/// turns an empty, `null`, `false`, `(empty)` or `0` one into `horizon:`;
+/// without it, `Str::slug(APP_NAME, '_')` + `_horizon:`, so an empty
+/// `APP_NAME` gives `_horizon:` and an unset one `laravel_horizon:`.
+#[test]
+fn the_horizon_prefix_follows_horizons_rule_for_every_value() {
+    let s = Scene::new();
+    let config = s
+        .config()
+        .recording("")
+        .set("horizon", "enabled", true)
+        .write();
+    let cases: [(&[(&str, &str)], &str); 8] = [
+        (&[("HORIZON_PREFIX", "")], "horizon:"),
+        (&[("HORIZON_PREFIX", "null")], "horizon:"),
+        (&[("HORIZON_PREFIX", "false")], "horizon:"),
+        (&[("HORIZON_PREFIX", "(empty)")], "horizon:"),
+        (&[("HORIZON_PREFIX", "0")], "horizon:"),
+        (&[("APP_NAME", "")], "_horizon:"),
+        (
+            &[
+                ("APP_NAME", "My Shop"),
+                ("REDIS_PREFIX", "laravel_database_"),
+            ],
+            "my_shop_horizon:",
+        ),
+        (&[], "laravel_horizon:"),
+    ];
+    for (env, expected) in cases {
+        let _: () = s.redis.cmd(&["FLUSHDB"]);
+        let job = Job::laravel8("App\\Jobs\\A");
+        s.push(&job);
+        let args = ["--config", config.to_str().unwrap(), "work", "--once"];
+        common::Daemon::start(&args, env).expect_exit(0);
+        let record = format!("{expected}{}", job.uuid());
+        assert_eq!(
+            s.redis.cmd::<i64>(&["EXISTS", &record]),
+            1,
+            "{env:?}: the job's record under {expected:?}: {:?}",
+            s.redis.cmd::<Vec<String>>(&["KEYS", "*"])
+        );
+    }
+}

@@ -153,3 +153,34 @@ fn a_noisy_or_huge_app_answer_does_not_stall_the_start() {
     let log = d.stderr_text();
     assert!(log.contains("printed more than 4 MiB"), "{log}");
 }
+
+/// An app that prints on stdout and exits while it boots fails with what
+/// it printed, not an empty message.
+#[test]
+fn an_app_that_exits_while_booting_says_what_it_printed() {
+    if std::process::Command::new("php")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
+        common::skip::note("php", "not on the PATH");
+        return;
+    }
+    let s = Scene::new();
+    let app = s.path("app");
+    std::fs::create_dir_all(app.join("bootstrap")).unwrap();
+    std::fs::write(
+        app.join("bootstrap/app.php"),
+        "<?php\nfile_put_contents('php://stdout', \"Booting the shop\\n\"); exit(1);\n",
+    )
+    .unwrap();
+    let config = s.config().settings_from_app().write();
+    let flag = format!("--app={}", app.display());
+    let mut d = s.work(&config, &[flag.as_str(), "--once"]);
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(
+        log.contains("the last line printed on stdout: Booting the shop"),
+        "{log}"
+    );
+}

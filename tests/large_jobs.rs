@@ -267,7 +267,7 @@ fn a_large_job_whose_pieces_redis_evicted_runs_at_its_first_attempt() {
     let stderr = run.stderr_text();
     assert!(
         stderr.contains("Redis evicted the pieces of a large job")
-            && stderr.contains("maxmemory-policy is volatile-ttl"),
+            && stderr.contains("maxmemory-policy is volatile-ttl: under maxmemory Redis evicts only keys with a TTL"),
         "{stderr}"
     );
 }

@@ -133,6 +133,115 @@ fn a_client_that_stops_reading_is_closed_after_the_idle_timeout() {
     d.expect_exit(0);
 }
 
+/// An odd `createdAt` at the head of a queue never costs the queue its
+/// gauges nor `monitor` its table: a space after the colon is read, a
+/// string, `null` or an object gives no age, and a `createdAt` inside
+/// `data` (or the log context) is never taken for the job's.
+#[test]
+fn an_odd_created_at_keeps_the_backlog_gauges_and_monitor() {
+    let s = Scene::new();
+    let config = s.config().script("exit 0").metrics_listen("127.0.0.1:0");
+    let config = config.set("metrics", "backlog_interval", 1).write();
+    let t = now();
+    let spaced = Job::laravel13("App\\Jobs\\A")
+        .set("createdAt", json!(t - 30))
+        .build()
+        .replace("\"createdAt\":", "\"createdAt\": ");
+    let nested = Job::string(
+        "App\\Jobs\\B@handle",
+        json!({"createdAt": 0, "x": [{"createdAt": 1}]}),
+    )
+    .set("createdAt", json!(t - 60))
+    .set(
+        "illuminate:log:context",
+        json!({"data": {"createdAt": "i:0;"}}),
+    )
+    .build();
+    let heads = [
+        ("spaced", spaced, Some(30)),
+        ("nested", nested, Some(60)),
+        (
+            "text",
+            Job::laravel13("C").set("createdAt", json!("soon")).build(),
+            None,
+        ),
+        (
+            "null",
+            Job::laravel13("D").set("createdAt", json!(null)).build(),
+            None,
+        ),
+        (
+            "inside",
+            Job::string("E@handle", json!({"createdAt": 0})).build(),
+            None,
+        ),
+    ];
+    let queues: Vec<&str> = heads.iter().map(|(queue, ..)| *queue).collect();
+    for queue in &queues {
+        Daemon::cli(&config, &["pause", &format!("redis:{queue}")]).expect_exit(0);
+    }
+    for (queue, head, _) in &heads {
+        s.redis.push(queue, head);
+    }
+    let mut d = s.work(
+        &config,
+        &[&format!("--queue={}", queues.join(",")), "--sleep=0.1"],
+    );
+    let address = d.metrics_address();
+    let gauge = |text: &str, name: &str, queue: &str| -> Option<i64> {
+        let needle = format!("laravel_worker_queue_{name}{{queue=\"{queue}\"}} ");
+        metric(text, &needle)?.parse().ok()
+    };
+    let mut text = String::new();
+    common::wait_until("the backlog gauges of every queue", || {
+        text = get(&address, "/metrics").1;
+        queues.iter().all(|q| gauge(&text, "backlog", q).is_some())
+    });
+    for (queue, _, age) in &heads {
+        for name in ["ready", "backlog"] {
+            assert_eq!(
+                gauge(&text, name, queue),
+                Some(1),
+                "{name} of {queue}: {text}"
+            );
+        }
+        for name in ["delayed", "delayed_due", "reserved"] {
+            assert_eq!(
+                gauge(&text, name, queue),
+                Some(0),
+                "{name} of {queue}: {text}"
+            );
+        }
+        let read = gauge(&text, "oldest_ready_age_seconds", queue);
+        match age {
+            Some(age) => {
+                let read = read.unwrap_or_else(|| panic!("the age of {queue}: {text}"));
+                assert!((*age..age + 10).contains(&read), "{queue}: {read}: {text}");
+            }
+            None => assert_eq!(read, None, "no age for {queue}: {text}"),
+        }
+    }
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+
+    let list = format!("redis:{}", queues.join(","));
+    let mut m = Daemon::cli(&config, &["monitor", &list]);
+    m.expect_exit(0);
+    for queue in &queues {
+        assert!(
+            m.stdout.iter().any(|l| l.contains(queue)),
+            "{queue} in the table: {:?}",
+            m.stdout
+        );
+    }
+    let mut m = Daemon::cli(&config, &["monitor", &list, "--json"]);
+    m.expect_exit(0);
+    let report: serde_json::Value = serde_json::from_str(&m.stdout[0]).unwrap();
+    assert_eq!(report[0]["oldest_pending"], json!(t - 30), "{report}");
+    assert_eq!(report[1]["oldest_pending"], json!(t - 60), "{report}");
+    assert_eq!(report[4]["oldest_pending"], json!(null), "{report}");
+}
+
 /// The backlog gauges (for KEDA or an HPA) equal the Redis state of each
 /// watched queue: ready, delayed (all and due), reserved, the head job's
 /// age from its `createdAt`, and backlog = ready + due delayed + reserved.

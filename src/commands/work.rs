@@ -90,6 +90,15 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     Ok(reason.exit_code())
 }
 
+/// Called first thing by `work`: SIGTTIN and SIGTTOU no longer stop the
+/// process while it starts (see [`crate::signals::absorb_resizes`]); a
+/// failure is only a warning.
+pub fn absorb_resize_signals() {
+    if let Err(e) = crate::signals::absorb_resizes() {
+        tracing::warn!("cannot take SIGTTIN and SIGTTOU during start-up: {e}");
+    }
+}
+
 /// SIGTTIN and SIGTTOU: each persistent handler's pool one process
 /// larger or smaller (never below 1), its calls in flight left to end.
 ///

@@ -176,10 +176,27 @@ fn run_php(dir: &Path) -> Result<Vec<u8>, ReadError> {
     if !status.success() {
         return Err(ReadError::Failed(anyhow::anyhow!(
             "the app's configuration could not be read ({status}): {}",
-            super::redact::text(&last_line(&err))
+            super::redact::text(&why_failed(&err, &out))
         )));
     }
     Ok(out)
+}
+
+/// Why the reader failed, in one line: the last line of its stderr, else
+/// (an app that printed and exited while it booted: PHP's CLI also shows
+/// its errors on stdout) the last line it printed on stdout, at most 300
+/// characters, else that it said nothing.
+fn why_failed(err: &[u8], out: &[u8]) -> String {
+    let err = last_line(err);
+    if !err.is_empty() {
+        return err;
+    }
+    let out = last_line(out);
+    if out.is_empty() {
+        return "PHP printed nothing (an exit() while the app boots?)".to_string();
+    }
+    let line: String = out.chars().take(300).collect();
+    format!("nothing on stderr; the last line printed on stdout: {line}")
 }
 
 /// Starts `php -- --app=DIR` in `dir`, its three streams piped.

@@ -4,6 +4,7 @@
 use anyhow::{Context, bail};
 
 use super::HandlerEntry;
+use crate::worker::options::{MAX_MEMORY_MB, MAX_PROCESSES};
 
 /// Checks every entry (see [`transport`]) and its `mode`.
 ///
@@ -144,6 +145,113 @@ fn pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
             "[[handlers]] match = {name:?}: idle_timeout must be at least 1 second; \
              leave it out to keep idle processes"
         );
+    }
+    Ok(())
+}
+
+/// The most minutes a `[horizon] trim_*` takes: [`MAX_SECONDS`] in
+/// minutes (35,791,394, 68 years), so the record's lifetime in seconds
+/// (minutes × 60, Horizon's `EXPIRE`) neither overflows nor is refused by
+/// Redis.
+///
+/// [`MAX_SECONDS`]: super::MAX_SECONDS
+pub const MAX_TRIM_MINUTES: u64 = super::MAX_SECONDS / 60;
+
+/// `key = value`, a number of seconds: at most [`super::MAX_SECONDS`], the
+/// bound and message of every duration (`retry_after`, `--sleep`…).
+///
+/// # Errors
+/// A larger value, naming `key`.
+pub fn seconds_bound(key: &str, value: Option<u64>) -> anyhow::Result<()> {
+    match value {
+        Some(v) if v > super::MAX_SECONDS => {
+            bail!("{key} = {v}: at most {} seconds", super::MAX_SECONDS)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `key = value`, a number of processes: at most [`MAX_PROCESSES`].
+///
+/// # Errors
+/// A larger value, naming `key`.
+pub fn processes_bound(key: &str, value: Option<usize>) -> anyhow::Result<()> {
+    match value {
+        Some(n) if n > MAX_PROCESSES => {
+            bail!("{key} = {n}: at most {MAX_PROCESSES} (as --concurrency)")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Every duration, count and lifetime of a merged layer within its bound
+/// (durations [`super::MAX_SECONDS`], processes [`MAX_PROCESSES`], memory
+/// [`MAX_MEMORY_MB`],
+/// Horizon's trims [`MAX_TRIM_MINUTES`]), so that no value near 2^63
+/// overflows a timer, an `EXPIRE` or a process count later. Zero and the
+/// other lower bounds are each key's own check.
+///
+/// # Errors
+/// The first value out of bounds, naming its key.
+pub(super) fn bounds(layer: &super::Layer) -> anyhow::Result<()> {
+    let (w, m) = (&layer.worker, &layer.metrics);
+    for (key, value) in [
+        (
+            "[queue] unmatched_release_delay",
+            layer.queue.unmatched_release_delay,
+        ),
+        ("[worker] kill_grace", w.kill_grace),
+        ("[worker] drain_timeout", w.drain_timeout),
+        ("[worker] error_summary_interval", w.error_summary_interval),
+        ("[worker] trip_backoff", w.trip_backoff),
+        ("[worker] balance_cooldown", w.balance_cooldown),
+        ("[metrics] header_timeout", m.header_timeout),
+        ("[metrics] idle_timeout", m.idle_timeout),
+    ] {
+        seconds_bound(key, value)?;
+    }
+    processes_bound("[worker] min_processes", w.min_processes)?;
+    processes_bound("[worker] max_processes", w.max_processes)?;
+    for (name, q) in w.queues.iter().flatten() {
+        processes_bound(
+            &format!("[worker.queues.{name}] min_processes"),
+            q.min_processes,
+        )?;
+        processes_bound(
+            &format!("[worker.queues.{name}] max_processes"),
+            q.max_processes,
+        )?;
+    }
+    for h in layer.handlers.iter().flatten() {
+        let key = |k: &str| format!("[[handlers]] match = {:?}: {k}", h.pattern);
+        for (k, value) in [
+            ("timeout", h.timeout),
+            ("idle_timeout", h.idle_timeout),
+            ("connect_timeout", h.connect_timeout),
+        ] {
+            seconds_bound(&key(k), value)?;
+        }
+        processes_bound(&key("processes"), h.processes)?;
+        processes_bound(&key("min_processes"), h.min_processes)?;
+        if let Some(mb) = h.max_memory.filter(|&mb| mb > MAX_MEMORY_MB) {
+            bail!(
+                "{} = {mb}: at most {MAX_MEMORY_MB} MB (as --memory)",
+                key("max_memory")
+            );
+        }
+    }
+    let hz = &layer.horizon;
+    for (key, value) in [
+        ("trim_recent", hz.trim_recent),
+        ("trim_pending", hz.trim_pending),
+        ("trim_completed", hz.trim_completed),
+        ("trim_recent_failed", hz.trim_recent_failed),
+        ("trim_failed", hz.trim_failed),
+        ("trim_monitored", hz.trim_monitored),
+    ] {
+        if let Some(v) = value.filter(|&v| v > MAX_TRIM_MINUTES) {
+            bail!("[horizon] {key} = {v}: at most {MAX_TRIM_MINUTES} minutes (68 years)");
+        }
     }
     Ok(())
 }

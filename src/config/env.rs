@@ -102,15 +102,23 @@ pub fn layer_with(
             ..FailedLayer::default()
         },
         horizon: HorizonLayer {
-            // Horizon's config: `HORIZON_PREFIX`, else the app name's slug
-            // (always with `_`) and `_horizon:`.
-            prefix: vars.kept("HORIZON_PREFIX").or_else(|| {
-                vars.get("APP_NAME")
-                    .map(|n| format!("{}_horizon:", slug_with(&n, '_')))
-            }),
+            prefix: horizon_prefix(&vars),
             ..HorizonLayer::default()
         },
         ..Layer::default()
+    })
+}
+
+/// Horizon's `config/horizon.php` prefix: `env('HORIZON_PREFIX',
+/// Str::slug(env('APP_NAME', 'laravel'), '_').'_horizon:')`. A set
+/// `HORIZON_PREFIX` wins whatever it holds (`null`, `false`, empty: an
+/// empty prefix, which [`super::resolve`] turns into Horizon's
+/// `horizon:`); a set `APP_NAME` is slugged even when empty (`_horizon:`,
+/// as `Str::slug('')`); unset, `None` (Horizon's `laravel_horizon:`).
+fn horizon_prefix<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> Option<String> {
+    vars.kept("HORIZON_PREFIX").or_else(|| {
+        vars.kept("APP_NAME")
+            .map(|name| format!("{}_horizon:", slug_with(&name, '_')))
     })
 }
 
@@ -268,7 +276,8 @@ pub fn from_process() -> anyhow::Result<Layer> {
 }
 
 /// Variables Laravel's Redis connectors test with PHP's `empty()`: `false`
-/// there is none at all (no AUTH), not the word "false".
+/// there is none at all (no AUTH), not the word "false"; `true` is sent
+/// as PHP turns it into a string, `1` (phpredis's `AUTH 1`).
 const FALSE_IS_NONE: &[&str] = &[
     "REDIS_USERNAME",
     "REDIS_PASSWORD",
@@ -280,6 +289,7 @@ const FALSE_IS_NONE: &[&str] = &[
 fn setting_value(name: &str, raw: &str) -> Option<String> {
     match super::phpdotenv::env_value(raw) {
         EnvValue::Bool(false) if FALSE_IS_NONE.contains(&name) => None,
+        EnvValue::Bool(true) if FALSE_IS_NONE.contains(&name) => Some("1".into()),
         _ => super::phpdotenv::setting_value(raw),
     }
 }

@@ -223,6 +223,7 @@ impl Settings {
     /// # Errors
     /// As [`Settings::load`].
     pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
+        check::bounds(&layer)?;
         let redis_url = layer
             .redis
             .url

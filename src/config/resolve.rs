@@ -110,7 +110,7 @@ pub(super) fn horizon(layer: &HorizonLayer) -> Option<HorizonSpec> {
     let defaults = Trim::default();
     layer.enabled.unwrap_or(false).then(|| HorizonSpec {
         redis: None,
-        prefix: layer.prefix.clone(),
+        prefix: layer.prefix.as_deref().map(horizon_prefix),
         snapshot: layer.snapshot.unwrap_or(false),
         trim: Trim {
             recent: layer.trim_recent.unwrap_or(defaults.recent),
@@ -121,6 +121,16 @@ pub(super) fn horizon(layer: &HorizonLayer) -> Option<HorizonSpec> {
             monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
         },
     })
+}
+
+/// Horizon's prefix as `Horizon::use` applies `horizon.prefix`:
+/// `config('horizon.prefix') ?: 'horizon:'`, so a value PHP finds falsy
+/// (empty, or `"0"`) is `horizon:`.
+fn horizon_prefix(configured: &str) -> String {
+    match configured {
+        "" | "0" => "horizon:".to_string(),
+        prefix => prefix.to_string(),
+    }
 }
 
 /// `[metrics] backlog_interval`: seconds between two readings of the

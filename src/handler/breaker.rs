@@ -254,23 +254,27 @@ impl Breaker {
         Some(Change::Tripped(trip))
     }
 
-    /// A good answer: resets the count, closes an open breaker.
+    /// A good answer: resets the count, closes an open breaker. The fault
+    /// log is reset (its recovery logged) only when a trip ends: a handler
+    /// that fails now and then between good answers keeps its faults
+    /// logged once, then as a count per interval, not once per fault.
     fn answered(&self) -> Option<Change> {
         let mut phase = self.lock();
         let was = std::mem::replace(&mut *phase, Phase::Closed { faults: 0 });
         drop(phase);
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        for kind in [
-            FaultKind::Protocol,
-            FaultKind::Died,
-            FaultKind::CannotStart,
-            FaultKind::Malformed,
-        ] {
-            log.log_resolved(kind.site());
-        }
         match was {
             Phase::Closed { .. } => None,
             Phase::Open { .. } | Phase::Trial { .. } => {
+                let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+                for kind in [
+                    FaultKind::Protocol,
+                    FaultKind::Died,
+                    FaultKind::CannotStart,
+                    FaultKind::Malformed,
+                ] {
+                    log.log_resolved(kind.site());
+                }
+                drop(log);
                 tracing::info!(
                     handler = self.handler,
                     "handler {:?} answered well again: it is no longer tripped and takes jobs",

@@ -285,21 +285,136 @@ return size
 ///
 /// KEYS: ready list, delayed zset, reserved zset. ARGV\[1\]: now, UNIX
 /// seconds. Returns `{ready, delayed, delayed due by now, reserved, pushed}`
-/// where `pushed` is the head job's `createdAt` (Laravel 12.11+), else the
-/// whole seconds of Horizon's `pushedAt` string, else `false` (nil). The
-/// field is found by a plain search of the payload text: a key inside
-/// `data.command` is escaped (`\"createdAt\"`) and cannot match.
+/// where `pushed` is the head job's top-level `createdAt` (Laravel
+/// 12.11+) when it is a number (or a string of one), else the whole seconds of Horizon's
+/// top-level `pushedAt` string, else `false` (nil): a string, `null` or
+/// any other value never breaks the counts.
+///
+/// The members are read backwards from the payload's closing brace, a
+/// value at a time, nested values skipped whole and never searched: a
+/// `createdAt` inside `data` (or inside the log context) is not the job's.
+/// Laravel writes `createdAt`, its hooks, `id`, `attempts` and `delay`
+/// after `data`, so the reading stops well before the command, and at
+/// most 16 KiB from the end (the script's `budget`) are looked at whatever the
+/// job's size (Redis still copies the head job into the script; it has no
+/// command to read part of a list element).
 pub const QUEUE_SIZES: &str = r#"
+local budget = 16384
+local function member(s, wanted)
+    local i = #s
+    local stop = math.max(1, #s - budget)
+    local byte = string.byte
+    local function ws()
+        local c = byte(s, i)
+        while c == 32 or c == 9 or c == 10 or c == 13 do
+            i = i - 1
+            c = byte(s, i)
+        end
+    end
+    -- i at a closing quote: the index of its opening quote, or nil.
+    local function opening()
+        local j = i - 1
+        while j >= stop do
+            if byte(s, j) == 34 then
+                local k, n = j - 1, 0
+                while byte(s, k) == 92 do
+                    k, n = k - 1, n + 1
+                end
+                if n % 2 == 0 then
+                    return j
+                end
+            end
+            j = j - 1
+        end
+        return nil
+    end
+    -- i at a closing bracket: i moved before its opening one, or false.
+    local function skip_nested()
+        local depth = 0
+        while i >= stop do
+            local c = byte(s, i)
+            if c == 34 then
+                local o = opening()
+                if not o then
+                    return false
+                end
+                i = o
+            elseif c == 125 or c == 93 then
+                depth = depth + 1
+            elseif c == 123 or c == 91 then
+                depth = depth - 1
+                if depth == 0 then
+                    i = i - 1
+                    return true
+                end
+            end
+            i = i - 1
+        end
+        return false
+    end
+    ws()
+    if byte(s, i) ~= 125 then
+        return nil
+    end
+    i = i - 1
+    while i >= stop do
+        ws()
+        local c, last = byte(s, i), i
+        local value, kind
+        if c == 34 then
+            local o = opening()
+            if not o then
+                return nil
+            end
+            value, kind, i = string.sub(s, o + 1, last - 1), 'string', o - 1
+        elseif c == 125 or c == 93 then
+            if not skip_nested() then
+                return nil
+            end
+            kind = 'nested'
+        else
+            while i >= stop and not string.find(string.char(byte(s, i)), '[,:{%[%s]') do
+                i = i - 1
+            end
+            value, kind = string.sub(s, i + 1, last), 'scalar'
+        end
+        ws()
+        if byte(s, i) ~= 58 then
+            return nil
+        end
+        i = i - 1
+        ws()
+        if byte(s, i) ~= 34 then
+            return nil
+        end
+        local o = opening()
+        if not o then
+            return nil
+        end
+        local key = string.sub(s, o + 1, i - 1)
+        i = o - 1
+        if key == wanted then
+            return value, kind
+        end
+        ws()
+        if byte(s, i) ~= 44 then
+            return nil
+        end
+        i = i - 1
+    end
+    return nil
+end
 local pushed = false
 local head = redis.call('lindex', KEYS[1], 0)
 if head then
-    local at = string.find(head, '"createdAt":', 1, true)
-    if at then
-        pushed = string.match(head, '^(%d+)', at + 12)
-    else
-        at = string.find(head, '"pushedAt":"', 1, true)
-        if at then
-            pushed = string.match(head, '^(%d+)', at + 12)
+    local at, kind = member(head, 'createdAt')
+    if kind == 'scalar' or kind == 'string' then
+        pushed = string.match(at, '^(%d+)%.?%d*$') or false
+    end
+    if not pushed then
+        at, kind = member(head, 'pushedAt')
+        if kind == 'string' then
+            pushed = string.match(at, '^(%d+)%.?%d*$') or false
         end
     end
 end

@@ -185,16 +185,32 @@ impl RedisQueue {
             .arg("maxmemory-policy")
             .query_async(&mut self.conn())
             .await;
-        let policy = match policy {
-            Ok((_, policy)) => format!("maxmemory-policy is {policy}"),
-            Err(_) => "check maxmemory-policy".to_string(),
-        };
+        let policy = eviction_note(policy.ok().map(|(_, policy)| policy).as_deref());
         tracing::warn!(
             queue = %queue.name,
             "Redis evicted the pieces of a large job before the worker read them \
-             ({policy}: under maxmemory, keys with a TTL go first); reading the job \
-             from :reserved instead, its attempt is not lost"
+             ({policy}); reading the job from :reserved instead, its attempt is not lost"
         );
+    }
+}
+
+/// What the server's `maxmemory-policy` (`None`: `CONFIG GET` refused)
+/// means for the queue, in words: `volatile-*` evicts keys with a TTL
+/// (these pieces) and never the queue's own keys, which have none;
+/// `allkeys-*` may evict any key, the queue's lists and zsets among them.
+fn eviction_note(policy: Option<&str>) -> String {
+    match policy {
+        Some(p) if p.starts_with("volatile-") => format!(
+            "maxmemory-policy is {p}: under maxmemory Redis evicts only keys with a TTL, \
+             such as these pieces, never the queue's own keys"
+        ),
+        Some(p) if p.starts_with("allkeys-") => format!(
+            "maxmemory-policy is {p}: under maxmemory Redis may evict any key, the queue's \
+             own lists and sets among them, and jobs with them; a queue's Redis wants \
+             noeviction (or a volatile-* policy)"
+        ),
+        Some(p) => format!("maxmemory-policy is {p}"),
+        None => "check maxmemory-policy".to_string(),
     }
 }
 
@@ -204,4 +220,19 @@ struct Member<'a> {
     /// The score the pop gave it, UNIX seconds.
     expiry: i64,
     found: &'a SetAside,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eviction_note;
+
+    #[test]
+    fn the_eviction_note_says_what_the_policy_evicts() {
+        let volatile = eviction_note(Some("volatile-ttl"));
+        assert!(volatile.contains("only keys with a TTL"), "{volatile}");
+        let allkeys = eviction_note(Some("allkeys-lru"));
+        assert!(allkeys.contains("may evict any key"), "{allkeys}");
+        assert!(!allkeys.contains("TTL"), "{allkeys}");
+        assert_eq!(eviction_note(None), "check maxmemory-policy");
+    }
 }

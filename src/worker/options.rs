@@ -89,6 +89,13 @@ impl Default for WorkerOptions {
 /// overflow, so a larger value is refused as a typo rather than run wrong.
 pub const MAX_SECONDS: u64 = i32::MAX as u64;
 
+/// The most processes or slots any count takes: `--concurrency`'s bound,
+/// shared by `[worker] max_processes` / `min_processes` (and their flags)
+/// and a persistent handler's `processes` / `min_processes`. Far above
+/// what one machine runs; past it a typo would start processes (or fill
+/// memory with slots) until the system refuses.
+pub const MAX_PROCESSES: usize = 10_000;
+
 /// The largest `--memory`, in MB: 16 TiB, far above any machine, and small
 /// enough that the limit in bytes cannot overflow.
 pub const MAX_MEMORY_MB: u64 = 16 * 1024 * 1024;

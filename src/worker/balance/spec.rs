@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::share::{Bounds, Mode, Policy, SHRINK_ROUNDS, Strategy};
+use crate::worker::options::MAX_PROCESSES;
 
 /// Horizon's default `balanceCooldown`, in seconds.
 pub const DEFAULT_COOLDOWN: u64 = 3;
@@ -67,18 +68,26 @@ impl BalanceSettings {
     /// A queue listed twice, a `[worker.queues.NAME]` for a queue not in
     /// the list, a maximum below its minimum, minimums that add up to more
     /// than `max_processes` (Horizon would go below them), a zero
-    /// `max_processes`, `balance_max_shift` or `balance_cooldown`.
+    /// `max_processes`, `balance_max_shift` or `balance_cooldown`, a count
+    /// above [`MAX_PROCESSES`] (`--concurrency`'s bound: Horizon sets none,
+    /// but 10^9 slots would fill memory before any job ran).
     pub fn resolve(&self, queues: &[String], concurrency: usize) -> anyhow::Result<Option<Policy>> {
         let mode = self.mode.unwrap_or(Mode::Off);
         if mode == Mode::Off {
             return Ok(None);
         }
         let total = self.max_processes.unwrap_or(concurrency);
-        anyhow::ensure!(total > 0, "[worker] max_processes must be at least 1");
+        anyhow::ensure!(
+            (1..=MAX_PROCESSES).contains(&total),
+            "[worker] max_processes = {total}: expected 1 to {MAX_PROCESSES} (as --concurrency)"
+        );
+        if let Some(min) = self.min_processes.filter(|&min| min > MAX_PROCESSES) {
+            anyhow::bail!("[worker] min_processes = {min}: at most {MAX_PROCESSES}");
+        }
         let max_shift = self.max_shift.unwrap_or(DEFAULT_MAX_SHIFT);
         anyhow::ensure!(
-            max_shift > 0,
-            "[worker] balance_max_shift must be at least 1"
+            (1..=MAX_PROCESSES).contains(&max_shift),
+            "[worker] balance_max_shift = {max_shift}: expected 1 to {MAX_PROCESSES}"
         );
         let cooldown = self.cooldown.unwrap_or(DEFAULT_COOLDOWN);
         anyhow::ensure!(
@@ -87,7 +96,9 @@ impl BalanceSettings {
             crate::worker::options::MAX_SECONDS
         );
         let bounds = self.bounds(queues, total)?;
-        let mins: usize = bounds.iter().map(|b| b.min).sum();
+        let mins = bounds
+            .iter()
+            .fold(0usize, |sum, b| sum.saturating_add(b.min));
         anyhow::ensure!(
             mins <= total,
             "[worker] balance: the queues' min_processes add up to {mins}, more than \
