@@ -61,3 +61,8 @@ mod worker;
 pub use escape::log_fields;
 pub use handler::metadata;
 pub use queue::{Payload, command};
+// The database queue driver, for its tests on real databases (tests/database_queue.rs).
+pub use queue::database::{
+    AttemptsColumn, DatabaseQueue, DatabaseQueueError, DatabaseQueueSpec, DatabaseReservation,
+    Engine, ErrorKind, QueueSizes, ReservationHandle,
+};
