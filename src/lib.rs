@@ -64,5 +64,5 @@ pub use queue::{Payload, command};
 // The database queue driver, for its tests on real databases (tests/database_queue.rs).
 pub use queue::database::{
     AttemptsColumn, DatabaseQueue, DatabaseQueueError, DatabaseQueueSpec, DatabaseReservation,
-    Engine, ErrorKind, QueueSizes, ReservationHandle,
+    Engine, ErrorKind, QueueSizes, ReservationHandle, spec::NULL_RETRY_AFTER,
 };

@@ -93,23 +93,24 @@ impl DatabaseQueue {
                 }
                 continue;
             }
-            let ids = self.delete_returning(chunk).await?;
-            deleted.extend(chunk.iter().map(|h| ids.contains(&h.id)));
+            let rows = self.delete_returning(chunk).await?;
+            deleted.extend(chunk.iter().map(|h| rows.contains(&(h.id, h.attempts))));
         }
         Ok(deleted)
     }
 
-    /// One `DELETE … RETURNING id` of `chunk`'s rows (PostgreSQL, SQLite,
-    /// MariaDB); the ids deleted.
-    async fn delete_returning(&self, chunk: &[ReservationHandle]) -> Result<HashSet<i64>> {
+    /// One `DELETE … RETURNING id, attempts` of `chunk`'s rows (PostgreSQL,
+    /// SQLite, MariaDB); the `(id, attempts)` deleted.
+    async fn delete_returning(&self, chunk: &[ReservationHandle]) -> Result<HashSet<(i64, i64)>> {
         let guards: Vec<String> = (0..chunk.len())
             .map(|i| format!("({})", self.guard(2 * i + 1)))
             .collect();
         let sql = format!(
-            "DELETE FROM {} WHERE {} RETURNING {}",
+            "DELETE FROM {} WHERE {} RETURNING {}, {}",
             self.quoted(),
             guards.join(" OR "),
-            self.int("id")
+            self.int("id"),
+            self.int("attempts")
         );
         let ids = on_pool!(&self.pool(), |p| {
             let mut q = sqlx::query(AssertSqlSafe(sql));
@@ -117,7 +118,10 @@ impl DatabaseQueue {
                 q = q.bind(h.id).bind(h.attempts);
             }
             match q.fetch_all(p).await {
-                Ok(rows) => rows.iter().map(|r| r.try_get::<i64, _>(0)).collect(),
+                Ok(rows) => rows
+                    .iter()
+                    .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<i64, _>(1)?)))
+                    .collect(),
                 Err(e) => Err(e),
             }
         });

@@ -99,12 +99,20 @@ pub(super) fn place(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return String::new();
     };
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
     if scheme == "sqlite" {
         return rest.to_string();
     }
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let mut host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host == "localhost" {
+        // A unix socket: `?host=/run/postgresql` or `?socket=/run/mysqld/mysqld.sock`.
+        let socket = query.split('&').find_map(|kv| {
+            kv.strip_prefix("host=")
+                .or_else(|| kv.strip_prefix("socket="))
+        });
+        host = socket.unwrap_or(host);
+    }
     format!("{host}/{path}")
 }
 
@@ -119,6 +127,7 @@ mod tests {
             "db.internal:3306/app"
         );
         assert_eq!(place("postgres://u:p%40ss@pg/app"), "pg/app");
+        assert_eq!(place("postgres:///app?host=/tmp/s&user=x"), "/tmp/s/app");
         assert_eq!(
             place("sqlite:///srv/app/database.sqlite"),
             "/srv/app/database.sqlite"

@@ -376,7 +376,8 @@ impl DatabaseQueue {
     /// # Errors
     /// The database could not be reached or refused the query.
     pub async fn sizes(&self, queue: &str, now: i64) -> Result<QueueSizes> {
-        let (q, n1, n2, n3) = (self.mark(1), self.mark(2), self.mark(3), self.mark(4));
+        // Marks in the order of the text: now three times, then the queue.
+        let (n1, n2, n3, q) = (self.mark(1), self.mark(2), self.mark(3), self.mark(4));
         let sql = format!(
             "SELECT COUNT(CASE WHEN reserved_at IS NULL AND available_at <= {n1} THEN 1 END), \
              COUNT(CASE WHEN reserved_at IS NULL AND available_at > {n2} THEN 1 END), \
