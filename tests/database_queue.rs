@@ -475,3 +475,83 @@ fn a_database_that_goes_away_is_unavailable_and_works_again() {
     assert!(ok(&rt, Kind::Postgres, q.delete(r.handle)));
     assert!(t.row(id).is_none());
 }
+
+/// The keys of a JSON object payload.
+fn payload_keys(payload: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(payload).unwrap();
+    value.as_object().unwrap().keys().cloned().collect()
+}
+
+#[test]
+fn php_workers_and_the_driver_share_one_table() {
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    // The app's default database (DB_DATABASE) holds jobs beside failed_jobs.
+    let t = JobsTable::sqlite(&s.path("failed.sqlite"));
+    app.set_env("QUEUE_CONNECTION", "database");
+    app.dispatch(serde_json::json!([
+        {"kind": "plain", "tag": "released"},
+        {"kind": "plain", "tag": "pushed"},
+        {"kind": "plain", "tag": "handed-back"},
+    ]));
+    let rt = runtime();
+    let q = open(&rt, &t);
+    let now = common::now();
+    let got = ok(&rt, Kind::Sqlite, q.reserve("default", 3, now));
+    assert_eq!(got.len(), 3, "{:?}", t.rows());
+    for r in &got {
+        let keys = payload_keys(&r.payload);
+        assert!(keys.contains(&"displayName".to_string()), "{keys:?}");
+        assert!(
+            !keys.contains(&"id".to_string()) && !keys.contains(&"attempts".to_string()),
+            "a database payload has no id nor attempts: {keys:?}"
+        );
+        assert_eq!(r.handle.attempts, 1);
+    }
+    // Released with its attempt counted; deleted and pushed again as new;
+    // handed back uncounted.
+    assert!(ok(&rt, Kind::Sqlite, q.release(&got[0], 0, now)));
+    assert!(ok(&rt, Kind::Sqlite, q.delete(got[1].handle)));
+    ok(
+        &rt,
+        Kind::Sqlite,
+        q.push("default", &got[1].payload, 0, now),
+    );
+    assert!(ok(&rt, Kind::Sqlite, q.hand_back(got[2].handle)));
+    for _ in 0..3 {
+        app.artisan_ok(&["queue:work", "database", "--once", "--sleep=0", "--tries=3"]);
+    }
+    assert_eq!(app.attempts("released"), vec![2], "{:?}", app.records());
+    assert_eq!(app.attempts("pushed"), vec![1]);
+    assert_eq!(app.attempts("handed-back"), vec![1]);
+    assert!(t.rows().is_empty(), "PHP deleted every row: {:?}", t.rows());
+}
+
+#[test]
+fn a_php_workers_reclaim_leaves_our_stale_handle_powerless() {
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let t = JobsTable::sqlite(&s.path("failed.sqlite"));
+    app.set_env("QUEUE_CONNECTION", "database");
+    app.dispatch(serde_json::json!([{"kind": "plain", "tag": "slow"}]));
+    let rt = runtime();
+    let q = open(&rt, &t);
+    // Our reservation, taken longer than retry_after (90 s) ago.
+    t.execute("UPDATE jobs SET available_at = available_at - 200, created_at = created_at - 200");
+    let long_ago = common::now() - 100;
+    let ours = ok(&rt, Kind::Sqlite, q.reserve("default", 1, long_ago)).remove(0);
+    app.artisan_ok(&["queue:work", "database", "--once", "--sleep=0", "--tries=3"]);
+    assert_eq!(
+        app.attempts("slow"),
+        vec![2],
+        "PHP reclaimed and counted it"
+    );
+    let now = common::now();
+    assert!(!ok(&rt, Kind::Sqlite, q.renew(ours.handle, now)));
+    assert!(!ok(&rt, Kind::Sqlite, q.release(&ours, 0, now)));
+    assert!(t.rows().is_empty(), "no duplicate: {:?}", t.rows());
+}
