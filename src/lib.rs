@@ -62,3 +62,8 @@ pub use error_chain::error_chain;
 pub use escape::log_fields;
 pub use handler::metadata;
 pub use queue::{Payload, command};
+// The database queue driver, for its tests on real databases (tests/database_queue.rs).
+pub use queue::database::{
+    AttemptsColumn, DatabaseQueue, DatabaseQueueError, DatabaseQueueSpec, DatabaseReservation,
+    Engine, ErrorKind, QueueSizes, ReservationHandle, spec::NULL_RETRY_AFTER,
+};

@@ -234,6 +234,62 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// Creates the empty database `name` and returns its URL (for tables
+    /// other than `failed_jobs`, which the test makes itself).
+    pub fn create_database(&self, name: &str) -> String {
+        let admin = format!(
+            "postgres:///postgres?host={}&user=postgres",
+            self.dir.path().display()
+        );
+        block_on(async {
+            let mut c = PgConnection::connect(&admin).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        format!(
+            "postgres:///{name}?host={}&user=postgres",
+            self.dir.path().display()
+        )
+    }
+
+    /// Stops the server (fast shutdown: open connections are cut) and
+    /// waits until it is gone; its data stays for [`Postgres::start_again`].
+    pub fn stop_server(&mut self) {
+        stop(&mut self.child, Signal::SIGINT);
+    }
+
+    /// Starts the stopped server again on the same data and socket, and
+    /// waits until it accepts connections.
+    pub fn start_again(&mut self) {
+        let (_, postgres) = postgres_binaries().expect("postgres was found at start");
+        let log = self.dir.path().join("postgres-again.log");
+        let mut server = quiet(&postgres, self.dir.path(), &log);
+        server
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .arg("-k")
+            .arg(self.dir.path());
+        for setting in ["listen_addresses=", "fsync=off", "synchronous_commit=off"] {
+            server.args(["-c", setting]);
+        }
+        if running_as_root() {
+            let (uid, gid) = user_ids("postgres").expect("the postgres user");
+            server.uid(uid).gid(gid);
+        }
+        self.child = server.spawn().expect("start postgres again");
+        let url = format!(
+            "postgres:///postgres?host={}&user=postgres",
+            self.dir.path().display()
+        );
+        wait_accepting(&mut self.child, &log, "postgres", || {
+            block_on(PgConnection::connect(&url)).is_ok()
+        });
+    }
+}
+
 impl Drop for Postgres {
     fn drop(&mut self) {
         // SIGQUIT: immediate shutdown; the postmaster takes its backends down.
@@ -342,6 +398,20 @@ impl MariaDb {
         let db = FailedDb::MySql(self.url(name));
         db.create_table();
         db
+    }
+}
+
+impl MariaDb {
+    /// Creates the empty database `name` and returns its URL.
+    pub fn create_database(&self, name: &str) -> String {
+        block_on(async {
+            let mut c = MySqlConnection::connect(&self.url("mysql")).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        self.url(name)
     }
 }
 

@@ -19,6 +19,7 @@ pub mod config;
 pub mod daemon;
 pub mod databases;
 pub mod http_server;
+pub mod jobs_table;
 pub mod laravel;
 pub mod payloads;
 pub mod recordings;
