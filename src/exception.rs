@@ -22,6 +22,10 @@ pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
 
+/// The class Laravel reports a failed SQL statement with (a database
+/// queue row whose `attempts` cannot count further, Laravel 12.54+).
+pub const QUERY_EXCEPTION: &str = "Illuminate\\Database\\QueryException";
+
 /// The Laravel version whose exception classes and wording the worker
 /// writes (`[app] laravel`), so an older app's `failed_jobs` rows read as its
 /// own worker would have written them.

@@ -22,7 +22,7 @@ use anyhow::Context;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::php;
-use crate::queue::redis_queue::now;
+use crate::queue::now;
 use crate::sql::{Pool, on_pool};
 
 /// Seconds `forever` stores a value for (Laravel's ten years).

@@ -13,7 +13,7 @@ use anyhow::Context;
 use sha1::{Digest, Sha1};
 
 use super::php;
-use crate::queue::redis_queue::now;
+use crate::queue::now;
 
 /// The expiry Laravel writes for `forever`.
 const FOREVER: i64 = 9_999_999_999;

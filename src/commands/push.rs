@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::cli::PushArgs;
 use crate::config::Settings;
-use crate::queue::redis_queue::now;
+use crate::queue::now;
 
 #[derive(Serialize)]
 struct StringJobPayload<'a> {

@@ -2,7 +2,7 @@
 
 use crate::cache::CacheStore;
 use crate::config::Settings;
-use crate::queue::redis_queue::now;
+use crate::queue::now;
 use crate::stdout::say;
 
 /// Writes the current time to `illuminate:queue:restart` in the cache

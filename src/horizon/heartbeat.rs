@@ -136,7 +136,7 @@ async fn beat(
     conn: &mut RedisConn,
     paused: bool,
 ) -> redis::RedisResult<()> {
-    let now = crate::queue::redis_queue::now();
+    let now = crate::queue::now();
     let pid = std::process::id().to_string();
     let status = if paused { "paused" } else { "running" };
     let supervisor = me.supervisor();

@@ -77,7 +77,7 @@ impl Snapshots {
         if locked.is_none() {
             return Ok(false);
         }
-        let now = crate::queue::redis_queue::now();
+        let now = crate::queue::now();
         let jobs: Vec<String> = conn.smembers(self.keys.key("measured_jobs")).await?;
         for hash in jobs {
             self.store(conn, &hash, None, now).await?;
@@ -143,6 +143,8 @@ impl Snapshots {
             Ok(sizes) => sizes.pending,
             // Horizon runs only on Redis queues (refused at start otherwise).
             Err(crate::queue::QueueError::Redis(e)) => return Err(e),
+            // Never: Horizon's records are refused at start on other drivers.
+            Err(_) => 0,
         };
         let ms = ready as f64 * runtime.unwrap_or(0.0);
         Ok((ms / self.processes.max(1) as f64 / 1000.0).round() as i64)

@@ -357,6 +357,7 @@ mod tests {
             raw,
             lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now(), 0),
             digest: None,
+            reservation: crate::queue::job::Reservation::Redis,
         }
     }
 

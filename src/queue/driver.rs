@@ -17,6 +17,9 @@ use super::keys::QueueKeys;
 use super::migrated::Migrated;
 use super::redis_queue::{QueueSizes, RedisQueue, WaitingForJobs};
 use super::ReservedJob;
+use super::clock::now;
+use super::database::DatabaseQueue;
+use super::error::QueueError;
 use super::elsewhere::QueueElsewhere;
 
 /// A queue connection, whichever driver serves it.
@@ -24,6 +27,14 @@ use super::elsewhere::QueueElsewhere;
 pub enum Queue {
     /// Laravel's `RedisQueue`.
     Redis(RedisQueue),
+    /// Laravel's `DatabaseQueue` (the `jobs` table).
+    Database(DatabaseQueue),
+}
+
+impl From<DatabaseQueue> for Queue {
+    fn from(queue: DatabaseQueue) -> Self {
+        Queue::Database(queue)
+    }
 }
 
 impl From<RedisQueue> for Queue {
@@ -37,6 +48,7 @@ impl Queue {
     pub fn describe(&self) -> String {
         match self {
             Queue::Redis(q) => q.describe(),
+            Queue::Database(q) => q.describe(),
         }
     }
 
@@ -44,6 +56,8 @@ impl Queue {
     pub fn keys(&self, name: &str) -> Arc<QueueKeys> {
         match self {
             Queue::Redis(q) => q.keys(name),
+            // The keys are Redis's; the database driver reads only the name.
+            Queue::Database(_) => Arc::new(QueueKeys::new("", name, false)),
         }
     }
 
@@ -52,6 +66,7 @@ impl Queue {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Queue::Redis(q) => q.retry_after(),
+            Queue::Database(q) => u64::try_from(q.retry_after()).ok(),
         }
     }
 
@@ -60,6 +75,7 @@ impl Queue {
     pub fn block_for(&self) -> Option<u64> {
         match self {
             Queue::Redis(q) => q.block_for(),
+            Queue::Database(_) => None,
         }
     }
 
@@ -72,6 +88,7 @@ impl Queue {
     pub async fn pop(&self, queue: &Arc<QueueKeys>, count: usize) -> QueueResult<Vec<ReservedJob>> {
         match self {
             Queue::Redis(q) => Ok(q.pop(queue, count).await?),
+            Queue::Database(q) => Ok(q.pop_jobs(queue, count).await?),
         }
     }
 
@@ -88,6 +105,14 @@ impl Queue {
     ) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.block_on_notify(queues, wait).await?),
+            // No wake-up on a table: the wait is `--sleep`, then the next poll.
+            Queue::Database(_) => {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending::<()>().await,
+                }
+                Ok(false)
+            }
         }
     }
 
@@ -96,6 +121,7 @@ impl Queue {
     pub fn waiting_for_jobs(&self) -> Option<WaitingForJobs> {
         match self {
             Queue::Redis(q) => Some(q.waiting_for_jobs()),
+            Queue::Database(_) => None,
         }
     }
 
@@ -104,6 +130,7 @@ impl Queue {
     pub fn take_migrated(&self) -> Vec<Migrated> {
         match self {
             Queue::Redis(q) => q.take_migrated(),
+            Queue::Database(_) => Vec::new(),
         }
     }
 
@@ -115,6 +142,7 @@ impl Queue {
     pub async fn delete(&self, job: &ReservedJob) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.delete(job).await?),
+            Queue::Database(q) => Ok(q.delete_job(job).await?),
         }
     }
 
@@ -126,6 +154,7 @@ impl Queue {
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.release(job, delay).await?),
+            Queue::Database(q) => Ok(q.release_job(job, delay).await?),
         }
     }
 
@@ -137,6 +166,7 @@ impl Queue {
     pub async fn hand_back(&self, job: &ReservedJob, delay: u64) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.hand_back(job, delay).await?),
+            Queue::Database(q) => Ok(q.hand_back_job(job).await?),
         }
     }
 
@@ -148,6 +178,7 @@ impl Queue {
     pub async fn renew(&self, job: &ReservedJob) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.renew(job).await?),
+            Queue::Database(q) => Ok(q.renew_job(job).await?),
         }
     }
 
@@ -160,6 +191,12 @@ impl Queue {
     pub async fn park_failure(&self, job: &ReservedJob, record: Bytes, at: i64) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.park_failure(job, record, at).await?),
+            // No place for it in a table: the job stays reserved (the settle
+            // tries until its lease runs out) and is reclaimed after
+            // retry_after, once the failed store may be back.
+            Queue::Database(_) => Err(QueueError::Unsupported(
+                "the database queue keeps no failure records while the failed job store is down",
+            )),
         }
     }
 
@@ -170,6 +207,7 @@ impl Queue {
     pub async fn unrecorded(&self, queue: &QueueKeys, count: usize) -> QueueResult<Vec<Vec<u8>>> {
         match self {
             Queue::Redis(q) => Ok(q.unrecorded(queue, count).await?),
+            Queue::Database(_) => Ok(Vec::new()),
         }
     }
 
@@ -180,6 +218,7 @@ impl Queue {
     pub async fn forget_unrecorded(&self, queue: &QueueKeys, record: &[u8]) -> QueueResult<()> {
         match self {
             Queue::Redis(q) => Ok(q.forget_unrecorded(queue, record).await?),
+            Queue::Database(_) => Ok(()),
         }
     }
 
@@ -190,6 +229,10 @@ impl Queue {
     pub async fn push(&self, queue: &QueueKeys, payload: &str) -> QueueResult<()> {
         match self {
             Queue::Redis(q) => Ok(q.push(queue, payload).await?),
+            Queue::Database(q) => {
+                q.push(&queue.name, payload, 0, now()).await?;
+                Ok(())
+            }
         }
     }
 
@@ -201,6 +244,12 @@ impl Queue {
     pub async fn later(&self, queue: &QueueKeys, available_at: i64, payload: &str) -> QueueResult<()> {
         match self {
             Queue::Redis(q) => Ok(q.later(queue, available_at, payload).await?),
+            Queue::Database(q) => {
+                let at = now();
+                let delay = u64::try_from(available_at.saturating_sub(at)).unwrap_or(0);
+                q.push(&queue.name, payload, delay, at).await?;
+                Ok(())
+            }
         }
     }
 
@@ -212,6 +261,17 @@ impl Queue {
     pub async fn sizes(&self, queue: &QueueKeys) -> QueueResult<QueueSizes> {
         match self {
             Queue::Redis(q) => Ok(q.sizes(queue).await?),
+            Queue::Database(q) => {
+                let sizes = q.sizes(&queue.name, now()).await?;
+                Ok(QueueSizes {
+                    pending: sizes.pending,
+                    delayed: sizes.delayed,
+                    // A due row is pending already: no migration on a table.
+                    delayed_due: 0,
+                    reserved: sizes.reserved,
+                    oldest_pending: sizes.oldest_pending_available_at,
+                })
+            }
         }
     }
 
@@ -223,6 +283,7 @@ impl Queue {
     pub async fn clear(&self, queue: &QueueKeys) -> QueueResult<u64> {
         match self {
             Queue::Redis(q) => Ok(q.clear(queue).await?),
+            Queue::Database(q) => Ok(q.clear(&queue.name).await?),
         }
     }
 
@@ -235,6 +296,24 @@ impl Queue {
     pub async fn elsewhere(&self, queue: &QueueKeys) -> QueueResult<Vec<QueueElsewhere>> {
         match self {
             Queue::Redis(q) => Ok(q.elsewhere(queue).await?),
+            Queue::Database(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Why `job` must fail without running, when its queue says so: a
+    /// database row whose `attempts` is at its column's limit (a MySQL
+    /// `tinyint unsigned` before Laravel 13.6), which Laravel 12.54+ fails
+    /// with the overflow's error rather than select it for ever.
+    pub fn refusal(&self, job: &ReservedJob) -> Option<String> {
+        match (self, job.reservation) {
+            (
+                Queue::Database(q),
+                super::job::Reservation::Row {
+                    at_attempts_limit: true,
+                    ..
+                },
+            ) => Some(q.attempts_limit_exception()),
+            _ => None,
         }
     }
 
@@ -242,6 +321,7 @@ impl Queue {
     pub async fn renew_connection(&self) {
         match self {
             Queue::Redis(q) => q.renew_connection().await,
+            Queue::Database(_) => {}
         }
     }
 }

@@ -9,6 +9,13 @@ pub enum QueueError {
     /// The Redis queue.
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    /// The database queue (its text names the table, and the fix where one
+    /// is known).
+    #[error(transparent)]
+    Database(#[from] super::database::DatabaseQueueError),
+    /// An operation the driver has no way to carry out.
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// What a queue operation returns.

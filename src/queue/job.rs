@@ -35,6 +35,26 @@ pub struct ReservedJob {
     /// Length and SHA-1 of `reserved` when it is large (see
     /// [`super::member`]): writes then name the member by digest.
     pub digest: Option<MemberDigest>,
+    /// What names this reservation in the queue, per driver.
+    pub reservation: Reservation,
+}
+
+/// What names a reservation in its queue, for every later write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Redis: the member in `:reserved` ([`ReservedJob::reserved`], or its
+    /// digest).
+    Redis,
+    /// A row of the database queue: its `id` and the `attempts` the
+    /// reserve wrote (on the database driver `reserved` is the payload
+    /// column's bytes, as stored).
+    Row {
+        /// The guard of every later write.
+        handle: super::database::ReservationHandle,
+        /// The row's `attempts` was already at its column's limit: the job
+        /// must fail rather than run (Laravel 12.54+).
+        at_attempts_limit: bool,
+    },
 }
 
 /// Until when a reservation is surely still this worker's: its pop or its
@@ -135,7 +155,11 @@ impl ReservedJob {
     /// The number of this attempt: the original `attempts` + 1, as
     /// `RedisJob::attempts()` counts it. A poison payload counts as attempt 1.
     pub fn attempt(&self) -> u64 {
-        self.payload.as_ref().map_or(1, |p| p.attempts() + 1)
+        match self.reservation {
+            // The row's column, as `DatabaseJob::attempts()` reads it.
+            Reservation::Row { handle, .. } => u64::try_from(handle.attempts).unwrap_or(0),
+            Reservation::Redis => self.payload.as_ref().map_or(1, |p| p.attempts() + 1),
+        }
     }
 
     /// The name shown in output and used for routing (`displayName`, else
@@ -148,8 +172,12 @@ impl ReservedJob {
             .unwrap_or("Invalid queue job payload")
     }
 
-    /// The payload `id`, or an empty string.
+    /// The job's id as Laravel's `getJobId()` gives it: the payload `id`
+    /// on Redis (or an empty string), the row's `id` on the database.
     pub fn id(&self) -> String {
+        if let Reservation::Row { handle, .. } = self.reservation {
+            return handle.id.to_string();
+        }
         self.payload
             .as_ref()
             .ok()

@@ -11,6 +11,7 @@
 //! (`set_aside`), and what the migrate script moved ([`migrated`]).
 
 pub mod batch;
+pub mod clock;
 pub mod command;
 pub mod database;
 pub mod driver;
@@ -25,6 +26,7 @@ pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
 
+pub use clock::now;
 pub use driver::Queue;
 pub use error::{QueueError, QueueResult};
 pub use job::ReservedJob;

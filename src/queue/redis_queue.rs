@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::{RedisResult, Value};
 
@@ -111,12 +111,7 @@ impl QueueSizes {
     }
 }
 
-/// Current UNIX time in whole seconds, the unit of every queue score.
-pub fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+pub use super::clock::now;
 
 impl RedisQueue {
     /// Connects to the queue database of `target` (one server, Sentinel or
@@ -807,6 +802,7 @@ fn reserved_jobs(
             lease: lease(),
             digest: MemberDigest::of_large(&reserved),
             reserved,
+            reservation: super::job::Reservation::Redis,
         });
     }
 }

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
-use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
+use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER, QUERY_EXCEPTION};
 use crate::handler::breaker::Admit;
 use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
-use crate::queue::redis_queue::now;
+use crate::queue::now;
 use crate::queue::{Payload, ReservedJob};
 
 /// The attempt limits of one job, from its payload and the worker flags.
@@ -88,6 +88,12 @@ pub async fn decide(
         }
     };
     let name = job.display_name();
+    if let Some(refusal) = services.queue.refusal(job) {
+        return Verdict::Fail {
+            exception: JobException::new(QUERY_EXCEPTION, refusal),
+            failed_hook: true,
+        };
+    }
     let options = &services.options;
     let limits = Limits::of(payload, job, options.tries);
     if limits.already_exceeded(now()) {

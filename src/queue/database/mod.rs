@@ -21,6 +21,7 @@
 mod engine;
 mod error;
 mod guarded;
+mod jobs;
 mod pool;
 mod queue;
 mod reserve;
