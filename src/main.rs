@@ -51,10 +51,16 @@ fn main() -> ExitCode {
             Command::Man => return commands::docs::man(),
             _ => {}
         }
-        let settings = Settings::load(
+        // `work NAME` serves connection NAME: its driver and settings.
+        let connection = match &cli.command {
+            Command::Work(args) => args.connection.clone(),
+            _ => None,
+        };
+        let settings = Settings::load_connection(
             cli.config.as_deref(),
             cli.env_file.as_deref(),
             cli.app.as_deref(),
+            connection.as_deref(),
         )?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,

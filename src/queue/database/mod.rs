@@ -8,4 +8,4 @@
 
 mod spec;
 
-pub use spec::DatabaseQueueSpec;
+pub use spec::{DatabaseQueueSpec, NULL_RETRY_AFTER};
