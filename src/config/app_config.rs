@@ -875,7 +875,11 @@ mod tests {
         );
         assert_eq!(l.database.table.as_deref(), Some("queue_jobs"));
         assert_eq!(l.queue.queue.as_deref(), Some("mail"));
-        assert_eq!(l.queue.retry_after, Some(Nullable::Null), "60 s on this driver");
+        assert_eq!(
+            l.queue.retry_after,
+            Some(Nullable::Null),
+            "60 s on this driver"
+        );
 
         // A connection of any name with the database driver, on MySQL by DB_URL.
         a["queue"]["connections"]["jobs-db"] = json!({"driver": "database",

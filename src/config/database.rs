@@ -96,7 +96,11 @@ pub fn spec(layer: &Layer) -> anyhow::Result<DatabaseQueueSpec> {
          [database] url (sqlite:///path, mysql://, postgres://) in the config file, or \
          pass --app so the app answers",
     )?;
-    let table = layer.database.table.clone().unwrap_or_else(|| "jobs".into());
+    let table = layer
+        .database
+        .table
+        .clone()
+        .unwrap_or_else(|| "jobs".into());
     if table.trim().is_empty() {
         bail!("[database] table = {table:?}: name the jobs table (DB_QUEUE_TABLE, default jobs)");
     }
@@ -313,7 +317,8 @@ mod tests {
     #[test]
     fn the_skeletons_connections_from_db_variables() {
         let app = Path::new("/srv/app");
-        let url = |pairs: &[(&str, &str)], name: &str| conn(pairs, name).and_then(|c| c.url(Some(app)));
+        let url =
+            |pairs: &[(&str, &str)], name: &str| conn(pairs, name).and_then(|c| c.url(Some(app)));
         assert_eq!(
             url(&[], "sqlite").as_deref(),
             Some("sqlite:///srv/app/database/database.sqlite")
@@ -323,7 +328,11 @@ mod tests {
             Some("sqlite:///srv/app/db/app.sqlite")
         );
         assert_eq!(
-            url(&[("DB_DATABASE", "/data/q.sqlite"), ("DB_HOST", "x")], "sqlite").as_deref(),
+            url(
+                &[("DB_DATABASE", "/data/q.sqlite"), ("DB_HOST", "x")],
+                "sqlite"
+            )
+            .as_deref(),
             Some("sqlite:///data/q.sqlite")
         );
         assert_eq!(url(&[("DB_DATABASE", ":memory:")], "sqlite"), None);
@@ -344,7 +353,11 @@ mod tests {
             Some("postgres://root@localhost:5432/laravel?host=%2Fvar%2Frun%2Fpostgresql")
         );
         assert_eq!(conn(&[], "sqlsrv"), None);
-        assert_eq!(conn(&[], "sqlite").unwrap().url(None), None, "no app, no file");
+        assert_eq!(
+            conn(&[], "sqlite").unwrap().url(None),
+            None,
+            "no app, no file"
+        );
     }
 
     /// `ConfigurationUrlParser`'s merge, checked against Laravel 8.83's
@@ -409,7 +422,9 @@ mod tests {
             Driver::of(&queue(Some("database"), Some("redis"))).unwrap(),
             Driver::Redis
         );
-        let e = Driver::of(&queue(None, Some("sqs"))).unwrap_err().to_string();
+        let e = Driver::of(&queue(None, Some("sqs")))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
     }
 
@@ -421,14 +436,27 @@ mod tests {
         layer.queue.retry_after = Some(Nullable::Null);
         assert_eq!(spec(&layer).unwrap().retry_after, NULL_RETRY_AFTER);
         layer.queue.retry_after = Some(Nullable::Seconds(0));
-        assert!(spec(&layer).unwrap_err().to_string().contains("retry_after = 0"));
+        assert!(
+            spec(&layer)
+                .unwrap_err()
+                .to_string()
+                .contains("retry_after = 0")
+        );
         layer.queue.retry_after = Some(Nullable::Seconds(300));
         let s = spec(&layer).unwrap();
         assert_eq!((s.retry_after, s.table.as_str()), (300, "jobs"));
         layer.database.table = Some(" ".into());
-        assert!(spec(&layer).unwrap_err().to_string().contains("[database] table"));
+        assert!(
+            spec(&layer)
+                .unwrap_err()
+                .to_string()
+                .contains("[database] table")
+        );
         let e = spec(&Layer::default()).unwrap_err().to_string();
-        assert!(e.contains("needs a database") && e.contains("DB_CONNECTION"), "{e}");
+        assert!(
+            e.contains("needs a database") && e.contains("DB_CONNECTION"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -442,7 +470,10 @@ mod tests {
         assert_eq!(redis.database.queue, None);
         let db = for_driver(layer, Driver::Database);
         assert_eq!(db.queue.queue.as_deref(), Some("jobs"));
-        assert_eq!(db.queue.retry_after, None, "REDIS_QUEUE_RETRY_AFTER does not apply");
+        assert_eq!(
+            db.queue.retry_after, None,
+            "REDIS_QUEUE_RETRY_AFTER does not apply"
+        );
     }
 
     #[test]
@@ -453,5 +484,252 @@ mod tests {
         layer.horizon.enabled = Some(true);
         let e = check_redis_only_keys(&layer).unwrap_err().to_string();
         assert!(e.contains("Horizon reads only Redis"), "{e}");
+    }
+
+    // ---- the rules end to end: sources merged, then resolved ----
+
+    use crate::config::{CacheSettings, FailedSettings, Settings, merge_sources};
+
+    fn env_layer(pairs: &[(&str, &str)]) -> Layer {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        crate::config::env::layer(|k| map.get(k).cloned()).unwrap()
+    }
+
+    fn settings(
+        cli: Option<&str>,
+        dotenv: Layer,
+        file: &str,
+        environment: Layer,
+    ) -> anyhow::Result<Settings> {
+        let file = Layer::from_toml(file)?;
+        Settings::resolve(merge_sources(
+            cli,
+            dotenv,
+            Layer::default(),
+            file,
+            environment,
+        )?)
+    }
+
+    fn spec_of(s: &Settings) -> &DatabaseQueueSpec {
+        match &s.driver {
+            QueueDriverSettings::Database(spec) => spec,
+            QueueDriverSettings::Redis => panic!("the Redis driver, not the database's"),
+        }
+    }
+
+    /// The process environment alone: the 11+ variables, each on its own
+    /// driver.
+    #[test]
+    fn environment_alone() {
+        let vars = [
+            ("QUEUE_CONNECTION", "database"),
+            ("DB_CONNECTION", "pgsql"),
+            ("DB_DATABASE", "shop"),
+            ("DB_QUEUE_CONNECTION", "mysql"),
+            ("DB_HOST", "pg.internal"),
+            ("DB_USERNAME", "app"),
+            ("DB_PASSWORD", "pw"),
+            ("DB_QUEUE_TABLE", "queue_jobs"),
+            ("DB_QUEUE", "mail"),
+            ("DB_QUEUE_RETRY_AFTER", "300"),
+            ("REDIS_QUEUE", "not-this"),
+            ("REDIS_QUEUE_RETRY_AFTER", "5"),
+        ];
+        let s = settings(None, Layer::default(), "", env_layer(&vars)).unwrap();
+        let spec = spec_of(&s);
+        assert_eq!(spec.url, "mysql://app:pw@pg.internal:3306/shop");
+        assert_eq!(spec.table, "queue_jobs");
+        assert_eq!(spec.retry_after, 300);
+        assert_eq!(s.retry_after, Some(300));
+        assert_eq!(s.block_for, None);
+        assert_eq!(s.default_queue, "mail");
+        assert_eq!(s.connection, "database");
+        assert_eq!(
+            s.failed,
+            FailedSettings::Database {
+                url: "postgres://app:pw@pg.internal:5432/shop".into(),
+                table: "failed_jobs".into()
+            },
+            "failed_jobs stays on the default connection"
+        );
+
+        // `work redis` on the same environment: Redis, REDIS_QUEUE.
+        let s = settings(Some("redis"), Layer::default(), "", env_layer(&vars)).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis);
+        assert_eq!(
+            (s.default_queue.as_str(), s.retry_after),
+            ("not-this", Some(5))
+        );
+
+        // DB_QUEUE_RETRY_AFTER=null is 0 to the skeleton's (int) cast.
+        let mut null = vars.to_vec();
+        null.push(("DB_QUEUE_RETRY_AFTER", "null"));
+        null.retain(|(k, v)| *k != "DB_QUEUE_RETRY_AFTER" || *v == "null");
+        let e = settings(None, Layer::default(), "", env_layer(&null))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retry_after = 0") && e.contains("DB_QUEUE_RETRY_AFTER"),
+            "{e}"
+        );
+    }
+
+    /// The 11+ skeleton's `.env` (`DB_CONNECTION=sqlite`,
+    /// `QUEUE_CONNECTION=database`, `CACHE_STORE=database`): one SQLite
+    /// file for the queue, the cache and failed_jobs, below the app.
+    #[test]
+    fn the_11_skeleton_env_file_uses_one_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(app.join("config")).unwrap();
+        std::fs::write(
+            app.join(".env"),
+            "APP_NAME=Laravel\nDB_CONNECTION=sqlite\nQUEUE_CONNECTION=database\nCACHE_STORE=database\n",
+        )
+        .unwrap();
+        let dotenv = || crate::config::dotenv::layer(&app.join(".env")).unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        let file = format!(
+            "sqlite://{}",
+            app.join("database/database.sqlite").display()
+        );
+        assert_eq!(spec_of(&s).url, file);
+        assert_eq!(
+            (spec_of(&s).table.as_str(), spec_of(&s).retry_after),
+            ("jobs", 90)
+        );
+        assert_eq!(s.default_queue, "default");
+        let CacheSettings::Database { url, .. } = &s.cache else {
+            panic!("{:?}", s.cache)
+        };
+        assert_eq!(url, &file);
+        assert_eq!(
+            s.failed,
+            FailedSettings::Database {
+                url: file.clone(),
+                table: "failed_jobs".into()
+            }
+        );
+
+        // No QUEUE_CONNECTION: config/queue.php's default decides.
+        std::fs::write(
+            app.join(".env"),
+            "DB_CONNECTION=sqlite\nDB_DATABASE=db/app.sqlite\nCACHE_STORE=database\n",
+        )
+        .unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis, "no config/queue.php");
+        std::fs::write(
+            app.join("config/queue.php"),
+            "'default' => env('QUEUE_CONNECTION', 'database'),",
+        )
+        .unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        assert_eq!(
+            spec_of(&s).url,
+            format!("sqlite://{}", app.join("db/app.sqlite").display())
+        );
+    }
+
+    /// The config file: `[queue] connection = "database"` with
+    /// `[database]`; `[queue] driver` for another name; the file's keys
+    /// over the `.env`'s, the environment's over the file's.
+    #[test]
+    fn config_file_keys() {
+        let s = settings(
+            None,
+            Layer::default(),
+            "[queue]\nconnection = \"database\"\nretry_after = \"null\"\n\
+             [database]\nurl = \"mysql://u@db/app\"\ntable = \"q\"\n\
+             [failed]\ndriver = \"null\"",
+            Layer::default(),
+        )
+        .unwrap();
+        let spec = spec_of(&s);
+        assert_eq!(
+            (spec.url.as_str(), spec.table.as_str(), spec.retry_after),
+            ("mysql://u@db/app", "q", NULL_RETRY_AFTER)
+        );
+
+        let file = "[queue]\nconnection = \"jobs-db\"\ndriver = \"database\"\nretry_after = 30\n\
+                    [database]\nurl = \"sqlite:///tmp/q.sqlite\"\n[failed]\ndriver = \"null\"";
+        let dotenv = env_layer(&[("DB_QUEUE_RETRY_AFTER", "120"), ("DB_QUEUE", "mail")]);
+        let s = settings(None, dotenv.clone(), file, Layer::default()).unwrap();
+        assert_eq!(s.connection, "jobs-db");
+        assert_eq!(spec_of(&s).retry_after, 30, "the file over the .env");
+        assert_eq!(s.default_queue, "mail");
+        let s = settings(None, Layer::default(), file, dotenv).unwrap();
+        assert_eq!(
+            spec_of(&s).retry_after,
+            120,
+            "the environment over the file"
+        );
+        // `work other`: the file's driver was for jobs-db; the name decides.
+        let s = settings(Some("other"), Layer::default(), file, Layer::default()).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis);
+        assert_eq!(s.connection, "other");
+    }
+
+    #[test]
+    fn refusals_name_the_key() {
+        let e = settings(
+            None,
+            env_layer(&[("QUEUE_CONNECTION", "database")]),
+            "[failed]\ndriver = \"null\"",
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("needs a database") && e.contains("[database] url"),
+            "{e}"
+        );
+
+        let db = "[queue]\nconnection = \"database\"\n[database]\nurl = \"sqlite:///tmp/q\"\n\
+                  [failed]\ndriver = \"null\"\n";
+        let e = settings(
+            None,
+            Layer::default(),
+            &format!("{db}[horizon]\nenabled = true"),
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[horizon] enabled = true") && e.contains("Horizon reads only Redis"));
+        // block_for: ignored with a warning (one file may serve both drivers).
+        let s = settings(
+            None,
+            Layer::default(),
+            &db.replace("[database]", "block_for = 5\n[database]"),
+            Layer::default(),
+        );
+        assert_eq!(s.unwrap().block_for, None);
+        let e = settings(
+            None,
+            Layer::default(),
+            "[queue]\ndriver = \"sqs\"",
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+
+        // The app's config/horizon.php alone on a database queue: records
+        // off, a warning, no refusal.
+        let mut app = Layer::default();
+        app.horizon.enabled = Some(true);
+        let merged = merge_sources(
+            None,
+            Layer::default(),
+            app,
+            Layer::from_toml(db).unwrap(),
+            Layer::default(),
+        )
+        .unwrap();
+        assert!(Settings::resolve(merged).unwrap().horizon.is_none());
     }
 }

@@ -5,8 +5,8 @@
 use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
-    AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer, MetricsLayer, QueueLayer,
-    RedisLayer, WorkerLayer,
+    AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
+    MetricsLayer, QueueLayer, RedisLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the

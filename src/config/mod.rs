@@ -234,22 +234,7 @@ impl Settings {
                 tracing::info!("setting {line}");
             }
         }
-        let chosen = chosen_connection(
-            connection,
-            [&dotenv, &app_layer, &file, &environment],
-        );
-        let driver = database::Driver::of(&chosen)?;
-        let (dotenv, environment) = (
-            database::for_driver(dotenv, driver),
-            database::for_driver(environment, driver),
-        );
-        let app_layer = without_apps_horizon(app_layer, &file, driver);
-        let mut merged = dotenv
-            .overlaid_by(app_layer)
-            .overlaid_by(file)
-            .overlaid_by(environment);
-        merged.queue.connection = chosen.connection;
-        merged.queue.driver = chosen.driver;
+        let merged = merge_sources(connection, dotenv, app_layer, file, environment)?;
         let mut settings = Settings::resolve(merged)?;
         settings.sources = sources;
         Ok(settings)
@@ -417,6 +402,39 @@ fn cache_settings(
     })
 }
 
+/// The sources merged by precedence (`.env` < the app's answer < the
+/// config file < the process environment) for the queue connection
+/// `connection` names (the command's argument; `None`: the sources'
+/// own), each made to speak for that connection's driver: `DB_QUEUE` and
+/// `DB_QUEUE_RETRY_AFTER` instead of `REDIS_QUEUE` and
+/// `REDIS_QUEUE_RETRY_AFTER` on the database driver (from the `.env` and
+/// the environment; the file's `[queue]` keys apply to either), and
+/// Horizon's records off when only the app's `config/horizon.php` asked
+/// for them on a database queue.
+///
+/// # Errors
+/// A `[queue] driver` the worker does not run.
+pub fn merge_sources(
+    connection: Option<&str>,
+    dotenv: Layer,
+    app: Layer,
+    file: Layer,
+    environment: Layer,
+) -> anyhow::Result<Layer> {
+    let chosen = chosen_connection(connection, [&dotenv, &app, &file, &environment]);
+    let driver = database::Driver::of(&chosen)?;
+    let dotenv = database::for_driver(dotenv, driver);
+    let environment = database::for_driver(environment, driver);
+    let app = without_apps_horizon(app, &file, driver);
+    let mut merged = dotenv
+        .overlaid_by(app)
+        .overlaid_by(file)
+        .overlaid_by(environment);
+    merged.queue.connection = chosen.connection;
+    merged.queue.driver = chosen.driver;
+    Ok(merged)
+}
+
 /// The queue connection the worker serves, and its driver when a source
 /// knows it: `cli` (the command's connection argument), else the name the
 /// highest of `layers` (lowest precedence first) gives. A driver counts
@@ -467,10 +485,7 @@ fn without_apps_horizon(mut app: Layer, file: &Layer, driver: database::Driver) 
 /// # Errors
 /// With `--app`: PHP is missing, or the app cannot be read. Found through
 /// `--env-file`, either is a warning and `None`.
-fn ask_app(
-    source: &app_config::AppSource,
-    wanted: Option<&str>,
-) -> anyhow::Result<Option<Layer>> {
+fn ask_app(source: &app_config::AppSource, wanted: Option<&str>) -> anyhow::Result<Option<Layer>> {
     let (app_config::AppSource::Explicit(dir) | app_config::AppSource::Detected(dir)) = source
     else {
         return Ok(None);
