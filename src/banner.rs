@@ -136,6 +136,26 @@ fn failed_line(settings: &Settings) -> String {
     }
 }
 
+/// The database queue in the banner's terms, for a worker on the
+/// database driver: what stands in the `redis` field (`database
+/// sqlite:///srv/app/database/database.sqlite, table jobs`, the URL
+/// without its password) and each queue with where its rows are
+/// (`jobs where queue = 'default'`), highest priority first.
+pub fn database_queue_lines(
+    spec: &crate::queue::database::DatabaseQueueSpec,
+    queues: &[String],
+) -> (String, Vec<QueueLine>) {
+    let database = format!("database {}, table {}", redact::url(&spec.url), spec.table);
+    let queues = queues
+        .iter()
+        .map(|name| QueueLine {
+            name: name.clone(),
+            key: format!("{} where queue = '{name}'", spec.table),
+        })
+        .collect();
+    (database, queues)
+}
+
 /// One `[[handlers]]` entry: its transport and program or URL.
 fn handler_line(h: &HandlerSpec) -> HandlerLine {
     let target = match (h.http(), h.command()) {
@@ -249,5 +269,25 @@ impl Banner {
             concurrency = self.concurrency,
             "worker starting"
         );
+    }
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::queue::database::DatabaseQueueSpec;
+
+    #[test]
+    fn the_database_queue_is_named_without_its_password() {
+        let spec = DatabaseQueueSpec {
+            url: "mysql://app:s3cret@db.internal:3306/shop".into(),
+            table: "jobs".into(),
+            retry_after: 90,
+        };
+        let (database, queues) = database_queue_lines(&spec, &["high".into(), "default".into()]);
+        assert!(!database.contains("s3cret"), "{database}");
+        assert!(database.contains("db.internal:3306/shop") && database.ends_with("table jobs"));
+        assert_eq!(queues[0].name, "high");
+        assert_eq!(queues[1].key, "jobs where queue = 'default'");
     }
 }
