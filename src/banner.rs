@@ -141,6 +141,8 @@ fn failed_line(settings: &Settings) -> String {
 /// sqlite:///srv/app/database/database.sqlite, table jobs`, the URL
 /// without its password) and each queue with where its rows are
 /// (`jobs where queue = 'default'`), highest priority first.
+// Wired into `Banner::new` with the driver seam (issue 27 item 1).
+#[allow(dead_code)]
 pub fn database_queue_lines(
     spec: &crate::queue::database::DatabaseQueueSpec,
     queues: &[String],

@@ -51,16 +51,14 @@ fn main() -> ExitCode {
             Command::Man => return commands::docs::man(),
             _ => {}
         }
-        // `work NAME` serves connection NAME: its driver and settings.
-        let connection = match &cli.command {
-            Command::Work(args) => args.connection.clone(),
-            _ => None,
-        };
         let settings = Settings::load_connection(
             cli.config.as_deref(),
             cli.env_file.as_deref(),
             cli.app.as_deref(),
-            connection.as_deref(),
+            match &cli.command {
+                Command::Work(args) => args.connection.as_deref(),
+                _ => None,
+            },
         )?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,

@@ -37,6 +37,43 @@ pub enum QueueDriverSettings {
     Database(DatabaseQueueSpec),
 }
 
+impl QueueDriverSettings {
+    /// The connection name when none is given: `redis` or `database`, the
+    /// skeleton's connection of the driver.
+    pub fn default_connection(&self) -> &'static str {
+        match self {
+            QueueDriverSettings::Redis => "redis",
+            QueueDriverSettings::Database(_) => "database",
+        }
+    }
+}
+
+/// The driver of a merged layer with its `retry_after` and `block_for`
+/// (seconds; `None`: null): Redis reads them from `[queue]` (default 90
+/// and null); the database driver always reclaims (null is 60 s) and
+/// never blocks.
+///
+/// # Errors
+/// An unknown `[queue] driver`; on the database driver, what [`spec`]
+/// and [`check_redis_only_keys`] refuse.
+pub fn resolve_driver(
+    layer: &Layer,
+) -> anyhow::Result<(QueueDriverSettings, Option<u64>, Option<u64>)> {
+    Ok(match Driver::of(&layer.queue)? {
+        Driver::Redis => (
+            QueueDriverSettings::Redis,
+            layer.queue.retry_after.map_or(Some(90), Nullable::seconds),
+            layer.queue.block_for.and_then(Nullable::seconds),
+        ),
+        Driver::Database => {
+            check_redis_only_keys(layer)?;
+            let spec = spec(layer)?;
+            let retry_after = Some(spec.retry_after);
+            (QueueDriverSettings::Database(spec), retry_after, None)
+        }
+    })
+}
+
 /// A queue connection's driver, before its settings are resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {

@@ -245,23 +245,12 @@ impl Settings {
     /// # Errors
     /// As [`Settings::load`].
     pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
-        let driver = match database::Driver::of(&layer.queue)? {
-            database::Driver::Redis => QueueDriverSettings::Redis,
-            database::Driver::Database => {
-                database::check_redis_only_keys(&layer)?;
-                QueueDriverSettings::Database(database::spec(&layer)?)
-            }
-        };
-        let (retry_after, block_for) = match &driver {
-            QueueDriverSettings::Redis => (
-                layer
-                    .queue
-                    .retry_after
-                    .map_or(Some(90), file::Nullable::seconds),
-                layer.queue.block_for.and_then(file::Nullable::seconds),
-            ),
-            QueueDriverSettings::Database(spec) => (Some(spec.retry_after), None),
-        };
+        let (driver, retry_after, block_for) = database::resolve_driver(&layer)?;
+        let connection = layer
+            .queue
+            .connection
+            .clone()
+            .unwrap_or_else(|| driver.default_connection().into());
         check_reservation(retry_after, block_for)?;
         let redis_url = layer
             .redis
@@ -282,10 +271,6 @@ impl Settings {
             .into_iter()
             .map(|entry| HandlerSpec::new(entry, breaker))
             .collect();
-        let default_connection = match &driver {
-            QueueDriverSettings::Redis => "redis",
-            QueueDriverSettings::Database(_) => "database",
-        };
         let worker = &layer.worker;
         let horizon = match resolve::horizon(&layer.horizon) {
             Some(mut spec) => {
@@ -301,10 +286,7 @@ impl Settings {
             driver,
             redis,
             redis_prefix,
-            connection: layer
-                .queue
-                .connection
-                .unwrap_or_else(|| default_connection.into()),
+            connection,
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
             retry_after,
             block_for,
