@@ -839,6 +839,11 @@ mod tests {
             a["cache"]["database"] = json!({"driver": "sqlite", "database": "c.sqlite"});
             answers.push(a);
         }
+        let mut database = answer_l12();
+        database["queue"]["connections"]["database"] = json!({"driver": "database",
+            "table": "jobs", "queue": "default", "retry_after": 90,
+            "db": {"driver": "pgsql", "url": null, "host": "pg", "database": "app"}});
+        answers.push(database);
         let mut cluster = answer_l12();
         cluster["redis"]["connections"] = json!({});
         cluster["redis"]["clusters"] = json!({"default": [
