@@ -716,6 +716,15 @@ pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
     if app.cache.url.is_some() {
         env.cache.database = None;
     }
+    // `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` yield as `REDIS_QUEUE` and
+    // `REDIS_QUEUE_RETRY_AFTER` do: the app's connection already read
+    // them, or chose not to.
+    if app.queue.queue.is_some() {
+        env.database.queue = None;
+    }
+    if app.queue.retry_after.is_some() {
+        env.database.retry_after = None;
+    }
     env
 }
 
@@ -952,5 +961,17 @@ mod tests {
         assert_eq!(env.redis.prefix, None);
         assert_eq!(env.cache.prefix, None);
         assert_eq!(env.redis.service.as_deref(), Some("m"));
+
+        let env = super::super::env::layer(|k| match k {
+            "DB_QUEUE" => Some("from-env".into()),
+            "DB_QUEUE_RETRY_AFTER" => Some("5".into()),
+            _ => None,
+        })
+        .unwrap();
+        let mut app = app;
+        app.queue.retry_after = None;
+        let env = without_app_settings(env, &app);
+        assert_eq!(env.database.queue, None, "the app's queue");
+        assert_eq!(env.database.retry_after, Some(Nullable::Seconds(5)));
     }
 }
