@@ -2,8 +2,8 @@
 
 /*
  * laravel-worker config reader: prints, as one JSON object on stdout, the
- * configuration a Laravel app resolves for its queue, Redis, cache,
- * failed-jobs store and Horizon, so that laravel-worker reads what the app computes
+ * configuration a Laravel app resolves for its queue (Redis or database),
+ * Redis, cache, failed-jobs store and Horizon, so that laravel-worker reads what the app computes
  * instead of re-deriving it from .env.
  *
  *     php laravel-worker-config.php --app=/srv/app
@@ -81,9 +81,18 @@ function lw_pick($array, array $keys): array
 
 $redisKeys = ['url', 'host', 'port', 'username', 'password', 'database', 'scheme', 'prefix'];
 
+// The keys of a database connection (config/database.php) the worker needs.
+$databaseKeys = ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'unix_socket', 'prefix'];
+
 $connections = [];
 foreach ((array) $config->get('queue.connections', []) as $name => $connection) {
-    $connections[$name] = lw_pick($connection, ['driver', 'connection', 'queue', 'retry_after', 'block_for']);
+    $connections[$name] = lw_pick($connection, ['driver', 'connection', 'queue', 'retry_after', 'block_for', 'table']);
+    // A database queue connection: the database connection it names
+    // (null: the app's default), as the app resolved it.
+    if (($connections[$name]['driver'] ?? null) === 'database') {
+        $databaseName = $connections[$name]['connection'] ?? $config->get('database.default');
+        $connections[$name]['db'] = (object) lw_pick($config->get('database.connections.'.$databaseName), $databaseKeys);
+    }
 }
 
 $redis = (array) $config->get('database.redis', []);
@@ -118,7 +127,7 @@ $failed = lw_pick($config->get('queue.failed'), ['driver', 'database', 'table'])
 $failedConnection = $failed['database'] ?? $config->get('database.default');
 $failedDatabase = lw_pick(
     $config->get('database.connections.'.$failedConnection),
-    ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'prefix']
+    $databaseKeys
 );
 
 // Horizon's own config (config/horizon.php), when the app has one.
@@ -137,7 +146,7 @@ if (is_array($store) && ($store['driver'] ?? null) === 'database') {
     $name = $store['connection'] ?? $config->get('database.default');
     $cacheDatabase = lw_pick(
         $config->get('database.connections.'.$name),
-        ['driver', 'url', 'host', 'port', 'database', 'username', 'password', 'prefix']
+        $databaseKeys
     );
 }
 

@@ -22,6 +22,8 @@ use crate::handler::{
 use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
 use crate::metrics::Metrics;
+use crate::config::QueueDriverSettings;
+use crate::queue::database::{DatabaseQueue, DatabaseQueueSpec};
 use crate::queue::{Queue, RedisQueue};
 use crate::queue::redis_queue::QueueOptions;
 use crate::signals::Control;
@@ -30,11 +32,54 @@ use crate::worker::WorkerOptions;
 /// Connection attempts at start before the worker gives up (exit 1).
 const CONNECT_TRIES: u32 = 5;
 
+/// Opens the queue the settings' driver names (Redis, or the database
+/// queue's table), retrying a few times at start.
+///
+/// # Errors
+/// The queue unreachable after [`CONNECT_TRIES`] tries, or refused (a
+/// missing table, credentials refused).
+pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
+    match &settings.driver {
+        QueueDriverSettings::Redis => open_redis_queue(settings).await,
+        QueueDriverSettings::Database(spec) => open_database_queue(spec).await,
+    }
+}
+
+/// Opens the database queue, retrying a few times at start while the
+/// database cannot be reached; a table the database refuses fails at once.
+///
+/// # Errors
+/// The table is missing or wrong, or the database is unreachable after
+/// [`CONNECT_TRIES`] tries.
+async fn open_database_queue(spec: &DatabaseQueueSpec) -> anyhow::Result<Queue> {
+    let mut pause = Duration::from_millis(500);
+    for attempt in 1..=CONNECT_TRIES {
+        match DatabaseQueue::open(spec).await {
+            Ok(queue) => {
+                if let Some(warning) = queue.lock_warning() {
+                    tracing::warn!("{warning}");
+                }
+                return Ok(queue.into());
+            }
+            Err(e) if attempt < CONNECT_TRIES && e.is_unavailable() => {
+                tracing::warn!(attempt, "cannot open the database queue: {e}");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) if e.is_unavailable() => {
+                anyhow::bail!("the database queue is unreachable after {CONNECT_TRIES} tries: {e}")
+            }
+            Err(e) => anyhow::bail!("{e}"),
+        }
+    }
+    unreachable!("the loop returns on its last try")
+}
+
 /// Connects to the queue Redis, retrying a few times at start.
 ///
 /// # Errors
 /// Redis unreachable after [`CONNECT_TRIES`] tries.
-pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
+async fn open_redis_queue(settings: &Settings) -> anyhow::Result<Queue> {
     let options = QueueOptions {
         prefix: settings.redis_prefix.clone(),
         retry_after: settings.retry_after,

@@ -11,7 +11,9 @@
 
 use serde::Serialize;
 
-use crate::config::{CacheSettings, FailedSettings, HandlerSpec, Settings, redact};
+use crate::config::{
+    CacheSettings, FailedSettings, HandlerSpec, QueueDriverSettings, Settings, redact,
+};
 use crate::queue::keys::QueueKeys;
 use crate::worker::WorkerOptions;
 
@@ -136,6 +138,39 @@ fn failed_line(settings: &Settings) -> String {
     }
 }
 
+/// The database queue in the banner's terms, for a worker on the
+/// database driver: what stands in the `redis` field (`database
+/// sqlite:///srv/app/database/database.sqlite, table jobs`, the URL
+/// without its password) and each queue with where its rows are
+/// (`jobs where queue = 'default'`), highest priority first.
+pub fn database_queue_lines(
+    spec: &crate::queue::database::DatabaseQueueSpec,
+    queues: &[String],
+) -> (String, Vec<QueueLine>) {
+    let database = format!("database {}, table {}", redact::url(&spec.url), spec.table);
+    let queues = queues
+        .iter()
+        .map(|name| QueueLine {
+            name: name.clone(),
+            key: format!("{} where queue = '{name}'", spec.table),
+        })
+        .collect();
+    (database, queues)
+}
+
+/// Each Redis queue with its ready list's full key, highest priority
+/// first.
+fn redis_queue_lines(settings: &Settings, queues: &[String]) -> Vec<QueueLine> {
+    let cluster = settings.redis.is_cluster();
+    queues
+        .iter()
+        .map(|name| QueueLine {
+            name: name.clone(),
+            key: QueueKeys::new(&settings.redis_prefix, name, cluster).ready,
+        })
+        .collect()
+}
+
 /// One `[[handlers]]` entry: its transport and program or URL.
 fn handler_line(h: &HandlerSpec) -> HandlerLine {
     let target = match (h.http(), h.command()) {
@@ -157,29 +192,28 @@ impl Banner {
     /// The banner of a worker with `settings` (its sources as
     /// [`Settings::sources`]) and `options`.
     pub fn new(settings: &Settings, options: &WorkerOptions) -> Banner {
-        let queues = options
-            .queues
-            .iter()
-            .map(|name| QueueLine {
-                name: name.clone(),
-                key: QueueKeys::new(&settings.redis_prefix, name, settings.redis.is_cluster())
-                    .ready,
-            })
-            .collect();
+        let (redis, queues, block_for) = match &settings.driver {
+            QueueDriverSettings::Database(spec) => {
+                let (database, queues) = database_queue_lines(spec, &options.queues);
+                (database, queues, "none (a table is polled every --sleep)".into())
+            }
+            QueueDriverSettings::Redis => (
+                settings.redis.describe(),
+                redis_queue_lines(settings, &options.queues),
+                seconds(settings.block_for, "unset (BLPOP on :notify for up to --sleep)"),
+            ),
+        };
         let (cache, restart_key) = cache_lines(&settings.cache);
         let handlers = settings.handlers.iter().map(handler_line).collect();
         Banner {
             version: VERSION.into(),
             build: BUILD.into(),
             config_sources: settings.sources.clone(),
-            redis: settings.redis.describe(),
+            redis,
             connection: settings.connection.clone(),
             queues,
             retry_after: seconds(settings.retry_after, "never"),
-            block_for: seconds(
-                settings.block_for,
-                "unset (BLPOP on :notify for up to --sleep)",
-            ),
+            block_for,
             cache,
             restart_key,
             failed: failed_line(settings),
@@ -249,5 +283,25 @@ impl Banner {
             concurrency = self.concurrency,
             "worker starting"
         );
+    }
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::queue::database::DatabaseQueueSpec;
+
+    #[test]
+    fn the_database_queue_is_named_without_its_password() {
+        let spec = DatabaseQueueSpec {
+            url: "mysql://app:s3cret@db.internal:3306/shop".into(),
+            table: "jobs".into(),
+            retry_after: 90,
+        };
+        let (database, queues) = database_queue_lines(&spec, &["high".into(), "default".into()]);
+        assert!(!database.contains("s3cret"), "{database}");
+        assert!(database.contains("db.internal:3306/shop") && database.ends_with("table jobs"));
+        assert_eq!(queues[0].name, "high");
+        assert_eq!(queues[1].key, "jobs where queue = 'default'");
     }
 }

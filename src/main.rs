@@ -52,10 +52,14 @@ fn main() -> ExitCode {
             Command::Work(_) => commands::work::absorb_resize_signals(),
             _ => {}
         }
-        let settings = Settings::load(
+        let settings = Settings::load_connection(
             cli.config.as_deref(),
             cli.env_file.as_deref(),
             cli.app.as_deref(),
+            match &cli.command {
+                Command::Work(args) => args.connection.as_deref(),
+                _ => None,
+            },
         )?;
         match cli.command {
             Command::Work(args) => commands::work::run(settings, args).await,

@@ -184,3 +184,50 @@ fn an_app_that_exits_while_booting_says_what_it_printed() {
         "{log}"
     );
 }
+
+/// `--app` on a database queue connection, through the real PHP and
+/// Laravel 8.83: a connection of any name whose driver is `database`
+/// (here `jobs-db`, with the app's table, queue and `retry_after =>
+/// null`) is the database queue on the app's default database
+/// connection (`connection` unset), whether `work jobs-db` names it or
+/// `QUEUE_CONNECTION` makes it the default; `work redis` stays on Redis,
+/// and a connection of another driver (`sync`) is refused, naming it.
+#[test]
+fn app_config_resolves_a_database_connection_on_laravel_8() {
+    use laravel_worker::config::{QueueDriverSettings, Settings};
+
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    app.edit_config(
+        "queue.php",
+        "        'sync' => [",
+        "        'jobs-db' => [\n            'driver' => 'database',\n            \
+         'table' => 'queue_jobs',\n            'queue' => 'mail',\n            \
+         'retry_after' => null,\n        ],\n        'sync' => [",
+    );
+    let database = format!("sqlite://{}", app.scene().join("failed.sqlite").display());
+    let check = |settings: &Settings| {
+        let QueueDriverSettings::Database(spec) = &settings.driver else {
+            panic!("not the database driver: {:?}", settings.driver);
+        };
+        assert_eq!(spec.url, database, "the app's default database connection");
+        assert_eq!(spec.table, "queue_jobs");
+        assert_eq!(spec.retry_after, 60, "retry_after => null is 60 s here");
+        assert_eq!(settings.default_queue, "mail");
+        assert_eq!(settings.connection, "jobs-db");
+        assert_eq!(settings.block_for, None);
+    };
+    let load = |connection: Option<&str>| {
+        Settings::load_connection(None, None, Some(app.dir.as_path()), connection)
+    };
+    check(&load(Some("jobs-db")).unwrap());
+    app.set_env("QUEUE_CONNECTION", "jobs-db");
+    check(&load(None).unwrap());
+    let redis = load(Some("redis")).unwrap();
+    assert_eq!(redis.driver, QueueDriverSettings::Redis);
+    assert_eq!(redis.connection, "redis");
+    let e = format!("{:#}", load(Some("sync")).unwrap_err());
+    assert!(e.contains("\"sync\" has driver \"sync\""), "{e}");
+}

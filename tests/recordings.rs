@@ -1257,3 +1257,98 @@ fn same_second(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// The queue connection and its database, from `--env-file` alone, as the
+/// real Laravel 12.67 resolved them for each recorded `.env` variant.
+/// Every variant was recorded with `QUEUE_CONNECTION=redis` (`queue.default`
+/// = `redis`): the worker stays on Redis. None was recorded on the
+/// skeleton's own `QUEUE_CONNECTION=database`; put back, the database
+/// queue's database is the default connection Laravel resolved
+/// (`database.connections.sqlite`, below the app's root, as recorded), and
+/// the failed store and a database cache store (`connection => null`) use
+/// the same file.
+#[test]
+fn env_file_alone_resolves_the_recorded_queue_connection() {
+    use laravel_worker::config::{
+        CacheSettings, FailedSettings, Layer, QueueDriverSettings, Settings, dotenv, merge_sources,
+    };
+    let keys = rec::json("laravel12/config/KEYS.json");
+    assert_eq!(keys.as_object().unwrap().len(), 16);
+    for name in keys.as_object().unwrap().keys() {
+        let recorded = rec::json(&format!("laravel12/config/{name}.json"));
+        let config = &recorded["config"];
+        let env = recorded["env_file"].as_str().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let app = std::fs::canonicalize(dir.path()).unwrap();
+        // Resolved without the process environment: only the `.env` speaks.
+        let resolve = |env: &str| {
+            std::fs::write(app.join(".env"), env).unwrap();
+            let dotenv = dotenv::layer(&app.join(".env")).unwrap();
+            Settings::resolve(
+                merge_sources(
+                    None,
+                    dotenv,
+                    Layer::default(),
+                    Layer::default(),
+                    Layer::default(),
+                )
+                .unwrap(),
+            )
+            .unwrap()
+        };
+
+        let s = resolve(env);
+        assert_eq!(config["queue.default"], "redis", "{name}");
+        assert_eq!(s.driver, QueueDriverSettings::Redis, "{name}");
+        assert_eq!(s.connection, "redis", "{name}");
+
+        let s = resolve(&set_env(env, "QUEUE_CONNECTION", "database"));
+        let QueueDriverSettings::Database(spec) = &s.driver else {
+            panic!("{name}: {:?}", s.driver);
+        };
+        // The recorded app's root, from its file cache store's directory.
+        let root = config["cache"]["stores"]["file"]["path"]
+            .as_str()
+            .unwrap()
+            .strip_suffix("/storage/framework/cache/data")
+            .unwrap();
+        assert_eq!(config["database.default"], "sqlite", "{name}");
+        let file = config["database.connections.sqlite"]["database"]
+            .as_str()
+            .unwrap();
+        let ours = format!(
+            "sqlite://{}",
+            app.join(file.strip_prefix(&format!("{root}/")).unwrap())
+                .display()
+        );
+        assert_eq!(spec.url, ours, "{name}");
+        assert_eq!(
+            (spec.table.as_str(), spec.retry_after),
+            ("jobs", 90),
+            "{name}"
+        );
+        assert_eq!(
+            (s.connection.as_str(), s.default_queue.as_str()),
+            ("database", "default")
+        );
+        assert_eq!(config["queue.failed"]["database"], "sqlite", "{name}");
+        assert_eq!(
+            s.failed,
+            FailedSettings::Database {
+                url: ours.clone(),
+                table: "failed_jobs".into()
+            },
+            "{name}"
+        );
+        if config["cache"]["default"] == "database" {
+            assert_eq!(
+                config["cache"]["stores"]["database"]["connection"],
+                Value::Null
+            );
+            let CacheSettings::Database { url, .. } = &s.cache else {
+                panic!("{name}: {:?}", s.cache);
+            };
+            assert_eq!(url, &ours, "{name}");
+        }
+    }
+}

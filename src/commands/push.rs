@@ -1,8 +1,10 @@
 //! `push`: enqueue a job in Laravel's payload format.
 //!
 //! The payload has the fields of Laravel's string-job payload (protocol
-//! §5.2) in PHP's key order, with `attempts: 0` and a 32-character `id`, so
-//! both PHP workers and this one can run it.
+//! §5.2) in PHP's key order, and on Redis `attempts: 0` and a
+//! 32-character `id` (only `RedisQueue::createPayloadArray` adds them; the
+//! database queue counts attempts in its column), so both PHP workers and
+//! this one can run it.
 
 use crate::config::MAX_SECONDS;
 use anyhow::Context;
@@ -29,15 +31,18 @@ struct StringJobPayload<'a> {
     backoff: Option<String>,
     timeout: Option<u64>,
     data: &'a RawValue,
-    id: String,
-    attempts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<u64>,
 }
 
-/// Builds a payload for job `name` with `data` (JSON text).
+/// Builds a payload for job `name` with `data` (JSON text); with
+/// `counted`, the `id` and `attempts: 0` a Redis payload carries.
 ///
 /// # Errors
 /// `data` is not JSON.
-pub fn payload(name: &str, data: &str) -> anyhow::Result<String> {
+pub fn payload(name: &str, data: &str, counted: bool) -> anyhow::Result<String> {
     let data: &RawValue = serde_json::from_str(data).context("--data is not valid JSON")?;
     let payload = StringJobPayload {
         uuid: uuid::Uuid::new_v4().to_string(),
@@ -49,8 +54,8 @@ pub fn payload(name: &str, data: &str) -> anyhow::Result<String> {
         backoff: None,
         timeout: None,
         data,
-        id: Alphanumeric.sample_string(&mut rand::rng(), 32),
-        attempts: 0,
+        id: counted.then(|| Alphanumeric.sample_string(&mut rand::rng(), 32)),
+        attempts: counted.then_some(0),
     };
     Ok(serde_json::to_string(&payload)?)
 }
@@ -70,7 +75,7 @@ pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
     let queue = crate::app::open_queue(&settings).await?;
     let keys = queue.keys(&args.queue);
     for _ in 0..args.count {
-        let body = payload(&args.job, &args.data)?;
+        let body = payload(&args.job, &args.data, queue.counts_in_payload())?;
         if args.delay > 0 {
             queue.later(&keys, now() + args.delay as i64, &body).await?;
         } else {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use super::database::DbConnection;
 use super::file::{Layer, Nullable};
 use crate::exception::LaravelVersion;
 
@@ -118,6 +119,15 @@ pub enum ReadError {
 /// runs past its time or prints more than 4 MiB, or the answer cannot be
 /// used.
 pub fn read(dir: &Path) -> Result<Layer, ReadError> {
+    read_for(dir, None)
+}
+
+/// As [`read`], for the queue connection `wanted` (see
+/// [`layer_for_connection`]).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_for(dir: &Path, wanted: Option<&str>) -> Result<Layer, ReadError> {
     let dir = std::fs::canonicalize(dir)
         .with_context(|| format!("cannot open the app directory {}", dir.display()))
         .map_err(ReadError::Failed)?;
@@ -131,7 +141,7 @@ pub fn read(dir: &Path) -> Result<Layer, ReadError> {
     let value: Value = serde_json::from_slice(&answer)
         .context("the app's configuration reader printed something that is not JSON")
         .map_err(ReadError::Failed)?;
-    layer_from_answer(&value, &dir).map_err(ReadError::Failed)
+    layer_for_connection(&value, &dir, wanted).map_err(ReadError::Failed)
 }
 
 /// `php -- --app=DIR` with the script on stdin; its stdout. Its stdout
@@ -329,36 +339,31 @@ fn redis_url(conn: &Value) -> anyhow::Result<(Option<String>, Option<String>)> {
     Ok((layer.redis.url, scheme))
 }
 
-/// A database connection's URL for the failed store (sqlite, mysql,
-/// mariadb, pgsql), as `DB_*` variables build one.
+/// A database connection's URL (the failed store, the database cache
+/// store, the database queue), from its config array as the app resolved
+/// it: its `url` merged over its parts, a relative SQLite file the app's
+/// (see [`DbConnection::url`]).
+///
+/// # Errors
+/// None today; kept fallible for the callers' `?`.
 fn database_url(conn: &Value, app: &Path) -> anyhow::Result<Option<String>> {
+    Ok(db_connection(conn).url(Some(app)))
+}
+
+/// A `database.connections.X` array of the answer as a [`DbConnection`];
+/// empty strings are unset, as `DB_*` variables are.
+fn db_connection(conn: &Value) -> DbConnection {
     let get = |k: &str| text(&conn[k]).filter(|s| !s.is_empty());
-    let Some(driver) = get("driver") else {
-        return Ok(None);
-    };
-    if driver == "sqlite" {
-        let db = get("database").unwrap_or_else(|| "database/database.sqlite".into());
-        let path = if Path::new(&db).is_absolute() || db == ":memory:" {
-            PathBuf::from(db)
-        } else {
-            app.join(db)
-        };
-        return Ok(Some(format!("sqlite://{}", path.display())));
+    DbConnection {
+        driver: get("driver"),
+        url: get("url"),
+        host: get("host"),
+        port: get("port"),
+        database: get("database"),
+        username: get("username"),
+        password: get("password"),
+        socket: get("unix_socket"),
     }
-    let vars: HashMap<&str, String> = [
-        ("DB_CONNECTION", Some(driver)),
-        ("DB_HOST", get("host")),
-        ("DB_PORT", get("port")),
-        ("DB_DATABASE", get("database")),
-        ("DB_USERNAME", get("username")),
-        ("DB_PASSWORD", get("password")),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.map(|v| (k, v)))
-    .collect();
-    let layer = super::env::layer(|k| vars.get(k).cloned())
-        .context("the app's failed-jobs database connection")?;
-    Ok(layer.failed.url)
 }
 
 /// The Redis key prefix of a connection: its own `options.prefix`, else
@@ -376,13 +381,28 @@ fn redis_prefix(answer: &Value, conn: &Value) -> String {
 /// Values the worker cannot use (a `retry_after` that is not seconds, a
 /// port that is not a number).
 pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
+    layer_for_connection(answer, app, None)
+}
+
+/// As [`layer_from_answer`], for the queue connection `wanted` (the
+/// `work` command's connection argument, or `[queue] connection`) when
+/// the app defines it; else the app's default connection.
+///
+/// # Errors
+/// As [`layer_from_answer`]; and `wanted` naming a connection whose
+/// driver the worker does not run.
+pub fn layer_for_connection(
+    answer: &Value,
+    app: &Path,
+    wanted: Option<&str>,
+) -> anyhow::Result<Layer> {
     let mut layer = Layer::default();
     layer.app.path = Some(app.to_path_buf());
     let version = text(&answer["version"]).and_then(|v| LaravelVersion::parse(&v));
     if let Some(v) = version {
         layer.app.laravel = Some(format!("{}.{}", v.major, v.minor));
     }
-    let redis_conn_name = queue_connection(answer, &mut layer)?;
+    let redis_conn_name = queue_connection(answer, wanted, app, &mut layer)?;
     redis_connection(answer, &redis_conn_name, &mut layer)?;
     cache_store(answer, version, app, &mut layer)?;
     failed_store(answer, app, &mut layer)?;
@@ -390,24 +410,50 @@ pub fn layer_from_answer(answer: &Value, app: &Path) -> anyhow::Result<Layer> {
     Ok(layer)
 }
 
-/// The queue connection: the default one when it is Redis, else one named
-/// `redis`, else the first Redis one; its name, queue, `retry_after` and
-/// `block_for` go into `layer`. Returns the Redis connection it names
-/// (`default` when there is none).
-fn queue_connection(answer: &Value, layer: &mut Layer) -> anyhow::Result<String> {
+/// The queue connection: `wanted` when the app defines it, else the
+/// default one when its driver is `redis` or `database`, else one named
+/// `redis`, else the first Redis one. Its name, driver, queue,
+/// `retry_after` and `block_for` go into `layer`, and for a database
+/// connection its database and table. Returns the Redis connection it
+/// names (`default` when there is none, or it is a database connection:
+/// the app's `default` Redis connection then stays `[redis]`, for a Redis
+/// cache store that does not name its own).
+///
+/// # Errors
+/// `wanted` names a connection of another driver (`sqs`, `sync`…);
+/// a `retry_after` or `block_for` that is not seconds.
+fn queue_connection(
+    answer: &Value,
+    wanted: Option<&str>,
+    app: &Path,
+    layer: &mut Layer,
+) -> anyhow::Result<String> {
     let connections = answer["queue"]["connections"]
         .as_object()
         .cloned()
         .unwrap_or_default();
-    let is_redis = |name: &str| {
-        connections
-            .get(name)
-            .is_some_and(|c| c["driver"] == "redis")
-    };
+    let driver_of = |name: &str| connections.get(name).and_then(|c| text(&c["driver"]));
+    let runs = |name: &str| matches!(driver_of(name).as_deref(), Some("redis" | "database"));
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
-    let chosen = if is_redis(&default) {
+    if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
+        bail!(
+            "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
+             \"redis\" and \"database\" drivers",
+            driver_of(wanted).unwrap_or_default()
+        );
+    }
+    if let Some(wanted) = wanted.filter(|w| !connections.contains_key(*w)) {
+        tracing::warn!(
+            connection = %wanted,
+            "the app defines no queue connection of this name (queue.connections); \
+             the app's default connection's settings are used under this name"
+        );
+    }
+    let chosen = if let Some(wanted) = wanted.filter(|w| runs(w)) {
+        Some(wanted.to_string())
+    } else if runs(&default) {
         Some(default.clone())
-    } else if is_redis("redis") {
+    } else if driver_of("redis").as_deref() == Some("redis") {
         Some("redis".to_string())
     } else {
         connections
@@ -418,16 +464,23 @@ fn queue_connection(answer: &Value, layer: &mut Layer) -> anyhow::Result<String>
     let Some(name) = chosen else {
         tracing::warn!(
             default = %default,
-            "the app has no Redis queue connection (queue.connections.*.driver = \"redis\"); \
-             the worker uses its own Redis settings"
+            "the app has no Redis or database queue connection \
+             (queue.connections.*.driver = \"redis\" or \"database\"); \
+             the worker uses its own settings"
         );
         return Ok("default".to_string());
     };
     let conn = &connections[&name];
     layer.queue.connection = Some(name.clone());
+    layer.queue.driver = driver_of(&name);
     layer.queue.queue = text(&conn["queue"]).filter(|q| !q.is_empty());
     if conn.get("retry_after").is_some() {
         layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
+    }
+    if driver_of(&name).as_deref() == Some("database") {
+        layer.database.url = database_url(&conn["db"], app)?;
+        layer.database.table = text(&conn["table"]).filter(|t| !t.is_empty());
+        return Ok("default".to_string());
     }
     if conn.get("block_for").is_some() {
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
@@ -590,9 +643,12 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(redis.nodes),
     app_key!(redis.scheme),
     app_key!(queue.connection, "queue connection", String::clone),
+    app_key!(queue.driver, "queue driver", String::clone),
     app_key!(queue.queue, "queue", String::clone),
     app_key!(queue.retry_after, "retry_after", show_nullable),
     app_key!(queue.block_for, "block_for", show_nullable),
+    app_key!(database.url, "database url", super::redact::url),
+    app_key!(database.table, "jobs table", String::clone),
     app_key!(cache.store, "cache store", String::clone),
     app_key!(cache.path),
     app_key!(cache.url),
@@ -677,6 +733,15 @@ pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
     if app.cache.url.is_some() {
         env.cache.database = None;
     }
+    // `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` yield as `REDIS_QUEUE` and
+    // `REDIS_QUEUE_RETRY_AFTER` do: the app's connection already read
+    // them, or chose not to.
+    if app.queue.queue.is_some() {
+        env.database.queue = None;
+    }
+    if app.queue.retry_after.is_some() {
+        env.database.retry_after = None;
+    }
     env
 }
 
@@ -741,7 +806,8 @@ mod tests {
 
     #[test]
     fn a_laravel_12_answer() {
-        let l = layer_from_answer(&answer_l12(), Path::new("/srv/app")).unwrap();
+        let l = layer_for_connection(&answer_l12(), Path::new("/srv/app"), Some("redis")).unwrap();
+        assert_eq!(l.queue.driver.as_deref(), Some("redis"));
         assert_eq!(l.queue.connection.as_deref(), Some("redis"));
         assert_eq!(l.queue.queue.as_deref(), Some("emails"));
         assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(120)));
@@ -782,7 +848,7 @@ mod tests {
         assert_eq!(l.cache.table.as_deref(), Some("cache"));
         assert_eq!(l.app.laravel.as_deref(), Some("8.83"));
         a["queue"]["connections"]["redis"]["retry_after"] = json!("soon");
-        assert!(layer_from_answer(&a, Path::new("/srv/app")).is_err());
+        assert!(layer_for_connection(&a, Path::new("/srv/app"), Some("redis")).is_err());
     }
 
     /// Every key a rich answer sets (each store kind in turn) is in
@@ -799,6 +865,11 @@ mod tests {
             a["cache"]["database"] = json!({"driver": "sqlite", "database": "c.sqlite"});
             answers.push(a);
         }
+        let mut database = answer_l12();
+        database["queue"]["connections"]["database"] = json!({"driver": "database",
+            "table": "jobs", "queue": "default", "retry_after": 90,
+            "db": {"driver": "pgsql", "url": null, "host": "pg", "database": "app"}});
+        answers.push(database);
         let mut cluster = answer_l12();
         cluster["redis"]["connections"] = json!({});
         cluster["redis"]["clusters"] = json!({"default": [
@@ -815,6 +886,56 @@ mod tests {
                 "a key the answer sets is not in APP_KEYS"
             );
         }
+    }
+
+    /// The 11+ default connection `database`: the database queue, its
+    /// database from the connection it names (else the default one), the
+    /// app's table, queue and retry_after; `work redis` still gets Redis.
+    #[test]
+    fn the_default_database_connection_is_the_database_queue() {
+        let mut a = answer_l12();
+        a["queue"]["connections"]["database"] = json!({"driver": "database",
+            "connection": null, "table": "queue_jobs", "queue": "mail", "retry_after": null,
+            "db": {"driver": "sqlite", "url": null, "database": "/srv/app/database/database.sqlite"}});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.queue.connection.as_deref(), Some("database"));
+        assert_eq!(l.queue.driver.as_deref(), Some("database"));
+        assert_eq!(
+            l.database.url.as_deref(),
+            Some("sqlite:///srv/app/database/database.sqlite")
+        );
+        assert_eq!(l.database.table.as_deref(), Some("queue_jobs"));
+        assert_eq!(l.queue.queue.as_deref(), Some("mail"));
+        assert_eq!(
+            l.queue.retry_after,
+            Some(Nullable::Null),
+            "60 s on this driver"
+        );
+
+        // A connection of any name with the database driver, on MySQL by DB_URL.
+        a["queue"]["connections"]["jobs-db"] = json!({"driver": "database",
+            "connection": "mysql", "retry_after": 300,
+            "db": {"driver": "mysql", "url": "mysql://app:pw@db.internal/shop",
+                   "host": "127.0.0.1", "port": "3306", "database": "laravel"}});
+        let l = layer_for_connection(&a, Path::new("/srv/app"), Some("jobs-db")).unwrap();
+        assert_eq!(l.queue.connection.as_deref(), Some("jobs-db"));
+        assert_eq!(l.queue.driver.as_deref(), Some("database"));
+        assert_eq!(
+            l.database.url.as_deref(),
+            Some("mysql://app:pw@db.internal:3306/shop")
+        );
+        assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(300)));
+
+        // A connection the worker does not run is refused, naming it.
+        a["queue"]["connections"]["sqs"] = json!({"driver": "sqs"});
+        let e = layer_for_connection(&a, Path::new("/srv/app"), Some("sqs"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"sqs\" has driver \"sqs\""), "{e}");
+        // The default `sync` falls back to the Redis connection, as before.
+        a["queue"]["default"] = json!("sync");
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(l.queue.connection.as_deref(), Some("redis"));
     }
 
     #[test]
@@ -857,5 +978,17 @@ mod tests {
         assert_eq!(env.redis.prefix, None);
         assert_eq!(env.cache.prefix, None);
         assert_eq!(env.redis.service.as_deref(), Some("m"));
+
+        let env = super::super::env::layer(|k| match k {
+            "DB_QUEUE" => Some("from-env".into()),
+            "DB_QUEUE_RETRY_AFTER" => Some("5".into()),
+            _ => None,
+        })
+        .unwrap();
+        let mut app = app;
+        app.queue.retry_after = None;
+        let env = without_app_settings(env, &app);
+        assert_eq!(env.database.queue, None, "the app's queue");
+        assert_eq!(env.database.retry_after, Some(Nullable::Seconds(5)));
     }
 }

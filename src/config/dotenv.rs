@@ -16,7 +16,10 @@
 //!   installed framework's `Application::VERSION`, when
 //!   `vendor/laravel/framework` is there;
 //! - SQLite's database file relative to the app (default
-//!   `database/database.sqlite`).
+//!   `database/database.sqlite`), for the failed store and the database
+//!   queue;
+//! - the default queue connection from `config/queue.php` when the `.env`
+//!   sets no `QUEUE_CONNECTION` (`database` on 11+).
 //!
 //! The app's root (the `.env`'s directory) becomes `[app] path`.
 
@@ -25,15 +28,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::env::{Conventions, layer_with};
+use super::env::{Conventions, layer_for_app};
 use super::file::Layer;
 use crate::exception::LaravelVersion;
 
-/// Queue connection names that are not Redis connections: a worker on
-/// Redis keeps its own connection name when the `.env` names one of these.
-const NOT_REDIS: &[&str] = &[
+/// Queue connection names of drivers the worker does not run: a `.env`
+/// naming one of these leaves the worker on its own connection (Redis,
+/// `redis`), as before the database driver.
+const NOT_RUN: &[&str] = &[
     "sync",
-    "database",
     "beanstalkd",
     "sqs",
     "null",
@@ -60,21 +63,25 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
 
     // `env('APP_NAME', 'laravel')`: the `.env`, else the process
     // environment (Docker, Kubernetes), else 'laravel'.
-    let mut layer = layer_with(
+    let mut layer = layer_for_app(
         |k| {
             vars.get(k).cloned().or_else(|| {
                 (k == "APP_NAME").then(|| std::env::var(k).unwrap_or_else(|_| "laravel".into()))
             })
         },
         conventions(&database_php, &cache_php),
+        Some(&app),
     )?;
     layer.app.path = Some(app.clone());
 
+    if layer.queue.connection.is_none() {
+        layer.queue.connection = default_queue_connection(&config("queue.php"));
+    }
     if layer
         .queue
         .connection
         .as_deref()
-        .is_some_and(|c| NOT_REDIS.contains(&c))
+        .is_some_and(|c| NOT_RUN.contains(&c))
     {
         layer.queue.connection = None;
     }
@@ -101,13 +108,6 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
     layer.cache.colon = version.map(|v| v.major <= 10);
     layer.app.laravel = version.map(|v| format!("{}.{}", v.major, v.minor));
 
-    if vars.get("DB_CONNECTION").map(String::as_str) == Some("sqlite") {
-        let file = vars
-            .get("DB_DATABASE")
-            .filter(|v| !v.is_empty())
-            .map_or_else(|| app.join("database/database.sqlite"), |db| app.join(db));
-        layer.failed.url = Some(format!("sqlite://{}", file.display()));
-    }
     Ok(layer)
 }
 
@@ -151,6 +151,17 @@ fn default_cache_store(cache_php: &str) -> Option<String> {
             let rest = &cache_php[cache_php.find(needle)? + needle.len()..];
             Some(rest[..rest.find('\'')?].to_string())
         })
+}
+
+/// The default queue connection written in `config/queue.php` when the
+/// `.env` sets no `QUEUE_CONNECTION`: `env('QUEUE_CONNECTION', 'database')`
+/// (11+ skeleton), `'sync'` (8–10), or what the app wrote; only `redis`
+/// and `database` are kept.
+fn default_queue_connection(queue_php: &str) -> Option<String> {
+    let needle = "env('QUEUE_CONNECTION', '";
+    let rest = &queue_php[queue_php.find(needle)? + needle.len()..];
+    let name = &rest[..rest.find('\'')?];
+    matches!(name, "redis" | "database").then(|| name.to_string())
 }
 
 /// Version of the installed framework (`Application::VERSION`).
@@ -237,8 +248,14 @@ mod tests {
         assert_eq!(l.cache.colon, Some(false));
         assert_eq!(l.cache.store.as_deref(), Some("database"));
         assert_eq!(
-            l.queue.connection, None,
-            "database is not a Redis connection"
+            l.queue.connection.as_deref(),
+            Some("database"),
+            "the database queue"
+        );
+        assert_eq!(
+            l.database.url.as_deref(),
+            l.failed.url.as_deref(),
+            "one database for the queue and the failed store"
         );
     }
 

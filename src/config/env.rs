@@ -19,7 +19,10 @@
 //! | `QUEUE_CONNECTION`                | `[queue] connection`                     |
 //! | `REDIS_QUEUE`                     | `[queue] queue`                          |
 //! | `REDIS_QUEUE_RETRY_AFTER`         | `[queue] retry_after` (`null` allowed)   |
-//! | `DB_CONNECTION`, `DB_HOST`, `DB_PORT`, `DB_DATABASE`, `DB_USERNAME`, `DB_PASSWORD` | `[failed] url` |
+//! | `DB_CONNECTION`, `DB_URL` (`DATABASE_URL`), `DB_HOST`, `DB_PORT`, `DB_DATABASE`, `DB_USERNAME`, `DB_PASSWORD`, `DB_SOCKET` | `[failed] url` (the default connection) |
+//! | `DB_QUEUE_CONNECTION` (else `DB_CONNECTION`) with the `DB_*` above | `[database] url` (the database queue's database) |
+//! | `DB_QUEUE_TABLE`                  | `[database] table`                       |
+//! | `DB_QUEUE`, `DB_QUEUE_RETRY_AFTER`| `[queue] queue`, `[queue] retry_after` on the database driver (`null`: 60 s) |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
 //! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
@@ -29,7 +32,10 @@
 //! `REDIS_SENTINEL_PASSWORD`) is no password, and `REDIS_PREFIX` or
 //! `CACHE_PREFIX` set to `null` or `false` is no prefix (not the default).
 
-use super::file::{CacheLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer};
+use super::database::DbConnection;
+use super::file::{
+    CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer,
+};
 use super::phpdotenv::EnvValue;
 pub use crate::slug::{slug, slug_with};
 
@@ -72,12 +78,27 @@ pub fn layer_with(
     get: impl Fn(&str) -> Option<String>,
     conventions: Conventions,
 ) -> anyhow::Result<Layer> {
+    layer_for_app(get, conventions, None)
+}
+
+/// As [`layer_with`], for the app at `app` (its `.env`'s directory): a
+/// relative SQLite file, and the default `database/database.sqlite`, are
+/// the app's, as `php artisan` (run in the app's root) opens them.
+///
+/// # Errors
+/// As [`layer`].
+pub fn layer_for_app(
+    get: impl Fn(&str) -> Option<String>,
+    conventions: Conventions,
+    app: Option<&std::path::Path>,
+) -> anyhow::Result<Layer> {
     let vars = Vars(&get);
     // The checks in this order: the first problem is the one reported.
     let queue = queue_layer(&vars)?;
     check_ports(&vars)?;
     let cache = cache_layer(&vars)?;
     let redis = redis_layer(&vars)?;
+    let database = database_layer(&vars, app)?;
     let app_slug = vars
         .get("APP_NAME")
         .map(|n| slug_with(&n, conventions.separator));
@@ -98,9 +119,13 @@ pub fn layer_with(
             ..cache
         },
         failed: FailedLayer {
-            url: database_url(&|name| vars.get(name)),
+            url: vars
+                .get("DB_CONNECTION")
+                .and_then(|name| DbConnection::from_env(&name, &|k: &str| vars.get(k)))
+                .and_then(|conn| conn.url(app)),
             ..FailedLayer::default()
         },
+        database,
         horizon: HorizonLayer {
             prefix: horizon_prefix(&vars),
             ..HorizonLayer::default()
@@ -154,10 +179,12 @@ impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
 fn check_ports<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Result<()> {
     let redis_port_used = vars.get("REDIS_URL").is_none()
         && !vars.get("REDIS_HOST").is_some_and(|h| h.starts_with('/'));
-    let db_port_used = matches!(
-        vars.get("DB_CONNECTION").as_deref(),
-        Some("mysql" | "mariadb" | "pgsql")
-    );
+    let db_port_used = ["DB_CONNECTION", "DB_QUEUE_CONNECTION"].iter().any(|name| {
+        matches!(
+            vars.get(name).as_deref(),
+            Some("mysql" | "mariadb" | "pgsql")
+        )
+    });
     for (port, used) in [("REDIS_PORT", redis_port_used), ("DB_PORT", db_port_used)] {
         if let Some(v) = vars.get(port).filter(|_| used)
             && v.trim().parse::<u16>().is_err()
@@ -219,6 +246,45 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
         retry_after,
         ..QueueLayer::default()
     })
+}
+
+/// `[database]` from `DB_QUEUE_CONNECTION` (else `DB_CONNECTION`) and the
+/// `DB_*` variables its skeleton connection reads, `DB_QUEUE_TABLE`, and
+/// (for [`super::database::for_driver`]) `DB_QUEUE` and
+/// `DB_QUEUE_RETRY_AFTER`. A relative SQLite file is below `app` when
+/// known.
+///
+/// # Errors
+/// A `DB_QUEUE_RETRY_AFTER` that is neither seconds nor null.
+fn database_layer<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<'_, F>,
+    app: Option<&std::path::Path>,
+) -> anyhow::Result<DatabaseLayer> {
+    let get = |name: &str| vars.get(name);
+    // The skeleton reads `(int) env('DB_QUEUE_RETRY_AFTER', 90)`: `null`
+    // is 0 there, not the connector's 60 (which only a config holding
+    // null gets); 0 is then refused by `database::spec`.
+    let retry_after = match vars.raw("DB_QUEUE_RETRY_AFTER") {
+        Some(v) => Some(match Nullable::parse(&v) {
+            Some(Nullable::Null) => Nullable::Seconds(0),
+            Some(seconds) => seconds,
+            None => anyhow::bail!("DB_QUEUE_RETRY_AFTER={v:?} is not a number of seconds"),
+        }),
+        None => None,
+    };
+    Ok(DatabaseLayer {
+        url: queue_db_connection(&get).and_then(|conn| conn.url(app)),
+        table: get("DB_QUEUE_TABLE"),
+        queue: get("DB_QUEUE"),
+        retry_after,
+    })
+}
+
+/// The database connection of the skeleton's `database` queue connection:
+/// `DB_QUEUE_CONNECTION`, else the default `DB_CONNECTION`.
+pub(super) fn queue_db_connection(get: &impl Fn(&str) -> Option<String>) -> Option<DbConnection> {
+    let name = get("DB_QUEUE_CONNECTION").or_else(|| get("DB_CONNECTION"))?;
+    DbConnection::from_env(&name, get)
 }
 
 /// `[cache]` from `REDIS_URL`, `REDIS_CACHE_DB` and `DB_CACHE_TABLE` (the
@@ -340,29 +406,8 @@ fn redis_url_from_parts(get: &impl Fn(&str) -> Option<String>) -> Option<String>
     Some(format!("redis://{auth}{host}:{port}/{db}"))
 }
 
-/// Database URL from Laravel's `DB_*` variables, when `DB_CONNECTION` is set.
-fn database_url(get: &impl Fn(&str) -> Option<String>) -> Option<String> {
-    let driver = get("DB_CONNECTION")?;
-    let database = get("DB_DATABASE").unwrap_or_else(|| "laravel".into());
-    if driver == "sqlite" {
-        return Some(format!("sqlite://{database}"));
-    }
-    let (scheme, default_port) = match driver.as_str() {
-        "mysql" | "mariadb" => ("mysql", "3306"),
-        "pgsql" => ("postgres", "5432"),
-        _ => return None,
-    };
-    let host = get("DB_HOST").unwrap_or_else(|| "127.0.0.1".into());
-    let port = get("DB_PORT").unwrap_or_else(|| default_port.into());
-    let user = encode(&get("DB_USERNAME").unwrap_or_else(|| "root".into()));
-    let pass = get("DB_PASSWORD")
-        .map(|p| format!(":{}", encode(&p)))
-        .unwrap_or_default();
-    Some(format!("{scheme}://{user}{pass}@{host}:{port}/{database}"))
-}
-
 /// Percent-encodes what may not stand in a URL's user or password part.
-fn encode(s: &str) -> String {
+pub(super) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

@@ -19,6 +19,10 @@ pub struct Layer {
     /// `[queue]`: the queue connection.
     #[serde(default)]
     pub queue: QueueLayer,
+    /// `[database]`: the database queue's database and table (driver
+    /// `database`).
+    #[serde(default)]
+    pub database: DatabaseLayer,
     /// `[cache]`: where restart and maxExceptions keys live.
     #[serde(default)]
     pub cache: CacheLayer,
@@ -92,6 +96,10 @@ pub struct RedisLayer {
 pub struct QueueLayer {
     /// The connection name written to failed_jobs (`redis`).
     pub connection: Option<String>,
+    /// The connection's driver, `redis` or `database`, as
+    /// `queue.connections.NAME.driver`; unset: the skeleton's names decide
+    /// (`database` is the database driver, any other name Redis).
+    pub driver: Option<String>,
     /// Default queue when `--queue` is not given.
     pub queue: Option<String>,
     /// Seconds; `"null"` disables reclaiming.
@@ -106,6 +114,27 @@ pub struct QueueLayer {
     pub unmatched: Option<String>,
     /// Seconds before a released unmatched job is available again.
     pub unmatched_release_delay: Option<u64>,
+}
+
+/// `[database]`: where the database driver's jobs table is.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseLayer {
+    /// The database: `sqlite:///abs/path`, `mysql://…` (MySQL and MariaDB)
+    /// or `postgres://…` (the queue connection's `connection`, from
+    /// `DB_QUEUE_CONNECTION`, else the app's default `DB_CONNECTION`).
+    pub url: Option<String>,
+    /// The jobs table (`DB_QUEUE_TABLE`, default `jobs`).
+    pub table: Option<String>,
+    /// `DB_QUEUE`: the database connection's default queue; from the
+    /// environment only (`[queue] queue` in the file). Applies only when
+    /// the driver is `database` (see `config::database::for_driver`).
+    #[serde(skip)]
+    pub queue: Option<String>,
+    /// `DB_QUEUE_RETRY_AFTER` (seconds, or null: 60 s); from the
+    /// environment only, as [`DatabaseLayer::queue`].
+    #[serde(skip)]
+    pub retry_after: Option<Nullable>,
 }
 
 /// `[cache]`.
@@ -433,6 +462,7 @@ impl Layer {
             app: self.app.overlaid_by(over.app),
             redis: self.redis.overlaid_by(over.redis),
             queue: self.queue.overlaid_by(over.queue),
+            database: self.database.overlaid_by(over.database),
             cache: self.cache.overlaid_by(over.cache),
             failed: self.failed.overlaid_by(over.failed),
             worker: self.worker.overlaid_by(over.worker),
@@ -476,6 +506,7 @@ overlay!(RedisLayer {
 });
 overlay!(QueueLayer {
     connection,
+    driver,
     queue,
     retry_after,
     block_for,
@@ -494,6 +525,12 @@ overlay!(CacheLayer {
     colon,
 });
 overlay!(FailedLayer { driver, url, table });
+overlay!(DatabaseLayer {
+    url,
+    table,
+    queue,
+    retry_after,
+});
 overlay!(WorkerLayer {
     kill_grace,
     output_limit,

@@ -5,8 +5,8 @@
 use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
-    AppLayer, CacheLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer, MetricsLayer, QueueLayer,
-    RedisLayer, WorkerLayer,
+    AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
+    MetricsLayer, QueueLayer, RedisLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -16,6 +16,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("app", fields::<AppLayer>()),
         ("redis", fields::<RedisLayer>()),
         ("queue", fields::<QueueLayer>()),
+        ("database", fields::<DatabaseLayer>()),
         ("cache", fields::<CacheLayer>()),
         ("failed", fields::<FailedLayer>()),
         ("worker", fields::<WorkerLayer>()),

@@ -12,6 +12,7 @@
 
 pub mod app_config;
 mod check;
+pub mod database;
 pub mod dotenv;
 pub mod env;
 pub mod file;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
+pub use database::QueueDriverSettings;
 pub use file::{HandlerEntry, Layer, Transport};
 pub use handlers::{CommandSpec, HandlerSpec, HttpSpec, PoolSpec, TransportSpec};
 
@@ -49,6 +51,9 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/0";
 pub struct Settings {
     /// The Laravel app's root on this machine (maintenance mode, file cache).
     pub app_path: Option<PathBuf>,
+    /// The queue driver: Redis (the fields below) or the database's jobs
+    /// table.
+    pub driver: QueueDriverSettings,
     /// The queue Redis: URL, TLS and topology (one server, Sentinel,
     /// Cluster).
     pub redis: RedisTarget,
@@ -58,9 +63,11 @@ pub struct Settings {
     pub connection: String,
     /// Queue used when `--queue` is not given.
     pub default_queue: String,
-    /// Seconds a reservation lasts; `None`: never reclaimed.
+    /// Seconds a reservation lasts; `None`: never reclaimed (Redis only;
+    /// on the database driver always set, `null` being 60 s).
     pub retry_after: Option<u64>,
-    /// Seconds to BLPOP when idle; `None`: never block.
+    /// Seconds to BLPOP when idle; `None`: never block (always on the
+    /// database driver).
     pub block_for: Option<u64>,
     /// Most jobs per migrate call; -1 for all.
     pub migration_batch_size: i64,
@@ -169,6 +176,24 @@ impl Settings {
         env_file: Option<&Path>,
         app: Option<&Path>,
     ) -> anyhow::Result<Settings> {
+        Settings::load_connection(config, env_file, app, None)
+    }
+
+    /// As [`Settings::load`], for the queue connection `connection` names
+    /// (`work database`, `work redis`: the command's connection argument),
+    /// as `queue:work NAME` chooses it: that connection's driver and
+    /// settings instead of the default connection's. `None`: `[queue]
+    /// connection`, else the app's `QUEUE_CONNECTION`.
+    ///
+    /// # Errors
+    /// As [`Settings::load`]; and a connection the app defines with a
+    /// driver the worker does not run.
+    pub fn load_connection(
+        config: Option<&Path>,
+        env_file: Option<&Path>,
+        app: Option<&Path>,
+        connection: Option<&str>,
+    ) -> anyhow::Result<Settings> {
         let source = app_config::AppSource::choose(app, env_file);
         let app_env_file = match &source {
             app_config::AppSource::Explicit(dir) if env_file.is_none() => {
@@ -181,14 +206,15 @@ impl Settings {
             Some(path) => dotenv::layer(path)?,
             None => Layer::default(),
         };
-        let app_layer = ask_app(&source)?;
-        if let (None, Some(env_file)) = (&app_layer, env_file) {
-            app_config::warn_if_config_cached(env_file);
-        }
         let file = match config {
             Some(path) => read_file(path)?,
             None => Layer::default(),
         };
+        let wanted = connection.or(file.queue.connection.as_deref());
+        let app_layer = ask_app(&source, wanted)?;
+        if let (None, Some(env_file)) = (&app_layer, env_file) {
+            app_config::warn_if_config_cached(env_file);
+        }
         let environment = environment(env_file, app_layer.as_ref())?;
         let mut sources = vec!["defaults".to_string()];
         sources.extend(env_file.map(|path| format!("--env-file {}", path.display())));
@@ -208,12 +234,8 @@ impl Settings {
                 tracing::info!("setting {line}");
             }
         }
-        let mut settings = Settings::resolve(
-            dotenv
-                .overlaid_by(app_layer)
-                .overlaid_by(file)
-                .overlaid_by(environment),
-        )?;
+        let merged = merge_sources(connection, dotenv, app_layer, file, environment)?;
+        let mut settings = Settings::resolve(merged)?;
         settings.sources = sources;
         Ok(settings)
     }
@@ -224,6 +246,13 @@ impl Settings {
     /// As [`Settings::load`].
     pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
         check::bounds(&layer)?;
+        let (driver, retry_after, block_for) = database::resolve_driver(&layer)?;
+        let connection = layer
+            .queue
+            .connection
+            .clone()
+            .unwrap_or_else(|| driver.default_connection().into());
+        check_reservation(retry_after, block_for)?;
         let redis_url = layer
             .redis
             .url
@@ -243,12 +272,6 @@ impl Settings {
             .into_iter()
             .map(|entry| HandlerSpec::new(entry, breaker))
             .collect();
-        let retry_after = layer
-            .queue
-            .retry_after
-            .map_or(Some(90), file::Nullable::seconds);
-        let block_for = layer.queue.block_for.and_then(file::Nullable::seconds);
-        check_reservation(retry_after, block_for)?;
         let worker = &layer.worker;
         let horizon = match resolve::horizon(&layer.horizon) {
             Some(mut spec) => {
@@ -261,9 +284,10 @@ impl Settings {
         };
         Ok(Settings {
             app_path: layer.app.path,
+            driver,
             redis,
             redis_prefix,
-            connection: layer.queue.connection.unwrap_or_else(|| "redis".into()),
+            connection,
             default_queue: layer.queue.queue.unwrap_or_else(|| "default".into()),
             retry_after,
             block_for,
@@ -361,19 +385,96 @@ fn cache_settings(
     })
 }
 
-/// What the app at `source` resolves (see [`app_config`]), if it can be
-/// asked.
+/// The sources merged by precedence (`.env` < the app's answer < the
+/// config file < the process environment) for the queue connection
+/// `connection` names (the command's argument; `None`: the sources'
+/// own), each made to speak for that connection's driver: `DB_QUEUE` and
+/// `DB_QUEUE_RETRY_AFTER` instead of `REDIS_QUEUE` and
+/// `REDIS_QUEUE_RETRY_AFTER` on the database driver (from the `.env` and
+/// the environment; the file's `[queue]` keys apply to either), and
+/// Horizon's records off when only the app's `config/horizon.php` asked
+/// for them on a database queue.
+///
+/// # Errors
+/// A `[queue] driver` the worker does not run.
+pub fn merge_sources(
+    connection: Option<&str>,
+    dotenv: Layer,
+    app: Layer,
+    file: Layer,
+    environment: Layer,
+) -> anyhow::Result<Layer> {
+    let chosen = chosen_connection(connection, [&dotenv, &app, &file, &environment]);
+    let driver = database::Driver::of(&chosen)?;
+    let dotenv = database::for_driver(dotenv, driver);
+    let environment = database::for_driver(environment, driver);
+    let app = without_apps_horizon(app, &file, driver);
+    let mut merged = dotenv
+        .overlaid_by(app)
+        .overlaid_by(file)
+        .overlaid_by(environment);
+    merged.queue.connection = chosen.connection;
+    merged.queue.driver = chosen.driver;
+    Ok(merged)
+}
+
+/// The queue connection the worker serves, and its driver when a source
+/// knows it: `cli` (the command's connection argument), else the name the
+/// highest of `layers` (lowest precedence first) gives. A driver counts
+/// only from a layer that names that same connection, the app's answer
+/// first (it read `queue.connections.NAME.driver`); without one the
+/// name decides (see [`database::Driver::of`]).
+fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer {
+    let connection = cli.map(str::to_string).or_else(|| {
+        layers
+            .iter()
+            .rev()
+            .find_map(|layer| layer.queue.connection.clone())
+    });
+    let [_, app, ..] = layers;
+    let driver = std::iter::once(app)
+        .chain(layers.iter().rev().copied())
+        .filter(|layer| layer.queue.connection == connection || layer.queue.connection.is_none())
+        .find_map(|layer| layer.queue.driver.clone());
+    file::QueueLayer {
+        connection,
+        driver,
+        ..file::QueueLayer::default()
+    }
+}
+
+/// The app's answer without Horizon's records when the driver is the
+/// database's and only the app turned them on (it has
+/// `config/horizon.php`, as many apps do beside a database queue): a
+/// warning instead of a refusal. `[horizon] enabled = true` in the config
+/// file is refused by [`database::check_redis_only_keys`].
+fn without_apps_horizon(mut app: Layer, file: &Layer, driver: database::Driver) -> Layer {
+    if driver == database::Driver::Database
+        && app.horizon.enabled == Some(true)
+        && file.horizon.enabled.is_none()
+    {
+        tracing::warn!(
+            "the app has config/horizon.php, but this worker runs a database queue: Horizon \
+             reads only Redis, so no Horizon records are written"
+        );
+        app.horizon.enabled = None;
+    }
+    app
+}
+
+/// What the app at `source` resolves (see [`app_config`]) for the queue
+/// connection `wanted` (else its default), if it can be asked.
 ///
 /// # Errors
 /// With `--app`: PHP is missing, or the app cannot be read. Found through
 /// `--env-file`, either is a warning and `None`.
-fn ask_app(source: &app_config::AppSource) -> anyhow::Result<Option<Layer>> {
+fn ask_app(source: &app_config::AppSource, wanted: Option<&str>) -> anyhow::Result<Option<Layer>> {
     let (app_config::AppSource::Explicit(dir) | app_config::AppSource::Detected(dir)) = source
     else {
         return Ok(None);
     };
     let explicit = matches!(source, app_config::AppSource::Explicit(_));
-    match app_config::read(dir) {
+    match app_config::read_for(dir, wanted) {
         Ok(layer) => {
             tracing::info!(app = %dir.display(), "settings read from the app's own configuration (php)");
             Ok(Some(layer))

@@ -61,6 +61,21 @@ impl Queue {
         }
     }
 
+    /// Whether a payload of this driver carries its `id` and `attempts`
+    /// (only `RedisQueue::createPayloadArray` adds them).
+    pub fn counts_in_payload(&self) -> bool {
+        matches!(self, Queue::Redis(_))
+    }
+
+    /// Where `queue`'s jobs are, for logs: the ready list's full key on
+    /// Redis, the table and queue column on the database.
+    pub fn location(&self, queue: &QueueKeys) -> String {
+        match self {
+            Queue::Redis(_) => queue.ready.clone(),
+            Queue::Database(q) => format!("{} where queue = '{}'", q.table(), queue.name),
+        }
+    }
+
     /// Seconds a reservation lasts before another worker may take the job
     /// again; `None`: never (Redis with `retry_after => null`).
     pub fn retry_after(&self) -> Option<u64> {

@@ -199,7 +199,7 @@ impl Daemon {
         tracing::info!(
             connection = %self.services.connection,
             queues = %options.queues.join(","),
-            first_key = %self.queues.first().map_or("", |q| q.ready.as_str()),
+            first_key = %self.queues.first().map_or(String::new(), |q| self.services.queue.location(q)),
             concurrency = options.slots(),
             "worker started"
         );

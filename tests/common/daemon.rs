@@ -48,6 +48,13 @@ const LARAVEL_VARS: &[&str] = &[
     "DB_DATABASE",
     "DB_USERNAME",
     "DB_PASSWORD",
+    "DB_SOCKET",
+    "DB_URL",
+    "DATABASE_URL",
+    "DB_QUEUE_CONNECTION",
+    "DB_QUEUE_TABLE",
+    "DB_QUEUE",
+    "DB_QUEUE_RETRY_AFTER",
     "LARAVEL_WORKER_CONFIG",
 ];
 

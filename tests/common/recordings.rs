@@ -48,6 +48,10 @@ pub const USES: &[(&str, &[&str])] = &[
         &["laravel12/config/", "laravel12/failed_jobs/schema.json"],
     ),
     (
+        "env_file_alone_resolves_the_recorded_queue_connection",
+        &["laravel12/config/"],
+    ),
+    (
         "restart_and_pause_from_the_recorded_cache_entries",
         &[
             "laravel12/failed_jobs/schema.json",

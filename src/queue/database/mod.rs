@@ -32,4 +32,4 @@ pub use engine::Engine;
 pub use error::{DatabaseQueueError, ErrorKind};
 pub use queue::{DatabaseQueue, DatabaseReservation, QueueSizes, ReservationHandle};
 pub use server::AttemptsColumn;
-pub use spec::DatabaseQueueSpec;
+pub use spec::{DatabaseQueueSpec, NULL_RETRY_AFTER};

@@ -1,0 +1,772 @@
+//! The queue driver a connection has, and where a `database` connection's
+//! jobs are: its database (as `config/database.php` builds it, `url`
+//! included), table, default queue and `retry_after`.
+//!
+//! Laravel's rules, mirrored here:
+//!
+//! - a queue connection's **driver** decides (`queue.connections.NAME.driver`),
+//!   never its name; without the app's answer the skeleton's names stand
+//!   for their drivers (`database`, `redis`), and `[queue] driver` says it
+//!   for any other name;
+//! - the database is the connection's `connection` key
+//!   (`DB_QUEUE_CONNECTION`, 11+), else the app's default connection
+//!   (`DB_CONNECTION`); its `url` (`DB_URL`, `DATABASE_URL` before 11)
+//!   wins over its parts as `ConfigurationUrlParser` merges them;
+//! - a SQLite file given relative is the app's (`php artisan` runs in the
+//!   app's root), and the default file is `database/database.sqlite`;
+//! - `DB_QUEUE_TABLE` (default `jobs`), `DB_QUEUE` (default `default`),
+//!   `DB_QUEUE_RETRY_AFTER` (default 90; `null` is 60 s on this driver,
+//!   as `DatabaseConnector` passes `retry_after ?? 60`).
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use percent_encoding::percent_decode_str;
+
+use super::env::encode;
+use super::file::{Layer, Nullable, QueueLayer};
+use crate::queue::database::{DatabaseQueueSpec, NULL_RETRY_AFTER};
+
+/// The queue driver of the worker's connection, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueDriverSettings {
+    /// Laravel's `RedisQueue`: the `[redis]` settings and the prefix of
+    /// [`super::Settings`].
+    Redis,
+    /// Laravel's `DatabaseQueue`: the jobs table of one database.
+    Database(DatabaseQueueSpec),
+}
+
+impl QueueDriverSettings {
+    /// The connection name when none is given: `redis` or `database`, the
+    /// skeleton's connection of the driver.
+    pub fn default_connection(&self) -> &'static str {
+        match self {
+            QueueDriverSettings::Redis => "redis",
+            QueueDriverSettings::Database(_) => "database",
+        }
+    }
+}
+
+/// The driver of a merged layer with its `retry_after` and `block_for`
+/// (seconds; `None`: null): Redis reads them from `[queue]` (default 90
+/// and null); the database driver always reclaims (null is 60 s) and
+/// never blocks.
+///
+/// # Errors
+/// An unknown `[queue] driver`; on the database driver, what [`spec`]
+/// and [`check_redis_only_keys`] refuse.
+pub fn resolve_driver(
+    layer: &Layer,
+) -> anyhow::Result<(QueueDriverSettings, Option<u64>, Option<u64>)> {
+    Ok(match Driver::of(&layer.queue)? {
+        Driver::Redis => (
+            QueueDriverSettings::Redis,
+            layer.queue.retry_after.map_or(Some(90), Nullable::seconds),
+            layer.queue.block_for.and_then(Nullable::seconds),
+        ),
+        Driver::Database => {
+            check_redis_only_keys(layer)?;
+            let spec = spec(layer)?;
+            let retry_after = Some(spec.retry_after);
+            (QueueDriverSettings::Database(spec), retry_after, None)
+        }
+    })
+}
+
+/// A queue connection's driver, before its settings are resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `redis`.
+    Redis,
+    /// `database`.
+    Database,
+}
+
+impl Driver {
+    /// The driver of the connection `[queue]` names: `[queue] driver`
+    /// (the app's `queue.connections.NAME.driver` with `--app`), else the
+    /// skeleton's name `database` for the database driver, any other
+    /// name (or none) for Redis, as the worker always did.
+    ///
+    /// # Errors
+    /// A `[queue] driver` that is neither `redis` nor `database`.
+    pub fn of(queue: &QueueLayer) -> anyhow::Result<Driver> {
+        match queue.driver.as_deref() {
+            Some("redis") => Ok(Driver::Redis),
+            Some("database") => Ok(Driver::Database),
+            Some(other) => bail!(
+                "[queue] driver = {other:?}: laravel-worker runs the \"redis\" and \"database\" \
+                 queue drivers"
+            ),
+            None if queue.connection.as_deref() == Some("database") => Ok(Driver::Database),
+            None => Ok(Driver::Redis),
+        }
+    }
+}
+
+/// A layer built from environment variables (`.env`, the process
+/// environment), made to speak for `driver`: on the database driver,
+/// `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` stand where `REDIS_QUEUE` and
+/// `REDIS_QUEUE_RETRY_AFTER` stood (the skeleton reads each on its own
+/// connection only). Never applied to the config file's layer, whose
+/// `[queue]` keys apply to whichever driver runs.
+pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
+    let queue = layer.database.queue.take();
+    let retry_after = layer.database.retry_after.take();
+    if driver == Driver::Database {
+        layer.queue.queue = queue;
+        layer.queue.retry_after = retry_after;
+    }
+    layer
+}
+
+/// `[database]` and `[queue]`, resolved for the database driver.
+///
+/// # Errors
+/// No database to be found (naming the keys that give one), or a table
+/// name that is empty.
+pub fn spec(layer: &Layer) -> anyhow::Result<DatabaseQueueSpec> {
+    let url = layer.database.url.clone().context(
+        "the database queue needs a database: set DB_CONNECTION (sqlite, mysql, mariadb or \
+         pgsql) with DB_DATABASE and DB_* or DB_URL in the app's .env (--env-file), or \
+         [database] url (sqlite:///path, mysql://, postgres://) in the config file, or \
+         pass --app so the app answers",
+    )?;
+    let table = layer
+        .database
+        .table
+        .clone()
+        .unwrap_or_else(|| "jobs".into());
+    if table.trim().is_empty() {
+        bail!("[database] table = {table:?}: name the jobs table (DB_QUEUE_TABLE, default jobs)");
+    }
+    let retry_after = match layer.queue.retry_after {
+        None => 90,
+        Some(Nullable::Null) => NULL_RETRY_AFTER,
+        Some(Nullable::Seconds(s)) => s,
+    };
+    if retry_after == 0 {
+        bail!(
+            "[queue] retry_after = 0 on the database queue (DB_QUEUE_RETRY_AFTER; `null` there \
+             is 0 to the skeleton's (int) cast): every reserved row would be free for another \
+             worker at once, so a job would run twice; set it above the longest job (default 90)"
+        );
+    }
+    super::check_reservation(Some(retry_after), None)?;
+    Ok(DatabaseQueueSpec {
+        url,
+        table,
+        retry_after,
+    })
+}
+
+/// Checks the Redis-only settings given with the database driver:
+/// `[horizon]` records are refused (Horizon reads only Redis), and
+/// `[queue] block_for` is ignored with a warning, as Laravel ignores a
+/// key the driver does not read (one config file may serve `work redis`
+/// and `work database` workers).
+///
+/// # Errors
+/// `[horizon] enabled = true`.
+pub fn check_redis_only_keys(layer: &Layer) -> anyhow::Result<()> {
+    if layer.horizon.enabled == Some(true) {
+        bail!(
+            "[horizon] enabled = true with the database queue driver: Horizon reads only \
+             Redis, so its records would describe no queue it can see; remove [horizon] \
+             (or HORIZON_* settings) or run this worker on a Redis connection"
+        );
+    }
+    if layer.queue.block_for.is_some() {
+        tracing::warn!(
+            "[queue] block_for is ignored on the database queue driver: it has no list to \
+             block on, and an empty poll sleeps --sleep, as queue:work does"
+        );
+    }
+    Ok(())
+}
+
+/// One connection of `config/database.php`, as Laravel holds it (every
+/// value a string, as `env()` gives it; `None`: not set).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DbConnection {
+    /// `sqlite`, `mysql`, `mariadb` or `pgsql` (`sqlsrv` is not run).
+    pub driver: Option<String>,
+    /// `url` (`DB_URL`, `DATABASE_URL` before 11): wins over the parts.
+    pub url: Option<String>,
+    /// `host` (`DB_HOST`).
+    pub host: Option<String>,
+    /// `port` (`DB_PORT`).
+    pub port: Option<String>,
+    /// `database` (`DB_DATABASE`): a SQLite file, else the schema.
+    pub database: Option<String>,
+    /// `username` (`DB_USERNAME`).
+    pub username: Option<String>,
+    /// `password` (`DB_PASSWORD`).
+    pub password: Option<String>,
+    /// `unix_socket` (`DB_SOCKET`, MySQL and MariaDB).
+    pub socket: Option<String>,
+}
+
+impl DbConnection {
+    /// The skeleton's connection `name` (`sqlite`, `mysql`, `mariadb`,
+    /// `pgsql`) from `DB_*` variables (`get`), as its
+    /// `config/database.php` reads them; `None` for another name.
+    pub fn from_env(name: &str, get: &impl Fn(&str) -> Option<String>) -> Option<DbConnection> {
+        if !matches!(name, "sqlite" | "mysql" | "mariadb" | "pgsql") {
+            return None;
+        }
+        let sqlite = name == "sqlite";
+        Some(DbConnection {
+            driver: Some(name.to_string()),
+            url: get("DB_URL").or_else(|| get("DATABASE_URL")),
+            host: get("DB_HOST").filter(|_| !sqlite),
+            port: get("DB_PORT").filter(|_| !sqlite),
+            database: get("DB_DATABASE"),
+            username: get("DB_USERNAME").filter(|_| !sqlite),
+            password: get("DB_PASSWORD").filter(|_| !sqlite),
+            socket: get("DB_SOCKET").filter(|_| !sqlite),
+        })
+    }
+
+    /// The URL the worker opens (`sqlite:///abs/path`, `mysql://…`,
+    /// `postgres://…`): the `url` merged over the parts as Laravel's
+    /// `ConfigurationUrlParser` does (its `sqlite:///x` is the file `x`,
+    /// relative; `sqlite:////x` is `/x`), the skeleton's defaults for what
+    /// is unset (`127.0.0.1`, 3306 or 5432, `laravel`, `root`), a relative
+    /// SQLite file below `app` (the default `database/database.sqlite`,
+    /// `database_path('database.sqlite')`). `None`: a driver the worker
+    /// does not run, an unreadable `url`, `:memory:` (a file no other
+    /// process sees), or a SQLite connection without a file and no `app`.
+    pub fn url(&self, app: Option<&Path>) -> Option<String> {
+        let mut conn = self.clone();
+        if let Some(url) = conn.url.take() {
+            conn = conn.merged_with_url(&url)?;
+        }
+        let driver = conn.driver.as_deref()?;
+        if driver == "sqlite" {
+            return sqlite_url(conn.database.as_deref(), app);
+        }
+        let (scheme, default_port) = match driver {
+            "mysql" | "mariadb" => ("mysql", "3306"),
+            "pgsql" => ("postgres", "5432"),
+            _ => return None,
+        };
+        let host = conn.host.unwrap_or_else(|| "127.0.0.1".into());
+        let port = conn.port.unwrap_or_else(|| default_port.into());
+        let database = conn.database.unwrap_or_else(|| "laravel".into());
+        let user = encode(&conn.username.unwrap_or_else(|| "root".into()));
+        let pass = conn
+            .password
+            .map(|p| format!(":{}", encode(&p)))
+            .unwrap_or_default();
+        let database = encode(&database);
+        // A socket: MySQL's `unix_socket`, PostgreSQL's host directory.
+        Some(match (driver, conn.socket) {
+            ("mysql" | "mariadb", Some(socket)) => format!(
+                "{scheme}://{user}{pass}@localhost/{database}?socket={}",
+                encode(&socket)
+            ),
+            ("pgsql", _) if host.starts_with('/') => format!(
+                "{scheme}://{user}{pass}@localhost:{port}/{database}?host={}",
+                encode(&host)
+            ),
+            _ => format!("{scheme}://{user}{pass}@{host}:{port}/{database}"),
+        })
+    }
+
+    /// This connection with what `url` names replacing its parts
+    /// (`ConfigurationUrlParser::parseConfiguration`); `None` when the
+    /// URL cannot be read.
+    fn merged_with_url(mut self, url: &str) -> Option<DbConnection> {
+        let sqlite = url
+            .strip_prefix("sqlite:///")
+            .or_else(|| url.strip_prefix("sqlite3:///"));
+        let url = match sqlite {
+            Some(rest) => format!("sqlite://null/{rest}"),
+            None => url.to_string(),
+        };
+        let (scheme, rest) = url.split_once("://")?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+        let driver = match scheme {
+            "postgres" | "postgresql" => "pgsql",
+            "sqlite3" => "sqlite",
+            "mysql2" => "mysql",
+            other => other,
+        };
+        self.driver = Some(driver.to_string());
+        if let Some(userinfo) = userinfo {
+            let (user, pass) = match userinfo.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (userinfo, None),
+            };
+            self.username = Some(decode(user));
+            self.password = pass.map(decode).or(self.password);
+        }
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+            _ => (hostport, None),
+        };
+        if !host.is_empty() {
+            self.host = Some(decode(host));
+        }
+        self.port = port.map(str::to_string).or(self.port);
+        if !path.is_empty() {
+            self.database = Some(decode(path));
+        }
+        for pair in query.split('&') {
+            if let Some(("unix_socket", socket)) = pair.split_once('=') {
+                self.socket = Some(decode(socket));
+            }
+        }
+        Some(self)
+    }
+}
+
+/// `sqlite://` and the file's path: `database` as given when absolute,
+/// else below `app`; the app's `database/database.sqlite` when unset.
+fn sqlite_url(database: Option<&str>, app: Option<&Path>) -> Option<String> {
+    let file = match database {
+        Some(":memory:") => return None,
+        Some(db) if Path::new(db).is_absolute() => Path::new(db).to_path_buf(),
+        Some(db) => app.map_or_else(|| Path::new(db).to_path_buf(), |app| app.join(db)),
+        None => app?.join("database/database.sqlite"),
+    };
+    Some(format!("sqlite://{}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn conn(pairs: &[(&str, &str)], name: &str) -> Option<DbConnection> {
+        let map: HashMap<&str, String> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        DbConnection::from_env(name, &|k: &str| map.get(k).cloned())
+    }
+
+    #[test]
+    fn the_skeletons_connections_from_db_variables() {
+        let app = Path::new("/srv/app");
+        let url =
+            |pairs: &[(&str, &str)], name: &str| conn(pairs, name).and_then(|c| c.url(Some(app)));
+        assert_eq!(
+            url(&[], "sqlite").as_deref(),
+            Some("sqlite:///srv/app/database/database.sqlite")
+        );
+        assert_eq!(
+            url(&[("DB_DATABASE", "db/app.sqlite")], "sqlite").as_deref(),
+            Some("sqlite:///srv/app/db/app.sqlite")
+        );
+        assert_eq!(
+            url(
+                &[("DB_DATABASE", "/data/q.sqlite"), ("DB_HOST", "x")],
+                "sqlite"
+            )
+            .as_deref(),
+            Some("sqlite:///data/q.sqlite")
+        );
+        assert_eq!(url(&[("DB_DATABASE", ":memory:")], "sqlite"), None);
+        assert_eq!(
+            url(&[("DB_PASSWORD", "p@ss w")], "mariadb").as_deref(),
+            Some("mysql://root:p%40ss%20w@127.0.0.1:3306/laravel")
+        );
+        assert_eq!(
+            url(&[("DB_HOST", "db"), ("DB_USERNAME", "u")], "pgsql").as_deref(),
+            Some("postgres://u@db:5432/laravel")
+        );
+        assert_eq!(
+            url(&[("DB_SOCKET", "/run/mysqld/mysqld.sock")], "mysql").as_deref(),
+            Some("mysql://root@localhost/laravel?socket=%2Frun%2Fmysqld%2Fmysqld.sock")
+        );
+        assert_eq!(
+            url(&[("DB_HOST", "/var/run/postgresql")], "pgsql").as_deref(),
+            Some("postgres://root@localhost:5432/laravel?host=%2Fvar%2Frun%2Fpostgresql")
+        );
+        assert_eq!(conn(&[], "sqlsrv"), None);
+        assert_eq!(
+            conn(&[], "sqlite").unwrap().url(None),
+            None,
+            "no app, no file"
+        );
+    }
+
+    /// `ConfigurationUrlParser`'s merge, checked against Laravel 8.83's
+    /// own code (`/usr/share/php/Illuminate/Support`) by hand: the URL's
+    /// parts win, the rest stays, `sqlite:///x` is the relative file `x`.
+    #[test]
+    fn db_url_wins_over_the_parts() {
+        let app = Path::new("/srv/app");
+        let url = |pairs: &[(&str, &str)], name: &str| conn(pairs, name).unwrap().url(Some(app));
+        assert_eq!(
+            url(
+                &[
+                    ("DB_URL", "postgresql://app:s%40cret@pg.internal/shop"),
+                    ("DB_PORT", "6432"),
+                ],
+                "mysql"
+            )
+            .as_deref(),
+            Some("postgres://app:s%40cret@pg.internal:6432/shop"),
+            "the URL's driver, user, password, host and database; the port of DB_PORT"
+        );
+        assert_eq!(
+            url(&[("DATABASE_URL", "mysql://u@h:3307/q")], "pgsql").as_deref(),
+            Some("mysql://u@h:3307/q")
+        );
+        assert_eq!(
+            url(&[("DB_URL", "sqlite:///database/jobs.sqlite")], "sqlite").as_deref(),
+            Some("sqlite:///srv/app/database/jobs.sqlite")
+        );
+        assert_eq!(
+            url(&[("DB_URL", "sqlite:////data/jobs.sqlite")], "sqlite").as_deref(),
+            Some("sqlite:///data/jobs.sqlite")
+        );
+        assert_eq!(
+            url(
+                &[("DB_URL", "mysql://u:p@localhost/q?unix_socket=/tmp/m.sock")],
+                "mysql"
+            )
+            .as_deref(),
+            Some("mysql://u:p@localhost/q?socket=%2Ftmp%2Fm.sock")
+        );
+        assert_eq!(url(&[("DB_URL", "no scheme")], "mysql"), None);
+    }
+
+    #[test]
+    fn the_driver_decides_not_the_name() {
+        let queue = |connection: Option<&str>, driver: Option<&str>| QueueLayer {
+            connection: connection.map(Into::into),
+            driver: driver.map(Into::into),
+            ..QueueLayer::default()
+        };
+        assert_eq!(Driver::of(&queue(None, None)).unwrap(), Driver::Redis);
+        assert_eq!(
+            Driver::of(&queue(Some("database"), None)).unwrap(),
+            Driver::Database
+        );
+        assert_eq!(
+            Driver::of(&queue(Some("jobs-db"), Some("database"))).unwrap(),
+            Driver::Database
+        );
+        assert_eq!(
+            Driver::of(&queue(Some("database"), Some("redis"))).unwrap(),
+            Driver::Redis
+        );
+        let e = Driver::of(&queue(None, Some("sqs")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+    }
+
+    #[test]
+    fn retry_after_null_is_60_seconds_on_this_driver() {
+        let mut layer = Layer::default();
+        layer.database.url = Some("sqlite:///tmp/q.sqlite".into());
+        assert_eq!(spec(&layer).unwrap().retry_after, 90);
+        layer.queue.retry_after = Some(Nullable::Null);
+        assert_eq!(spec(&layer).unwrap().retry_after, NULL_RETRY_AFTER);
+        layer.queue.retry_after = Some(Nullable::Seconds(0));
+        assert!(
+            spec(&layer)
+                .unwrap_err()
+                .to_string()
+                .contains("retry_after = 0")
+        );
+        layer.queue.retry_after = Some(Nullable::Seconds(300));
+        let s = spec(&layer).unwrap();
+        assert_eq!((s.retry_after, s.table.as_str()), (300, "jobs"));
+        layer.database.table = Some(" ".into());
+        assert!(
+            spec(&layer)
+                .unwrap_err()
+                .to_string()
+                .contains("[database] table")
+        );
+        let e = spec(&Layer::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("needs a database") && e.contains("DB_CONNECTION"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn db_queue_variables_speak_only_for_the_database_driver() {
+        let mut layer = Layer::default();
+        layer.queue.queue = Some("from-redis-queue".into());
+        layer.queue.retry_after = Some(Nullable::Seconds(120));
+        layer.database.queue = Some("jobs".into());
+        let redis = for_driver(layer.clone(), Driver::Redis);
+        assert_eq!(redis.queue.queue.as_deref(), Some("from-redis-queue"));
+        assert_eq!(redis.database.queue, None);
+        let db = for_driver(layer, Driver::Database);
+        assert_eq!(db.queue.queue.as_deref(), Some("jobs"));
+        assert_eq!(
+            db.queue.retry_after, None,
+            "REDIS_QUEUE_RETRY_AFTER does not apply"
+        );
+    }
+
+    #[test]
+    fn horizon_is_refused_and_block_for_ignored() {
+        let mut layer = Layer::default();
+        layer.queue.block_for = Some(Nullable::Seconds(5));
+        assert!(check_redis_only_keys(&layer).is_ok());
+        layer.horizon.enabled = Some(true);
+        let e = check_redis_only_keys(&layer).unwrap_err().to_string();
+        assert!(e.contains("Horizon reads only Redis"), "{e}");
+    }
+
+    // ---- the rules end to end: sources merged, then resolved ----
+
+    use crate::config::{CacheSettings, FailedSettings, Settings, merge_sources};
+
+    fn env_layer(pairs: &[(&str, &str)]) -> Layer {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        crate::config::env::layer(|k| map.get(k).cloned()).unwrap()
+    }
+
+    fn settings(
+        cli: Option<&str>,
+        dotenv: Layer,
+        file: &str,
+        environment: Layer,
+    ) -> anyhow::Result<Settings> {
+        let file = Layer::from_toml(file)?;
+        Settings::resolve(merge_sources(
+            cli,
+            dotenv,
+            Layer::default(),
+            file,
+            environment,
+        )?)
+    }
+
+    fn spec_of(s: &Settings) -> &DatabaseQueueSpec {
+        match &s.driver {
+            QueueDriverSettings::Database(spec) => spec,
+            QueueDriverSettings::Redis => panic!("the Redis driver, not the database's"),
+        }
+    }
+
+    /// The process environment alone: the 11+ variables, each on its own
+    /// driver.
+    #[test]
+    fn environment_alone() {
+        let vars = [
+            ("QUEUE_CONNECTION", "database"),
+            ("DB_CONNECTION", "pgsql"),
+            ("DB_DATABASE", "shop"),
+            ("DB_QUEUE_CONNECTION", "mysql"),
+            ("DB_HOST", "pg.internal"),
+            ("DB_USERNAME", "app"),
+            ("DB_PASSWORD", "pw"),
+            ("DB_QUEUE_TABLE", "queue_jobs"),
+            ("DB_QUEUE", "mail"),
+            ("DB_QUEUE_RETRY_AFTER", "300"),
+            ("REDIS_QUEUE", "not-this"),
+            ("REDIS_QUEUE_RETRY_AFTER", "5"),
+        ];
+        let s = settings(None, Layer::default(), "", env_layer(&vars)).unwrap();
+        let spec = spec_of(&s);
+        assert_eq!(spec.url, "mysql://app:pw@pg.internal:3306/shop");
+        assert_eq!(spec.table, "queue_jobs");
+        assert_eq!(spec.retry_after, 300);
+        assert_eq!(s.retry_after, Some(300));
+        assert_eq!(s.block_for, None);
+        assert_eq!(s.default_queue, "mail");
+        assert_eq!(s.connection, "database");
+        assert_eq!(
+            s.failed,
+            FailedSettings::Database {
+                url: "postgres://app:pw@pg.internal:5432/shop".into(),
+                table: "failed_jobs".into()
+            },
+            "failed_jobs stays on the default connection"
+        );
+
+        // `work redis` on the same environment: Redis, REDIS_QUEUE.
+        let s = settings(Some("redis"), Layer::default(), "", env_layer(&vars)).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis);
+        assert_eq!(
+            (s.default_queue.as_str(), s.retry_after),
+            ("not-this", Some(5))
+        );
+
+        // DB_QUEUE_RETRY_AFTER=null is 0 to the skeleton's (int) cast.
+        let mut null = vars.to_vec();
+        null.push(("DB_QUEUE_RETRY_AFTER", "null"));
+        null.retain(|(k, v)| *k != "DB_QUEUE_RETRY_AFTER" || *v == "null");
+        let e = settings(None, Layer::default(), "", env_layer(&null))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retry_after = 0") && e.contains("DB_QUEUE_RETRY_AFTER"),
+            "{e}"
+        );
+    }
+
+    /// The 11+ skeleton's `.env` (`DB_CONNECTION=sqlite`,
+    /// `QUEUE_CONNECTION=database`, `CACHE_STORE=database`): one SQLite
+    /// file for the queue, the cache and failed_jobs, below the app.
+    #[test]
+    fn the_11_skeleton_env_file_uses_one_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(app.join("config")).unwrap();
+        std::fs::write(
+            app.join(".env"),
+            "APP_NAME=Laravel\nDB_CONNECTION=sqlite\nQUEUE_CONNECTION=database\nCACHE_STORE=database\n",
+        )
+        .unwrap();
+        let dotenv = || crate::config::dotenv::layer(&app.join(".env")).unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        let file = format!(
+            "sqlite://{}",
+            app.join("database/database.sqlite").display()
+        );
+        assert_eq!(spec_of(&s).url, file);
+        assert_eq!(
+            (spec_of(&s).table.as_str(), spec_of(&s).retry_after),
+            ("jobs", 90)
+        );
+        assert_eq!(s.default_queue, "default");
+        let CacheSettings::Database { url, .. } = &s.cache else {
+            panic!("{:?}", s.cache)
+        };
+        assert_eq!(url, &file);
+        assert_eq!(
+            s.failed,
+            FailedSettings::Database {
+                url: file.clone(),
+                table: "failed_jobs".into()
+            }
+        );
+
+        // No QUEUE_CONNECTION: config/queue.php's default decides.
+        std::fs::write(
+            app.join(".env"),
+            "DB_CONNECTION=sqlite\nDB_DATABASE=db/app.sqlite\nCACHE_STORE=database\n",
+        )
+        .unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis, "no config/queue.php");
+        std::fs::write(
+            app.join("config/queue.php"),
+            "'default' => env('QUEUE_CONNECTION', 'database'),",
+        )
+        .unwrap();
+        let s = settings(None, dotenv(), "", Layer::default()).unwrap();
+        assert_eq!(
+            spec_of(&s).url,
+            format!("sqlite://{}", app.join("db/app.sqlite").display())
+        );
+    }
+
+    /// The config file: `[queue] connection = "database"` with
+    /// `[database]`; `[queue] driver` for another name; the file's keys
+    /// over the `.env`'s, the environment's over the file's.
+    #[test]
+    fn config_file_keys() {
+        let s = settings(
+            None,
+            Layer::default(),
+            "[queue]\nconnection = \"database\"\nretry_after = \"null\"\n\
+             [database]\nurl = \"mysql://u@db/app\"\ntable = \"q\"\n\
+             [failed]\ndriver = \"null\"",
+            Layer::default(),
+        )
+        .unwrap();
+        let spec = spec_of(&s);
+        assert_eq!(
+            (spec.url.as_str(), spec.table.as_str(), spec.retry_after),
+            ("mysql://u@db/app", "q", NULL_RETRY_AFTER)
+        );
+
+        let file = "[queue]\nconnection = \"jobs-db\"\ndriver = \"database\"\nretry_after = 30\n\
+                    [database]\nurl = \"sqlite:///tmp/q.sqlite\"\n[failed]\ndriver = \"null\"";
+        let dotenv = env_layer(&[("DB_QUEUE_RETRY_AFTER", "120"), ("DB_QUEUE", "mail")]);
+        let s = settings(None, dotenv.clone(), file, Layer::default()).unwrap();
+        assert_eq!(s.connection, "jobs-db");
+        assert_eq!(spec_of(&s).retry_after, 30, "the file over the .env");
+        assert_eq!(s.default_queue, "mail");
+        let s = settings(None, Layer::default(), file, dotenv).unwrap();
+        assert_eq!(
+            spec_of(&s).retry_after,
+            120,
+            "the environment over the file"
+        );
+        // `work other`: the file's driver was for jobs-db; the name decides.
+        let s = settings(Some("other"), Layer::default(), file, Layer::default()).unwrap();
+        assert_eq!(s.driver, QueueDriverSettings::Redis);
+        assert_eq!(s.connection, "other");
+    }
+
+    #[test]
+    fn refusals_name_the_key() {
+        let e = settings(
+            None,
+            env_layer(&[("QUEUE_CONNECTION", "database")]),
+            "[failed]\ndriver = \"null\"",
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("needs a database") && e.contains("[database] url"),
+            "{e}"
+        );
+
+        let db = "[queue]\nconnection = \"database\"\n[database]\nurl = \"sqlite:///tmp/q\"\n\
+                  [failed]\ndriver = \"null\"\n";
+        let e = settings(
+            None,
+            Layer::default(),
+            &format!("{db}[horizon]\nenabled = true"),
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[horizon] enabled = true") && e.contains("Horizon reads only Redis"));
+        // block_for: ignored with a warning (one file may serve both drivers).
+        let s = settings(
+            None,
+            Layer::default(),
+            &db.replace("[database]", "block_for = 5\n[database]"),
+            Layer::default(),
+        );
+        assert_eq!(s.unwrap().block_for, None);
+        let e = settings(
+            None,
+            Layer::default(),
+            "[queue]\ndriver = \"sqs\"",
+            Layer::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+
+        // The app's config/horizon.php alone on a database queue: records
+        // off, a warning, no refusal.
+        let mut app = Layer::default();
+        app.horizon.enabled = Some(true);
+        let merged = merge_sources(
+            None,
+            Layer::default(),
+            app,
+            Layer::from_toml(db).unwrap(),
+            Layer::default(),
+        )
+        .unwrap();
+        assert!(Settings::resolve(merged).unwrap().horizon.is_none());
+    }
+}
