@@ -23,6 +23,8 @@ use super::error::QueueError;
 use super::elsewhere::QueueElsewhere;
 
 /// A queue connection, whichever driver serves it.
+// One per worker, held behind `Arc<Services>`: the size never travels.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Queue {
     /// Laravel's `RedisQueue`.
