@@ -442,3 +442,14 @@ pub(super) fn available_at(now: i64, delay_secs: u64) -> i64 {
     let delay = i64::try_from(delay_secs).unwrap_or(i64::MAX);
     now.saturating_add(delay).min(i64::from(i32::MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delay_past_2038_is_held_at_the_largest_integer_time() {
+        assert_eq!(available_at(1_800_000_000, 30), 1_800_000_030);
+        assert_eq!(available_at(1_800_000_000, u64::MAX), i64::from(i32::MAX));
+    }
+}
