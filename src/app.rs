@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cache::{CacheStore, DatabaseCache, FileCache, RedisCache};
+use crate::config::QueueDriverSettings;
 use crate::config::{
     CacheSettings, CommandSpec, FailedSettings, HandlerSpec, HttpSpec, PoolSpec, Settings,
     TransportSpec,
@@ -22,10 +23,9 @@ use crate::handler::{
 use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
 use crate::metrics::Metrics;
-use crate::config::QueueDriverSettings;
 use crate::queue::database::{DatabaseQueue, DatabaseQueueSpec};
-use crate::queue::{Queue, RedisQueue};
 use crate::queue::redis_queue::QueueOptions;
+use crate::queue::{Queue, RedisQueue};
 use crate::signals::Control;
 use crate::worker::WorkerOptions;
 

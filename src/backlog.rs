@@ -30,7 +30,7 @@ use prometheus_client::registry::Registry;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::queue::now;
 use crate::queue::redis_queue::QueueSizes;
-use crate::queue::{QueueKeys, Queue};
+use crate::queue::{Queue, QueueKeys};
 
 /// Log site of a failed sample (see [`RepeatLimiter`]).
 const SAMPLE_FAILED: &str = "cannot read the queue sizes for the backlog gauges";

@@ -195,12 +195,19 @@ impl Banner {
         let (redis, queues, block_for) = match &settings.driver {
             QueueDriverSettings::Database(spec) => {
                 let (database, queues) = database_queue_lines(spec, &options.queues);
-                (database, queues, "none (a table is polled every --sleep)".into())
+                (
+                    database,
+                    queues,
+                    "none (a table is polled every --sleep)".into(),
+                )
             }
             QueueDriverSettings::Redis => (
                 settings.redis.describe(),
                 redis_queue_lines(settings, &options.queues),
-                seconds(settings.block_for, "unset (BLPOP on :notify for up to --sleep)"),
+                seconds(
+                    settings.block_for,
+                    "unset (BLPOP on :notify for up to --sleep)",
+                ),
             ),
         };
         let (cache, restart_key) = cache_lines(&settings.cache);

@@ -157,7 +157,7 @@ fn a_delete_during_an_outage_is_retried_until_redis_is_back() {
 
     s.redis.shutdown_save();
     s.touch("go");
-    d.wait_log(&["cannot delete the job in Redis"]);
+    d.wait_log(&["cannot delete the job in the queue"]);
     // The outage's length is the point: well past the old ~1.5 s of tries,
     // well within the 19 s the reservation lasts.
     std::thread::sleep(Duration::from_secs(5));

@@ -338,7 +338,7 @@ fn redis_back_while_a_settle_batch_retries_ends_each_job_once() {
     let Scene { dir, redis } = s;
     drop(redis);
     std::fs::write(dir.path().join("go.late"), "").unwrap();
-    d.wait_log(&["cannot delete the job in Redis"]);
+    d.wait_log(&["cannot delete the job in the queue"]);
     let s = Scene {
         redis: RedisServer::start(dir.path()),
         dir,

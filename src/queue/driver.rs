@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::ReservedJob;
+use super::clock::now;
+use super::database::DatabaseQueue;
+use super::elsewhere::QueueElsewhere;
+use super::error::QueueError;
 use super::error::QueueResult;
 use super::keys::QueueKeys;
 use super::migrated::Migrated;
 use super::redis_queue::{QueueSizes, RedisQueue, WaitingForJobs};
-use super::ReservedJob;
-use super::clock::now;
-use super::database::DatabaseQueue;
-use super::error::QueueError;
-use super::elsewhere::QueueElsewhere;
 
 /// A queue connection, whichever driver serves it.
 // One per worker, held behind `Arc<Services>`: the size never travels.
@@ -205,7 +205,12 @@ impl Queue {
     ///
     /// # Errors
     /// The queue cannot be reached or refused the write.
-    pub async fn park_failure(&self, job: &ReservedJob, record: Bytes, at: i64) -> QueueResult<bool> {
+    pub async fn park_failure(
+        &self,
+        job: &ReservedJob,
+        record: Bytes,
+        at: i64,
+    ) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.park_failure(job, record, at).await?),
             // No place for it in a table: the job stays reserved (the settle
@@ -258,7 +263,12 @@ impl Queue {
     ///
     /// # Errors
     /// The queue cannot be reached or refused the write.
-    pub async fn later(&self, queue: &QueueKeys, available_at: i64, payload: &str) -> QueueResult<()> {
+    pub async fn later(
+        &self,
+        queue: &QueueKeys,
+        available_at: i64,
+        payload: &str,
+    ) -> QueueResult<()> {
         match self {
             Queue::Redis(q) => Ok(q.later(queue, available_at, payload).await?),
             Queue::Database(q) => {

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{COMMAND_TIMEOUT, QueueKeys, Queue, ReservedJob};
+use crate::queue::{COMMAND_TIMEOUT, Queue, QueueKeys, ReservedJob};
 
 /// How long to wait for work when every queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -97,7 +97,11 @@ pub async fn hold<F: Future>(
 /// Whether a renewal's answer means the reservation is lost: Redis says
 /// so, or it cannot be reached and the lease has run out (`warned`: the
 /// first failure to renew has been logged).
-fn renewal_lost(job: &ReservedJob, renewed: crate::queue::QueueResult<bool>, warned: &mut bool) -> bool {
+fn renewal_lost(
+    job: &ReservedJob,
+    renewed: crate::queue::QueueResult<bool>,
+    warned: &mut bool,
+) -> bool {
     match renewed {
         Ok(true) => {
             tracing::trace!(id = %job.id(), "reservation renewed");
@@ -142,7 +146,8 @@ fn expired(job: &ReservedJob, retry_after: u64) -> bool {
     true
 }
 
-type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = crate::queue::QueueResult<bool>> + Send + 'a>>;
+type Renewal<'a> =
+    std::pin::Pin<Box<dyn Future<Output = crate::queue::QueueResult<bool>> + Send + 'a>>;
 
 /// The answer to the renewal in flight, which is then taken; never, when
 /// none is.

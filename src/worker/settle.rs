@@ -293,10 +293,10 @@ where
                 tracing::warn!(
                     job = job.display_name(),
                     id = %job.id(),
-                    "cannot {what} the job in Redis (trying again while the reservation lasts): {e}"
+                    "cannot {what} the job in the queue (trying again while the reservation lasts): {e}"
                 );
             }
-            Err(e) => tracing::debug!(id = %job.id(), "cannot {what} the job in Redis: {e}"),
+            Err(e) => tracing::debug!(id = %job.id(), "cannot {what} the job in the queue: {e}"),
         }
         failed = true;
         let left = job

@@ -1,0 +1,230 @@
+//! The worker on the database queue (issue 27), end to end: the real
+//! binary on a `jobs` table of SQLite (always), PostgreSQL and MariaDB
+//! (started by the test where installed, skipped with a printed reason
+//! where not), with real handler processes and the `failed_jobs` table.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Daemon;
+use common::databases::{FailedDb, MariaDb, Postgres};
+use common::jobs_table::{JobsTable, Shape};
+use nix::sys::signal::Signal;
+
+/// A payload as Laravel's `createPayload` writes it for the database
+/// driver: no `id`, no `attempts` (the row counts them).
+fn payload(name: &str, uuid: &str) -> String {
+    format!(
+        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
+    )
+}
+
+/// Current UNIX time in seconds.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// A config file for a worker on `jobs` (retry_after `retry_after` s) with
+/// failed jobs in `failed`, and one handler for every job: `script`, a
+/// shell script run with `DIR` set to `dir`.
+fn config(dir: &Path, jobs: &JobsTable, failed: &str, retry_after: u64, script: &str) -> PathBuf {
+    let script_path = dir.join("handler.sh");
+    std::fs::write(
+        &script_path,
+        format!(
+            "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let toml = format!(
+        "[queue]\nconnection = \"database\"\nretry_after = {retry_after}\n\n\
+         [database]\nurl = \"{}\"\n\n[failed]\ndriver = \"database-uuids\"\nurl = \"{failed}\"\n\n\
+         [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+        jobs.url,
+        script_path.display()
+    );
+    let path = dir.join("worker.toml");
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+/// The databases of one test, each with a `jobs` table and a `failed_jobs`
+/// table of its own.
+struct Databases {
+    dir: tempfile::TempDir,
+    _postgres: Option<Postgres>,
+    _mariadb: Option<MariaDb>,
+    /// `(name, jobs table, failed store)`.
+    each: Vec<(&'static str, JobsTable, FailedDb)>,
+}
+
+impl Databases {
+    fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lw-dbw-")
+            .tempdir()
+            .unwrap();
+        let mut each = vec![(
+            "sqlite",
+            JobsTable::sqlite(&dir.path().join("database.sqlite")),
+            FailedDb::sqlite(&dir.path().join("failed.sqlite")),
+        )];
+        let postgres = Postgres::start();
+        if let Some(pg) = &postgres {
+            each.push((
+                "postgres",
+                JobsTable::postgres(pg, "app"),
+                pg.database("failed"),
+            ));
+        }
+        let mariadb = MariaDb::start();
+        if let Some(m) = &mariadb {
+            let jobs = JobsTable::mariadb(m, "app", Shape::Before13_6);
+            each.push(("mariadb", jobs, m.database("failed")));
+        }
+        Databases {
+            dir,
+            _postgres: postgres,
+            _mariadb: mariadb,
+            each,
+        }
+    }
+}
+
+/// On each database: a job that succeeds is deleted; one whose handler
+/// fails is released (a new row, the attempt counted), run again, and
+/// failed into `failed_jobs` with the connection `database` and its queue,
+/// as `queue:work database --tries=2` leaves them; `--stop-when-empty`
+/// then stops the worker.
+#[test]
+fn the_worker_runs_releases_and_fails_jobs_on_each_database() {
+    let dbs = Databases::start();
+    for (name, jobs, failed) in &dbs.each {
+        let dir = dbs.dir.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = "case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) exit 3;; esac\n\
+                      echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"";
+        let config = config(&dir, jobs, failed.url(), 90, script);
+        let good = jobs.insert("default", &payload("Good", "u-good"), 0, None, now());
+        jobs.insert("default", &payload("Bad", "u-bad"), 0, None, now());
+        let args = ["--config", config.to_str().unwrap(), "work"];
+        let mut d = Daemon::start(
+            &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=2"]].concat(),
+            &[],
+        );
+        d.expect_stop(0, "empty");
+        assert_eq!(jobs.rows(), vec![], "{name}: every row settled");
+        let ran = std::fs::read_to_string(dir.join("ran")).unwrap();
+        assert_eq!(
+            ran,
+            format!("{good} 1\n"),
+            "{name}: the good job ran once, attempt 1"
+        );
+        let rows = failed.rows();
+        assert_eq!(rows.len(), 1, "{name}: {rows:?}");
+        assert_eq!(
+            (
+                rows[0].uuid.as_str(),
+                rows[0].connection.as_str(),
+                rows[0].queue.as_str()
+            ),
+            ("u-bad", "database", "default"),
+            "{name}"
+        );
+        assert_eq!(
+            rows[0].payload,
+            payload("Bad", "u-bad"),
+            "{name}: the bytes as stored"
+        );
+        let out = d.stdout.join("\n");
+        assert_eq!(out.matches(" DONE").count(), 1, "{name}: {out}");
+        assert_eq!(out.matches(" FAIL").count(), 2, "{name}: {out}");
+    }
+}
+
+/// A job that runs for more than twice `retry_after` beside a second
+/// worker on the same table runs once: its reservation is renewed while
+/// it runs, so the other worker never takes the row.
+#[test]
+fn a_job_longer_than_retry_after_runs_once_beside_another_worker() {
+    let dbs = Databases::start();
+    let (_, jobs, failed) = &dbs.each[0];
+    let dir = dbs.dir.path();
+    let script = "echo run >> \"$DIR/runs\"; touch \"$DIR/started\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
+    let config = config(dir, jobs, failed.url(), 2, script);
+    jobs.insert("default", &payload("Long", "u-long"), 0, None, now());
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut first = Daemon::start(&args, &[]);
+    common::wait_until("the job to start", || dir.join("started").exists());
+    let mut second = Daemon::start(&args, &[]);
+    let reserved_at = jobs.rows()[0].reserved_at.unwrap();
+    // Three renewals (every (retry_after - 1) / 2 s, at least 1 s) move
+    // reserved_at forward past twice retry_after: the second worker polled
+    // all along and found nothing to take.
+    common::wait_until("reserved_at to move past 2 x retry_after", || {
+        jobs.rows()[0].reserved_at.unwrap() >= reserved_at + 5
+    });
+    std::fs::write(dir.join("go"), "").unwrap();
+    common::wait_until("the row to be deleted", || jobs.rows().is_empty());
+    for d in [&mut first, &mut second] {
+        d.signal(Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    let runs = std::fs::read_to_string(dir.join("runs")).unwrap();
+    assert_eq!(runs, "run\n", "the job ran once");
+    assert_eq!(failed.rows().len(), 0);
+}
+
+/// PostgreSQL stopped for a while mid-run: the worker logs the outage,
+/// loses nothing and goes on once the server is back; every job runs to
+/// its end exactly once.
+#[test]
+fn a_database_stopped_mid_run_loses_nothing() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let Some(mut pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "echo \"$LARAVEL_WORKER_JOB_ID\" >> \"$DIR/ran\"; \
+                  if [ \"$(wc -l < \"$DIR/ran\")\" -eq 5 ]; then touch \"$DIR/fifth\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done; fi";
+    let config = config(dir.path(), &jobs, failed.url(), 60, script);
+    for i in 0..20 {
+        jobs.insert(
+            "default",
+            &payload("Step", &format!("u-{i}")),
+            0,
+            None,
+            now(),
+        );
+    }
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut d = Daemon::start(&args, &[]);
+    common::wait_until("the fifth job to start", || {
+        dir.path().join("fifth").exists()
+    });
+    pg.stop_server();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    d.wait_log(&["cannot delete the job in the queue"]);
+    pg.start_again();
+    common::wait_until("every row settled", || jobs.rows().is_empty());
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
+    let mut ids: Vec<&str> = ran.lines().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 20, "every job ran: {ran}");
+    assert_eq!(ran.lines().count(), 20, "none ran twice: {ran}");
+    assert_eq!(failed.rows().len(), 0);
+}
