@@ -228,3 +228,69 @@ fn a_database_stopped_mid_run_loses_nothing() {
     assert_eq!(ran.lines().count(), 20, "none ran twice: {ran}");
     assert_eq!(failed.rows().len(), 0);
 }
+
+/// The admin commands on the database queue: `push` writes a row as
+/// Laravel's `pushToDatabase` does (no `id` or `attempts` in the payload,
+/// `available_at` now + `--delay`), `monitor` counts pending, delayed and
+/// reserved rows, `clear` deletes the queue's rows, and `retry` puts a
+/// failed row back into the table.
+#[test]
+fn push_monitor_clear_and_retry_work_on_the_table() {
+    let dbs = Databases::start();
+    let (_, jobs, failed) = &dbs.each[0];
+    let dir = dbs.dir.path();
+    let config = config(dir, jobs, failed.url(), 90, "exit 3");
+    Daemon::cli(
+        &config,
+        &["push", "default", "--job", "App\\Jobs\\Now", "--count", "2"],
+    )
+    .expect_exit(0);
+    Daemon::cli(
+        &config,
+        &[
+            "push",
+            "default",
+            "--job",
+            "App\\Jobs\\Later",
+            "--delay",
+            "600",
+        ],
+    )
+    .expect_exit(0);
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert!(!row.payload.contains("\"attempts\""), "{}", row.payload);
+        assert!(!row.payload.contains("\"id\""), "{}", row.payload);
+        assert_eq!((row.attempts, row.reserved_at), (0, None));
+    }
+    assert!(rows[2].available_at >= rows[2].created_at + 600);
+    let mut monitor = Daemon::cli(&config, &["monitor", "default", "--json"]);
+    monitor.expect_exit(0);
+    let out = monitor.stdout.join("\n");
+    assert!(
+        out.contains("\"pending\":2") && out.contains("\"delayed\":1"),
+        "{out}"
+    );
+    let mut clear = Daemon::cli(&config, &["clear", "default", "--force"]);
+    clear.expect_exit(0);
+    assert_eq!(jobs.rows(), vec![]);
+
+    jobs.insert("default", &payload("Bad", "u-retry"), 0, None, now());
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--stop-when-empty",
+    ];
+    Daemon::start(&args, &[]).expect_stop(0, "empty");
+    assert_eq!(failed.rows().len(), 1);
+    Daemon::cli(&config, &["retry", "all"]).expect_exit(0);
+    assert_eq!(failed.rows().len(), 0);
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].attempts, rows[0].payload.clone()),
+        (0, payload("Bad", "u-retry"))
+    );
+}
