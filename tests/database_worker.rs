@@ -382,3 +382,70 @@ fn the_daemon_and_queue_work_database_leave_the_same_rows() {
         "the flaky job, released"
     );
 }
+
+/// A fleet on one PostgreSQL table: three daemons at `--concurrency=4`,
+/// one SIGKILLed while its jobs run and started again. Every job runs; a
+/// job runs twice only when it was running in the killed daemon (at most
+/// its 4 slots), reclaimed after `retry_after`.
+#[test]
+fn a_fleet_with_a_killed_daemon_loses_no_job() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"; \
+                  if [ \"$LARAVEL_WORKER_JOB_UUID\" = u-100 ]; then touch \"$DIR/hundred\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done; fi";
+    let config = config(dir.path(), &jobs, failed.url(), 3, script);
+    const JOBS: usize = 400;
+    for i in 0..JOBS {
+        jobs.insert(
+            "default",
+            &payload("Step", &format!("u-{i}")),
+            0,
+            None,
+            now(),
+        );
+    }
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--sleep=0.1",
+        "--concurrency=4",
+        "--stop-when-empty-for=4",
+        "--tries=3",
+    ];
+    let mut fleet = vec![Daemon::start(&args, &[]), Daemon::start(&args, &[])];
+    let mut victim = Daemon::start(&args, &[]);
+    // Whoever runs u-100 hangs in it; kill that daemon if it is the victim,
+    // else the victim anyway once u-100 started (its slots are busy).
+    common::wait_until("u-100 to start", || dir.path().join("hundred").exists());
+    victim.signal(Signal::SIGKILL);
+    victim.wait_exit();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    fleet.push(Daemon::start(&args, &[]));
+    common::wait_until("every row settled", || jobs.rows().is_empty());
+    for d in &mut fleet {
+        d.signal(Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
+    let mut counts = std::collections::HashMap::<&str, usize>::new();
+    for id in ran.lines() {
+        *counts.entry(id).or_default() += 1;
+    }
+    assert_eq!(counts.len(), JOBS, "every job ran");
+    let twice: Vec<_> = counts.iter().filter(|&(_, &n)| n > 1).collect();
+    assert!(
+        twice.len() <= 4,
+        "only the killed daemon's jobs run again: {twice:?}"
+    );
+    assert!(twice.iter().all(|&(_, &n)| n == 2), "{twice:?}");
+    assert_eq!(failed.rows().len(), 0);
+}
