@@ -10,6 +10,9 @@
 //!   [`Decoupled`] listener, on a thread and a connection of their own,
 //!   one script call per batch, never holding up a job;
 //! - [`metrics`]: per class and per queue throughput and runtime;
+//! - [`late`]: the final state of a finished job put back when the
+//!   producer's `pending` record (or a retry's `retried_by` entry) lands
+//!   after it, checked at each heartbeat;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
 //!   commands Horizon queues for them;
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
@@ -17,6 +20,7 @@
 
 pub mod heartbeat;
 pub mod keys;
+pub mod late;
 pub mod metrics;
 pub mod ops;
 pub mod records;
@@ -117,8 +121,10 @@ impl Horizon {
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
         let refused = Arc::new(AtomicU64::new(0));
+        let late = Arc::new(late::Late::default());
         let writer = {
             let (keys, target, refused) = (keys.clone(), target.clone(), Arc::clone(&refused));
+            let late = Arc::clone(&late);
             let (connection, settings) = (connection.to_string(), settings.clone());
             move || async move {
                 Ok(writer::Writer {
@@ -132,6 +138,7 @@ impl Horizon {
                         crate::log_limit::DEFAULT_INTERVAL,
                     ),
                     quiet_until: None,
+                    late,
                 })
             }
         };
@@ -144,6 +151,7 @@ impl Horizon {
             keys.clone(),
             me.clone(),
             Arc::clone(&slots),
+            late,
             conn.clone(),
             control,
         ));
