@@ -734,10 +734,19 @@ fn a_new_push_of_a_finished_id_stays_pending() {
     let s = Scene::new();
     let config = horizon(s.config().recording(OUTCOMES)).write();
     let mut d = s.work(&config, &["--tries=1", "--sleep=0.05", "--queue=other"]);
-    let [bad] = Job::named(["Bad"]);
+    let [bad, good] = Job::named(["Bad", "Good"]);
     let bad = through_horizon(bad);
     s.redis.push("other", &bad.build());
-    common::wait_until("failed", || status(&s, &bad).as_deref() == Some("failed"));
+    s.redis.push("other", &good.build());
+    // The writer writes in order: once it counted the next job's run, it
+    // has written every record of the failure.
+    common::wait_until("the writer past the failure", || {
+        hash(&s, "queue:other")
+            .get("throughput")
+            .map(String::as_str)
+            == Some("1")
+    });
+    assert_eq!(status(&s, &bad).as_deref(), Some("failed"));
     let again = bad
         .clone()
         .set("pushedAt", json!(format!("{}.9999", now())));
@@ -881,4 +890,99 @@ fn every_deleted_job_has_its_record_across_a_restart_and_a_killed_client() {
         jobs.len(),
         d.stderr_text()
     );
+}
+
+/// Issue 30 item 6: a worker killed (SIGKILL) right after Redis deleted a
+/// job, while that job's record still waits in the writer's linger (the
+/// handler takes 20 ms, so the linger the reservation opened is over and
+/// the settle's record waits 5 ms more), leaves the record completed or
+/// failed, not `reserved` in the pending list: it went with the delete.
+#[test]
+fn a_worker_killed_right_after_a_settle_leaves_the_record_final() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(&format!("sleep 0.02\n{OUTCOMES}"))).write();
+    let key = common::q("default");
+    let reserved = format!("{key}:reserved");
+    let mut conn = s.redis.conn(0);
+    for (name, want) in [
+        ("Good", "completed"),
+        ("Bad", "failed"),
+        ("Good", "completed"),
+        ("Bad", "failed"),
+    ] {
+        let mut d = s.work(&config, &["--tries=1", "--sleep=0.05"]);
+        common::wait_until("the worker's master record", || {
+            !members(&s, "masters").is_empty()
+        });
+        let [job] = Job::named([name]);
+        let job = through_horizon(job);
+        s.push(&job);
+        // As soon as Redis deleted it: neither ready nor reserved.
+        loop {
+            let (ready, held): (i64, i64) = redis::pipe()
+                .llen(&key)
+                .zcard(&reserved)
+                .query(&mut conn)
+                .unwrap();
+            if ready == 0 && held == 0 {
+                break;
+            }
+        }
+        d.signal(nix::sys::signal::Signal::SIGKILL);
+        let _ = d.wait_exit();
+        assert_eq!(status(&s, &job).as_deref(), Some(want), "{}", job.uuid());
+        assert!(!members(&s, "pending_jobs").contains(&job.uuid()));
+        let record = hash(&s, &job.uuid());
+        assert_eq!(record["name"], format!("App\\Jobs\\{name}"));
+        assert_eq!(record["queue"], "default");
+        if want == "failed" {
+            assert!(record["exception"].contains("boom"));
+            assert!(ttl(&s, &job.uuid()) > 10079 * 60, "trim.failed");
+            assert!(members(&s, "failed_jobs").contains(&job.uuid()));
+        }
+        // The next worker starts with the master gone.
+        let _: () = s.redis.cmd(&["DEL", &format!("{P}masters")]);
+    }
+}
+
+/// The delete that carries a job's record ([`a_worker_killed_right_after_a_settle_leaves_the_record_final`])
+/// never costs the job: a Redis user that may neither `EVALSHA` nor touch
+/// Horizon's keys gets the plain delete, and every job ends as it should.
+#[test]
+fn a_user_refused_horizons_keys_still_settles_every_job() {
+    let s = Scene::new();
+    let _: () = s.redis.cmd(&[
+        "ACL",
+        "SETUSER",
+        "worker",
+        "on",
+        ">worker-secret",
+        "resetkeys",
+        "~laravel_database_*",
+        "+@all",
+        "-evalsha",
+    ]);
+    let url = format!("{}&user=worker&pass=worker-secret", s.redis.url(0));
+    let config = horizon(s.config().recording(OUTCOMES))
+        .set("redis", "url", url)
+        .write();
+    let jobs = Job::named(["A", "Bad"]);
+    s.push_on("default", &jobs);
+    let d = s.run(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+
+    for job in &jobs {
+        assert_eq!(s.log().iter().filter(|l| **l == job.run_line(1)).count(), 1);
+    }
+    assert_eq!(s.redis.llen(&common::q("default")), 0);
+    assert_eq!(
+        s.redis.zcard(&format!("{}:reserved", common::q("default"))),
+        0
+    );
+    assert_eq!(s.failed_rows().len(), 1);
+    assert!(
+        s.redis.keys(0).iter().all(|k| !k.starts_with(P)),
+        "{:?}",
+        s.redis.keys(0)
+    );
+    assert_records_refused(&d, "NoPerm");
 }

@@ -9,6 +9,9 @@
 //!   `retried_by`), written after Redis did each step, behind a
 //!   [`Decoupled`] listener, on a thread and a connection of their own,
 //!   one script call per batch, never holding up a job;
+//! - [`companion`]: a job's completed or failed record also written by the
+//!   script that deletes it, when the records live on the queue's Redis,
+//!   so a worker killed between the two leaves it right;
 //! - [`metrics`]: per class and per queue throughput and runtime;
 //! - [`late`]: the final state of a finished job put back when the
 //!   producer's `pending` record (or a retry's `retried_by` entry) lands
@@ -18,6 +21,7 @@
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
 //!   trimming of the job lists, for deployments with no PHP Horizon left.
 
+pub mod companion;
 pub mod heartbeat;
 pub mod keys;
 pub mod late;
@@ -117,9 +121,17 @@ impl Horizon {
         options: &WorkerOptions,
         control: watch::Receiver<Control>,
     ) -> anyhow::Result<Self> {
+        let on_queue_redis = settings.redis.is_none() && !target.is_cluster();
         let target = settings.redis.as_ref().unwrap_or(target);
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
+        if on_queue_redis {
+            queue.set_companion(Arc::new(companion::Companion {
+                keys: keys.clone(),
+                connection: connection.to_string(),
+                trim: settings.trim,
+            }));
+        }
         let refused = Arc::new(AtomicU64::new(0));
         let late = Arc::new(late::Late::default());
         let writer = {

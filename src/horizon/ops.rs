@@ -157,6 +157,40 @@ fn plan(records: &[Record]) -> Vec<Write<'_>> {
     writes.into_iter().flatten().collect()
 }
 
+/// Adds the op that writes `record`, a job's completion or failure, with
+/// the delete that settles it ([`super::companion`]): `S` for a completion
+/// (no metrics: the writer counts the run), `F` for a failure.
+pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
+    let extra = Extra::of(&record.payload);
+    match record.step {
+        Step::Completed { .. } => {
+            let (time, score) = time_and_score(record.at);
+            let id = &record.id;
+            batch
+                .op("S")
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            let parent = extra.retry_of().map_or(0, |id| batch.key_index(&id));
+            batch
+                .payload(&record.payload)
+                .text(&time)
+                .text(&score)
+                .text(until(record.at, trim.completed))
+                .text(u8::from(extra.silenced()))
+                .text(parent);
+            let tags = extra.tags();
+            batch.text(tags.len());
+            for tag in &tags {
+                batch.text(tag).key(tag);
+            }
+            batch.text(until(record.at, trim.monitored));
+        }
+        _ => add(batch, &mut Runs::default(), record, &extra, trim),
+    }
+}
+
 /// `microtime(true)` as Horizon writes it, and the score of a list
 /// entry at that time (newest first).
 fn time_and_score(at: f64) -> (String, String) {

@@ -82,7 +82,19 @@ pub(crate) use retried_lua;
 /// - `D` (reserved, then completed, in one batch; see [`super::ops`]):
 ///   hash, id, queue, name, payload, reserved time, recent score,
 ///   completed time, completed score, expiry, silenced (0/1), pushed.
+/// - `S` (completed, written with the delete, see [`super::companion`]):
+///   hash, id, queue, name, payload, time, score, expiry, silenced (0/1),
+///   retry parent's hash (0: none), tag count, (tag, tag key) pairs,
+///   monitored expiry: what `R` then `C` leave, a hash that does not exist
+///   made whole (reserved at that time).
 /// - `T` (metrics): hash, measured set, run count, the runtimes (ms).
+///
+/// A job's `R` finds its record already `completed` or `failed` with the
+/// same (reserved) payload when the settle wrote it (`S`, or `F`, with the
+/// delete) before the writer got to the reservation: it then leaves the
+/// record as it is. `F` and `S` make a record that does not exist with
+/// `created_at` = `reserved_at`, as `R` does, so a later op knows the
+/// worker made it.
 ///
 /// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
 /// arguments before its first write, so one that fails leaves the next
@@ -118,6 +130,11 @@ local watched = {}
 local function watch(id)
   watched[#watched + 1] = id
 end
+local function settled(hash, payload)
+  local status = redis.call('HGET', hash, 'status')
+  if status ~= 'completed' and status ~= 'failed' then return false end
+  return redis.call('HGET', hash, 'payload') == payload
+end
 local function ours(hash)
   local at = redis.call('HMGET', hash, 'created_at', 'reserved_at')
   return at[1] ~= false and at[1] == at[2]
@@ -133,6 +150,7 @@ end
       local tag = take()
       tags[t] = {tag, key()}
     end
+    if op == 'R' and settled(hash, payload) then return end
     if redis.call('EXISTS', hash) == 0 then
       redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
         'created_at', time)
@@ -184,7 +202,12 @@ end
     local tags = {}
     for t = 1, tonumber(take()) do tags[t] = key() end
     local late = parent > 0 and not retried(KEYS[parent], id, 'failed')
-    if late or (pushed ~= '' and ours(hash)) then watch(id) end
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'created_at', time, 'reserved_at', time)
+      if pushed ~= '' then watch(id) end
+    elseif late or (pushed ~= '' and ours(hash)) then
+      watch(id)
+    end
     redis.call('ZADD', KEYS[5], score, id)
     redis.call('ZADD', KEYS[6], score, id)
     redis.call('ZREM', KEYS[2], id)
@@ -209,12 +232,44 @@ end
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZADD', KEYS[1], recent, id)
     else
+      if pushed ~= '' and ours(hash) then watch(id) end
       redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZREM', KEYS[2], id)
     end
     redis.call('ZADD', silenced == '1' and KEYS[4] or KEYS[3], score, id)
     redis.call('EXPIREAT', hash, expiry)
+  elseif op == 'S' then
+    local hash = key()
+    local id, queue, name, payload, time, score, expiry, silenced, parent = take_many(9)
+    parent = tonumber(parent)
+    local tags = {}
+    for t = 1, tonumber(take()) do
+      local tag = take()
+      tags[t] = {tag, key()}
+    end
+    local kept = take()
+    if parent > 0 then retried(KEYS[parent], id, 'completed') end
+    local watched = false
+    for _, tag in ipairs(tags) do
+      if monitored(tag[1]) then watched = true end
+    end
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+        'created_at', time, 'updated_at', time, 'reserved_at', time)
+      redis.call('ZADD', KEYS[1], score, id)
+      for _, tag in ipairs(tags) do
+        if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
+      end
+    end
+    redis.call('HSET', hash, 'status', 'completed', 'payload', payload, 'completed_at', time)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZADD', silenced == '1' and KEYS[4] or KEYS[3], score, id)
+    redis.call('EXPIREAT', hash, expiry)
+    if watched then
+      redis.call('ZADD', KEYS[7], score, id)
+      redis.call('EXPIREAT', hash, kept)
+    end
   elseif op == 'T' then
     local hash = key()
     local set = key()
@@ -318,6 +373,20 @@ impl<'a> Batch<'a> {
     pub fn payload(&mut self, payload: &Bytes) -> &mut Self {
         self.args.arg(&payload[..]);
         self
+    }
+
+    /// The batch's keys and arguments, for a script call made elsewhere
+    /// (see [`super::companion`]).
+    pub fn into_parts(self) -> (Vec<String>, Vec<Bytes>) {
+        let args = self
+            .args
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(Bytes::copy_from_slice(bytes)),
+                _ => None,
+            })
+            .collect();
+        (self.names, args)
     }
 
     /// The `EVALSHA` of `script` for the batch: its SHA1, the keys, the
