@@ -95,3 +95,20 @@ pub fn script_with(body: &str) -> String {
          return removed\n"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body sees its own keys and arguments, and runs only after the
+    /// delete removed the member, under `pcall`.
+    #[test]
+    fn the_body_runs_after_the_delete_with_its_own_keys() {
+        let script = script_with("redis.call('SET', KEYS[1], ARGV[1])");
+        let zrem = script.find("ZREM").unwrap();
+        let body = script.find("redis.call('SET'").unwrap();
+        assert!(zrem < body);
+        assert!(script.contains("if removed == 0 then return 0 end"));
+        assert!(script.contains("pcall(companion, {unpack(KEYS, 2)}, {unpack(ARGV, 2)})"));
+    }
+}
