@@ -839,9 +839,12 @@ fn an_untagged_silenced_job_lands_in_silenced_jobs() {
 fn every_deleted_job_has_its_record_across_a_restart_and_a_killed_client() {
     let mut s = Scene::new();
     let server = common::http_server::Server::start(|_| common::http_server::ok());
+    // A pop whose answer the killed client lost leaves its job reserved
+    // until retry_after: 5 s, so the run ends soon after.
     let config = horizon(
         s.config()
-            .handler(common::Handler::url(&server.url("/job"))),
+            .handler(common::Handler::url(&server.url("/job")))
+            .retry_after(5),
     )
     .write();
     let jobs = Job::numbered("App\\Jobs\\Load@handle", 6000);
