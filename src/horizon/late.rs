@@ -84,8 +84,18 @@ impl Late {
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= CAPACITY {
-            self.overflow
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let missed = self
+                .overflow
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            if missed.is_power_of_two() {
+                tracing::warn!(
+                    watched = CAPACITY,
+                    missed,
+                    "too many finished jobs wait for their producer's Horizon record: \
+                     the newest are not watched, and may show pending"
+                );
+            }
             return;
         }
         entries.push_back(Entry {
