@@ -234,8 +234,6 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
             })
         })
         .collect::<anyhow::Result<Vec<Route>>>()?;
-    let mut routes = routes;
-    routes.extend(horizon_jobs_route(settings, &routes, &result_dir, &secrets));
     let router = Router::new(routes, settings.unmatched);
     // Each pool's keeper starts its minimum and stops idle processes.
     for (_, pool) in router.pools() {
@@ -380,69 +378,6 @@ pub async fn serve_metrics(settings: &Settings, metrics: &Arc<Metrics>) -> anyho
         cap,
     ));
     Ok(())
-}
-
-/// The jobs Horizon's dashboard dispatches onto the app's queue.
-const HORIZON_JOBS: &str = "Laravel\\Horizon\\Jobs\\*";
-
-/// With `[horizon]` on and the app's path known, Horizon's own jobs
-/// (`RetryFailedJob` from the dashboard's Retry button, `MonitorTag`,
-/// `StopMonitoringTag`) go to the PHP bridge, one PHP process per job,
-/// unless a `[[handlers]]` entry already takes `RetryFailedJob`. The
-/// bridge is the copy built into the binary, written beside the handler
-/// results. `None` (and a warning) when `php` cannot run.
-fn horizon_jobs_route(
-    settings: &Settings,
-    routes: &[Route],
-    result_dir: &Arc<tempfile::TempDir>,
-    secrets: &[String],
-) -> Option<Route> {
-    const RETRY: &str = "Laravel\\Horizon\\Jobs\\RetryFailedJob";
-    let app = settings.app_path.as_ref()?;
-    settings.horizon.as_ref()?;
-    if routes
-        .iter()
-        .any(|r| r.matches(RETRY, &settings.default_queue))
-    {
-        return None;
-    }
-    let bridge = result_dir.path().join("laravel-worker-bridge.php");
-    let command = vec![
-        "php".to_string(),
-        bridge.display().to_string(),
-        format!("--app={}", app.display()),
-    ];
-    let environment = crate::handler::process_group::Environment {
-        clear: false,
-        set: Vec::new(),
-        remove: secrets.to_vec(),
-    };
-    let ready = std::fs::write(&bridge, include_str!("../php/laravel-worker-bridge.php"))
-        .map_err(anyhow::Error::from)
-        .and_then(|()| {
-            crate::handler::preflight::check_program(HORIZON_JOBS, &command, &environment)
-        });
-    if let Err(e) = ready {
-        tracing::warn!(
-            "Horizon's Retry button will not work: its jobs cannot go to the PHP bridge ({e:#}); \
-             add a [[handlers]] entry for {HORIZON_JOBS}"
-        );
-        return None;
-    }
-    tracing::info!(app = %app.display(), "Horizon's own jobs ({HORIZON_JOBS}) go to the PHP bridge");
-    let handler = SubprocessHandler::new(
-        command,
-        settings.kill_grace,
-        settings.output_limit,
-        Arc::clone(result_dir),
-        environment,
-    )
-    .decoding_command(false);
-    Some(Route::new(
-        HORIZON_JOBS,
-        Arc::new(Handler::Subprocess(handler)),
-        None,
-    ))
 }
 
 /// The heartbeat file (`--heartbeat-file`, else `[worker] heartbeat_file`),

@@ -618,72 +618,376 @@ fn a_balanced_worker_reports_its_slots_per_queue() {
     d.expect_exit(0);
 }
 
-/// A stand-in for Horizon's `RetryFailedJob` (Horizon is not installed
-/// here): a job of that class name that records its run like the test
-/// app's own jobs.
-const RETRY_STAND_IN: &str = r#"<?php
-
-namespace Laravel\Horizon\Jobs;
-
-use App\Jobs\RecordsRuns;
-use Illuminate\Bus\Queueable;
-use Illuminate\Contracts\Queue\ShouldQueue;
-use Illuminate\Queue\InteractsWithQueue;
-
-class RetryFailedJob implements ShouldQueue
-{
-    use InteractsWithQueue, Queueable, RecordsRuns;
-
-    public function handle(): void
-    {
-        $this->recordRun();
-    }
+/// A payload as Horizon's connector pushes it (`JobPayload::prepare`):
+/// Laravel's fields, then `type`, `tags` (`[]` when the job has none),
+/// `silenced` and `pushedAt` (`microtime(true)` as a string). Laravel's pop
+/// script re-encodes the reserved copy with cjson, which turns that `[]`
+/// into `{}`.
+fn through_horizon(job: Job) -> Job {
+    job.set("type", json!("job"))
+        .set("tags", json!([]))
+        .set("silenced", json!(false))
+        .set("pushedAt", json!(format!("{}.1234", now())))
 }
-"#;
 
-/// Horizon's Retry button dispatches `Laravel\Horizon\Jobs\RetryFailedJob`
-/// onto the app's queue. With the app's path known and no handler taking
-/// that class, the daemon hands it to the PHP bridge built into the binary,
-/// which runs it in the app; the other jobs keep their handler.
+/// What Horizon's `StoreJob` listener (`RedisJobRepository::pushed`)
+/// writes for `job` after the push: the `pending` record, the recent and
+/// pending entries, the pending expiry.
+fn write_pushed_record(s: &Scene, job: &Job) {
+    let key = format!("{P}{}", job.uuid());
+    let at = format!("{}.5678", now());
+    let name = job.get("displayName");
+    let _: () = s.redis.cmd(&[
+        "HSET",
+        &key,
+        "id",
+        &job.uuid(),
+        "connection",
+        "redis",
+        "queue",
+        "default",
+        "name",
+        name.as_str().unwrap(),
+        "status",
+        "pending",
+        "payload",
+        &job.build(),
+        "created_at",
+        &at,
+        "updated_at",
+        &at,
+    ]);
+    for list in ["recent_jobs", "pending_jobs"] {
+        let _: () = s.redis.cmd(&[
+            "ZADD",
+            &format!("{P}{list}"),
+            &format!("-{at}"),
+            &job.uuid(),
+        ]);
+    }
+    let _: () = s
+        .redis
+        .cmd(&["EXPIREAT", &key, &(now() + 3600).to_string()]);
+}
+
+fn status(s: &Scene, job: &Job) -> Option<String> {
+    hash(s, &job.uuid()).remove("status")
+}
+
+/// Waits until `job`'s record is `want` and out of `pending_jobs`.
+#[track_caller]
+fn wait_final(s: &Scene, job: &Job, want: &str) {
+    common::wait_until(&format!("{} {want}", job.uuid()), || {
+        status(s, job).as_deref() == Some(want) && !members(s, "pending_jobs").contains(&job.uuid())
+    });
+}
+
+/// Issue 30 item 1: Horizon's connector pushes, then writes the `pending`
+/// record; the worker (woken at once by the notify list) may have run and
+/// recorded the job before that write lands. Whenever it lands (5, 50,
+/// 500 ms after the push, or once the worker's final record is there),
+/// the record ends completed or failed (with the failed expiry, so the
+/// Retry button still finds it), out of `pending_jobs`.
 #[test]
-fn horizons_retry_job_goes_to_the_built_in_php_bridge() {
+fn a_producers_late_pending_record_never_undoes_a_finished_job() {
     let s = Scene::new();
-    let Some(app) = common::laravel::App::new(&s) else {
-        return;
+    let config = horizon(s.config().recording(OUTCOMES)).write();
+    let mut d = s.work(&config, &["--tries=1", "--sleep=0.05"]);
+    let mut cases = Vec::new();
+    for lag in [Some(5), Some(50), Some(500), None] {
+        for (name, want) in [("Good", "completed"), ("Bad", "failed")] {
+            let [job] = Job::named([name]);
+            let job = through_horizon(job);
+            s.push(&job);
+            match lag {
+                // The producer's lag between its push and its write.
+                Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+                // The write lands after the worker's final record.
+                None => common::wait_until("the worker's final record", || {
+                    status(&s, &job).as_deref() == Some(want)
+                }),
+            }
+            write_pushed_record(&s, &job);
+            cases.push((job, want));
+        }
+    }
+    for (job, want) in &cases {
+        wait_final(&s, job, want);
+        if *want == "failed" {
+            assert!(ttl(&s, &job.uuid()) > 10079 * 60, "trim.failed");
+            assert!(members(&s, "failed_jobs").contains(&job.uuid()));
+        }
+    }
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    for (job, want) in &cases {
+        assert_eq!(status(&s, job).as_deref(), Some(*want), "{}", job.uuid());
+    }
+    assert!(members(&s, "pending_jobs").is_empty());
+}
+
+/// Laravel's `queue:retry` pushes the same id again through Horizon's
+/// connector: its `pending` record, with a `pushedAt` of its own, is a new
+/// push, not a late write, and stays pending.
+#[test]
+fn a_new_push_of_a_finished_id_stays_pending() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(OUTCOMES)).write();
+    let mut d = s.work(&config, &["--tries=1", "--sleep=0.05", "--queue=other"]);
+    let [bad, good] = Job::named(["Bad", "Good"]);
+    let bad = through_horizon(bad);
+    s.redis.push("other", &bad.build());
+    s.redis.push("other", &good.build());
+    // The writer writes in order: once it counted the next job's run, it
+    // has written every record of the failure.
+    common::wait_until("the writer past the failure", || {
+        hash(&s, "queue:other")
+            .get("throughput")
+            .map(String::as_str)
+            == Some("1")
+    });
+    assert_eq!(status(&s, &bad).as_deref(), Some("failed"));
+    let again = bad
+        .clone()
+        .set("pushedAt", json!(format!("{}.9999", now())));
+    write_pushed_record(&s, &again);
+    // The worker checks its watched jobs every second; two beats later the
+    // record is still the new push's.
+    let master = {
+        common::wait_until("a master", || !members(&s, "masters").is_empty());
+        members(&s, "masters").remove(0)
     };
-    std::fs::write(app.dir.join("bootstrap/horizon-retry.php"), RETRY_STAND_IN).unwrap();
-    let autoload = app.dir.join("bootstrap/autoload.php");
-    let mut text = std::fs::read_to_string(&autoload).unwrap();
-    text.push_str("\nrequire_once __DIR__.'/horizon-retry.php';\n");
-    std::fs::write(&autoload, text).unwrap();
+    let beat = |s: &Scene| -> f64 {
+        let scores: Vec<(String, f64)> =
+            s.redis
+                .cmd(&["ZRANGE", &format!("{P}masters"), "0", "-1", "WITHSCORES"]);
+        scores
+            .iter()
+            .find(|(m, _)| *m == master)
+            .map_or(0.0, |(_, at)| *at)
+    };
+    let first = beat(&s);
+    common::wait_until("three more beats", || beat(&s) >= first + 3.0);
+    assert_eq!(status(&s, &bad).as_deref(), Some("pending"));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
+/// Issue 30 items 1 and 2: a dashboard retry of a failed job without tags
+/// (`"tags":[]` pushed, `{}` once reserved) updates the original's
+/// `retried_by`, whether `RetryFailedJob` wrote the reference before the
+/// worker finished the retry or after.
+#[test]
+fn a_retry_of_an_untagged_failed_job_updates_its_parent_whenever_it_is_listed() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(OUTCOMES)).write();
+    let mut d = s.work(&config, &["--tries=1", "--sleep=0.05"]);
+    let reference = |parent: &str, retry: &Job| {
+        let _: () = s.redis.cmd(&[
+            "HSET",
+            &format!("{P}{parent}"),
+            "status",
+            "failed",
+            "retried_by",
+            &json!([{"id": retry.uuid(), "status": "pending", "retried_at": 1700000000}])
+                .to_string(),
+        ]);
+    };
+    let [early, late] = Job::named(["Early", "Late"]);
+    let early = through_horizon(early).set("retry_of", json!("parent-early"));
+    let late = through_horizon(late).set("retry_of", json!("parent-late"));
+    reference("parent-early", &early);
+    s.push(&early);
+    s.push(&late);
+    write_pushed_record(&s, &early);
+    common::wait_until("the late retry ran", || {
+        status(&s, &late).as_deref() == Some("completed")
+    });
+    write_pushed_record(&s, &late);
+    reference("parent-late", &late);
+    for (parent, retry) in [("parent-early", &early), ("parent-late", &late)] {
+        common::wait_until(&format!("{parent}'s retried_by"), || {
+            let text = hash(&s, parent).remove("retried_by").unwrap_or_default();
+            let retried: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            retried[0]["status"] == "completed" && retried[0]["id"] == retry.uuid()
+        });
+        wait_final(&s, retry, "completed");
+    }
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}
+
+/// Issue 30 item 2: a silenced job without tags is listed under Silenced,
+/// not Completed.
+#[test]
+fn an_untagged_silenced_job_lands_in_silenced_jobs() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording("")).write();
+    let [quiet] = Job::named(["Quiet"]);
+    let quiet = through_horizon(quiet).set("silenced", json!(true));
+    s.push(&quiet);
+    s.run(&config, &["--max-jobs=1", "--sleep=0.05"]);
+    assert_eq!(members(&s, "silenced_jobs"), [quiet.uuid()]);
+    assert!(members(&s, "completed_jobs").is_empty());
+    assert_eq!(status(&s, &quiet).as_deref(), Some("completed"));
+}
+
+/// Issue 30 item 5: after the connection to Redis drops (a restart, then a
+/// killed client), the records of the jobs Redis deleted are all written:
+/// a batch that did not reach Redis is sent again once it is back.
+#[test]
+fn every_deleted_job_has_its_record_across_a_restart_and_a_killed_client() {
+    let mut s = Scene::new();
+    let server = common::http_server::Server::start(|_| common::http_server::ok());
+    // A pop whose answer the killed client lost leaves its job reserved
+    // until retry_after: 5 s, so the run ends soon after.
     let config = horizon(
         s.config()
-            .recording("")
-            .tune(|h| h.matching("App\\*"))
-            .app_path(&app.dir),
+            .handler(common::Handler::url(&server.url("/job")))
+            .retry_after(5),
     )
     .write();
-    let class = "Laravel\\Horizon\\Jobs\\RetryFailedJob";
-    let command = format!(
-        "O:{}:\"{class}\":1:{{s:3:\"tag\";s:5:\"retry\";}}",
-        class.len()
-    );
-    let retry = Job::laravel8(class).set("data", json!({"commandName": class, "command": command}));
-    let [plain] = Job::named(["Plain"]);
-    s.redis.push("default", &retry.build());
-    s.redis.push("default", &plain.build());
-    let d = s.work_until_exit(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+    let jobs = Job::numbered("App\\Jobs\\Load@handle", 6000);
+    let key = common::q("default");
+    {
+        let mut conn = s.redis.conn(0);
+        for chunk in jobs.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for job in chunk {
+                pipe.rpush(&key, job.build()).ignore();
+            }
+            let () = pipe.query(&mut conn).unwrap();
+        }
+    }
+    let mut d = s.work(&config, &["--concurrency=8", "--sleep=0.05"]);
+    common::wait_until("a third of the jobs run", || s.redis.llen(&key) <= 4000);
+    s.redis.shutdown_save();
+    s.redis.start_again();
+    common::wait_until("two thirds of the jobs run", || s.redis.llen(&key) <= 2000);
+    let killed: i64 = s
+        .redis
+        .cmd(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+    assert!(killed > 0);
+    common::wait_until("every job run", || {
+        s.redis.llen(&key) == 0 && s.redis.zcard(&format!("{key}:reserved")) == 0
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
 
-    let runs = app.events("handle", "retry");
-    assert_eq!(runs.len(), 1, "{}", d.stderr_text());
-    assert_eq!(runs[0]["job"], "RetryFailedJob");
+    let mut conn = s.redis.conn(0);
+    let mut pipe = redis::pipe();
+    for job in &jobs {
+        pipe.hget(format!("{P}{}", job.uuid()), "status");
+    }
+    let statuses: Vec<Option<String>> = pipe.query(&mut conn).unwrap();
+    let missing: Vec<&Job> = jobs
+        .iter()
+        .zip(&statuses)
+        .filter(|(_, status)| status.as_deref() != Some("completed"))
+        .map(|(job, _)| job)
+        .collect();
     assert!(
-        d.stderr_text().contains("go to the PHP bridge"),
-        "{}",
+        missing.is_empty(),
+        "{} of {} jobs without a completed record; {}",
+        missing.len(),
+        jobs.len(),
         d.stderr_text()
     );
-    assert_eq!(s.log().len(), 1, "the other job keeps its handler");
-    assert_eq!(hash(&s, &retry.uuid())["status"], "completed");
+}
+
+/// Issue 30 item 6: a worker killed (SIGKILL) right after Redis deleted a
+/// job, while that job's record still waits in the writer's linger (the
+/// handler takes 20 ms, so the linger the reservation opened is over and
+/// the settle's record waits 5 ms more), leaves the record completed or
+/// failed, not `reserved` in the pending list: it went with the delete.
+#[test]
+fn a_worker_killed_right_after_a_settle_leaves_the_record_final() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(&format!("sleep 0.02\n{OUTCOMES}"))).write();
+    let key = common::q("default");
+    let reserved = format!("{key}:reserved");
+    let mut conn = s.redis.conn(0);
+    for (name, want) in [
+        ("Good", "completed"),
+        ("Bad", "failed"),
+        ("Good", "completed"),
+        ("Bad", "failed"),
+    ] {
+        let mut d = s.work(&config, &["--tries=1", "--sleep=0.05"]);
+        common::wait_until("the worker's master record", || {
+            !members(&s, "masters").is_empty()
+        });
+        let [job] = Job::named([name]);
+        let job = through_horizon(job);
+        s.push(&job);
+        // As soon as Redis deleted it: neither ready nor reserved.
+        loop {
+            let (ready, held): (i64, i64) = redis::pipe()
+                .llen(&key)
+                .zcard(&reserved)
+                .query(&mut conn)
+                .unwrap();
+            if ready == 0 && held == 0 {
+                break;
+            }
+        }
+        d.signal(nix::sys::signal::Signal::SIGKILL);
+        let _ = d.wait_exit();
+        assert_eq!(status(&s, &job).as_deref(), Some(want), "{}", job.uuid());
+        assert!(!members(&s, "pending_jobs").contains(&job.uuid()));
+        let record = hash(&s, &job.uuid());
+        assert_eq!(record["name"], format!("App\\Jobs\\{name}"));
+        assert_eq!(record["queue"], "default");
+        if want == "failed" {
+            assert!(record["exception"].contains("boom"));
+            assert!(ttl(&s, &job.uuid()) > 10079 * 60, "trim.failed");
+            assert!(members(&s, "failed_jobs").contains(&job.uuid()));
+        }
+        // The next worker starts with the master gone.
+        let _: () = s.redis.cmd(&["DEL", &format!("{P}masters")]);
+    }
+}
+
+/// The delete that carries a job's record ([`a_worker_killed_right_after_a_settle_leaves_the_record_final`])
+/// never costs the job: a Redis user that may neither `EVALSHA` nor touch
+/// Horizon's keys gets the plain delete, and every job ends as it should.
+#[test]
+fn a_user_refused_horizons_keys_still_settles_every_job() {
+    let s = Scene::new();
+    let _: () = s.redis.cmd(&[
+        "ACL",
+        "SETUSER",
+        "worker",
+        "on",
+        ">worker-secret",
+        "resetkeys",
+        "~laravel_database_*",
+        "+@all",
+        "-evalsha",
+    ]);
+    let url = format!("{}&user=worker&pass=worker-secret", s.redis.url(0));
+    let config = horizon(s.config().recording(OUTCOMES))
+        .set("redis", "url", url)
+        .write();
+    let jobs = Job::named(["A", "Bad"]);
+    s.push_on("default", &jobs);
+    let d = s.run(&config, &["--max-jobs=2", "--tries=1", "--sleep=0.05"]);
+
+    for job in &jobs {
+        assert_eq!(s.log().iter().filter(|l| **l == job.run_line(1)).count(), 1);
+    }
+    assert_eq!(s.redis.llen(&common::q("default")), 0);
+    assert_eq!(
+        s.redis.zcard(&format!("{}:reserved", common::q("default"))),
+        0
+    );
+    assert_eq!(s.failed_rows().len(), 1);
+    assert!(
+        s.redis.keys(0).iter().all(|k| !k.starts_with(P)),
+        "{:?}",
+        s.redis.keys(0)
+    );
+    assert_records_refused(&d, "NoPerm");
 }
 
 /// Horizon's prefix follows Horizon's own rule for each value: a set

@@ -95,11 +95,13 @@ impl Identity {
 }
 
 /// Beats every [`EVERY`] until the task is aborted; `control` tells
-/// whether the worker is paused.
+/// whether the worker is paused. Each beat also checks the finished jobs
+/// a late producer's write may have undone ([`super::late`]).
 pub async fn run(
     keys: Keys,
     me: Identity,
     slots: std::sync::Arc<LiveSlots>,
+    late: std::sync::Arc<super::late::Late>,
     mut conn: RedisConn,
     control: watch::Receiver<Control>,
 ) {
@@ -122,8 +124,14 @@ pub async fn run(
                 Err(e) => limiter.log(tracing::Level::WARN, SITE, &e),
             }
         }
+        if let Err(e) = late.check(&keys, &mut conn).await {
+            limiter.log(tracing::Level::WARN, LATE_SITE, &e);
+        }
     }
 }
+
+/// The log site of a failed check of the watched jobs.
+const LATE_SITE: &str = "cannot check Horizon's records of finished jobs";
 
 /// The log site of a failed beat.
 const SITE: &str = "cannot write Horizon's master and supervisor records";

@@ -9,14 +9,22 @@
 //!   `retried_by`), written after Redis did each step, behind a
 //!   [`Decoupled`] listener, on a thread and a connection of their own,
 //!   one script call per batch, never holding up a job;
+//! - [`companion`]: a job's completed or failed record also written by the
+//!   script that deletes it, when the records live on the queue's Redis,
+//!   so a worker killed between the two leaves it right;
 //! - [`metrics`]: per class and per queue throughput and runtime;
+//! - [`late`]: the final state of a finished job put back when the
+//!   producer's `pending` record (or a retry's `retried_by` entry) lands
+//!   after it, checked at each heartbeat;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
 //!   commands Horizon queues for them;
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
 //!   trimming of the job lists, for deployments with no PHP Horizon left.
 
+pub mod companion;
 pub mod heartbeat;
 pub mod keys;
+pub mod late;
 pub mod metrics;
 pub mod ops;
 pub mod records;
@@ -113,12 +121,22 @@ impl Horizon {
         options: &WorkerOptions,
         control: watch::Receiver<Control>,
     ) -> anyhow::Result<Self> {
+        let on_queue_redis = settings.redis.is_none() && !target.is_cluster();
         let target = settings.redis.as_ref().unwrap_or(target);
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
+        if on_queue_redis {
+            queue.set_companion(Arc::new(companion::Companion {
+                keys: keys.clone(),
+                connection: connection.to_string(),
+                trim: settings.trim,
+            }));
+        }
         let refused = Arc::new(AtomicU64::new(0));
+        let late = Arc::new(late::Late::default());
         let writer = {
             let (keys, target, refused) = (keys.clone(), target.clone(), Arc::clone(&refused));
+            let late = Arc::clone(&late);
             let (connection, settings) = (connection.to_string(), settings.clone());
             move || async move {
                 Ok(writer::Writer {
@@ -132,6 +150,7 @@ impl Horizon {
                         crate::log_limit::DEFAULT_INTERVAL,
                     ),
                     quiet_until: None,
+                    late,
                 })
             }
         };
@@ -144,6 +163,7 @@ impl Horizon {
             keys.clone(),
             me.clone(),
             Arc::clone(&slots),
+            late,
             conn.clone(),
             control,
         ));

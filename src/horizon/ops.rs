@@ -21,39 +21,71 @@ use super::script::Batch;
 
 /// The payload fields Horizon's records need beyond those the worker
 /// parsed, read only from a payload that has one of them.
+///
+/// Each is read on its own and accepts what Laravel's pop script leaves:
+/// it re-encodes the reserved copy with Lua's cjson, which writes PHP's
+/// empty array (`"tags":[]`) as an empty object (`"tags":{}`). A field of
+/// an unexpected type is taken as absent; it never costs the others.
 #[derive(Deserialize, Default)]
-struct Extra {
+pub struct Extra {
     #[serde(default)]
-    tags: Option<Vec<serde_json::Value>>,
+    tags: Option<serde_json::Value>,
     #[serde(default)]
     silenced: Option<serde_json::Value>,
     #[serde(default)]
     retry_of: Option<serde_json::Value>,
+    #[serde(default, rename = "pushedAt")]
+    pushed_at: Option<serde_json::Value>,
 }
 
 impl Extra {
     /// The fields of `payload`; a payload that names none of them (one
     /// pushed without Horizon) is not parsed again.
-    fn of(payload: &[u8]) -> Self {
+    pub fn of(payload: &[u8]) -> Self {
         let named = |field: &[u8]| memchr::memmem::find(payload, field).is_some();
-        if !(named(b"\"tags\"") || named(b"\"silenced\"") || named(b"\"retry_of\"")) {
+        if !(named(b"\"tags\"")
+            || named(b"\"silenced\"")
+            || named(b"\"retry_of\"")
+            || named(b"\"pushedAt\""))
+        {
             return Extra::default();
         }
         serde_json::from_slice(payload).unwrap_or_default()
     }
 
+    /// The tags: a list (`[]` as PHP writes it), or an object (`{}`, the
+    /// same empty list after cjson; a keyed one gives its values).
     fn tags(&self) -> Vec<&str> {
-        self.tags
-            .iter()
-            .flatten()
-            .filter_map(|t| t.as_str())
-            .collect()
+        let values: Box<dyn Iterator<Item = &serde_json::Value>> = match &self.tags {
+            Some(serde_json::Value::Array(list)) => Box::new(list.iter()),
+            Some(serde_json::Value::Object(map)) => Box::new(map.values()),
+            _ => Box::new(std::iter::empty()),
+        };
+        values.filter_map(|t| t.as_str()).collect()
     }
 
-    fn retry_of(&self) -> Option<String> {
+    /// The id of the failed job this one retries (`retry_of`).
+    pub fn retry_of(&self) -> Option<String> {
         match &self.retry_of {
-            Some(serde_json::Value::String(id)) => Some(id.clone()),
+            Some(serde_json::Value::String(id)) if !id.is_empty() => Some(id.clone()),
             Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Horizon's `pushedAt` as the payload's text holds it
+    /// (`"pushedAt":"1700000000.1234"`, as Horizon's connector writes it):
+    /// the job was pushed through that connector, whose `JobPushed`
+    /// listener writes a `pending` record of its own, maybe after this
+    /// worker finished the job (see [`super::late`]). The text tells that
+    /// write from a later push of the same id, which has a `pushedAt` of
+    /// its own.
+    pub fn pushed_at(&self) -> Option<String> {
+        match &self.pushed_at {
+            Some(serde_json::Value::String(at)) if !at.is_empty() => Some(format!(
+                "\"pushedAt\":{}",
+                serde_json::Value::String(at.clone())
+            )),
             _ => None,
         }
     }
@@ -125,6 +157,40 @@ fn plan(records: &[Record]) -> Vec<Write<'_>> {
     writes.into_iter().flatten().collect()
 }
 
+/// Adds the op that writes `record`, a job's completion or failure, with
+/// the delete that settles it ([`super::companion`]): `S` for a completion
+/// (no metrics: the writer counts the run), `F` for a failure.
+pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
+    let extra = Extra::of(&record.payload);
+    match record.step {
+        Step::Completed { .. } => {
+            let (time, score) = time_and_score(record.at);
+            let id = &record.id;
+            batch
+                .op("S")
+                .key(id)
+                .text(id)
+                .text(&record.queue)
+                .text(&record.name);
+            let parent = extra.retry_of().map_or(0, |id| batch.key_index(&id));
+            batch
+                .payload(&record.payload)
+                .text(&time)
+                .text(&score)
+                .text(until(record.at, trim.completed))
+                .text(u8::from(extra.silenced()))
+                .text(parent);
+            let tags = extra.tags();
+            batch.text(tags.len());
+            for tag in &tags {
+                batch.text(tag).key(tag);
+            }
+            batch.text(until(record.at, trim.monitored));
+        }
+        _ => add(batch, &mut Runs::default(), record, &extra, trim),
+    }
+}
+
 /// `microtime(true)` as Horizon writes it, and the score of a list
 /// entry at that time (newest first).
 fn time_and_score(at: f64) -> (String, String) {
@@ -166,7 +232,8 @@ fn add_done(
         .text(&completed_at)
         .text(&completed_score)
         .text(until(completed.at, trim.completed))
-        .text(u8::from(extra.silenced()));
+        .text(u8::from(extra.silenced()))
+        .text(extra.pushed_at().unwrap_or_default());
     runs.add(&reserved.queue, &reserved.name, runtime_ms);
 }
 
@@ -211,6 +278,7 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .text(&score)
                 .text(u8::from(extra.silenced()))
                 .text(parent)
+                .text(extra.pushed_at().unwrap_or_default())
                 .text(tags.len());
             for tag in &tags {
                 batch.text(tag);
@@ -234,7 +302,10 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .text(&record.name);
             batch.payload(&record.payload).text(exception).text(&time);
             batch.text(until(trim.failed)).text(&score).text(parent);
-            batch.text(trim.failed * 60).text(tags.len());
+            batch
+                .text(trim.failed * 60)
+                .text(extra.pushed_at().unwrap_or_default())
+                .text(tags.len());
             for tag in &tags {
                 batch.key(&format!("failed:{tag}"));
             }
@@ -302,5 +373,28 @@ mod tests {
                 "Completed { runtime_ms: 1.0 } d",
             ]
         );
+    }
+
+    /// Issue 30 item 2: Laravel's pop script re-encodes the reserved copy
+    /// with cjson, which writes PHP's `[]` as `{}`; `silenced`, `retry_of`
+    /// and `pushedAt` are still read, and each field on its own.
+    #[test]
+    fn tags_as_cjson_leaves_them_cost_no_other_field() {
+        let popped = br#"{"tags":{},"silenced":true,"retry_of":"p1","pushedAt":"1700000000.1234"}"#;
+        let extra = Extra::of(popped);
+        assert!(extra.tags().is_empty());
+        assert!(extra.silenced());
+        assert_eq!(extra.retry_of().as_deref(), Some("p1"));
+        assert_eq!(
+            extra.pushed_at().as_deref(),
+            Some(r#""pushedAt":"1700000000.1234""#)
+        );
+        let pushed = Extra::of(br#"{"tags":[],"silenced":false,"retry_of":null}"#);
+        assert!(pushed.tags().is_empty() && !pushed.silenced() && pushed.plain());
+        let odd = Extra::of(br#"{"tags":"x","silenced":1,"retry_of":"p2"}"#);
+        assert!(odd.tags().is_empty() && odd.silenced());
+        assert_eq!(odd.retry_of().as_deref(), Some("p2"));
+        let keyed = Extra::of(br#"{"tags":{"0":"a","1":"b"}}"#);
+        assert_eq!(keyed.tags(), ["a", "b"]);
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! A record is written only for what Redis did: a settle that Redis refused
 //! (the reservation gone, left reserved, the lease lost) writes nothing,
-//! and a failure kept in `:unrecorded` is still a failed job.
+//! a settle whose answer was lost writes the step it asked for, and a
+//! failure kept in `:unrecorded` is still a failed job.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -98,15 +99,35 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
 }
 
 /// The step a settle stands for, when Redis did it.
+///
+/// A settle whose answer was lost (`Gone` after a failed try: Redis did
+/// the step, the reply never came, and the next try found the reservation
+/// gone) stands for the step the verdict asked for, as the settle itself
+/// concludes: that try removed the reservation. A job another worker
+/// reclaimed meanwhile gets that worker's records after this one.
 fn settled_step(verdict: &Verdict, settled: Settled, took: Duration) -> Option<Step> {
+    let completed = || Step::Completed {
+        runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
+    };
     match (settled, verdict) {
-        (Settled::Done, _) => Some(Step::Completed {
-            runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
-        }),
+        (Settled::Done, _) => Some(completed()),
         (Settled::Released { .. }, _) => Some(Step::Released),
         (Settled::Failed { .. }, Verdict::Fail { exception, .. }) => Some(Step::Failed {
             exception: exception.to_string(),
         }),
+        (
+            Settled::Gone {
+                after_failure: true,
+            },
+            verdict,
+        ) => match verdict {
+            Verdict::Delete => Some(completed()),
+            Verdict::Release { .. } | Verdict::HandBack { .. } => Some(Step::Released),
+            Verdict::Fail { exception, .. } => Some(Step::Failed {
+                exception: exception.to_string(),
+            }),
+            Verdict::LeaseLost => None,
+        },
         _ => None,
     }
 }
@@ -126,4 +147,60 @@ fn record(job: &JobFacts, payload: Bytes, at: f64, step: Step) -> Option<Record>
 pub fn microtime(at: SystemTime) -> f64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_micros() as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exception::JobException;
+
+    fn settled(verdict: Verdict, settled: Settled) -> Vec<Record> {
+        let job = JobFacts {
+            queue: std::sync::Arc::new(crate::queue::QueueKeys::new("queues:", "default", false)),
+            reserved: Bytes::from_static(br#"{"uuid":"u1","displayName":"App\\Jobs\\A"}"#),
+            id: Some("u1".into()),
+            display_name: Some("App\\Jobs\\A".into()),
+        };
+        let event = Stamped {
+            at: SystemTime::now(),
+            event: Event::Settled {
+                job,
+                verdict,
+                settled,
+                took: Duration::from_millis(3),
+            },
+        };
+        let mut out = Vec::new();
+        from_event(&event, &mut out);
+        out
+    }
+
+    /// Issue 30 item 4: Redis did the step, the answer was lost, the next
+    /// try found the reservation gone: the record still ends right.
+    #[test]
+    fn a_settle_whose_answer_was_lost_writes_the_step_it_asked_for() {
+        let lost = Settled::Gone {
+            after_failure: true,
+        };
+        let done = settled(Verdict::Delete, lost);
+        assert!(matches!(done[0].step, Step::Completed { .. }), "{done:?}");
+        let fail = Verdict::Fail {
+            exception: JobException::new("RuntimeException", "boom"),
+            failed_hook: false,
+        };
+        let failed = settled(fail, lost);
+        assert!(
+            matches!(&failed[0].step, Step::Failed { exception } if exception.contains("boom"))
+        );
+        let release = Verdict::Release {
+            delay: 5,
+            exception: None,
+        };
+        assert_eq!(settled(release, lost)[0].step, Step::Released);
+        // Reclaimed by another worker, which writes its own records.
+        let reclaimed = Settled::Gone {
+            after_failure: false,
+        };
+        assert!(settled(Verdict::Delete, reclaimed).is_empty());
+    }
 }

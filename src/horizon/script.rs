@@ -36,6 +36,35 @@ pub const MEASURED_JOBS: usize = 9;
 /// `KEYS` index of `measured_queues`.
 pub const MEASURED_QUEUES: usize = 10;
 
+/// Horizon's `updateRetryInformationOnParent`, in Lua: sets the status
+/// of retry `id` in the `retried_by` list of `parent` (a hash key);
+/// returns whether the list had `id` (Horizon's `RetryFailedJob` pushes
+/// the retry before it adds it there). Shared by [`RECORDS`] and
+/// [`super::late::SCRIPT`].
+macro_rules! retried_lua {
+    () => {
+        r"local function retried(parent, id, status)
+  local text = redis.call('HGET', parent, 'retried_by')
+  if not text then return false end
+  local ok, retries = pcall(cjson.decode, text)
+  if not ok or type(retries) ~= 'table' then return false end
+  local found = false
+  for _, retry in ipairs(retries) do
+    if type(retry) == 'table' and retry['id'] == id then
+      retry['status'] = status
+      found = true
+    end
+  end
+  if found then
+    redis.call('HSET', parent, 'retried_by', cjson.encode(retries))
+  end
+  return found
+end
+"
+    };
+}
+pub(crate) use retried_lua;
+
 /// The batch script. ARGV\[1\]: the connection name; then the ops:
 ///
 /// - `R` (reserved), `L` (released), `M` (migrated): hash, id, queue, name,
@@ -44,20 +73,41 @@ pub const MEASURED_QUEUES: usize = 10;
 ///   `pushed()` makes it (with the recent and pending entries, the
 ///   expiry, and the job in each monitored tag's list).
 /// - `C` (completed): hash, id, time, expiry, score, silenced (0/1),
-///   retry parent's hash (0: none), tag count, the tags, then when there
-///   are tags: queue, name, payload, monitored expiry (for `remember`).
+///   retry parent's hash (0: none), pushed (the payload's `"pushedAt":…`
+///   text, empty: none), tag count, the tags, then when there are tags:
+///   queue, name, payload, monitored expiry (for `remember`).
 /// - `F` (failed): hash, id, queue, name, payload, exception, time,
 ///   expiry, score, retry parent's hash (0: none), `failed:{tag}` seconds
-///   to live, tag count, the `failed:{tag}` keys.
+///   to live, pushed, tag count, the `failed:{tag}` keys.
 /// - `D` (reserved, then completed, in one batch; see [`super::ops`]):
 ///   hash, id, queue, name, payload, reserved time, recent score,
-///   completed time, completed score, expiry, silenced (0/1).
+///   completed time, completed score, expiry, silenced (0/1), pushed.
+/// - `S` (completed, written with the delete, see [`super::companion`]):
+///   hash, id, queue, name, payload, time, score, expiry, silenced (0/1),
+///   retry parent's hash (0: none), tag count, (tag, tag key) pairs,
+///   monitored expiry: what `R` then `C` leave, a hash that does not exist
+///   made whole (reserved at that time).
 /// - `T` (metrics): hash, measured set, run count, the runtimes (ms).
+///
+/// A job's `R` finds its record already `completed` or `failed` with the
+/// same (reserved) payload when the settle wrote it (`S`, or `F`, with the
+/// delete) before the writer got to the reservation: it then leaves the
+/// record as it is. `F` and `S` make a record that does not exist with
+/// `created_at` = `reserved_at`, as `R` does, so a later op knows the
+/// worker made it.
 ///
 /// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
 /// arguments before its first write, so one that fails leaves the next
 /// op's arguments in place.
-pub const RECORDS: &str = r"
+///
+/// Returns `{failed ops, first error, watched ids}`: the ids of the jobs
+/// whose final state a producer's write may still undo ([`super::late`]):
+/// a record this worker created (its `created_at` is its `reserved_at`)
+/// for a payload pushed through Horizon's connector, whose `pending`
+/// record has not landed yet; or a retry whose parent's `retried_by`
+/// does not list it yet.
+pub const RECORDS: &str = concat!(
+    r"
 local conn = ARGV[1]
 local at = 2
 local function take()
@@ -76,23 +126,22 @@ end
 local function monitored(tag)
   return redis.call('SISMEMBER', KEYS[8], tag) == 1
 end
-local function retried(parent, id, status)
-  local text = redis.call('HGET', parent, 'retried_by')
-  if not text then return end
-  local ok, retries = pcall(cjson.decode, text)
-  if not ok or type(retries) ~= 'table' then return end
-  local changed = false
-  for _, retry in ipairs(retries) do
-    if type(retry) == 'table' and retry['id'] == id then
-      retry['status'] = status
-      changed = true
-    end
-  end
-  if changed then
-    redis.call('HSET', parent, 'retried_by', cjson.encode(retries))
-  end
+local watched = {}
+local function watch(id)
+  watched[#watched + 1] = id
 end
-local function step(op)
+local function settled(hash, payload)
+  local status = redis.call('HGET', hash, 'status')
+  if status ~= 'completed' and status ~= 'failed' then return false end
+  return redis.call('HGET', hash, 'payload') == payload
+end
+local function ours(hash)
+  local at = redis.call('HMGET', hash, 'created_at', 'reserved_at')
+  return at[1] ~= false and at[1] == at[2]
+end
+",
+    retried_lua!(),
+    r"local function step(op)
   if op == 'R' or op == 'L' or op == 'M' then
     local hash = key()
     local id, queue, name, payload, time, expiry, score = take_many(7)
@@ -101,6 +150,7 @@ local function step(op)
       local tag = take()
       tags[t] = {tag, key()}
     end
+    if op == 'R' and settled(hash, payload) then return end
     if redis.call('EXISTS', hash) == 0 then
       redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
         'created_at', time)
@@ -119,7 +169,7 @@ local function step(op)
     end
   elseif op == 'C' then
     local hash = key()
-    local id, time, expiry, score, silenced, parent = take_many(6)
+    local id, time, expiry, score, silenced, parent, pushed = take_many(7)
     silenced = silenced == '1'
     parent = tonumber(parent)
     local tags = {}
@@ -128,7 +178,7 @@ local function step(op)
     if #tags > 0 then
       queue, name, payload, kept = take_many(4)
     end
-    if parent > 0 then retried(KEYS[parent], id, 'completed') end
+    local late = parent > 0 and not retried(KEYS[parent], id, 'completed')
     redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('HSET', hash, 'status', 'completed', 'completed_at', time)
@@ -143,13 +193,21 @@ local function step(op)
         'status', 'completed', 'payload', payload, 'completed_at', time)
       redis.call('EXPIREAT', hash, kept)
     end
+    if late or (pushed ~= '' and ours(hash)) then watch(id) end
   elseif op == 'F' then
     local hash = key()
-    local id, queue, name, payload, exception, time, expiry, score, parent, ttl = take_many(10)
+    local id, queue, name, payload, exception, time, expiry, score, parent, ttl, pushed =
+      take_many(11)
     parent = tonumber(parent)
     local tags = {}
     for t = 1, tonumber(take()) do tags[t] = key() end
-    if parent > 0 then retried(KEYS[parent], id, 'failed') end
+    local late = parent > 0 and not retried(KEYS[parent], id, 'failed')
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'created_at', time, 'reserved_at', time)
+      if pushed ~= '' then watch(id) end
+    elseif late or (pushed ~= '' and ours(hash)) then
+      watch(id)
+    end
     redis.call('ZADD', KEYS[5], score, id)
     redis.call('ZADD', KEYS[6], score, id)
     redis.call('ZREM', KEYS[2], id)
@@ -165,19 +223,53 @@ local function step(op)
     end
   elseif op == 'D' then
     local hash = key()
-    local id, queue, name, payload, reserved, recent, time, score, expiry, silenced = take_many(10)
+    local id, queue, name, payload, reserved, recent, time, score, expiry, silenced, pushed =
+      take_many(11)
     if redis.call('EXISTS', hash) == 0 then
+      if pushed ~= '' then watch(id) end
       redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
         'created_at', reserved, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZADD', KEYS[1], recent, id)
     else
+      if pushed ~= '' and ours(hash) then watch(id) end
       redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZREM', KEYS[2], id)
     end
     redis.call('ZADD', silenced == '1' and KEYS[4] or KEYS[3], score, id)
     redis.call('EXPIREAT', hash, expiry)
+  elseif op == 'S' then
+    local hash = key()
+    local id, queue, name, payload, time, score, expiry, silenced, parent = take_many(9)
+    parent = tonumber(parent)
+    local tags = {}
+    for t = 1, tonumber(take()) do
+      local tag = take()
+      tags[t] = {tag, key()}
+    end
+    local kept = take()
+    if parent > 0 then retried(KEYS[parent], id, 'completed') end
+    local watched = false
+    for _, tag in ipairs(tags) do
+      if monitored(tag[1]) then watched = true end
+    end
+    if redis.call('EXISTS', hash) == 0 then
+      redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+        'created_at', time, 'updated_at', time, 'reserved_at', time)
+      redis.call('ZADD', KEYS[1], score, id)
+      for _, tag in ipairs(tags) do
+        if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
+      end
+    end
+    redis.call('HSET', hash, 'status', 'completed', 'payload', payload, 'completed_at', time)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZADD', silenced == '1' and KEYS[4] or KEYS[3], score, id)
+    redis.call('EXPIREAT', hash, expiry)
+    if watched then
+      redis.call('ZADD', KEYS[7], score, id)
+      redis.call('EXPIREAT', hash, kept)
+    end
   elseif op == 'T' then
     local hash = key()
     local set = key()
@@ -212,8 +304,9 @@ while at <= #ARGV do
     first = first or tostring(err)
   end
 end
-return {failed, first or ''}
-";
+return {failed, first or '', watched}
+"
+);
 
 /// A batch being built: its keys and its ops' arguments.
 ///
@@ -280,6 +373,20 @@ impl<'a> Batch<'a> {
     pub fn payload(&mut self, payload: &Bytes) -> &mut Self {
         self.args.arg(&payload[..]);
         self
+    }
+
+    /// The batch's keys and arguments, for a script call made elsewhere
+    /// (see [`super::companion`]).
+    pub fn into_parts(self) -> (Vec<String>, Vec<Bytes>) {
+        let args = self
+            .args
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(Bytes::copy_from_slice(bytes)),
+                _ => None,
+            })
+            .collect();
+        (self.names, args)
     }
 
     /// The `EVALSHA` of `script` for the batch: its SHA1, the keys, the

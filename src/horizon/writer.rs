@@ -4,12 +4,14 @@
 //! It runs behind a [`Decoupled`](crate::worker::decoupled::Decoupled)
 //! listener, on a thread and a connection of its own: each batch of events
 //! (what came within [`LINGER`], up to [`BATCH`]) becomes one call of the
-//! batch script ([`super::script`]). A Redis error is logged (once per
-//! interval, see [`crate::log_limit`]), the records it cost are counted,
-//! and the batch is dropped: never retried. After a batch Redis refused
-//! whole, the writer drops (and counts) what comes for [`QUIET`] without
-//! sending it, so a Redis that refuses every record costs one round trip
-//! per [`QUIET`], not one per batch.
+//! batch script ([`super::script`]). A batch that did not reach Redis (the
+//! connection dropped: a restart, a failover, a killed client) is sent
+//! again once the connection is back ([`Writer::send`]). A batch Redis
+//! refused is logged (once per interval, see [`crate::log_limit`]), the
+//! records it cost are counted, and it is dropped: never retried. After a
+//! batch Redis refused whole, the writer drops (and counts) what comes for
+//! [`QUIET`] without sending it, so a Redis that refuses every record
+//! costs one round trip per [`QUIET`], not one per batch.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +60,8 @@ pub struct Writer {
     pub limiter: RepeatLimiter,
     /// Until when batches are dropped unsent (see [`QUIET`]).
     pub quiet_until: Option<std::time::Instant>,
+    /// The jobs whose final state a late producer's write may undo.
+    pub late: Arc<super::late::Late>,
 }
 
 impl Consumer for Writer {
@@ -80,25 +84,100 @@ impl Consumer for Writer {
         let mut batch = Batch::new(&self.keys, &self.connection);
         super::ops::add_all(&mut batch, &records, &self.settings.trim);
         let cmd = batch.command(&self.script);
-        let written: redis::RedisResult<(u64, String)> =
-            super::script::call(&cmd, &self.script, &mut self.conn).await;
-        match written {
-            Ok((0, _)) => self.limiter.log_resolved(SITE),
-            Ok((refused, first)) => {
+        let sent = batch.len() as u64;
+        drop(batch);
+        match self.send(&cmd).await {
+            Ok((0, _, watched)) => {
+                self.limiter.log_resolved(SITE);
+                self.watch(&records, &watched);
+            }
+            Ok((refused, first, watched)) => {
                 self.refused.fetch_add(refused, Ordering::Relaxed);
                 self.limiter.log(tracing::Level::WARN, SITE, &first);
-                if refused >= batch.len() as u64 {
+                if refused >= sent {
                     self.quiet_until = Some(std::time::Instant::now() + QUIET);
                 }
+                self.watch(&records, &watched);
             }
             Err(e) => {
-                self.refused
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.refused.fetch_add(sent, Ordering::Relaxed);
                 self.limiter.log(tracing::Level::WARN, SITE, &e);
                 self.quiet_until = Some(std::time::Instant::now() + QUIET);
             }
         }
     }
+}
+
+/// What the batch script answers: ops refused, the first refusal, the
+/// ids to watch ([`super::late`]).
+type Answer = (u64, String, Vec<String>);
+
+impl Writer {
+    /// Sends `cmd` until Redis answers: a connection that dropped (a
+    /// restart, a failover, a killed client) is not a refusal, and the
+    /// batch is sent again, after 100 ms, doubling up to 2 s, once the
+    /// connection is back. Meanwhile the events wait in the channel (and
+    /// those past its capacity are dropped and counted, as when the
+    /// writer falls behind). Only an answer from Redis, an error reply
+    /// included, ends the tries.
+    ///
+    /// Sending a batch twice is harmless for the job records (each op
+    /// sets a state); a batch whose answer was lost after Redis ran it
+    /// counts its jobs' runs twice in the metrics.
+    async fn send(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<Answer> {
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            match super::script::call(cmd, &self.script, &mut self.conn).await {
+                Err(e) if lost_connection(&e) => {
+                    self.limiter.log(tracing::Level::WARN, SITE, &e);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(2));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Hands the jobs the script named to [`super::late`], with the final
+    /// state each must keep.
+    fn watch(&self, records: &[super::records::Record], ids: &[String]) {
+        for id in ids {
+            let Some(last) = records.iter().rev().find(|r| &r.id == id) else {
+                continue;
+            };
+            let (status, minutes) = match last.step {
+                super::records::Step::Completed { .. } => {
+                    ("completed", self.settings.trim.completed)
+                }
+                super::records::Step::Failed { .. } => ("failed", self.settings.trim.failed),
+                _ => continue,
+            };
+            let extra = super::ops::Extra::of(&last.payload);
+            let job = super::late::Watched {
+                id: id.clone(),
+                status,
+                expiry: last.at as u64 + minutes * 60,
+                pushed: extra.pushed_at(),
+                parent: extra.retry_of(),
+            };
+            self.late.watch(job, self.settings.trim.pending);
+        }
+    }
+}
+
+/// Whether `e` says the connection was lost or never made (not an answer
+/// from Redis).
+fn lost_connection(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        // A server still loading its data after a restart, or a cluster
+        // or replica set between two masters: it will take the batch.
+        || matches!(
+            e.code(),
+            Some("LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
+        )
 }
 
 /// The log site of a refused batch.

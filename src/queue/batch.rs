@@ -48,6 +48,21 @@ pub enum Write {
         /// uncounted.
         instead: Option<Bytes>,
     },
+    /// `ZREM reserved member`, then a companion's writes when it removed
+    /// the member, in one script (see [`super::companion`]); by SHA1
+    /// unless `text`.
+    DeleteWith {
+        /// The `:reserved` key.
+        reserved: String,
+        /// The reserved member's bytes.
+        member: Bytes,
+        /// The delete script with the companion's body.
+        script: Arc<super::companion::DeleteScript>,
+        /// The companion's keys and arguments.
+        writes: super::companion::Writes,
+        /// Send the script's text (`EVAL`), not its SHA1.
+        text: bool,
+    },
     /// The release script with `:unrecorded` for `:delayed`: remove the
     /// reservation and keep the job's failure record in its place, while
     /// the failed-job store is down.
@@ -69,6 +84,13 @@ impl Write {
     fn add_to(&self, pipe: &mut Pipeline) {
         match self {
             Write::Delete { reserved, member } => delete_member(pipe, reserved, member),
+            Write::DeleteWith {
+                reserved,
+                member,
+                script,
+                writes,
+                text,
+            } => delete_with(pipe, reserved, member, script, writes, *text),
             Write::Release {
                 delayed,
                 reserved,
@@ -84,6 +106,65 @@ impl Write {
                 record,
             } => move_member(pipe, unrecorded, reserved, member, *at, Some(record)),
         }
+    }
+}
+
+impl Write {
+    /// What to send instead after Redis answered this write with an
+    /// error: a companion's delete by SHA1 that Redis does not know
+    /// (`NOSCRIPT`, after a restart) goes again as text; one Redis refuses
+    /// as text (an ACL without the companion's keys) goes as the plain
+    /// delete. `None`: nothing else to try.
+    fn instead(&self) -> Option<Write> {
+        match self {
+            Write::DeleteWith {
+                reserved,
+                member,
+                script,
+                writes,
+                text: false,
+            } => Some(Write::DeleteWith {
+                reserved: reserved.clone(),
+                member: member.clone(),
+                script: Arc::clone(script),
+                writes: writes.clone(),
+                text: true,
+            }),
+            Write::DeleteWith {
+                reserved,
+                member,
+                text: true,
+                ..
+            } => Some(Write::Delete {
+                reserved: reserved.clone(),
+                member: MemberRef::Exact(member.clone()),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The delete script of a companion ([`super::companion::script_with`]).
+fn delete_with(
+    pipe: &mut Pipeline,
+    reserved: &str,
+    member: &Bytes,
+    script: &super::companion::DeleteScript,
+    writes: &super::companion::Writes,
+    text: bool,
+) {
+    let cmd = if text {
+        pipe.cmd("EVAL").arg(&script.code)
+    } else {
+        pipe.cmd("EVALSHA").arg(&script.sha)
+    };
+    cmd.arg(1 + writes.keys.len()).arg(reserved);
+    for key in &writes.keys {
+        cmd.arg(key);
+    }
+    cmd.arg(&member[..]);
+    for arg in &writes.args {
+        cmd.arg(&arg[..]);
     }
 }
 
@@ -204,19 +285,30 @@ async fn settle(conn: &RedisConn, batch: &mut Vec<Request>) {
                 let _ = reply.send(Ok(removed(&answer)));
             }
         }
-        Err(e) if batch.len() > 1 && !lost_connection(&e) => {
+        Err(e) if (batch.len() > 1 || batch[0].0.instead().is_some()) && !lost_connection(&e) => {
             // An error reply: find whose, one write at a time.
             for (write, reply) in batch.drain(..) {
-                let mut one = redis::pipe();
-                write.add_to(&mut one);
-                let answer = one.query_async::<Vec<Value>>(&mut conn.clone()).await;
-                let _ = reply.send(answer.map(|a| a.first().is_some_and(removed)));
+                let _ = reply.send(one_by_one(conn, write).await);
             }
         }
         Err(e) => {
             for (_, reply) in batch.drain(..) {
                 let _ = reply.send(Err(e.clone()));
             }
+        }
+    }
+}
+
+/// Sends `write` alone; after an error reply, what it says to send
+/// [`instead`](Write::instead), if anything.
+async fn one_by_one(conn: &RedisConn, mut write: Write) -> RedisResult<bool> {
+    loop {
+        let mut one = redis::pipe();
+        write.add_to(&mut one);
+        let answer = one.query_async::<Vec<Value>>(&mut conn.clone()).await;
+        match (answer, write.instead()) {
+            (Err(e), Some(next)) if !lost_connection(&e) => write = next,
+            (answer, _) => return answer.map(|a| a.first().is_some_and(removed)),
         }
     }
 }

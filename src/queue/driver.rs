@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::ReservedJob;
 use super::clock::now;
+use super::companion::{Ending, SettleCompanion};
 use super::database::DatabaseQueue;
 use super::elsewhere::QueueElsewhere;
 use super::error::QueueError;
@@ -151,15 +152,27 @@ impl Queue {
         }
     }
 
-    /// Deletes `job` (it ran). False when its reservation was already
-    /// gone (reclaimed by another worker).
+    /// Deletes `job`, which `ended` so, with the writes of the settle
+    /// companion installed, if any, in the same step (see
+    /// [`super::companion`]); as a plain delete on a driver without one. False when the
+    /// reservation was already gone (reclaimed by another worker).
     ///
     /// # Errors
     /// The queue cannot be reached or refused the write.
-    pub async fn delete(&self, job: &ReservedJob) -> QueueResult<bool> {
+    pub async fn delete_settled(&self, job: &ReservedJob, ended: Ending<'_>) -> QueueResult<bool> {
         match self {
-            Queue::Redis(q) => Ok(q.delete(job).await?),
+            Queue::Redis(q) => Ok(q.delete_settled(job, ended).await?),
             Queue::Database(q) => Ok(q.delete_job(job).await?),
+        }
+    }
+
+    /// Installs `companion`, whose writes go with every later delete of a
+    /// finished job; false when the driver takes none (only Redis does) or
+    /// one is installed already.
+    pub fn set_companion(&self, companion: Arc<dyn SettleCompanion>) -> bool {
+        match self {
+            Queue::Redis(q) => q.set_companion(companion),
+            Queue::Database(_) => false,
         }
     }
 

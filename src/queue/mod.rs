@@ -8,11 +8,13 @@
 //! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
 //! of jobs that finish together ([`batch`]), which name large members by digest
 //! ([`member`]), and the reading back of the large jobs the pop set aside
-//! (`set_aside`), and what the migrate script moved ([`migrated`]).
+//! (`set_aside`), and what the migrate script moved ([`migrated`]); the
+//! writes a listener may add to a delete's script ([`companion`]).
 
 pub mod batch;
 pub mod clock;
 pub mod command;
+pub mod companion;
 pub mod database;
 pub mod driver;
 pub mod elsewhere;

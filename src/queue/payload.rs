@@ -587,6 +587,23 @@ mod tests {
 
     const LARAVEL8: &str = r#"{"uuid":"7c9c3e2a-1b1e-4f0e-9a55-2b6f6f0b1a11","displayName":"App\\Jobs\\Foo","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{"commandName":"App\\Jobs\\Foo","command":"O:12:\"App\\Jobs\\Foo\":0:{}"},"id":"abcdefghijabcdefghijabcdefghij12","attempts":0}"#;
 
+    /// Issue 30 item 2: Laravel's pop script re-encodes the reserved copy
+    /// with cjson, which writes each empty PHP array (`[]`) as `{}`; every
+    /// field read from such a copy (a reclaimed job's, which the migrate
+    /// hands back) still parses.
+    #[test]
+    fn reads_a_reserved_copy_with_cjsons_empty_objects() {
+        let copy = br#"{"backoff":{},"uuid":"u-1","displayName":"App\\Jobs\\Foo","maxTries":{},"timeout":{},"data":{},"tags":{},"id":"u-1","attempts":1,"delay":{}}"#;
+        let p = Payload::parse(&copy[..]).unwrap();
+        assert_eq!(p.attempts(), 1);
+        assert_eq!(p.display_name(), Some("App\\Jobs\\Foo"));
+        assert_eq!(p.uuid(), Some("u-1"));
+        assert_eq!(
+            (p.max_tries(), p.timeout(), p.backoff()),
+            (None, None, None)
+        );
+    }
+
     #[test]
     fn reads_a_laravel_8_payload() {
         let p = Payload::parse(LARAVEL8.as_bytes()).unwrap();

@@ -41,6 +41,9 @@ pub struct RedisQueue {
     blocking: Blocking,
     /// Deletes and releases, pipelined with those of other jobs.
     writes: WriteBatch,
+    /// The writes a listener adds to each delete of a finished job (see
+    /// [`super::companion`]), once installed.
+    companion: Arc<std::sync::OnceLock<super::companion::Installed>>,
     /// When each queue was last migrated (see [`Self::pop`]).
     migrations: Arc<MigrationTicks>,
     /// The migrations not yet reported (see [`Self::take_migrated`]).
@@ -140,6 +143,7 @@ impl RedisQueue {
         tracing::info!(redis = %target.describe(), "connected to the queue Redis");
         Ok(RedisQueue {
             writes: WriteBatch::start(Arc::clone(&conn)),
+            companion: Arc::default(),
             conn,
             target: target.clone(),
             blocking,
@@ -299,6 +303,45 @@ impl RedisQueue {
             .send(Write::Delete {
                 reserved: job.queue.reserved.clone(),
                 member: job.member(),
+            })
+            .await
+    }
+
+    /// Installs `companion`: its writes go with every later delete of a
+    /// finished job ([`Self::delete_settled`]) of this queue connection
+    /// and its clones. Only the first companion installed is kept; false
+    /// for a later one.
+    pub fn set_companion(&self, companion: Arc<dyn super::companion::SettleCompanion>) -> bool {
+        self.companion
+            .set(super::companion::Installed::new(companion))
+            .is_ok()
+    }
+
+    /// Deletes a reserved job that `ended` so, as [`Self::delete`] does,
+    /// with the writes of the installed companion, if any, in the same
+    /// script (none for a large member named by digest).
+    ///
+    /// # Errors
+    /// Any Redis error; the job then stays reserved and is reclaimed later.
+    pub async fn delete_settled(
+        &self,
+        job: &ReservedJob,
+        ended: super::companion::Ending<'_>,
+    ) -> RedisResult<bool> {
+        let companion = self.companion.get().filter(|_| job.digest.is_none());
+        let Some(installed) = companion else {
+            return self.delete(job).await;
+        };
+        let Some(writes) = installed.companion.on_delete(job, ended) else {
+            return self.delete(job).await;
+        };
+        self.writes
+            .send(Write::DeleteWith {
+                reserved: job.queue.reserved.clone(),
+                member: job.reserved.clone(),
+                script: Arc::clone(&installed.script),
+                writes,
+                text: false,
             })
             .await
     }

@@ -27,6 +27,7 @@ use crate::exception::JobException;
 use crate::failed::{FailedJob, Logged};
 use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
+use crate::queue::companion::Ending;
 
 /// The longest pause between two tries of a Redis write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -100,7 +101,10 @@ pub async fn settle(
     let queue = &services.queue;
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
-            retry("delete", job, || queue.delete(job)).await,
+            retry("delete", job, || {
+                queue.delete_settled(job, Ending::Completed)
+            })
+            .await,
             Settled::Done,
             None,
         ),
@@ -199,8 +203,9 @@ async fn fail(
         );
         return (parked, landed, false);
     }
+    let ended = Ending::Failed { exception: &text };
     (
-        retry("delete", job, || services.queue.delete(job)).await,
+        retry("delete", job, || services.queue.delete_settled(job, ended)).await,
         true,
         true,
     )
