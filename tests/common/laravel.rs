@@ -11,7 +11,7 @@
 //! `tests/recordings.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -173,13 +173,6 @@ impl App {
             cmd.env_remove(var);
         }
         cmd
-    }
-
-    /// Runs `php artisan ARGS` to its end.
-    pub fn artisan(&self, args: &[&str]) -> Output {
-        let mut all = vec!["artisan"];
-        all.extend_from_slice(args);
-        self.php(&all).output().expect("run php artisan")
     }
 
     /// Runs `php artisan ARGS`, asserts it succeeded, returns its stdout.
