@@ -8,7 +8,7 @@
 //! Tests skip (with a note on stderr) when `php`, its redis or pdo_sqlite
 //! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing.
 //! Laravel 11–12 behaviour is checked from recordings instead (see
-//! `tests/recordings.rs`).
+//! `tests/integration/recordings.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,7 +1,7 @@
 //! `--app` on the Laravel 8.83 test app: the worker reads the app's own
 //! resolved configuration through PHP and needs no other setting. (The
 //! `.env` rules without PHP, for Laravel 11–12 apps, are checked against
-//! recordings in `tests/recordings.rs`.)
+//! recordings in `tests/integration/recordings.rs`.)
 //!
 //! Skips, with a note, where PHP or Debian's Laravel is missing.
 

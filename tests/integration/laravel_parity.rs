@@ -6,7 +6,7 @@
 //! runs and attempts, the same failed() hooks and chain callbacks, the
 //! same release delays (within a second), the same failed_jobs rows and
 //! the same Redis keys. Laravel 11–12 are checked against recordings of
-//! Laravel 12.67 instead (`tests/recordings.rs`).
+//! Laravel 12.67 instead (`tests/integration/recordings.rs`).
 //!
 //! The differences that exist on purpose, or that are known, are named
 //! here and asserted separately:
