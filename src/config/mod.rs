@@ -1,9 +1,13 @@
 //! Configuration: where the queue, cache and failed store are, and which
 //! handler runs which job.
 //!
-//! Precedence, highest first: command-line flag > environment (Laravel's
-//! variable names, [`env`]) > `--config` TOML file ([`file`]) > the app's
-//! `.env` given with `--env-file` ([`dotenv`]) > built-in defaults. The defaults are those of the current Laravel skeleton (13.x):
+//! Precedence, highest first (see [`Settings::load`]): command-line flag >
+//! environment (Laravel's variable names, [`env`]; a setting the app's own
+//! answer gives is left to that answer, which already read the environment
+//! as PHP does) > `--config` TOML file ([`file`]) > the app's own answer
+//! (`--app`, or the app found beside `--env-file`: [`app_config`]) > the
+//! app's `.env` given with `--env-file` ([`dotenv`]) > built-in defaults.
+//! The defaults are those of the current Laravel skeleton (13.x):
 //! Redis on `127.0.0.1:6379` DB 0 with prefix `laravel-database-`, cache DB 1
 //! with prefix `laravel-cache-` and no colon, connection `redis`, queue
 //! `default`, `retry_after` 90, `block_for` null, failed driver

@@ -1,5 +1,5 @@
 //! Worker control (protocol §6.2, §6.3, §7, cases 22–27) and the handler
-//! contract (product.md): signals, stop conditions, the restart key, result
+//! contract (docs/src/handlers/): signals, stop conditions, the restart key, result
 //! file requests, handler metadata, routing, failed stores, fatal start-up
 //! errors. Each test asserts the Redis state, the failed rows, the exit
 //! status and the job log afterwards.
