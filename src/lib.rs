@@ -15,7 +15,7 @@
 //! (the protocol chapter of the book).
 
 mod app;
-mod backlog;
+
 mod banner;
 mod cache;
 pub mod cli;

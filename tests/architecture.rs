@@ -41,7 +41,7 @@ const LEAVES: &[&str] = &[
 const SURFACE: &[&str] = &["cli", "commands", "banner", "hints"];
 
 /// Listeners of the worker's events.
-const LISTENERS: &[&str] = &["metrics", "horizon", "backlog", "output"];
+const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
 
 /// Every other module, with the rule that places it and the modules (beside
 /// [`LEAVES`]) it may import. `None`: any module but the listed ones.
@@ -62,15 +62,10 @@ const LAYERS: &[(&str, &str, Allowed)] = &[
     (
         "metrics",
         "8",
-        Allowed::Only(&["worker", "queue", "redis", "handler", "backlog"]),
-    ),
-    (
-        "horizon",
-        "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
     (
-        "backlog",
+        "horizon",
         "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
