@@ -15,7 +15,6 @@
 //! (the protocol chapter of the book).
 
 mod app;
-
 mod banner;
 mod cache;
 pub mod cli;
@@ -26,7 +25,6 @@ mod escape;
 mod exception;
 mod failed;
 mod handler;
-mod hints;
 mod horizon;
 mod lifecycle;
 mod log_limit;

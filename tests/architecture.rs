@@ -38,7 +38,7 @@ const LEAVES: &[&str] = &[
 
 /// Modules that may import any other: the commands and what only they use
 /// (`main.rs` and `lib.rs`, the crate roots, are not read).
-const SURFACE: &[&str] = &["cli", "commands", "banner", "hints"];
+const SURFACE: &[&str] = &["cli", "commands", "banner"];
 
 /// Listeners of the worker's events.
 const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
@@ -77,13 +77,9 @@ const LAYERS: &[(&str, &str, Allowed)] = &[
     (
         "config",
         "9",
-        Allowed::AllBut(&["app", "cli", "commands", "banner", "hints"]),
+        Allowed::AllBut(&["app", "cli", "commands", "banner"]),
     ),
-    (
-        "app",
-        "10",
-        Allowed::AllBut(&["cli", "commands", "banner", "hints"]),
-    ),
+    ("app", "10", Allowed::AllBut(&["cli", "commands", "banner"])),
 ];
 
 /// What a module may import.

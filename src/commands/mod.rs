@@ -5,6 +5,7 @@ pub mod demo;
 pub mod docs;
 pub mod failed;
 pub mod health;
+mod hints;
 pub mod monitor;
 pub mod pause;
 pub mod push;
