@@ -37,7 +37,6 @@ mod redis;
 mod signals;
 mod slug;
 mod sql;
-mod stdout;
 mod worker;
 
 // The crate's surface: what the binary and the integration tests use.

@@ -31,7 +31,6 @@ const LEAVES: &[&str] = &[
     "error_chain",
     "log_limit",
     "pieces",
-    "stdout",
     "signals",
     "slug",
 ];

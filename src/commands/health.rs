@@ -7,7 +7,7 @@
 //! talks to no Redis: a worker that cannot reach Redis but keeps retrying
 //! is alive, and its log says why it does nothing.
 
-use crate::stdout::say;
+use super::stdout::say;
 use std::path::Path;
 
 use anyhow::Context;

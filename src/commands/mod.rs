@@ -10,4 +10,5 @@ pub mod monitor;
 pub mod pause;
 pub mod push;
 pub mod restart;
+mod stdout;
 pub mod work;

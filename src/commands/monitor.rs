@@ -1,6 +1,6 @@
 //! `monitor`: `php artisan queue:monitor`.
 
-use crate::stdout::say;
+use super::stdout::say;
 use serde::Serialize;
 
 use super::pause::parse_target;

@@ -30,7 +30,7 @@ pub fn line(args: fmt::Arguments<'_>) {
 /// `println!` for the commands' output, through [`line`].
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::stdout::line(format_args!($($arg)*))
+        $crate::commands::stdout::line(format_args!($($arg)*))
     };
 }
 pub(crate) use say;
