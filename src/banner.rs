@@ -11,24 +11,10 @@
 
 use serde::Serialize;
 
+use crate::cli::{BUILD, VERSION};
 use crate::config::{CacheSettings, FailedSettings, HandlerSpec, Settings, redact};
 use crate::queue::keys::QueueKeys;
 use crate::worker::WorkerOptions;
-
-/// The crate version (`Cargo.toml`).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The git commit the binary was built from (`git rev-parse --short HEAD`
-/// at build time), or `unknown`.
-pub const BUILD: &str = env!("LARAVEL_WORKER_GIT_HASH");
-
-/// `--version`'s text: `0.1.0 (git abc1234)`.
-pub const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("LARAVEL_WORKER_GIT_HASH"),
-    ")"
-);
 
 /// One queue the worker takes jobs from.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
