@@ -15,7 +15,6 @@
 //! (the protocol chapter of the book).
 
 mod app;
-mod banner;
 mod cache;
 pub mod cli;
 pub mod commands;

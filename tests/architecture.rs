@@ -35,9 +35,9 @@ const LEAVES: &[&str] = &[
     "slug",
 ];
 
-/// Modules that may import any other: the commands and what only they use
+/// Modules that may import any other: the command line and the commands
 /// (`main.rs` and `lib.rs`, the crate roots, are not read).
-const SURFACE: &[&str] = &["cli", "commands", "banner"];
+const SURFACE: &[&str] = &["cli", "commands"];
 
 /// Listeners of the worker's events.
 const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
@@ -73,12 +73,8 @@ const LAYERS: &[(&str, &str, Allowed)] = &[
         "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
-    (
-        "config",
-        "9",
-        Allowed::AllBut(&["app", "cli", "commands", "banner"]),
-    ),
-    ("app", "10", Allowed::AllBut(&["cli", "commands", "banner"])),
+    ("config", "9", Allowed::AllBut(&["app", "cli", "commands"])),
+    ("app", "10", Allowed::AllBut(&["cli", "commands"])),
 ];
 
 /// What a module may import.

@@ -1,5 +1,6 @@
 //! The subcommands. Each returns the process exit status.
 
+mod banner;
 pub mod clear;
 pub mod demo;
 pub mod docs;
