@@ -135,7 +135,7 @@ pub struct HealthArgs {
     #[arg(long, env = "LARAVEL_WORKER_HEARTBEAT_FILE", value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// Seconds the heartbeat may be old and still count as healthy.
-    #[arg(long, default_value_t = crate::lifecycle::heartbeat::DEFAULT_MAX_AGE, value_name = "SECONDS")]
+    #[arg(long, default_value_t = crate::lifecycle::heartbeat_file::DEFAULT_MAX_AGE, value_name = "SECONDS")]
     pub max_age: u64,
 }
 
