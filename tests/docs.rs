@@ -184,9 +184,9 @@ fn documented_keys(page: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn config_reference_documents_every_key_and_no_other() {
-    let sections = laravel_worker::config::keys::sections();
+    let sections = laravel_worker::config::known_keys::sections();
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-    let mut top = laravel_worker::config::keys::top_level().to_vec();
+    let mut top = laravel_worker::config::known_keys::top_level().to_vec();
     names.sort_unstable();
     top.sort_unstable();
     assert_eq!(

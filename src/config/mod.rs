@@ -20,7 +20,7 @@ pub mod dotenv;
 pub mod env;
 pub mod file;
 pub mod handlers;
-pub mod keys;
+pub mod known_keys;
 pub mod phpdotenv;
 pub mod redact;
 mod resolve;
@@ -854,10 +854,10 @@ mod tests {
     /// setting, and every setting is set or shown there.
     #[test]
     fn example_config_shows_every_key() {
-        let sections = keys::sections();
-        // A new section must be added to `keys::sections` (and to the example).
+        let sections = known_keys::sections();
+        // A new section must be added to `known_keys::sections` (and to the example).
         let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-        let mut top: Vec<&str> = keys::top_level().to_vec();
+        let mut top: Vec<&str> = known_keys::top_level().to_vec();
         names.sort_unstable();
         top.sort_unstable();
         assert_eq!(names, top);
