@@ -11,7 +11,9 @@ of the same or a higher level).
 
 Every other block must carry at least one reference `[test: FILE::NAME]`
 (several may share the brackets, comma-separated): FILE is `NAME.rs` for
-tests/NAME.rs, or a path under src/ for a unit test, and NAME a function
+the area tests/integration/NAME.rs of the integration binary (or
+tests/NAME.rs, a binary of its own), or a path under src/ for a unit test,
+and NAME a function
 marked #[test] or #[tokio::test] in that file. A block about what Laravel
 does rather than the worker may carry `<!-- laravel -->` instead: a fact read
 from the framework's source, which no test here can run.
@@ -26,7 +28,7 @@ import sys
 
 CHAPTERS = ["docs/src/protocol.md", "docs/src/differences.md", "docs/src/reliability.md"]
 REFERENCE = re.compile(r"\[test: ([^\]]+)\]")
-CITED = re.compile(r"`tests/([a-z0-9_]+\.rs::[A-Za-z0-9_]+)`")
+CITED = re.compile(r"`tests/(?:integration/)?([a-z0-9_]+\.rs::[A-Za-z0-9_]+)`")
 NOT_A_CLAIM = "<!-- not a claim -->"
 LARAVEL = "<!-- laravel -->"
 NO_CLAIMS = re.compile(r"^<!-- no claims: .+ -->\s*$")
@@ -37,13 +39,16 @@ FUNCTION = re.compile(r"^\s*(?:pub\s+)?(?:async\s+)?fn\s+([A-Za-z0-9_]+)")
 
 
 def test_functions():
-    """{file as referenced: set of test names} for tests/*.rs and src/**/*.rs."""
+    """{file as referenced: set of test names} for tests/*.rs,
+    tests/integration/*.rs (referenced by file name alone) and src/**/*.rs."""
     found = {}
-    sources = [os.path.join("tests", f) for f in os.listdir("tests") if f.endswith(".rs")]
+    sources = []
+    for folder in ["tests", "tests/integration"]:
+        sources += [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".rs")]
     for base, _, files in os.walk("src"):
         sources += [os.path.join(base, f) for f in files if f.endswith(".rs")]
     for path in sources:
-        key = path[len("tests/"):] if path.startswith("tests/") else path
+        key = os.path.basename(path) if path.startswith("tests/") else path
         with open(path, encoding="utf-8") as source:
             text = source.read()
         found[key] = marked_tests(text) | macro_tests(text)

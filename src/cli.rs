@@ -4,9 +4,24 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The crate version (`Cargo.toml`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The git commit the binary was built from (`git rev-parse --short HEAD`
+/// at build time), or `unknown`.
+pub const BUILD: &str = env!("LARAVEL_WORKER_GIT_HASH");
+
+/// `--version`'s text: `0.1.0 (git abc1234)`.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("LARAVEL_WORKER_GIT_HASH"),
+    ")"
+);
+
 /// A Laravel queue worker for Redis queues: a drop-in for `php artisan queue:work`.
 #[derive(Debug, Parser)]
-#[command(name = "laravel-worker", version = crate::banner::LONG_VERSION, about)]
+#[command(name = "laravel-worker", version = LONG_VERSION, about)]
 pub struct Cli {
     /// TOML config file (see config/laravel-worker.toml).
     #[arg(
@@ -120,7 +135,7 @@ pub struct HealthArgs {
     #[arg(long, env = "LARAVEL_WORKER_HEARTBEAT_FILE", value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// Seconds the heartbeat may be old and still count as healthy.
-    #[arg(long, default_value_t = crate::lifecycle::heartbeat::DEFAULT_MAX_AGE, value_name = "SECONDS")]
+    #[arg(long, default_value_t = crate::lifecycle::heartbeat_file::DEFAULT_MAX_AGE, value_name = "SECONDS")]
     pub max_age: u64,
 }
 

@@ -3,35 +3,18 @@
 //! It reads and writes Laravel's own keys and payloads, so it runs beside
 //! `php artisan queue:work` on the same queues, and hands each job, chosen by
 //! its displayName, to a handler. The modules follow the concepts a Laravel
-//! operator would name:
+//! operator would name (the queue, the worker, handlers, the failed store,
+//! the cache signals, Horizon, metrics).
 //!
-//! - [`queue`]: the Redis queue (keys, scripts, payload, operations);
-//! - [`redis`](crate::redis): reaching Redis (one server, Sentinel, Cluster,
-//!   TLS), the only place connections are opened;
-//! - [`worker`]: the worker loop, fetch → run handler → settle;
-//! - [`handler`]: the handlers and their routing;
-//! - [`failed`]: the failed-job store;
-//! - [`cache`]: the cache signals (restart, maxExceptions);
-//! - [`sql`]: the SQL pools the table stores share; [`slug`]: Laravel's
-//!   `Str::slug`;
-//! - [`signals`], [`memory`], [`lifecycle`]: the process lifecycle (signals,
-//!   memory, systemd notifications and the heartbeat file);
-//! - [`log_limit`]: repeated errors logged once, then summarised;
-//! - [`config`], [`cli`], [`commands`]: the surface; [`app`] opens what
-//!   the commands work on (queue, cache, failed store, router) from the
-//!   settings;
-//! - [`output`], [`exception`], [`escape`]: what the worker prints and
-//!   records, and how outside text is escaped in it.
-//!
-//! Which module may use which: the "Architecture" section of
-//! `docs/src/development.md`, checked by `tests/architecture.rs`.
+//! Every module, its layer and its one-line job: the table in the
+//! "Architecture → Modules" section of `docs/src/development.md`; which
+//! module may use which: the rules of the same section. Both are checked by
+//! `tests/architecture.rs`.
 //!
 //! `protocol §N` in doc comments and tests refers to section N of `docs/src/protocol.md`
 //! (the protocol chapter of the book).
 
 mod app;
-mod backlog;
-mod banner;
 mod cache;
 pub mod cli;
 pub mod commands;
@@ -41,7 +24,6 @@ mod escape;
 mod exception;
 mod failed;
 mod handler;
-mod hints;
 mod horizon;
 mod lifecycle;
 mod log_limit;
@@ -54,7 +36,6 @@ mod redis;
 mod signals;
 mod slug;
 mod sql;
-mod stdout;
 mod worker;
 
 // The crate's surface: what the binary and the integration tests use.

@@ -12,20 +12,7 @@ const FATAL: u8 = 1;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // A non-empty RUST_LOG wins over -q/-v; an empty one counts as unset.
-            std::env::var("RUST_LOG")
-                .ok()
-                .filter(|v| !v.trim().is_empty())
-                .and_then(|v| EnvFilter::try_new(v).ok())
-                .unwrap_or_else(|| EnvFilter::new(cli.log_level())),
-        )
-        .with_writer(std::io::stderr)
-        // Outside text (displayNames, handler output) cannot break a log line.
-        .fmt_fields(laravel_worker::log_fields())
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    init_logging(&cli);
 
     // One thread is enough: jobs run in their own processes, and a single
     // thread keeps the daemon small.
@@ -92,4 +79,23 @@ fn main() -> ExitCode {
             ExitCode::from(FATAL)
         }
     }
+}
+
+/// Logs to stderr at `RUST_LOG`'s level (a non-empty one wins over -q/-v;
+/// an empty one counts as unset), without colours unless stderr is a
+/// terminal; outside text (displayNames, handler output) cannot break a
+/// line.
+fn init_logging(cli: &Cli) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            std::env::var("RUST_LOG")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .and_then(|v| EnvFilter::try_new(v).ok())
+                .unwrap_or_else(|| EnvFilter::new(cli.log_level())),
+        )
+        .with_writer(std::io::stderr)
+        .fmt_fields(laravel_worker::log_fields())
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }

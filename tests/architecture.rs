@@ -9,9 +9,15 @@
 //! - inside `src/handler/`, no two files import each other, directly or
 //!   round a longer loop ([`KNOWN_CYCLES`] apart);
 //! - no function in `src/` is longer than [`MAX_FN_LINES`] lines
-//!   ([`LONG_FNS`] apart).
+//!   ([`LONG_FNS`] apart);
+//! - the module table of the book (Architecture → Modules) has one row per
+//!   module of `src/`, none for a module that is gone, and each row the
+//!   layer these rules give it.
 //!
-//! Only the code before a file's `#[cfg(test)]` counts, and comments do not.
+//! Rule numbers are the book's (1 leaves … 11 the surface).
+//!
+//! Items under `#[cfg(test)]` (a test module, a test-only function) do not
+//! count, and comments do not.
 //! On failure the measured edges are printed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,64 +31,50 @@ const LEAVES: &[&str] = &[
     "error_chain",
     "log_limit",
     "pieces",
-    "stdout",
     "signals",
     "slug",
 ];
 
-/// Modules that may import any other: the commands and what only they use
+/// Modules that may import any other: the command line and the commands
 /// (`main.rs` and `lib.rs`, the crate roots, are not read).
-const SURFACE: &[&str] = &["cli", "commands", "banner", "hints"];
+const SURFACE: &[&str] = &["cli", "commands"];
 
 /// Listeners of the worker's events.
-const LISTENERS: &[&str] = &["metrics", "horizon", "backlog", "output"];
+const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
 
 /// Every other module, with the rule that places it and the modules (beside
 /// [`LEAVES`]) it may import. `None`: any module but the listed ones.
 const LAYERS: &[(&str, &str, Allowed)] = &[
-    ("redis", "1", Allowed::Only(&[])),
-    ("sql", "1", Allowed::Only(&[])),
-    ("queue", "2", Allowed::Only(&["redis"])),
-    ("cache", "3", Allowed::Only(&["redis", "sql", "queue"])),
-    ("failed", "3", Allowed::Only(&["redis", "sql", "queue"])),
-    ("memory", "4", Allowed::Only(&[])),
-    ("handler", "5", Allowed::Only(&["queue", "memory"])),
-    ("lifecycle", "7", Allowed::Only(&[])),
+    ("redis", "2", Allowed::Only(&[])),
+    ("sql", "2", Allowed::Only(&[])),
+    ("queue", "3", Allowed::Only(&["redis"])),
+    ("cache", "4", Allowed::Only(&["redis", "sql", "queue"])),
+    ("failed", "4", Allowed::Only(&["redis", "sql", "queue"])),
+    ("memory", "5", Allowed::Only(&[])),
+    ("handler", "6", Allowed::Only(&["queue", "memory"])),
+    ("lifecycle", "5", Allowed::Only(&[])),
     (
         "worker",
-        "8",
+        "7",
         Allowed::Only(&["queue", "handler", "cache", "failed", "lifecycle", "memory"]),
     ),
     (
         "metrics",
-        "9",
-        Allowed::Only(&["worker", "queue", "redis", "handler", "backlog"]),
-    ),
-    (
-        "horizon",
-        "9",
+        "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
     (
-        "backlog",
-        "9",
+        "horizon",
+        "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
     (
         "output",
-        "9",
+        "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
-    (
-        "config",
-        "10",
-        Allowed::AllBut(&["app", "cli", "commands", "banner", "hints"]),
-    ),
-    (
-        "app",
-        "11",
-        Allowed::AllBut(&["cli", "commands", "banner", "hints"]),
-    ),
+    ("config", "9", Allowed::AllBut(&["app", "cli", "commands"])),
+    ("app", "10", Allowed::AllBut(&["cli", "commands"])),
 ];
 
 /// What a module may import.
@@ -151,18 +143,49 @@ fn shown(path: &Path) -> String {
         .to_string()
 }
 
-/// The lines of a file's code before its `#[cfg(test)]`, string literals
-/// blanked and comments removed (numbering kept).
+/// The lines of a file's code, string literals blanked, comments removed,
+/// and each item under `#[cfg(test)]` blanked (numbering kept): only the
+/// item the attribute is on, so code after a test-only function is read.
 fn code_lines(path: &Path) -> Vec<String> {
     let text = fs::read_to_string(path).unwrap();
-    let mut out = Vec::new();
-    for line in text.lines() {
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            break;
+    let mut out: Vec<String> = text.lines().map(strip).collect();
+    let mut i = 0;
+    while i < out.len() {
+        match out[i].find("#[cfg(test)]") {
+            Some(at) if out[i][..at].trim().is_empty() => i = blank_item(&mut out, i, at),
+            _ => i += 1,
         }
-        out.push(strip(line));
     }
     out
+}
+
+/// Blanks the item whose `#[cfg(test)]` starts at column `at` of line
+/// `start`: the attribute, any attributes after it, and the item up to its
+/// `;` or its closing brace. Returns the line after the item.
+fn blank_item(lines: &mut [String], start: usize, at: usize) -> usize {
+    let mut depth = 0i64;
+    let mut opened = false;
+    let mut column = at + "#[cfg(test)]".len();
+    for (i, slot) in lines.iter_mut().enumerate().skip(start) {
+        let mut line = std::mem::take(slot);
+        let rest = line.split_off(column.min(line.len()));
+        for c in rest.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                ';' if !opened && depth == 0 => return i + 1,
+                _ => {}
+            }
+            if opened && depth == 0 {
+                return i + 1;
+            }
+        }
+        column = 0;
+    }
+    lines.len()
 }
 
 /// A line without its string and char literals' contents and without its
@@ -343,7 +366,7 @@ fn edge_table(edges: &[Edge]) -> String {
 fn forbidden(from: &str, to: &str) -> Option<String> {
     if LEAVES.contains(&from) {
         return (!LEAVES.contains(&to))
-            .then(|| "a leaf module imports only leaf modules".to_string());
+            .then(|| "rule 1: a leaf module imports only leaf modules".to_string());
     }
     if SURFACE.contains(&from) {
         return None;
@@ -378,7 +401,7 @@ fn modules_import_only_what_their_layer_allows() {
         if let Some(why) = forbidden(&e.from, &e.to) {
             problems.push(format!("{}: {} ({why})", e.at, e.path));
         }
-        // Rule 10: config names runtime types (and constants), never
+        // Rule 9: config names runtime types (and constants), never
         // functions: a path that reaches no capitalised name calls or
         // reaches code.
         let names_a_type = e
@@ -388,7 +411,7 @@ fn modules_import_only_what_their_layer_allows() {
             .any(|s| s.starts_with(|c: char| c.is_ascii_uppercase()));
         if e.from == "config" && !LEAVES.contains(&e.to.as_str()) && !names_a_type {
             problems.push(format!(
-                "{}: {} (rule 10: config names other modules' types, not their functions)",
+                "{}: {} (rule 9: config names other modules' types, not their functions)",
                 e.at, e.path
             ));
         }
@@ -506,8 +529,8 @@ fn handler_files_import_each_other_in_one_direction() {
 }
 
 /// Every function in `src/` with its length: `(lines, file, line, name)`,
-/// counted from its signature to its closing brace, up to the file's
-/// `#[cfg(test)]`.
+/// counted from its signature to its closing brace, test-only items left
+/// out.
 fn functions() -> Vec<(usize, String, usize, String)> {
     let mut out = Vec::new();
     for file in rust_files(&src()) {
@@ -582,5 +605,140 @@ fn functions_are_short() {
         "functions over {MAX_FN_LINES} lines:\n  {}\nLONG_FNS entries no longer needed:\n  {}\n\nthe ten longest:\n{top}",
         too_long.join("\n  "),
         stale.join("\n  ")
+    );
+}
+
+/// The parser's own check: `#[cfg(test)]` hides the item it is on (a
+/// function, a module, a `mod tests;`), and only that item.
+#[test]
+fn a_test_only_item_hides_only_itself() {
+    let text = "fn a() {}\n\
+                #[cfg(test)]\n\
+                pub fn only_in_tests() {\n    let x = { 1 };\n}\n\
+                fn b() { crate::x::y(); }\n\
+                #[cfg(test)] mod inline { fn c() {} }\n\
+                #[cfg(test)]\n#[path = \"t.rs\"]\nmod tests;\n\
+                fn d() {}\n";
+    let path = std::env::temp_dir().join(format!("architecture-{}.rs", std::process::id()));
+    fs::write(&path, text).unwrap();
+    let lines = code_lines(&path);
+    let _ = fs::remove_file(&path);
+    let kept: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        kept,
+        ["fn a() {}", "fn b() { crate::x::y(); }", "fn d() {}"],
+        "{lines:#?}"
+    );
+    assert_eq!(lines.len(), text.lines().count(), "line numbers kept");
+}
+
+/// The module table of `docs/src/development.md` (Architecture →
+/// Modules): `(module, layer)` per row, the module as the row writes it
+/// (`src/worker/lease.rs`, a folder as `src/worker/`).
+fn module_table() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/development.md");
+    let text = fs::read_to_string(&path).unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let mut cells = line.strip_prefix("| `src/")?.split('|');
+            let module = cells.next()?.trim().trim_end_matches('`');
+            let layer = cells.next()?.trim();
+            Some((format!("src/{module}"), layer.to_string()))
+        })
+        .collect()
+}
+
+/// Every module of `src/` as the table names it: each `.rs` file, a
+/// `mod.rs` by its folder.
+fn module_paths() -> BTreeSet<String> {
+    rust_files(&src())
+        .iter()
+        .map(|file| {
+            let shown = shown(file);
+            match shown.strip_suffix("/mod.rs") {
+                Some(folder) => format!("{folder}/"),
+                None => shown,
+            }
+        })
+        .collect()
+}
+
+/// The layer a module's row must give: the rule that places its top-level
+/// module (as [`forbidden`] applies it), then the rule's name.
+fn layer_of(module: &str) -> String {
+    let rest = module.trim_start_matches("src/");
+    let first = rest.split('/').next().unwrap_or(rest);
+    let top = first.strip_suffix(".rs").unwrap_or(first);
+    if top == "lib" || top == "main" {
+        return "crate root".to_string();
+    }
+    let rule = if LEAVES.contains(&top) {
+        "1"
+    } else if SURFACE.contains(&top) {
+        "11"
+    } else {
+        match LAYERS.iter().find(|(m, ..)| *m == top) {
+            Some((_, rule, _)) => rule,
+            None => return format!("no layer (add {top} to LAYERS)"),
+        }
+    };
+    let name = RULE_NAMES
+        .iter()
+        .find(|(n, _)| *n == rule)
+        .map_or("?", |(_, name)| name);
+    format!("{rule} {name}")
+}
+
+/// The rules of the book's Architecture section, by number, as the module
+/// table names them.
+const RULE_NAMES: &[(&str, &str)] = &[
+    ("1", "leaf"),
+    ("2", "connections"),
+    ("3", "queue"),
+    ("4", "stores"),
+    ("5", "process"),
+    ("6", "handler"),
+    ("7", "worker"),
+    ("8", "listeners"),
+    ("9", "config"),
+    ("10", "app"),
+    ("11", "surface"),
+];
+
+/// The module table covers every module of `src/`, names no module that
+/// is gone, lists each once, and gives each the layer these rules apply.
+#[test]
+fn every_module_has_a_row_in_the_module_table() {
+    let table = module_table();
+    let modules = module_paths();
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (module, layer) in &table {
+        if !seen.insert(module.as_str()) {
+            problems.push(format!("{module}: two rows"));
+        }
+        if !modules.contains(module) {
+            problems.push(format!("{module}: a row for a module that does not exist"));
+        } else if *layer != layer_of(module) {
+            problems.push(format!(
+                "{module}: the row says layer {layer:?}, the rules place it in {:?}",
+                layer_of(module)
+            ));
+        }
+    }
+    for module in modules.iter().filter(|m| !seen.contains(m.as_str())) {
+        problems.push(format!(
+            "{module}: no row (add `| `{module}` | {} | its job |`)",
+            layer_of(module)
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "the module table of docs/src/development.md (Architecture → Modules):\n  {}",
+        problems.join("\n  ")
     );
 }

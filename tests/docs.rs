@@ -184,9 +184,9 @@ fn documented_keys(page: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn config_reference_documents_every_key_and_no_other() {
-    let sections = laravel_worker::config::keys::sections();
+    let sections = laravel_worker::config::known_keys::sections();
     let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-    let mut top = laravel_worker::config::keys::top_level().to_vec();
+    let mut top = laravel_worker::config::known_keys::top_level().to_vec();
     names.sort_unstable();
     top.sort_unstable();
     assert_eq!(
@@ -374,12 +374,13 @@ fn exported_metrics() -> (BTreeSet<String>, BTreeSet<String>) {
     (families, series)
 }
 
-/// The `outcome` label values src/metrics/mod.rs gives.
+/// The `outcome` label values the metrics give (`Outcome::label` in
+/// src/worker/outcome.rs, the one mapping output and metrics share).
 fn outcomes() -> BTreeSet<String> {
-    let source = read("src/metrics/mod.rs");
-    let settled = &source[source.find("fn settled").expect("fn settled")..];
-    let settled = &settled[..settled.find("};").expect("the end of the match")];
-    settled
+    let source = read("src/worker/outcome.rs");
+    let label = &source[source.find("pub fn label").expect("pub fn label")..];
+    let label = &label[..label.find("\n    }\n").expect("the end of the match")];
+    label
         .split("=> \"")
         .skip(1)
         .map(|s| s.split('"').next().unwrap().to_string())

@@ -1,8 +1,8 @@
 //! `clear`: `php artisan queue:clear`.
 
+use super::stdout::say;
 use crate::cli::ClearArgs;
 use crate::config::Settings;
-use crate::stdout::say;
 
 /// Deletes every job of the given queues and prints how many there were.
 ///

@@ -6,7 +6,7 @@
 //! listed or retried job, laid out to `COLUMNS` (80 when unset, at most
 //! 150) like Symfony's terminal width for a non-terminal.
 
-use crate::stdout::say;
+use super::stdout::say;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;

@@ -2,19 +2,19 @@
 //! and other probes that run a command.
 //!
 //! Reads the heartbeat file the worker loop rewrites every few seconds
-//! (see [`crate::lifecycle::heartbeat`]) and exits 0 when it is at most
+//! (see [`crate::lifecycle::heartbeat_file`]) and exits 0 when it is at most
 //! `--max-age` seconds old, 1 when it is older, missing or unreadable. It
 //! talks to no Redis: a worker that cannot reach Redis but keeps retrying
 //! is alive, and its log says why it does nothing.
 
-use crate::stdout::say;
+use super::stdout::say;
 use std::path::Path;
 
 use anyhow::Context;
 
 use crate::cli::HealthArgs;
 use crate::config::Settings;
-use crate::lifecycle::heartbeat;
+use crate::lifecycle::heartbeat_file;
 
 /// Checks the heartbeat; returns the exit status (0 healthy, 1 not).
 /// The file is `--file` (or `LARAVEL_WORKER_HEARTBEAT_FILE`), else the
@@ -37,7 +37,7 @@ pub fn run(
              --file or LARAVEL_WORKER_HEARTBEAT_FILE",
             )?,
     };
-    match heartbeat::check(&path, args.max_age) {
+    match heartbeat_file::check(&path, args.max_age) {
         Ok(age) => {
             let content = std::fs::read_to_string(&path).unwrap_or_default();
             say!(

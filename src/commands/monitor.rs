@@ -1,6 +1,6 @@
 //! `monitor`: `php artisan queue:monitor`.
 
-use crate::stdout::say;
+use super::stdout::say;
 use serde::Serialize;
 
 use super::pause::parse_target;
@@ -48,7 +48,7 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let (_, name) = parse_target(name, connection);
         let sizes = queue.sizes(&queue.keys(name)).await?;
-        let hints = crate::hints::queues_elsewhere(&queue, name).await;
+        let hints = super::hints::queues_elsewhere(&queue, name).await;
         reports.push(Report {
             hints,
             connection,
@@ -67,7 +67,7 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     } else {
         0
     };
-    let restart_hints = crate::hints::restart_elsewhere(&cache).await;
+    let restart_hints = super::hints::restart_elsewhere(&cache).await;
     if args.json {
         say!("{}", serde_json::to_string(&reports)?);
         for hint in &restart_hints {

@@ -1,8 +1,8 @@
 //! `pause` and `resume`: `php artisan queue:pause` / `queue:resume`.
 
+use super::stdout::say;
 use crate::cli::PauseArgs;
 use crate::config::Settings;
-use crate::stdout::say;
 
 /// Splits `connection:queue` the way artisan does: no colon means the
 /// configured connection; an empty queue part means `default`.

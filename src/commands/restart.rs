@@ -1,9 +1,9 @@
 //! `restart`: `php artisan queue:restart`.
 
+use super::stdout::say;
 use crate::cache::CacheStore;
 use crate::config::Settings;
 use crate::queue::now;
-use crate::stdout::say;
 
 /// Writes the current time to `illuminate:queue:restart` in the cache
 /// store; every worker (PHP or ours) stops after its current job.

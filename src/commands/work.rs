@@ -32,8 +32,8 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
 
-    crate::banner::Banner::new(&settings, &options).emit(options.json);
-    for hint in crate::hints::wrong_place(&queue, &cache, &options.queues).await {
+    super::banner::Banner::new(&settings, &options).emit(options.json);
+    for hint in super::hints::wrong_place(&queue, &cache, &options.queues).await {
         tracing::warn!("{hint}");
     }
     let mut metrics = Metrics::new();

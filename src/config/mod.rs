@@ -1,9 +1,13 @@
 //! Configuration: where the queue, cache and failed store are, and which
 //! handler runs which job.
 //!
-//! Precedence, highest first: command-line flag > environment (Laravel's
-//! variable names, [`env`]) > `--config` TOML file ([`file`]) > the app's
-//! `.env` given with `--env-file` ([`dotenv`]) > built-in defaults. The defaults are those of the current Laravel skeleton (13.x):
+//! Precedence, highest first (see [`Settings::load`]): command-line flag >
+//! environment (Laravel's variable names, [`env`]; a setting the app's own
+//! answer gives is left to that answer, which already read the environment
+//! as PHP does) > `--config` TOML file ([`file`]) > the app's own answer
+//! (`--app`, or the app found beside `--env-file`: [`app_config`]) > the
+//! app's `.env` given with `--env-file` ([`dotenv`]) > built-in defaults.
+//! The defaults are those of the current Laravel skeleton (13.x):
 //! Redis on `127.0.0.1:6379` DB 0 with prefix `laravel-database-`, cache DB 1
 //! with prefix `laravel-cache-` and no colon, connection `redis`, queue
 //! `default`, `retry_after` 90, `block_for` null, failed driver
@@ -17,7 +21,7 @@ pub mod dotenv;
 pub mod env;
 pub mod file;
 pub mod handlers;
-pub mod keys;
+pub mod known_keys;
 pub mod phpdotenv;
 pub mod redact;
 mod resolve;
@@ -952,10 +956,10 @@ mod tests {
     /// setting, and every setting is set or shown there.
     #[test]
     fn example_config_shows_every_key() {
-        let sections = keys::sections();
-        // A new section must be added to `keys::sections` (and to the example).
+        let sections = known_keys::sections();
+        // A new section must be added to `known_keys::sections` (and to the example).
         let mut names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
-        let mut top: Vec<&str> = keys::top_level().to_vec();
+        let mut top: Vec<&str> = known_keys::top_level().to_vec();
         names.sort_unstable();
         top.sort_unstable();
         assert_eq!(names, top);

@@ -11,7 +11,7 @@
 pub mod database;
 pub mod php_json;
 pub mod redis_store;
-pub mod unrecorded;
+pub mod unrecorded_record;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::OnceCell;

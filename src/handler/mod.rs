@@ -18,12 +18,12 @@ pub mod http;
 pub mod metadata;
 pub mod persistent;
 pub mod pool;
+pub mod pool_slots;
 pub mod preflight;
 pub mod process_group;
 pub mod request;
 pub mod request_line;
 pub mod router;
-pub mod slots;
 pub mod subprocess;
 pub mod warm;
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::slots::{Slot, Slots};
+use super::pool_slots::{Slot, Slots};
 use super::warm::{Census, Process, Spawn};
 
 /// How long the keeper waits before trying again to start the minimum

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::heartbeat::{self, Heartbeat};
+use super::heartbeat_file::{self, Heartbeat};
 use super::notify::Notifier;
 
 /// Least time between two `STATUS=` updates: 1 second. A busy worker
@@ -160,11 +160,11 @@ pub struct Pulse {
 
 impl Pulse {
     /// A pulse that notifies through `notifier` and rewrites `heartbeat`
-    /// every [`heartbeat::PERIOD`].
+    /// every [`heartbeat_file::PERIOD`].
     pub fn new(notifier: Notifier, heartbeat: Option<Heartbeat>) -> Self {
         let schedule = Schedule::new(
             notifier.watchdog_every(),
-            heartbeat.as_ref().map(|_| heartbeat::PERIOD),
+            heartbeat.as_ref().map(|_| heartbeat_file::PERIOD),
             notifier.is_enabled(),
             Instant::now(),
         );
@@ -454,7 +454,7 @@ mod tests {
         for _ in 0..5 {
             tokio::select! {
                 () = &mut endless => panic!("ended early"),
-                () = tokio::time::sleep(heartbeat::PERIOD + Duration::from_millis(1)) => {}
+                () = tokio::time::sleep(heartbeat_file::PERIOD + Duration::from_millis(1)) => {}
             }
             assert!(rewritten(&path), "a beat was missed during the wait");
         }

@@ -16,7 +16,7 @@
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
 //! - `reserve_errors_total`: polls that failed to reach Redis;
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
-//!   [`backlog`](crate::backlog));
+//!   [`backlog`]);
 //! - `queue_slots{queue}`: a balanced worker's slots per queue
 //!   (`[worker] balance`), as the last round left them;
 //! - `handler_trips_total{handler}`: trips of a handler's breaker (the
@@ -30,6 +30,7 @@
 //!   a bounded channel ([`crate::worker::decoupled`]) missed because it
 //!   fell behind (`horizon`).
 
+pub mod backlog;
 pub mod listener;
 pub mod pools;
 
@@ -187,8 +188,8 @@ impl Metrics {
 
     /// Registers the queue backlog gauges beside the job metrics; the
     /// returned handle's sampler sets them.
-    pub fn backlog(&mut self) -> crate::backlog::Backlog {
-        crate::backlog::Backlog::register(&mut self.registry)
+    pub fn backlog(&mut self) -> backlog::Backlog {
+        backlog::Backlog::register(&mut self.registry)
     }
 
     /// Whether `/readyz` answers 200.

@@ -66,6 +66,23 @@ impl Limits {
     }
 }
 
+/// `job`'s payload, or the failure of a job that cannot run: a payload
+/// that cannot be read, or a job its queue refuses (a database row at its
+/// `attempts` column's limit, failed with Laravel 12.54's QueryException).
+fn runnable<'a>(job: &'a ReservedJob, services: &Services) -> Result<&'a Payload, Verdict> {
+    let payload = job.payload.as_ref().map_err(|e| Verdict::Fail {
+        exception: JobException::new(INVALID_PAYLOAD, format!("Unable to run the job: {e}.")),
+        failed_hook: false,
+    })?;
+    match services.queue.refusal(job) {
+        Some(refusal) => Err(Verdict::Fail {
+            exception: JobException::new(QUERY_EXCEPTION, refusal),
+            failed_hook: true,
+        }),
+        None => Ok(payload),
+    }
+}
+
 /// Runs `job` through its handler (`route`, the one its displayName and
 /// queue matched, if any) and decides its fate. `ticket` is dropped as
 /// the handler call begins, or with the verdict when there is none.
@@ -75,25 +92,11 @@ pub async fn decide(
     services: &Services,
     ticket: Ticket,
 ) -> Verdict {
-    let payload = match &job.payload {
-        Ok(p) => p,
-        Err(e) => {
-            return Verdict::Fail {
-                exception: JobException::new(
-                    INVALID_PAYLOAD,
-                    format!("Unable to run the job: {e}."),
-                ),
-                failed_hook: false,
-            };
-        }
+    let payload = match runnable(job, services) {
+        Ok(payload) => payload,
+        Err(verdict) => return verdict,
     };
     let name = job.display_name();
-    if let Some(refusal) = services.queue.refusal(job) {
-        return Verdict::Fail {
-            exception: JobException::new(QUERY_EXCEPTION, refusal),
-            failed_hook: true,
-        };
-    }
     let options = &services.options;
     let limits = Limits::of(payload, job, options.tries);
     if limits.already_exceeded(now()) {

@@ -254,7 +254,7 @@ async fn record_failure(
                  and written to the store when it is back",
                 crate::error_chain::error_chain(e.as_ref())
             );
-            let kept = bytes::Bytes::from(crate::failed::unrecorded::encode(&record));
+            let kept = bytes::Bytes::from(crate::failed::unrecorded_record::encode(&record));
             let at = record.failed_at.timestamp();
             drop(record);
             Some(

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Services;
-use crate::failed::{Logged, unrecorded};
+use crate::failed::{Logged, unrecorded_record};
 
 /// How often the kept failures are offered to the store again.
 pub const RECORD_EVERY: Duration = Duration::from_secs(5);
@@ -58,7 +58,7 @@ async fn record_kept(services: &Services, name: &str) {
         }
     };
     for bytes in kept {
-        let Some(record) = unrecorded::decode(&bytes) else {
+        let Some(record) = unrecorded_record::decode(&bytes) else {
             tracing::debug!(
                 key = %keys.unrecorded,
                 "a member of the kept failures is not a failure record; left as it is"

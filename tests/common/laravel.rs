@@ -8,10 +8,10 @@
 //! Tests skip (with a note on stderr) when `php`, its redis or pdo_sqlite
 //! extension, or Debian's Laravel (`/usr/share/php/Illuminate`) is missing.
 //! Laravel 11–12 behaviour is checked from recordings instead (see
-//! `tests/recordings.rs`).
+//! `tests/integration/recordings.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -173,13 +173,6 @@ impl App {
             cmd.env_remove(var);
         }
         cmd
-    }
-
-    /// Runs `php artisan ARGS` to its end.
-    pub fn artisan(&self, args: &[&str]) -> Output {
-        let mut all = vec!["artisan"];
-        all.extend_from_slice(args);
-        self.php(&all).output().expect("run php artisan")
     }
 
     /// Runs `php artisan ARGS`, asserts it succeeded, returns its stdout.

@@ -13,7 +13,6 @@
 //!   [`http_server::Server`]: an HTTP endpoint for HTTP handlers;
 //!   [`laravel`]: a real Laravel app beside the daemon; [`databases`]:
 //!   private PostgreSQL and MariaDB servers.
-#![allow(dead_code, unused_imports)]
 
 pub mod config;
 pub mod daemon;

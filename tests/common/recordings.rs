@@ -1,13 +1,14 @@
-//! The recordings of a real Laravel 12.67 run (`../shared/fixtures/laravel12`)
-//! and payloads of newer versions (`../shared/fixtures/newer-payloads`),
-//! read in place (never copied into the repository), and the tools to
-//! compare the daemon with them: a `redis-cli monitor` of the scene's
+//! The recordings of a real Laravel 12.67 run (`tests/fixtures/laravel12`,
+//! this project's own data, kept in the repository), payloads of newer
+//! versions (`../shared/fixtures/newer-payloads` beside the repository:
+//! strings from other projects' test suites, read in place and never
+//! copied in), and the tools to compare the daemon with them: a `redis-cli monitor` of the scene's
 //! server, the recordings' own `normalize.py`, Redis and SQLite state in
 //! the recordings' `state.json` shape.
 //!
 //! [`USES`] is the one registry of which test reads which fixture file:
 //! [`read`] refuses a file its test has not registered, and
-//! `tests/recordings.rs` fails on a fixture file no test registers.
+//! `tests/integration/recordings.rs` fails on a fixture file no test registers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,20 +29,25 @@ const TRACE_FILES: &[&str] = &[
     "laravel12/payloads/unique.json",
 ];
 
-/// Which test reads which fixture files: a path relative to
-/// `../shared/fixtures`, or a folder ending in `/` for every file in it.
+/// Which test reads which fixture files: a path as [`path`] takes it
+/// (`laravel12/...` or `newer-payloads/...`), or a folder ending in `/`
+/// for every file in it.
 pub const USES: &[(&str, &[&str])] = &[
     (
         "every_fixture_file_is_used_by_a_test",
-        &["laravel12/README.md", "newer-payloads/README.md"],
+        &["laravel12/README.md"],
+    ),
+    (
+        "every_newer_payload_is_described",
+        &["newer-payloads/README.md"],
     ),
     (
         "every_recorded_payload_is_reserved_run_and_settled",
-        &[
-            "laravel12/payloads/",
-            "laravel12/traces/dispatch/",
-            "newer-payloads/",
-        ],
+        &["laravel12/payloads/", "laravel12/traces/dispatch/"],
+    ),
+    (
+        "every_newer_payload_is_reserved_run_and_settled",
+        &["newer-payloads/"],
     ),
     (
         "env_file_alone_derives_the_recorded_keys",
@@ -74,9 +80,52 @@ pub const USES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// `../shared/fixtures` beside the crate.
-pub fn root() -> PathBuf {
+/// The folder of the newer payloads: other projects' strings, kept
+/// outside the repository.
+const NEWER: &str = "newer-payloads";
+
+/// `tests/fixtures` in the repository: the Laravel 12.67 recordings.
+fn own_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// `../shared/fixtures` beside the repository, where `newer-payloads/` is
+/// looked for.
+fn outside_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+}
+
+/// Where fixture `rel` is: `newer-payloads/...` beside the repository,
+/// everything else under `tests/fixtures`.
+pub fn path(rel: &str) -> PathBuf {
+    let top = rel.split('/').next().unwrap_or_default();
+    let root = if top == NEWER {
+        outside_root()
+    } else {
+        own_root()
+    };
+    root.join(rel)
+}
+
+/// Whether `../shared/fixtures/newer-payloads` is there. When it is not,
+/// the caller skips (a printed reason, see `skip::note`); under `CI=true`
+/// this panics instead, so a CI run cannot pass without those payloads.
+#[track_caller]
+pub fn have_newer_payloads() -> bool {
+    let dir = path(NEWER);
+    if dir.is_dir() {
+        return true;
+    }
+    let why = format!(
+        "{} is absent: the newer payloads (other projects' strings, kept outside the repository) are not run",
+        dir.display()
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true: {why}"
+    );
+    super::skip::note("newer-payloads", &why);
+    false
 }
 
 /// Whether the registry entry `entry` covers `rel`.
@@ -106,7 +155,7 @@ pub fn read(rel: &str) -> String {
         registered(&test, rel),
         "{test} reads {rel} without registering it in common::recordings::USES"
     );
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    std::fs::read_to_string(path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
 }
 
 /// Fixture `rel` as JSON (see [`read`]).
@@ -116,7 +165,8 @@ pub fn json(rel: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-/// Every fixture file, relative to [`root`], sorted.
+/// Every fixture file as [`path`] takes it, sorted: the recordings, and
+/// the newer payloads when they are there.
 pub fn all_files() -> Vec<String> {
     fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir:?}: {e}")) {
@@ -130,8 +180,9 @@ pub fn all_files() -> Vec<String> {
         }
     }
     let mut out = vec![];
-    for dir in ["laravel12", "newer-payloads"] {
-        walk(&root().join(dir), &root(), &mut out);
+    walk(&path("laravel12"), &own_root(), &mut out);
+    if path(NEWER).is_dir() {
+        walk(&path(NEWER), &outside_root(), &mut out);
     }
     out.sort();
     out
@@ -150,9 +201,9 @@ pub fn unused() -> Vec<String> {
 }
 
 /// The files directly in fixture folder `dir` whose names end in
-/// `suffix`, relative to [`root`], sorted.
+/// `suffix`, as [`path`] takes them, sorted.
 pub fn files_in(dir: &str, suffix: &str) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(root().join(dir))
+    let mut out: Vec<String> = std::fs::read_dir(path(dir))
         .unwrap()
         .filter_map(|e| {
             let name = e.ok()?.file_name().into_string().ok()?;
@@ -240,7 +291,7 @@ pub fn normalize(trace: &str) -> Option<String> {
         return None;
     }
     use std::io::Write;
-    let script = root().join("laravel12/normalize.py");
+    let script = path("laravel12/normalize.py");
     let mut child = Command::new("python3")
         .arg(script)
         .arg("-")

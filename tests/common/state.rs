@@ -20,7 +20,7 @@ use super::payloads::Job;
 use super::redis_server::RedisServer;
 
 /// The Redis prefix under the test config (Laravel 8's skeleton); an app of
-/// another layout names its own with [`QueueState::prefix`].
+/// another layout reads its own with [`QueueState::read_prefixed`].
 const PREFIX: &str = "laravel_database_";
 
 /// How far (in seconds, either way) from the snapshot's own time a score
@@ -339,12 +339,6 @@ impl Failed {
         }
     }
 
-    /// The row is of queue `queue` (default: `default`).
-    pub fn queue(mut self, queue: &str) -> Self {
-        self.queue = queue.into();
-        self
-    }
-
     /// The row's payload is `payload` (default: any).
     pub fn payload(mut self, payload: impl Into<Payload>) -> Self {
         self.payload = payload.into();
@@ -522,14 +516,6 @@ impl QueueState {
     /// Nothing anywhere: no key in DB 0, no failed row.
     pub fn empty() -> Self {
         QueueState::default()
-    }
-
-    /// The queue keys are under Redis prefix `prefix` (default
-    /// `laravel_database_`, the 8.x skeleton's; the 12.x skeleton's is
-    /// `laravel-database-`): [`Scene::assert_state`] reads them there.
-    pub fn prefix(mut self, prefix: &str) -> Self {
-        self.prefix = Some(prefix.to_string());
-        self
     }
 
     /// The Redis prefix the queue keys are read under.

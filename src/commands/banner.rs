@@ -1,0 +1,300 @@
+//! The start-up banner of `work`: what this worker is and what it watches,
+//! in one INFO log line an operator can read (or, with `--json`, one JSON
+//! line on stderr), before the first job.
+//!
+//! It names the version and build (git commit), the config sources in
+//! order of precedence, the Redis address (never its password), every
+//! queue's full ready-list key, the cache store and the exact restart key
+//! watched (`queue:restart` writes it), the failed-job store, each handler
+//! with its program and transport, and the concurrency. Durations are
+//! written in seconds (`90 s`), never as Rust values.
+
+use serde::Serialize;
+
+use crate::cli::{BUILD, VERSION};
+use crate::config::{
+    CacheSettings, FailedSettings, HandlerSpec, QueueDriverSettings, Settings, redact,
+};
+use crate::queue::keys::QueueKeys;
+use crate::worker::WorkerOptions;
+
+/// One queue the worker takes jobs from.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct QueueLine {
+    /// The queue's name (`default`).
+    pub name: String,
+    /// Its ready list's full key, prefix included
+    /// (`laravel_database_queues:default`).
+    pub key: String,
+}
+
+/// One `[[handlers]]` entry.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HandlerLine {
+    /// The displayName pattern.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// `process`, `persistent` or `http`.
+    pub transport: String,
+    /// The program (command handlers) or the URL without credentials
+    /// (HTTP handlers).
+    pub target: String,
+    /// The queues it is limited to; empty: all.
+    pub queues: Vec<String>,
+}
+
+/// What `work` prints once at start.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Banner {
+    /// The crate version.
+    pub version: String,
+    /// The git commit of the build, or `unknown`.
+    pub build: String,
+    /// Where the settings came from, lowest precedence first.
+    pub config_sources: Vec<String>,
+    /// The queue Redis, without credentials.
+    pub redis: String,
+    /// The queue connection name (written into failed_jobs).
+    pub connection: String,
+    /// The queues, highest priority first.
+    pub queues: Vec<QueueLine>,
+    /// `retry_after` in words: `90 s` or `never`.
+    pub retry_after: String,
+    /// `block_for` in words: `5 s`, or when unset `unset (BLPOP on :notify for up to --sleep)`.
+    pub block_for: String,
+    /// The cache store: `redis <address>`, `file <dir>` or `none`.
+    pub cache: String,
+    /// The restart marker watched: the full Redis key, the file store's
+    /// path, or `none` (no restart signal).
+    pub restart_key: String,
+    /// The failed-job store: `database-uuids <table> at <url>`, `redis
+    /// <key>` or `null`.
+    pub failed: String,
+    /// The handlers, in match order.
+    pub handlers: Vec<HandlerLine>,
+    /// Jobs run at once.
+    pub concurrency: usize,
+}
+
+/// Seconds in words: `90 s`, or `none_text` for `None`.
+fn seconds(value: Option<u64>, none_text: &str) -> String {
+    value.map_or_else(|| none_text.to_string(), |s| format!("{s} s"))
+}
+
+/// The cache store and the restart marker it watches, in words.
+fn cache_lines(cache: &CacheSettings) -> (String, String) {
+    match cache {
+        CacheSettings::Redis {
+            connection,
+            key_prefix,
+        } => (
+            format!("redis {}", connection.describe()),
+            format!("{key_prefix}{}", crate::cache::RESTART_KEY),
+        ),
+        CacheSettings::File { dir } => (
+            format!("file {}", dir.display()),
+            crate::cache::file::FileCache::new(dir.clone())
+                .path(crate::cache::RESTART_KEY)
+                .display()
+                .to_string(),
+        ),
+        CacheSettings::Database { url, table, prefix } => (
+            format!("database table {table} at {}", redact::url(url)),
+            format!("{prefix}{} (table {table})", crate::cache::RESTART_KEY),
+        ),
+        CacheSettings::None => ("none".into(), "none (no restart signal)".into()),
+    }
+}
+
+/// The failed-job store in words.
+fn failed_line(settings: &Settings) -> String {
+    match &settings.failed {
+        FailedSettings::Database { url, table } => {
+            format!("database-uuids table {table} at {}", redact::url(url))
+        }
+        // The hash `RedisFailedStore::new` writes (hash-tagged on a cluster).
+        FailedSettings::Redis if settings.redis.is_cluster() => format!(
+            "redis {}{{laravel-worker:failed_jobs}}",
+            settings.redis_prefix
+        ),
+        FailedSettings::Redis => {
+            format!("redis {}laravel-worker:failed_jobs", settings.redis_prefix)
+        }
+        FailedSettings::Null => "null (failed jobs are discarded)".into(),
+    }
+}
+
+/// The database queue in the banner's terms, for a worker on the
+/// database driver: what stands in the `redis` field (`database
+/// sqlite:///srv/app/database/database.sqlite, table jobs`, the URL
+/// without its password) and each queue with where its rows are
+/// (`jobs where queue = 'default'`), highest priority first.
+pub fn database_queue_lines(
+    spec: &crate::queue::database::DatabaseQueueSpec,
+    queues: &[String],
+) -> (String, Vec<QueueLine>) {
+    let database = format!("database {}, table {}", redact::url(&spec.url), spec.table);
+    let queues = queues
+        .iter()
+        .map(|name| QueueLine {
+            name: name.clone(),
+            key: format!("{} where queue = '{name}'", spec.table),
+        })
+        .collect();
+    (database, queues)
+}
+
+/// Each Redis queue with its ready list's full key, highest priority
+/// first.
+fn redis_queue_lines(settings: &Settings, queues: &[String]) -> Vec<QueueLine> {
+    let cluster = settings.redis.is_cluster();
+    queues
+        .iter()
+        .map(|name| QueueLine {
+            name: name.clone(),
+            key: QueueKeys::new(&settings.redis_prefix, name, cluster).ready,
+        })
+        .collect()
+}
+
+/// One `[[handlers]]` entry: its transport and program or URL.
+fn handler_line(h: &HandlerSpec) -> HandlerLine {
+    let target = match (h.http(), h.command()) {
+        (Some(http), _) => redact::url(&http.url),
+        (None, command) => command
+            .and_then(|c| c.command.first())
+            .cloned()
+            .unwrap_or_default(),
+    };
+    HandlerLine {
+        pattern: h.pattern.clone(),
+        transport: h.transport_name().to_string(),
+        target,
+        queues: h.queues.clone().unwrap_or_default(),
+    }
+}
+
+impl Banner {
+    /// The banner of a worker with `settings` (its sources as
+    /// [`Settings::sources`]) and `options`.
+    pub fn new(settings: &Settings, options: &WorkerOptions) -> Banner {
+        let (redis, queues, block_for) = match &settings.driver {
+            QueueDriverSettings::Database(spec) => {
+                let (database, queues) = database_queue_lines(spec, &options.queues);
+                (
+                    database,
+                    queues,
+                    "none (a table is polled every --sleep)".into(),
+                )
+            }
+            QueueDriverSettings::Redis => (
+                settings.redis.describe(),
+                redis_queue_lines(settings, &options.queues),
+                seconds(
+                    settings.block_for,
+                    "unset (BLPOP on :notify for up to --sleep)",
+                ),
+            ),
+        };
+        let (cache, restart_key) = cache_lines(&settings.cache);
+        let handlers = settings.handlers.iter().map(handler_line).collect();
+        Banner {
+            version: VERSION.into(),
+            build: BUILD.into(),
+            config_sources: settings.sources.clone(),
+            redis,
+            connection: settings.connection.clone(),
+            queues,
+            retry_after: seconds(settings.retry_after, "never"),
+            block_for,
+            cache,
+            restart_key,
+            failed: failed_line(settings),
+            handlers,
+            concurrency: options.concurrency,
+        }
+    }
+
+    /// The handlers in one line: `App\Jobs\* → process ./hello.sh; * → http
+    /// https://app/_queue (queues mail)`.
+    pub fn handlers_text(&self) -> String {
+        self.handlers
+            .iter()
+            .map(|h| {
+                let queues = if h.queues.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (queues {})", h.queues.join(","))
+                };
+                format!("{} → {} {}{queues}", h.pattern, h.transport, h.target)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The queues in one line: `default (laravel_database_queues:default), …`.
+    pub fn queues_text(&self) -> String {
+        self.queues
+            .iter()
+            .map(|q| format!("{} ({})", q.name, q.key))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The banner as one JSON object (`"message":"worker starting"`,
+    /// `"level":"info"` and the fields above).
+    pub fn json(&self) -> String {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("level".into(), "info".into());
+            map.insert("message".into(), "worker starting".into());
+        }
+        value.to_string()
+    }
+
+    /// Writes the banner: one INFO log event, or with `json` one JSON line
+    /// on stderr (stdout carries the job events).
+    pub fn emit(&self, json: bool) {
+        if json {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr().lock(), "{}", self.json());
+            return;
+        }
+        tracing::info!(
+            version = %self.version,
+            build = %self.build,
+            config = %self.config_sources.join(" < "),
+            redis = %self.redis,
+            connection = %self.connection,
+            queues = %self.queues_text(),
+            retry_after = %self.retry_after,
+            block_for = %self.block_for,
+            cache = %self.cache,
+            restart_key = %self.restart_key,
+            failed = %self.failed,
+            handlers = %self.handlers_text(),
+            concurrency = self.concurrency,
+            "worker starting"
+        );
+    }
+}
+
+#[cfg(test)]
+mod database_tests {
+    use super::*;
+    use crate::queue::database::DatabaseQueueSpec;
+
+    #[test]
+    fn the_database_queue_is_named_without_its_password() {
+        let spec = DatabaseQueueSpec {
+            url: "mysql://app:s3cret@db.internal:3306/shop".into(),
+            table: "jobs".into(),
+            retry_after: 90,
+        };
+        let (database, queues) = database_queue_lines(&spec, &["high".into(), "default".into()]);
+        assert!(!database.contains("s3cret"), "{database}");
+        assert!(database.contains("db.internal:3306/shop") && database.ends_with("table jobs"));
+        assert_eq!(queues[0].name, "high");
+        assert_eq!(queues[1].key, "jobs where queue = 'default'");
+    }
+}

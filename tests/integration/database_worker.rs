@@ -1,0 +1,451 @@
+//! The worker on the database queue (issue 27), end to end: the real
+//! binary on a `jobs` table of SQLite (always), PostgreSQL and MariaDB
+//! (started by the test where installed, skipped with a printed reason
+//! where not), with real handler processes and the `failed_jobs` table.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::Daemon;
+use common::databases::{FailedDb, MariaDb, Postgres};
+use common::jobs_table::{JobsTable, Shape};
+use nix::sys::signal::Signal;
+
+/// A payload as Laravel's `createPayload` writes it for the database
+/// driver: no `id`, no `attempts` (the row counts them).
+fn payload(name: &str, uuid: &str) -> String {
+    format!(
+        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
+    )
+}
+
+/// Current UNIX time in seconds.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// A config file for a worker on `jobs` (retry_after `retry_after` s) with
+/// failed jobs in `failed`, and one handler for every job: `script`, a
+/// shell script run with `DIR` set to `dir`.
+fn config(dir: &Path, jobs: &JobsTable, failed: &str, retry_after: u64, script: &str) -> PathBuf {
+    let script_path = dir.join("handler.sh");
+    std::fs::write(
+        &script_path,
+        format!(
+            "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let toml = format!(
+        "[queue]\nconnection = \"database\"\nretry_after = {retry_after}\n\n\
+         [database]\nurl = \"{}\"\n\n[failed]\ndriver = \"database-uuids\"\nurl = \"{failed}\"\n\n\
+         [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+        jobs.url,
+        script_path.display()
+    );
+    let path = dir.join("worker.toml");
+    std::fs::write(&path, toml).unwrap();
+    path
+}
+
+/// The databases of one test, each with a `jobs` table and a `failed_jobs`
+/// table of its own.
+struct Databases {
+    dir: tempfile::TempDir,
+    _postgres: Option<Postgres>,
+    _mariadb: Option<MariaDb>,
+    /// `(name, jobs table, failed store)`.
+    each: Vec<(&'static str, JobsTable, FailedDb)>,
+}
+
+impl Databases {
+    fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lw-dbw-")
+            .tempdir()
+            .unwrap();
+        let mut each = vec![(
+            "sqlite",
+            JobsTable::sqlite(&dir.path().join("database.sqlite")),
+            FailedDb::sqlite(&dir.path().join("failed.sqlite")),
+        )];
+        let postgres = Postgres::start();
+        if let Some(pg) = &postgres {
+            each.push((
+                "postgres",
+                JobsTable::postgres(pg, "app"),
+                pg.database("failed"),
+            ));
+        }
+        let mariadb = MariaDb::start();
+        if let Some(m) = &mariadb {
+            let jobs = JobsTable::mariadb(m, "app", Shape::Before13_6);
+            each.push(("mariadb", jobs, m.database("failed")));
+        }
+        Databases {
+            dir,
+            _postgres: postgres,
+            _mariadb: mariadb,
+            each,
+        }
+    }
+}
+
+/// On each database: a job that succeeds is deleted; one whose handler
+/// fails is released (a new row, the attempt counted), run again, and
+/// failed into `failed_jobs` with the connection `database` and its queue,
+/// as `queue:work database --tries=2` leaves them; `--stop-when-empty`
+/// then stops the worker.
+#[test]
+fn the_worker_runs_releases_and_fails_jobs_on_each_database() {
+    let dbs = Databases::start();
+    for (name, jobs, failed) in &dbs.each {
+        let dir = dbs.dir.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = "case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) exit 3;; esac\n\
+                      echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"";
+        let config = config(&dir, jobs, failed.url(), 90, script);
+        let good = jobs.insert("default", &payload("Good", "u-good"), 0, None, now());
+        jobs.insert("default", &payload("Bad", "u-bad"), 0, None, now());
+        let args = ["--config", config.to_str().unwrap(), "work"];
+        let mut d = Daemon::start(
+            &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=2"]].concat(),
+            &[],
+        );
+        d.expect_stop(0, "empty");
+        assert_eq!(jobs.rows(), vec![], "{name}: every row settled");
+        let ran = std::fs::read_to_string(dir.join("ran")).unwrap();
+        assert_eq!(
+            ran,
+            format!("{good} 1\n"),
+            "{name}: the good job ran once, attempt 1"
+        );
+        let rows = failed.rows();
+        assert_eq!(rows.len(), 1, "{name}: {rows:?}");
+        assert_eq!(
+            (
+                rows[0].uuid.as_str(),
+                rows[0].connection.as_str(),
+                rows[0].queue.as_str()
+            ),
+            ("u-bad", "database", "default"),
+            "{name}"
+        );
+        assert_eq!(
+            rows[0].payload,
+            payload("Bad", "u-bad"),
+            "{name}: the bytes as stored"
+        );
+        let out = d.stdout.join("\n");
+        assert_eq!(out.matches(" DONE").count(), 1, "{name}: {out}");
+        assert_eq!(out.matches(" FAIL").count(), 2, "{name}: {out}");
+    }
+}
+
+/// A job that runs for more than twice `retry_after` beside a second
+/// worker on the same table runs once: its reservation is renewed while
+/// it runs, so the other worker never takes the row.
+#[test]
+fn a_job_longer_than_retry_after_runs_once_beside_another_worker() {
+    let dbs = Databases::start();
+    let (_, jobs, failed) = &dbs.each[0];
+    let dir = dbs.dir.path();
+    let script = "echo run >> \"$DIR/runs\"; touch \"$DIR/started\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
+    let config = config(dir, jobs, failed.url(), 2, script);
+    jobs.insert("default", &payload("Long", "u-long"), 0, None, now());
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut first = Daemon::start(&args, &[]);
+    common::wait_until("the job to start", || dir.join("started").exists());
+    let mut second = Daemon::start(&args, &[]);
+    let reserved_at = jobs.rows()[0].reserved_at.unwrap();
+    // Three renewals (every (retry_after - 1) / 2 s, at least 1 s) move
+    // reserved_at forward past twice retry_after: the second worker polled
+    // all along and found nothing to take.
+    common::wait_until("reserved_at to move past 2 x retry_after", || {
+        jobs.rows()[0].reserved_at.unwrap() >= reserved_at + 5
+    });
+    std::fs::write(dir.join("go"), "").unwrap();
+    common::wait_until("the row to be deleted", || jobs.rows().is_empty());
+    for d in [&mut first, &mut second] {
+        d.signal(Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    let runs = std::fs::read_to_string(dir.join("runs")).unwrap();
+    assert_eq!(runs, "run\n", "the job ran once");
+    assert_eq!(failed.rows().len(), 0);
+}
+
+/// PostgreSQL stopped for a while mid-run: the worker logs the outage,
+/// loses nothing and goes on once the server is back; every job runs to
+/// its end exactly once.
+#[test]
+fn a_database_stopped_mid_run_loses_nothing() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let Some(mut pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "echo \"$LARAVEL_WORKER_JOB_ID\" >> \"$DIR/ran\"; \
+                  if [ \"$(wc -l < \"$DIR/ran\")\" -eq 5 ]; then touch \"$DIR/fifth\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done; fi";
+    let config = config(dir.path(), &jobs, failed.url(), 60, script);
+    for i in 0..20 {
+        jobs.insert(
+            "default",
+            &payload("Step", &format!("u-{i}")),
+            0,
+            None,
+            now(),
+        );
+    }
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut d = Daemon::start(&args, &[]);
+    common::wait_until("the fifth job to start", || {
+        dir.path().join("fifth").exists()
+    });
+    pg.stop_server();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    d.wait_log(&["cannot delete the job in the queue"]);
+    pg.start_again();
+    common::wait_until("every row settled", || jobs.rows().is_empty());
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
+    let mut ids: Vec<&str> = ran.lines().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 20, "every job ran: {ran}");
+    assert_eq!(ran.lines().count(), 20, "none ran twice: {ran}");
+    assert_eq!(failed.rows().len(), 0);
+}
+
+/// The admin commands on the database queue: `push` writes a row as
+/// Laravel's `pushToDatabase` does (no `id` or `attempts` in the payload,
+/// `available_at` now + `--delay`), `monitor` counts pending, delayed and
+/// reserved rows, `clear` deletes the queue's rows, and `retry` puts a
+/// failed row back into the table.
+#[test]
+fn push_monitor_clear_and_retry_work_on_the_table() {
+    let dbs = Databases::start();
+    let (_, jobs, failed) = &dbs.each[0];
+    let dir = dbs.dir.path();
+    let config = config(dir, jobs, failed.url(), 90, "exit 3");
+    Daemon::cli(
+        &config,
+        &["push", "default", "--job", "App\\Jobs\\Now", "--count", "2"],
+    )
+    .expect_exit(0);
+    Daemon::cli(
+        &config,
+        &[
+            "push",
+            "default",
+            "--job",
+            "App\\Jobs\\Later",
+            "--delay",
+            "600",
+        ],
+    )
+    .expect_exit(0);
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert!(!row.payload.contains("\"attempts\""), "{}", row.payload);
+        assert!(!row.payload.contains("\"id\""), "{}", row.payload);
+        assert_eq!((row.attempts, row.reserved_at), (0, None));
+    }
+    assert!(rows[2].available_at >= rows[2].created_at + 600);
+    let mut monitor = Daemon::cli(&config, &["monitor", "default", "--json"]);
+    monitor.expect_exit(0);
+    let out = monitor.stdout.join("\n");
+    assert!(
+        out.contains("\"pending\":2") && out.contains("\"delayed\":1"),
+        "{out}"
+    );
+    let mut clear = Daemon::cli(&config, &["clear", "default", "--force"]);
+    clear.expect_exit(0);
+    assert_eq!(jobs.rows(), vec![]);
+
+    jobs.insert("default", &payload("Bad", "u-retry"), 0, None, now());
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--stop-when-empty",
+    ];
+    Daemon::start(&args, &[]).expect_stop(0, "empty");
+    assert_eq!(failed.rows().len(), 1);
+    Daemon::cli(&config, &["retry", "all"]).expect_exit(0);
+    assert_eq!(failed.rows().len(), 0);
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].attempts, rows[0].payload.clone()),
+        (0, payload("Bad", "u-retry"))
+    );
+}
+
+/// What the app recorded, without times: `(event, tag, attempt)`, sorted.
+fn record_set(app: &common::laravel::App) -> Vec<(String, String, i64)> {
+    let mut set: Vec<_> = app
+        .records()
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap_or_default().to_string(),
+                r["tag"].as_str().unwrap_or_default().to_string(),
+                r["attempt"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    set.sort();
+    set
+}
+
+/// Parity with `php artisan queue:work database` of the real Laravel 8.83
+/// on the app's SQLite `jobs` table: the same jobs, dispatched by the app
+/// (a plain job, one failing once then passing, one failing itself, one
+/// releasing itself, a string job), run once by PHP and once by the daemon
+/// through the PHP bridge, leave the same job log (event, tag, attempt),
+/// the same number of `failed_jobs` rows with the same exception classes,
+/// and the same rows left in the table (the flaky job released with its
+/// 2 s backoff, attempt counted).
+#[test]
+fn the_daemon_and_queue_work_database_leave_the_same_rows() {
+    let jobs = serde_json::json!([
+        {"kind": "plain", "tag": "plain"},
+        {"kind": "flaky", "tag": "flaky", "failures": 1},
+        {"kind": "self-failing", "tag": "self-failing"},
+        {"kind": "releasing", "tag": "releasing", "release": 0},
+        {"kind": "string", "tag": "string"},
+    ]);
+    let mut outcomes = Vec::new();
+    for runner in ["php", "daemon"] {
+        let s = common::Scene::new();
+        let Some(app) = common::laravel::App::new(&s) else {
+            return;
+        };
+        let table = JobsTable::sqlite(&s.path("failed.sqlite"));
+        app.set_env("QUEUE_CONNECTION", "database");
+        app.dispatch(jobs.clone());
+        assert_eq!(table.rows().len(), 5);
+        if runner == "php" {
+            app.artisan_ok(&["queue:work", "database", "--stop-when-empty", "--tries=3"]);
+        } else {
+            let config = app.config_from_app(&s, common::laravel::Transport::Persistent(1));
+            let flag = app.app_flag();
+            let args = ["--stop-when-empty", "--tries=3", flag.as_str()];
+            s.work(&config, &args).expect_stop(0, "empty");
+        }
+        let left: Vec<(String, i64, bool)> = table
+            .rows()
+            .iter()
+            .map(|r| (r.queue.clone(), r.attempts, r.reserved_at.is_some()))
+            .collect();
+        let failed = FailedDb::Sqlite(format!("sqlite://{}", s.path("failed.sqlite").display()));
+        let mut classes: Vec<String> = failed
+            .rows()
+            .iter()
+            .map(|r| {
+                assert_eq!(
+                    (r.connection.as_str(), r.queue.as_str()),
+                    ("database", "default")
+                );
+                r.exception
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        classes.sort();
+        outcomes.push((runner, record_set(&app), classes, left));
+    }
+    let (php, daemon) = (&outcomes[0], &outcomes[1]);
+    assert!(php.1.len() >= 5 && !php.2.is_empty(), "{php:?}");
+    assert_eq!(php.1, daemon.1, "the job logs differ");
+    assert_eq!(php.2, daemon.2, "the failed_jobs rows differ");
+    assert_eq!(php.3, daemon.3, "the rows left in the table differ");
+    assert_eq!(
+        php.3,
+        vec![("default".to_string(), 1, false)],
+        "the flaky job, released"
+    );
+}
+
+/// A fleet on one PostgreSQL table: three daemons at `--concurrency=4`,
+/// one SIGKILLed while its jobs run and started again. Every job runs; a
+/// job runs twice only when it was running in the killed daemon (at most
+/// its 4 slots), reclaimed after `retry_after`.
+#[test]
+fn a_fleet_with_a_killed_daemon_loses_no_job() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"; \
+                  if [ \"$LARAVEL_WORKER_JOB_UUID\" = u-100 ]; then touch \"$DIR/hundred\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done; fi";
+    let config = config(dir.path(), &jobs, failed.url(), 3, script);
+    const JOBS: usize = 400;
+    for i in 0..JOBS {
+        jobs.insert(
+            "default",
+            &payload("Step", &format!("u-{i}")),
+            0,
+            None,
+            now(),
+        );
+    }
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--sleep=0.1",
+        "--concurrency=4",
+        "--stop-when-empty-for=4",
+        "--tries=3",
+    ];
+    let mut fleet = vec![Daemon::start(&args, &[]), Daemon::start(&args, &[])];
+    let mut victim = Daemon::start(&args, &[]);
+    // Whoever runs u-100 hangs in it; kill that daemon if it is the victim,
+    // else the victim anyway once u-100 started (its slots are busy).
+    common::wait_until("u-100 to start", || dir.path().join("hundred").exists());
+    victim.signal(Signal::SIGKILL);
+    victim.wait_exit();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    fleet.push(Daemon::start(&args, &[]));
+    common::wait_until("every row settled", || jobs.rows().is_empty());
+    for d in &mut fleet {
+        d.signal(Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
+    let mut counts = std::collections::HashMap::<&str, usize>::new();
+    for id in ran.lines() {
+        *counts.entry(id).or_default() += 1;
+    }
+    assert_eq!(counts.len(), JOBS, "every job ran");
+    let twice: Vec<_> = counts.iter().filter(|&(_, &n)| n > 1).collect();
+    assert!(
+        twice.len() <= 4,
+        "only the killed daemon's jobs run again: {twice:?}"
+    );
+    assert!(twice.iter().all(|&(_, &n)| n == 2), "{twice:?}");
+    assert_eq!(failed.rows().len(), 0);
+}

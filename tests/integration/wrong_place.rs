@@ -1,0 +1,225 @@
+//! The worker says when it is probably looking in the wrong place: its
+//! queue keys are empty while the same queue holds jobs under another
+//! Redis prefix, or the restart key it watches is absent while
+//! `queue:restart` wrote one under another cache prefix or colon rule.
+//! `work` logs a warning at start naming both keys and the setting to
+//! change; `monitor` prints the same hint under its table.
+
+use crate::common;
+
+use common::{Daemon, Job, Scene};
+
+/// The one hint `d` logged, asserted to contain every one of `parts`.
+#[track_caller]
+fn one_hint_saying(d: &Daemon, parts: &[&str]) -> String {
+    let hints = hints(d);
+    assert_eq!(hints.len(), 1, "one hint: {hints:?}\n{}", d.stderr_text());
+    for part in parts {
+        assert!(
+            hints[0].contains(part),
+            "{part:?} missing from {:?}",
+            hints[0]
+        );
+    }
+    hints[0].clone()
+}
+
+/// The app's own prefix in these tests (an app named "Shop", Laravel 8).
+const APP_PREFIX: &str = "shop_database_";
+
+/// Pushes `job` on queue `queue` under `prefix`, as the app would.
+fn push_under(s: &Scene, prefix: &str, queue: &str, job: &Job) {
+    let _: i64 = s
+        .redis
+        .cmd(&["RPUSH", &format!("{prefix}queues:{queue}"), &job.build()]);
+}
+
+/// The worker's log lines that carry a wrong-place hint.
+fn hints(d: &Daemon) -> Vec<String> {
+    d.stderr_text()
+        .lines()
+        .filter(|l| l.contains("look empty at") || l.contains("restart signal is watched"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn jobs_under_another_prefix_are_named_at_start() {
+    let (s, config) = Scene::recording("exit 0");
+    for _ in 0..3 {
+        push_under(&s, APP_PREFIX, "default", &Job::laravel8("App\\Jobs\\Mail"));
+    }
+
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    let hint = one_hint_saying(
+        &d,
+        &[
+            "laravel_database_queues:default",
+            "shop_database_queues:default",
+            "holds 3 job(s)",
+            "REDIS_PREFIX",
+        ],
+    );
+    assert!(hint.contains("WARN"), "a warning: {hint:?}");
+    assert_eq!(s.log(), Vec::<String>::new(), "nothing ran");
+    assert_eq!(
+        s.redis.llen("shop_database_queues:default"),
+        3,
+        "nothing taken"
+    );
+}
+
+#[test]
+fn a_watched_queue_with_jobs_or_nothing_anywhere_gives_no_hint() {
+    let (s, config) = Scene::recording("exit 0");
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(hints(&d), Vec::<String>::new(), "empty Redis");
+
+    // Jobs under both prefixes: the worker's own queue is not empty.
+    s.push(&Job::laravel8("App\\Jobs\\Ours"));
+    push_under(
+        &s,
+        APP_PREFIX,
+        "default",
+        &Job::laravel8("App\\Jobs\\Theirs"),
+    );
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(hints(&d), Vec::<String>::new(), "our queue had a job");
+    assert_eq!(s.log().len(), 1, "ours ran: {:?}", s.log());
+
+    // Only notify tokens elsewhere: no jobs there, no hint.
+    let _: i64 = s.redis.cmd(&["RPUSH", "other_queues:default:notify", "1"]);
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    let left: Vec<String> = hints(&d)
+        .into_iter()
+        .filter(|h| h.contains("other_"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "notify tokens are not jobs");
+}
+
+#[test]
+fn delayed_and_tagged_queues_elsewhere_are_found_too() {
+    let (s, config) = Scene::recording("exit 0");
+    let job = Job::laravel8("App\\Jobs\\Later").build();
+    let _: i64 = s.redis.cmd(&[
+        "ZADD",
+        "app-database-queues:emails:delayed",
+        "9999999999",
+        &job,
+    ]);
+    let _: i64 = s
+        .redis
+        .cmd(&["RPUSH", "app-database-queues:{emails}", &job]);
+
+    let d = s.run(&config, &["--once", "--sleep=0", "--queue=emails"]);
+    let hints = hints(&d);
+    assert_eq!(hints.len(), 2, "{hints:?}");
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.contains("\"app-database-queues:emails\"")),
+        "{hints:?}"
+    );
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.contains("\"app-database-queues:{emails}\"")),
+        "{hints:?}"
+    );
+}
+
+#[test]
+fn a_restart_key_under_another_cache_prefix_is_named_at_start() {
+    let (s, config) = Scene::recording("exit 0");
+    // Laravel 11+ drops the ':' after the cache prefix; the worker (with
+    // `colon = true`) watches `laravel_cache:illuminate:queue:restart`
+    // behind the Redis prefix.
+    let _: () = s.redis.cache(&[
+        "SET",
+        "laravel_database_laravel_cacheilluminate:queue:restart",
+        "1700000000",
+    ]);
+
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    one_hint_saying(
+        &d,
+        &[
+            "\"laravel_database_laravel_cache:illuminate:queue:restart\"",
+            "laravel_database_laravel_cacheilluminate:queue:restart",
+            "CACHE_PREFIX",
+        ],
+    );
+
+    // Once the watched key exists, no hint.
+    let _: () = s.redis.cache(&[
+        "SET",
+        "laravel_database_laravel_cache:illuminate:queue:restart",
+        "1700000001",
+    ]);
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    assert_eq!(self::hints(&d), Vec::<String>::new());
+}
+
+#[test]
+fn monitor_shows_the_same_hint() {
+    let (s, config) = Scene::recording("exit 0");
+    push_under(&s, APP_PREFIX, "default", &Job::laravel8("App\\Jobs\\Mail"));
+    let _: () = s.redis.cache(&[
+        "SET",
+        "laravel_database_laravel_cacheilluminate:queue:restart",
+        "1700000000",
+    ]);
+
+    let mut d = Daemon::cli(&config, &["monitor", "redis:default"]);
+    d.expect_exit(0);
+    let out = d.stdout.join("\n");
+    assert!(
+        out.contains("Hint: queue keys look empty at \"laravel_database_queues:default\"")
+            && out.contains("\"shop_database_queues:default\" holds 1 job(s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\"laravel_database_laravel_cacheilluminate:queue:restart\""),
+        "the restart hint too: {out}"
+    );
+
+    let mut d = Daemon::cli(&config, &["monitor", "redis:default", "--json"]);
+    d.expect_exit(0);
+    let rows: serde_json::Value = serde_json::from_str(&d.stdout.join("\n")).unwrap();
+    let hint = rows[0]["hints"][0].as_str().unwrap_or_default();
+    assert!(hint.contains("shop_database_queues:default"), "{rows}");
+}
+
+#[test]
+fn a_restart_key_under_another_prefix_in_the_cache_table_is_named() {
+    use sqlx::Connection;
+    let s = Scene::new();
+    let db = s.path("cache.sqlite");
+    let url = format!("sqlite://{}?mode=rwc", db.display());
+    common::sqlite::block_on(async {
+        let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(
+            "create table \"cache\" (\"key\" varchar not null primary key, \
+             \"value\" text not null, \"expiration\" integer not null); \
+             insert into \"cache\" values \
+             ('laravel-cache-illuminate:queue:restart', 'i:1700000000;', 9999999999)",
+        )
+        .execute(&mut c)
+        .await
+        .unwrap();
+    });
+    let config = s
+        .config()
+        .recording("exit 0")
+        .database_cache(&url, "shop-cache-")
+        .write();
+
+    let d = s.run(&config, &["--once", "--sleep=0"]);
+    one_hint_saying(
+        &d,
+        &[
+            "\"shop-cache-illuminate:queue:restart\"",
+            "\"laravel-cache-illuminate:queue:restart\"",
+        ],
+    );
+}
