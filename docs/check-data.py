@@ -47,6 +47,7 @@ def check_autoscaling():
     """The KEDA ScaledObject and the HPA of the autoscaling recipes: the
     HPA against the Kubernetes schema (kubernetes-validate, when installed),
     the ScaledObject (a CRD the schema does not know) by its shape."""
+    check_database_autoscaling()
     with open(path("migrating/kubernetes-autoscaling.yaml"), encoding="utf-8") as f:
         docs = {doc["kind"]: doc for doc in yaml.safe_load_all(f) if doc}
     scaled, hpa = docs["ScaledObject"], docs["HorizontalPodAutoscaler"]
@@ -61,6 +62,18 @@ def check_autoscaling():
         return "HPA not checked against the schema: pip install kubernetes-validate"
     kubernetes_validate.validate(hpa, "1.30.0", strict=True)
     return "HPA valid for Kubernetes 1.30"
+
+
+def check_database_autoscaling():
+    """The database queue's KEDA recipe: a ScaledObject whose postgresql
+    and mysql triggers each count one queue's rows of the jobs table
+    (tests/integration/database_worker.rs runs the queries themselves)."""
+    with open(path("migrating/kubernetes-autoscaling-database.yaml"), encoding="utf-8") as f:
+        scaled = yaml.safe_load(f)
+    assert scaled["kind"] == "ScaledObject", scaled["kind"]
+    triggers = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
+    for kind in ("postgresql", "mysql"):
+        assert triggers[kind]["query"].startswith("SELECT count(*) FROM jobs"), triggers[kind]
 
 
 if __name__ == "__main__":

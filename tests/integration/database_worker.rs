@@ -449,3 +449,57 @@ fn a_fleet_with_a_killed_daemon_loses_no_job() {
     assert!(twice.iter().all(|&(_, &n)| n == 2), "{twice:?}");
     assert_eq!(failed.rows().len(), 0);
 }
+
+/// The `query:` of the KEDA trigger `kind` in the database autoscaling
+/// recipe of the book.
+fn keda_query(kind: &str) -> String {
+    let recipe = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/src/migrating/kubernetes-autoscaling-database.yaml"),
+    )
+    .unwrap();
+    let trigger = recipe
+        .split("- type: ")
+        .find(|t| t.starts_with(kind))
+        .unwrap_or_else(|| panic!("no {kind} trigger"));
+    let line = trigger
+        .lines()
+        .find(|l| l.trim_start().starts_with("query:"))
+        .unwrap();
+    line.trim_start()["query:".len()..]
+        .trim()
+        .trim_matches('"')
+        .to_string()
+}
+
+/// The book's KEDA recipe for the database queue, on real PostgreSQL and
+/// MariaDB: each trigger's query counts what the backlog gauge counts
+/// (rows available now plus reserved rows of the queue; not rows delayed
+/// into the future, nor another queue's).
+#[test]
+fn the_keda_queries_count_the_backlog_the_gauge_counts() {
+    use sqlx::{Connection, Row};
+    let dbs = Databases::start();
+    for (name, jobs, _) in &dbs.each[1..] {
+        let t = now();
+        jobs.insert("default", &payload("Ready", "u-1"), 0, None, t - 5);
+        jobs.insert("default", &payload("Running", "u-2"), 1, Some(t), t - 5);
+        jobs.insert("default", &payload("Later", "u-3"), 0, None, t + 3600);
+        jobs.insert("emails", &payload("Other", "u-4"), 0, None, t - 5);
+        let count: i64 = common::sqlite::block_on(async {
+            match *name {
+                "postgres" => {
+                    let mut c = sqlx::PgConnection::connect(&jobs.url).await.unwrap();
+                    let sql = sqlx::AssertSqlSafe(keda_query("postgresql"));
+                    sqlx::query(sql).fetch_one(&mut c).await.unwrap().get(0)
+                }
+                _ => {
+                    let mut c = sqlx::MySqlConnection::connect(&jobs.url).await.unwrap();
+                    let sql = sqlx::AssertSqlSafe(keda_query("mysql"));
+                    sqlx::query(sql).fetch_one(&mut c).await.unwrap().get(0)
+                }
+            }
+        });
+        assert_eq!(count, 2, "{name}");
+    }
+}
