@@ -126,8 +126,8 @@ impl Backlog {
             match self.sample_once(&queue, &queues).await {
                 Ok(()) => errors.log_resolved(SAMPLE_FAILED),
                 Err(e) => {
-                    let redis = queue.describe();
-                    let error = format_args!("{e} (queue Redis at {redis})");
+                    let at = queue.at();
+                    let error = format_args!("{e} (queue {at})");
                     errors.log(tracing::Level::WARN, SAMPLE_FAILED, &error);
                 }
             }

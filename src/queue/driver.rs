@@ -55,6 +55,15 @@ impl Queue {
         }
     }
 
+    /// Where the queue is, in the words of a log line: `Redis at HOST db N`,
+    /// or `database ENGINE …, table T` (never a password).
+    pub fn at(&self) -> String {
+        match self {
+            Queue::Redis(q) => format!("Redis at {}", q.describe()),
+            Queue::Database(q) => format!("database {}", q.describe()),
+        }
+    }
+
     /// The handle of queue `name` (its keys, on Redis), built once.
     pub fn keys(&self, name: &str) -> Arc<QueueKeys> {
         match self {

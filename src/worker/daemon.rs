@@ -423,8 +423,8 @@ impl Daemon {
                 Reserved::Nothing { waited }
             }
             Err(e) => {
-                let queue = self.services.queue.describe();
-                let error = format_args!("{e} (queue at {queue})");
+                let queue = self.services.queue.at();
+                let error = format_args!("{e} (queue {queue})");
                 self.errors
                     .log(tracing::Level::ERROR, RESERVE_FAILED, &error);
                 Reserved::Failed

@@ -46,8 +46,8 @@ pub async fn run(
                 pending
             }
             Err(e) => {
-                let redis = services.queue.describe();
-                let error = format_args!("{e} (queue Redis at {redis})");
+                let at = services.queue.at();
+                let error = format_args!("{e} (queue {at})");
                 errors.log(tracing::Level::WARN, ROUND_FAILED, &error);
                 continue;
             }
