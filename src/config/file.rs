@@ -190,7 +190,7 @@ pub struct WorkerLayer {
     /// occurrence).
     pub error_summary_interval: Option<u64>,
     /// Seconds the jobs in flight get to finish once the worker stops; the
-    /// ones still running then are handed back at once (released). Unset:
+    /// ones still running then are released at once (the attempt counted). Unset:
     /// wait for every job, as `queue:work` does.
     pub drain_timeout: Option<u64>,
     /// What to do with a running handler whose reservation is lost:

@@ -84,7 +84,7 @@ pub struct Settings {
     /// SIGTERM → SIGKILL grace for timed-out handlers.
     pub kill_grace: Duration,
     /// How long the jobs in flight may run on after a stop before they are
-    /// handed back; `None` waits for them all.
+    /// released; `None` waits for them all.
     pub drain_timeout: Option<Duration>,
     /// What to do with a running handler whose reservation is lost.
     pub on_lease_lost: OnLeaseLost,

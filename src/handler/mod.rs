@@ -18,7 +18,7 @@ pub mod http;
 pub mod metadata;
 pub mod persistent;
 pub mod pool;
-pub mod pool_slots;
+pub mod call_permits;
 pub mod preflight;
 pub mod process_group;
 pub mod request;

@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::pool_slots::{Slot, Slots};
+use super::call_permits::{CallPermit, CallPermits};
 use super::warm::{Census, Process, Spawn};
 
 /// How long the keeper waits before trying again to start the minimum
@@ -78,7 +78,7 @@ pub struct PoolStats {
 pub struct Pool {
     spawn: Spawn,
     settings: PoolSettings,
-    slots: Slots,
+    permits: CallPermits,
     min: AtomicUsize,
     census: Arc<Census>,
     /// Idle processes, longest idle first.
@@ -101,7 +101,7 @@ impl Pool {
     pub fn new(spawn: Spawn, settings: PoolSettings) -> Self {
         Pool {
             spawn,
-            slots: Slots::new(settings.size),
+            permits: CallPermits::new(settings.size),
             min: AtomicUsize::new(settings.min),
             settings,
             census: Arc::default(),
@@ -119,10 +119,10 @@ impl Pool {
     /// Its counts now.
     pub fn stats(&self) -> PoolStats {
         PoolStats {
-            size: self.slots.size(),
+            size: self.permits.size(),
             min: self.min.load(Ordering::SeqCst),
             alive: self.census.alive(),
-            busy: self.slots.taken(),
+            busy: self.permits.taken(),
             idle: self.idle().len(),
         }
     }
@@ -131,7 +131,7 @@ impl Pool {
     /// The minimum is lowered to the size when above it.
     pub fn resize(&self, size: usize) {
         let size = size.max(1);
-        self.slots.resize(size);
+        self.permits.resize(size);
         let _ = self
             .min
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |m| {
@@ -158,17 +158,17 @@ impl Pool {
 
     /// How many calls can start now.
     pub fn free(&self) -> usize {
-        self.slots.free()
+        self.permits.free()
     }
 
     /// Resolves once a call can start.
     pub async fn until_free(&self) {
-        self.slots.until_free().await;
+        self.permits.until_free().await;
     }
 
     /// Waits for a slot for one call.
-    pub async fn acquire(&self) -> Slot<'_> {
-        self.slots.acquire().await
+    pub async fn acquire(&self) -> CallPermit<'_> {
+        self.permits.acquire().await
     }
 
     fn idle(&self) -> MutexGuard<'_, VecDeque<Idle>> {
@@ -215,7 +215,7 @@ impl Pool {
                 "recycling a handler process"
             );
             self.retire(process);
-        } else if self.census.members() > self.slots.size() {
+        } else if self.census.members() > self.permits.size() {
             tracing::info!(pid = process.pid, "the pool shrank: retiring a process");
             self.retire(process);
         } else {
@@ -257,7 +257,7 @@ impl Pool {
     /// when to look again (`None`: when woken).
     fn tend(&self) -> Option<Instant> {
         let now = Instant::now();
-        let min = self.min.load(Ordering::SeqCst).min(self.slots.size());
+        let min = self.min.load(Ordering::SeqCst).min(self.permits.size());
         let mut idle = self.idle();
         let mut next = None;
         if let Some(timeout) = self.settings.idle_timeout {

@@ -2,7 +2,7 @@
 //! at run time.
 //!
 //! The worker reserves no job a handler cannot start at once (see
-//! `Router::until_startable`): a job reserved while every slot of its pool
+//! `Router::until_startable`): a job reserved while every call permit of its pool
 //! is taken would wait, reserved, and a crash of the worker meanwhile would
 //! cost it an attempt without a start. Shrinking below the calls in flight
 //! takes nothing from them: no new call starts until they are fewer than
@@ -12,10 +12,10 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 
-/// A resizable count of call slots, and a signal each time one is freed or
+/// A resizable count of call permits, and a signal each time one is freed or
 /// the size grows.
 #[derive(Debug)]
-pub struct Slots {
+pub struct CallPermits {
     state: Mutex<Count>,
     freed: Notify,
 }
@@ -26,15 +26,15 @@ struct Count {
     taken: usize,
 }
 
-/// A slot taken for one call; freed (and announced) when dropped.
-pub struct Slot<'a> {
-    slots: &'a Slots,
+/// A permit taken for one call; freed (and announced) when dropped.
+pub struct CallPermit<'a> {
+    permits: &'a CallPermits,
 }
 
-impl Slots {
-    /// `size` slots (at least 1).
+impl CallPermits {
+    /// `size` permits (at least 1).
     pub fn new(size: usize) -> Self {
-        Slots {
+        CallPermits {
             state: Mutex::new(Count {
                 size: size.max(1),
                 taken: 0,
@@ -48,16 +48,16 @@ impl Slots {
     }
 
     /// A free slot now, if there is one.
-    pub fn try_take(&self) -> Option<Slot<'_>> {
+    pub fn try_take(&self) -> Option<CallPermit<'_>> {
         let mut count = self.count();
         (count.taken < count.size).then(|| {
             count.taken += 1;
-            Slot { slots: self }
+            CallPermit { permits: self }
         })
     }
 
     /// Waits for a free slot and takes it.
-    pub async fn acquire(&self) -> Slot<'_> {
+    pub async fn acquire(&self) -> CallPermit<'_> {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -69,13 +69,13 @@ impl Slots {
         }
     }
 
-    /// How many slots are free now.
+    /// How many permits are free now.
     pub fn free(&self) -> usize {
         let count = self.count();
         count.size.saturating_sub(count.taken)
     }
 
-    /// How many slots are taken now (calls in flight; above the size for
+    /// How many permits are taken now (calls in flight; above the size for
     /// a while after a shrink).
     pub fn taken(&self) -> usize {
         self.count().taken
@@ -86,7 +86,7 @@ impl Slots {
         self.count().size
     }
 
-    /// Sets the size (at least 1). Growing frees slots at once; shrinking
+    /// Sets the size (at least 1). Growing frees permits at once; shrinking
     /// leaves the calls in flight alone.
     pub fn resize(&self, size: usize) {
         self.count().size = size.max(1);
@@ -107,10 +107,10 @@ impl Slots {
     }
 }
 
-impl Drop for Slot<'_> {
+impl Drop for CallPermit<'_> {
     fn drop(&mut self) {
-        self.slots.count().taken -= 1;
-        self.slots.freed.notify_waiters();
+        self.permits.count().taken -= 1;
+        self.permits.freed.notify_waiters();
     }
 }
 
@@ -120,15 +120,15 @@ mod tests {
 
     #[test]
     fn a_shrink_waits_for_the_calls_in_flight() {
-        let slots = Slots::new(2);
-        let (a, b) = (slots.try_take().unwrap(), slots.try_take().unwrap());
-        slots.resize(1);
-        assert_eq!((slots.taken(), slots.free()), (2, 0));
+        let permits = CallPermits::new(2);
+        let (a, b) = (permits.try_take().unwrap(), permits.try_take().unwrap());
+        permits.resize(1);
+        assert_eq!((permits.taken(), permits.free()), (2, 0));
         drop(a);
-        assert_eq!(slots.free(), 0, "still one call in flight, size 1");
+        assert_eq!(permits.free(), 0, "still one call in flight, size 1");
         drop(b);
-        assert_eq!(slots.free(), 1);
-        slots.resize(3);
-        assert_eq!(slots.free(), 3);
+        assert_eq!(permits.free(), 1);
+        permits.resize(3);
+        assert_eq!(permits.free(), 3);
     }
 }
