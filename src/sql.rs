@@ -1,7 +1,14 @@
 //! Connections to the SQL databases Laravel supports (SQLite, MySQL and
 //! MariaDB, PostgreSQL), for the stores that live in a table: the failed
-//! jobs (`failed_jobs`) and the cache (`cache`).
+//! jobs (`failed_jobs`), the cache (`cache`) and the database queue
+//! (`jobs`).
 
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 /// A pool for one of the databases Laravel supports.
@@ -34,18 +41,79 @@ impl Pool {
     /// # Errors
     /// A URL of an unknown scheme, or one the driver cannot parse.
     pub(crate) fn lazy(url: &str) -> anyhow::Result<Pool> {
+        Self::lazy_with(url, None)
+    }
+
+    /// A lazy pool for `url` whose SQLite connections wait up to
+    /// `sqlite_busy` for another connection's write lock (sqlx's default,
+    /// 5 s, when `None`) before "database is locked".
+    ///
+    /// # Errors
+    /// A URL of an unknown scheme, or one the driver cannot parse.
+    pub(crate) fn lazy_with(url: &str, sqlite_busy: Option<Duration>) -> anyhow::Result<Pool> {
         Ok(match url.split_once("://").map(|(scheme, _)| scheme) {
-            Some("sqlite") => Pool::Sqlite(SqlitePool::connect_lazy(url)?),
-            Some("mysql" | "mariadb") => Pool::MySql(MySqlPool::connect_lazy(&url.replacen(
-                "mariadb://",
-                "mysql://",
-                1,
-            ))?),
+            Some("sqlite") => {
+                let mut options = SqliteConnectOptions::from_str(url)?;
+                if let Some(busy) = sqlite_busy {
+                    options = options.busy_timeout(busy);
+                }
+                Pool::Sqlite(SqlitePool::connect_lazy_with(options))
+            }
+            Some("mysql" | "mariadb") => {
+                let url = url.replacen("mariadb://", "mysql://", 1);
+                Pool::MySql(MySqlPool::connect_lazy_with(MySqlConnectOptions::from_str(
+                    &url,
+                )?))
+            }
             Some("postgres" | "postgresql" | "pgsql") => {
                 let url = url.replacen("pgsql://", "postgres://", 1);
-                Pool::Postgres(PgPool::connect_lazy(&url)?)
+                Pool::Postgres(PgPool::connect_lazy_with(PgConnectOptions::from_str(&url)?))
             }
-            _ => anyhow::bail!("database URL must start with sqlite://, mysql:// or postgres://"),
+            _ => anyhow::bail!(
+                "database URL must start with sqlite://, mysql://, mariadb:// or postgres://"
+            ),
         })
+    }
+}
+
+/// Where `url` points, for messages and the banner: the SQLite path, or
+/// `host/database` with no user, password nor options.
+pub(crate) fn place(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return String::new();
+    };
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if scheme == "sqlite" {
+        return rest.to_string();
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host == "localhost" {
+        // A unix socket: `?host=/run/postgresql` or `?socket=/run/mysqld/mysqld.sock`.
+        let socket = query.split('&').find_map(|kv| {
+            kv.strip_prefix("host=")
+                .or_else(|| kv.strip_prefix("socket="))
+        });
+        host = socket.unwrap_or(host);
+    }
+    format!("{host}/{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_place_never_shows_credentials() {
+        assert_eq!(
+            place("mysql://root:secret@db.internal:3306/app?socket=/x"),
+            "db.internal:3306/app"
+        );
+        assert_eq!(place("postgres://u:p%40ss@pg/app"), "pg/app");
+        assert_eq!(place("postgres:///app?host=/tmp/s&user=x"), "/tmp/s/app");
+        assert_eq!(
+            place("sqlite:///srv/app/database.sqlite"),
+            "/srv/app/database.sqlite"
+        );
     }
 }

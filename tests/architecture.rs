@@ -47,7 +47,7 @@ const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
 const LAYERS: &[(&str, &str, Allowed)] = &[
     ("redis", "2", Allowed::Only(&[])),
     ("sql", "2", Allowed::Only(&[])),
-    ("queue", "3", Allowed::Only(&["redis"])),
+    ("queue", "3", Allowed::Only(&["redis", "sql"])),
     ("cache", "4", Allowed::Only(&["redis", "sql", "queue"])),
     ("failed", "4", Allowed::Only(&["redis", "sql", "queue"])),
     ("memory", "5", Allowed::Only(&[])),

@@ -12,13 +12,13 @@
 //! jobs to a handler that keeps failing on its own.
 
 pub mod breaker;
+pub mod call_permits;
 pub mod capture;
 pub mod child;
 pub mod http;
 pub mod metadata;
 pub mod persistent;
 pub mod pool;
-pub mod call_permits;
 pub mod preflight;
 pub mod process_group;
 pub mod request;

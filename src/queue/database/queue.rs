@@ -111,7 +111,7 @@ impl DatabaseQueue {
         }
         let place = pool::place(&spec.url);
         let pool =
-            Pool::lazy(&spec.url).map_err(|e| DatabaseQueueError::new(ErrorKind::Refused, e))?;
+            pool::lazy(&spec.url).map_err(|e| DatabaseQueueError::new(ErrorKind::Refused, e))?;
         let failed = |e: sqlx::Error| {
             DatabaseQueueError::from_sqlx(
                 &e,
@@ -303,7 +303,7 @@ impl DatabaseQueue {
     /// new connection; the old pool's connections close as their last
     /// user lets go of them.
     fn reconnect(&self) {
-        if let Ok(fresh) = Pool::lazy(&self.inner.url) {
+        if let Ok(fresh) = pool::lazy(&self.inner.url) {
             match self.inner.pool.write() {
                 Ok(mut pool) => *pool = fresh,
                 Err(poisoned) => *poisoned.into_inner() = fresh,
