@@ -307,7 +307,7 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .text(extra.pushed_at().unwrap_or_default())
                 .text(tags.len());
             for tag in &tags {
-                batch.key(&format!("failed:{tag}"));
+                batch.text(tag).key(tag).key(&format!("failed:{tag}"));
             }
         }
     }

@@ -78,7 +78,8 @@ pub(crate) use retried_lua;
 ///   queue, name, payload, monitored expiry (for `remember`).
 /// - `F` (failed): hash, id, queue, name, payload, exception, time,
 ///   expiry, score, retry parent's hash (0: none), `failed:{tag}` seconds
-///   to live, pushed, tag count, the `failed:{tag}` keys.
+///   to live, pushed, tag count, then (tag, tag key, `failed:{tag}` key)
+///   triples.
 /// - `D` (reserved, then completed, in one batch; see [`super::ops`]):
 ///   hash, id, queue, name, payload, reserved time, recent score,
 ///   completed time, completed score, expiry, silenced (0/1), pushed.
@@ -92,9 +93,13 @@ pub(crate) use retried_lua;
 /// A job's `R` finds its record already `completed` or `failed` with the
 /// same (reserved) payload when the settle wrote it (`S`, or `F`, with the
 /// delete) before the writer got to the reservation: it then leaves the
-/// record as it is. `F` and `S` make a record that does not exist with
-/// `created_at` = `reserved_at`, as `R` does, so a later op knows the
-/// worker made it.
+/// record as it is. So `F` and `S` make a record that does not exist as
+/// `R` makes it (the `recent_jobs` entry, the job in each monitored tag's
+/// list, `created_at` = `updated_at` = `reserved_at`, the last so a later
+/// op knows the worker made it): the settle that lands first leaves what
+/// `R` then the settle leave (an `F` without the `recent_jobs` entry made
+/// the dashboard's recent list lose a failed job whenever the writer was
+/// slower than the job).
 ///
 /// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
 /// arguments before its first write, so one that fails leaves the next
@@ -200,10 +205,19 @@ end
       take_many(11)
     parent = tonumber(parent)
     local tags = {}
-    for t = 1, tonumber(take()) do tags[t] = key() end
+    for t = 1, tonumber(take()) do
+      local tag = take()
+      tags[t] = {tag, key(), key()}
+    end
     local late = parent > 0 and not retried(KEYS[parent], id, 'failed')
     if redis.call('EXISTS', hash) == 0 then
-      redis.call('HSET', hash, 'created_at', time, 'reserved_at', time)
+      -- What the reservation's `R` would have made: the delete's `F`
+      -- often lands first, and that `R` then leaves the record as it is.
+      redis.call('HSET', hash, 'created_at', time, 'updated_at', time, 'reserved_at', time)
+      redis.call('ZADD', KEYS[1], score, id)
+      for _, tag in ipairs(tags) do
+        if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
+      end
       if pushed ~= '' then watch(id) end
     elseif late or (pushed ~= '' and ours(hash)) then
       watch(id)
@@ -218,8 +232,8 @@ end
       'failed_at', time)
     redis.call('EXPIREAT', hash, expiry)
     for _, tag in ipairs(tags) do
-      redis.call('ZADD', tag, time, id)
-      redis.call('EXPIRE', tag, ttl)
+      redis.call('ZADD', tag[3], time, id)
+      redis.call('EXPIRE', tag[3], ttl)
     end
   elseif op == 'D' then
     local hash = key()
