@@ -275,6 +275,10 @@ end
       for _, tag in ipairs(tags) do
         if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
       end
+    elseif redis.call('HEXISTS', hash, 'reserved_at') == 0 then
+      -- The producer's record, reached before the reservation's `R`,
+      -- which then leaves the completed record as it is.
+      redis.call('HSET', hash, 'updated_at', time, 'reserved_at', time)
     end
     redis.call('HSET', hash, 'status', 'completed', 'payload', payload, 'completed_at', time)
     redis.call('ZREM', KEYS[2], id)
