@@ -433,12 +433,17 @@ fn queue_connection(
         .cloned()
         .unwrap_or_default();
     let driver_of = |name: &str| connections.get(name).and_then(|c| text(&c["driver"]));
-    let runs = |name: &str| matches!(driver_of(name).as_deref(), Some("redis" | "database"));
+    let runs = |name: &str| {
+        matches!(
+            driver_of(name).as_deref(),
+            Some("redis" | "database" | "sqs")
+        )
+    };
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
         bail!(
             "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             \"redis\" and \"database\" drivers",
+             \"redis\", \"database\" and \"sqs\" drivers",
             driver_of(wanted).unwrap_or_default()
         );
     }
@@ -476,6 +481,19 @@ fn queue_connection(
     layer.queue.queue = text(&conn["queue"]).filter(|q| !q.is_empty());
     if conn.get("retry_after").is_some() {
         layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
+    }
+    if driver_of(&name).as_deref() == Some("sqs") {
+        // `SqsConnector`'s keys; `endpoint` is what a local or compatible
+        // SQS is given as (every other key goes to the SqsClient).
+        let key = |k: &str| text(&conn[k]).filter(|v| !v.is_empty());
+        layer.sqs.prefix = key("prefix");
+        layer.sqs.suffix = key("suffix");
+        layer.sqs.region = key("region");
+        layer.sqs.key = key("key");
+        layer.sqs.secret = key("secret");
+        layer.sqs.token = key("token");
+        layer.sqs.endpoint = key("endpoint");
+        return Ok("default".to_string());
     }
     if driver_of(&name).as_deref() == Some("database") {
         layer.database.url = database_url(&conn["db"], app)?;
