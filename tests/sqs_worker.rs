@@ -15,8 +15,11 @@ use common::sqs::Moto;
 /// `id`, no `attempts` (SQS counts receives; the job id is the
 /// `MessageId`).
 fn payload(name: &str, uuid: &str) -> String {
+    // The serialized command's class name, its length in bytes as PHP
+    // counts it (one backslash each, before JSON escapes them).
+    let length = format!("App\\Jobs\\{name}").len();
     format!(
-        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
+        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:{length}:\"App\\Jobs\\{name}\":0:{{}}"}}}}"#
     )
 }
 
@@ -138,4 +141,190 @@ fn the_worker_runs_releases_and_fails_jobs_on_sqs() {
         "failed_jobs.queue is the queue URL, as SqsJob is given it"
     );
     assert_eq!(rows[0].payload, payload("Bad", "u-bad"), "the body as sent");
+}
+
+/// A job that runs three times the visibility timeout (4 s) beside a
+/// second worker on the same queue runs once: its visibility is extended
+/// every 1.5 s while it runs, so SQS never shows it to the other worker
+/// (moto hides and shows messages by their visibility as AWS does; the
+/// test watches the handler's runs, never moto's answer to a stale
+/// receipt).
+#[test]
+fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 4);
+    let scene = Scene::new(
+        &moto,
+        4,
+        "echo \"$LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"; sleep 12; touch \"$DIR/done\"",
+    );
+    let mut first = scene.work(&["--sleep=1"]);
+    let mut second = scene.work(&["--sleep=1"]);
+    first.wait_log(&["worker started"]);
+    second.wait_log(&["worker started"]);
+    moto.send(&url, &payload("Long", "u-long"), 0);
+    let done = scene.path().join("done");
+    for _ in 0..14 {
+        eprintln!("counts {:?}", moto.counts(&url));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    wait_for("the long job to end", || done.exists());
+    wait_for("its message to be deleted", || {
+        moto.counts(&url) == (0, 0, 0)
+    });
+    for d in [&mut first, &mut second] {
+        d.signal(nix::sys::signal::Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    eprintln!(
+        "FIRST {}\nSECOND {}",
+        first.stderr_text(),
+        second.stderr_text()
+    );
+    assert_eq!(scene.ran(), vec!["1"], "one run, on the first receive");
+}
+
+/// A push with a delay is held back by SQS (`DelaySeconds`) and then run;
+/// a delay above SQS's 900 s is refused with a message saying so, and
+/// nothing is sent.
+#[test]
+fn a_delayed_push_is_held_back_then_run_and_a_delay_above_900_s_is_refused() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = scene.config.to_str().unwrap();
+    let mut refused = Daemon::run(
+        &[
+            "--config",
+            config,
+            "push",
+            "--job",
+            "App\\Jobs\\Late",
+            "--delay",
+            "901",
+            "default",
+        ],
+        &[],
+    );
+    refused.expect_exit(1);
+    assert!(
+        refused.stderr_text().contains("at most 900 s"),
+        "{}",
+        refused.stderr_text()
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0), "nothing sent");
+    Daemon::run(
+        &[
+            "--config",
+            config,
+            "push",
+            "--job",
+            "App\\Jobs\\Soon",
+            "--delay",
+            "2",
+            "default",
+        ],
+        &[],
+    )
+    .expect_exit(0);
+    assert_eq!(moto.counts(&url), (0, 1, 0), "delayed by SQS");
+    let mut d = scene.work(&["--sleep=1"]);
+    wait_for("the delayed job to run", || !scene.ran().is_empty());
+    wait_for("its message to be deleted", || {
+        moto.counts(&url) == (0, 0, 0)
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    assert_eq!(scene.ran(), vec!["App\\Jobs\\Soon"]);
+}
+
+/// An idle worker long-polls every `--queue` queue at once: a message sent
+/// to the second queue while it waits is received by that poll and run.
+#[test]
+fn an_idle_worker_long_polls_every_queue_and_picks_up_a_push() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_queue("high", 30);
+    let low = moto.create_queue("low", 30);
+    let scene = Scene::new(&moto, 30, "echo \"$LARAVEL_WORKER_QUEUE\" >> \"$DIR/ran\"");
+    let mut d = scene.work(&["--queue=high,low", "--sleep=3"]);
+    d.wait_log(&["worker started"]);
+    moto.send(&low, &payload("Idle", "u-idle"), 0);
+    wait_for("the job to run", || !scene.ran().is_empty());
+    wait_for("its message to be deleted", || {
+        moto.counts(&low) == (0, 0, 0)
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    assert_eq!(scene.ran().len(), 1, "{:?}", scene.ran());
+}
+
+/// A FIFO queue: `push` sends with a message group and a deduplication id
+/// (SQS refuses a FIFO send without a group), and the worker consumes the
+/// messages in order.
+#[test]
+fn fifo_queues_are_pushed_to_and_consumed_in_order() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("orders.fifo", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = scene.config.to_str().unwrap();
+    for n in 1..=3 {
+        let job = format!("App\\Jobs\\Order{n}");
+        Daemon::run(
+            &["--config", config, "push", "--job", &job, "orders.fifo"],
+            &[],
+        )
+        .expect_exit(0);
+    }
+    assert_eq!(moto.counts(&url), (3, 0, 0));
+    scene
+        .work(&["--queue=orders.fifo", "--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(
+        scene.ran(),
+        vec![
+            "App\\Jobs\\Order1",
+            "App\\Jobs\\Order2",
+            "App\\Jobs\\Order3"
+        ]
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+}
+
+/// SQS stopped for 5 s while jobs run (the server frozen: connections
+/// hang, then time out or resume) loses nothing: every job runs once and
+/// the queue ends empty.
+#[test]
+fn sqs_stopped_for_5_s_loses_nothing() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"; sleep 0.05",
+    );
+    for n in 0..30 {
+        moto.send(&url, &payload("Outage", &format!("u-{n}")), 0);
+    }
+    let mut d = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("some jobs to run", || scene.ran().len() >= 5);
+    moto.pause(true);
+    std::thread::sleep(Duration::from_secs(5));
+    moto.pause(false);
+    wait_for("every job to run", || scene.ran().len() >= 30);
+    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let mut ran = scene.ran();
+    ran.sort();
+    let mut expected: Vec<String> = (0..30).map(|n| format!("u-{n}")).collect();
+    expected.sort();
+    assert_eq!(ran, expected, "each job once");
 }

@@ -15,11 +15,17 @@
 //!   its queue meanwhile (the poll answers as soon as a message is there),
 //!   and what it receives is held for the next pop of its queue. An idle
 //!   worker so sends one request per queue every 20 s, whatever `--sleep`
-//!   is, and picks up a push within a round trip. A held message's
-//!   visibility runs while it waits: one held for more than a third of the
-//!   visibility timeout has it extended before it is handed out, and one
-//!   whose visibility may have lapsed is dropped (another consumer may
-//!   have it; SQS shows it again), never run.
+//!   is, and picks up a push within a round trip.
+//!
+//! When SQS handed a message out is known only to lie between the
+//! receive's request and its answer: up to 20 s apart on a long poll. A
+//! job's lease counts from the request (the safe end). So a message whose
+//! receive was sent more than a third of the visibility timeout ago (a
+//! long poll that waited, a message held) has its visibility extended
+//! before it is handed out, and is dropped when SQS says it is no longer
+//! this worker's; one held longer than the visibility timeout since its
+//! answer came is dropped too (another consumer may have it; SQS shows it
+//! again). A dropped message is never run here.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -68,10 +74,11 @@ pub(super) struct Held {
     failed: Option<SqsQueueError>,
 }
 
-/// One message as received, with when its receive was sent.
+/// One message as received, with when its receive was sent and answered.
 struct Received {
     message: Message,
     sent: Instant,
+    answered: Instant,
 }
 
 impl SqsQueue {
@@ -104,11 +111,17 @@ impl SqsQueue {
         }
         let sent = Instant::now();
         let messages = self.receive(&url, count, 0).await?;
+        let answered = Instant::now();
         let received = messages
             .into_iter()
-            .map(|message| Received { message, sent })
+            .map(|message| Received {
+                message,
+                sent,
+                answered,
+            })
             .collect();
-        Ok(self.jobs(queue, &url, received))
+        let fresh = self.still_ours(&url, received).await;
+        Ok(self.jobs(queue, &url, fresh))
     }
 
     /// The idle wait: keeps a long poll (20 s, one message) in flight on
@@ -156,17 +169,20 @@ impl SqsQueue {
     async fn long_poll(self, url: String) {
         let sent = Instant::now();
         let answer = self.receive(&url, 1, MAX_WAIT).await;
+        let answered = Instant::now();
         {
             let mut all = self.held();
             let entry = all.entry(url).or_default();
             entry.polling = false;
             match answer {
                 Ok(messages) => {
-                    entry.messages.extend(
-                        messages
-                            .into_iter()
-                            .map(|message| Received { message, sent }),
-                    );
+                    entry
+                        .messages
+                        .extend(messages.into_iter().map(|message| Received {
+                            message,
+                            sent,
+                            answered,
+                        }));
                 }
                 Err(e) => {
                     entry.failed = Some(e);
@@ -196,20 +212,20 @@ impl SqsQueue {
         Ok(answer.messages.unwrap_or_default())
     }
 
-    /// The held messages still surely this worker's: one whose visibility
-    /// may have lapsed is dropped (SQS shows it again; it never runs
-    /// here), one held for over a third of it is extended first.
+    /// The received messages still surely this worker's (see the module's
+    /// notes): one held past the visibility timeout is dropped, one whose
+    /// receive was sent over a third of it ago is extended first, and
+    /// dropped when SQS refuses.
     async fn still_ours(&self, url: &str, held: Vec<Received>) -> Vec<Received> {
         let visibility = Duration::from_secs(self.visibility());
         let mut fresh = Vec::with_capacity(held.len());
         for mut received in held {
-            let age = received.sent.elapsed();
             let receipt = received
                 .message
                 .receipt_handle()
                 .unwrap_or_default()
                 .to_string();
-            if age + Duration::from_secs(1) >= visibility {
+            if received.answered.elapsed() + Duration::from_secs(1) >= visibility {
                 tracing::warn!(
                     queue = %url,
                     id = received.message.message_id().unwrap_or_default(),
@@ -218,7 +234,7 @@ impl SqsQueue {
                 );
                 continue;
             }
-            if age > visibility / 3 {
+            if received.sent.elapsed() > visibility / 3 {
                 let sent = Instant::now();
                 match self
                     .change_visibility(url, &receipt, self.visibility())
@@ -248,7 +264,7 @@ impl SqsQueue {
         let at = now();
         received
             .into_iter()
-            .filter_map(|Received { message, sent }| {
+            .filter_map(|Received { message, sent, .. }| {
                 let receipt = message.receipt_handle()?.to_string();
                 let receive_count = message
                     .attributes()
