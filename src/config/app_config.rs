@@ -483,16 +483,7 @@ fn queue_connection(
         layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
     }
     if driver_of(&name).as_deref() == Some("sqs") {
-        // `SqsConnector`'s keys; `endpoint` is what a local or compatible
-        // SQS is given as (every other key goes to the SqsClient).
-        let key = |k: &str| text(&conn[k]).filter(|v| !v.is_empty());
-        layer.sqs.prefix = key("prefix");
-        layer.sqs.suffix = key("suffix");
-        layer.sqs.region = key("region");
-        layer.sqs.key = key("key");
-        layer.sqs.secret = key("secret");
-        layer.sqs.token = key("token");
-        layer.sqs.endpoint = key("endpoint");
+        sqs_connection(conn, layer);
         return Ok("default".to_string());
     }
     if driver_of(&name).as_deref() == Some("database") {
@@ -504,6 +495,20 @@ fn queue_connection(
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
     }
     Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
+
+/// An `sqs` queue connection's keys, as `SqsConnector` reads them;
+/// `endpoint` is what a local or compatible SQS is given as (every other
+/// key goes to the `SqsClient`).
+fn sqs_connection(conn: &Value, layer: &mut Layer) {
+    let key = |k: &str| text(&conn[k]).filter(|v| !v.is_empty());
+    layer.sqs.prefix = key("prefix");
+    layer.sqs.suffix = key("suffix");
+    layer.sqs.region = key("region");
+    layer.sqs.key = key("key");
+    layer.sqs.secret = key("secret");
+    layer.sqs.token = key("token");
+    layer.sqs.endpoint = key("endpoint");
 }
 
 /// The Redis connection `name` behind the queue: a connection of that name
@@ -945,11 +950,11 @@ mod tests {
         assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(300)));
 
         // A connection the worker does not run is refused, naming it.
-        a["queue"]["connections"]["sqs"] = json!({"driver": "sqs"});
-        let e = layer_for_connection(&a, Path::new("/srv/app"), Some("sqs"))
+        a["queue"]["connections"]["beans"] = json!({"driver": "beanstalkd"});
+        let e = layer_for_connection(&a, Path::new("/srv/app"), Some("beans"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"sqs\" has driver \"sqs\""), "{e}");
+        assert!(e.contains("\"beans\" has driver \"beanstalkd\""), "{e}");
         // The default `sync` falls back to the Redis connection, as before.
         a["queue"]["default"] = json!("sync");
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();

@@ -414,6 +414,65 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The skeleton's `sqs` connection from `.env` variables: the driver
+    /// from the name `sqs`, `SQS_QUEUE` as the queue, the keys, region
+    /// (default `us-east-1`) and endpoint; `[queue] retry_after` is the
+    /// visibility timeout (default 30 s, 2 to 43,200); no prefix and
+    /// `[horizon]` are refused.
+    #[test]
+    fn the_sqs_connection_from_env_variables() {
+        let vars: HashMap<&str, &str> = [
+            ("QUEUE_CONNECTION", "sqs"),
+            (
+                "SQS_PREFIX",
+                "https://sqs.eu-west-1.amazonaws.com/123456789012",
+            ),
+            ("SQS_QUEUE", "emails"),
+            ("SQS_SUFFIX", "-prod"),
+            ("AWS_ACCESS_KEY_ID", "AKIA1"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cret"),
+            ("AWS_ENDPOINT_URL", "http://other"),
+            ("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4566"),
+            ("REDIS_QUEUE", "not-this"),
+        ]
+        .into_iter()
+        .collect();
+        let env = crate::config::env::layer(|k| vars.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(Driver::of(&env.queue).unwrap(), Driver::Sqs);
+        let layer = for_driver(env, Driver::Sqs);
+        assert_eq!(layer.queue.queue.as_deref(), Some("emails"));
+        let (driver, retry_after, block_for) = resolve_driver(&layer).unwrap();
+        let QueueDriverSettings::Sqs(spec) = driver else {
+            panic!("{driver:?}")
+        };
+        assert_eq!((retry_after, block_for), (Some(30), None));
+        assert_eq!(spec.region, "us-east-1");
+        assert_eq!(spec.key.as_deref(), Some("AKIA1"));
+        assert_eq!(spec.endpoint.as_deref(), Some("http://127.0.0.1:4566"));
+        assert_eq!(
+            spec.url_of("emails"),
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/emails-prod"
+        );
+        assert!(
+            !format!("{spec:?}").contains("s3cret"),
+            "no secret in Debug"
+        );
+
+        let mut wrong = layer.clone();
+        wrong.queue.retry_after = Some(Nullable::Seconds(1));
+        assert!(resolve_driver(&wrong).is_err(), "visibility 1 s");
+        wrong.queue.retry_after = Some(Nullable::Seconds(43_201));
+        assert!(resolve_driver(&wrong).is_err(), "visibility above 12 h");
+        let mut no_prefix = layer.clone();
+        no_prefix.sqs.prefix = None;
+        let e = resolve_driver(&no_prefix).unwrap_err().to_string();
+        assert!(e.contains("SQS_PREFIX"), "{e}");
+        let mut horizon = layer;
+        horizon.horizon.enabled = Some(true);
+        let e = resolve_driver(&horizon).unwrap_err().to_string();
+        assert!(e.contains("SQS queue driver"), "{e}");
+    }
+
     fn conn(pairs: &[(&str, &str)], name: &str) -> Option<DbConnection> {
         let map: HashMap<&str, String> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
         DbConnection::from_env(name, &|k: &str| map.get(k).cloned())
@@ -527,10 +586,11 @@ mod tests {
             Driver::of(&queue(Some("database"), Some("redis"))).unwrap(),
             Driver::Redis
         );
-        let e = Driver::of(&queue(None, Some("sqs")))
+        assert_eq!(Driver::of(&queue(None, Some("sqs"))).unwrap(), Driver::Sqs);
+        let e = Driver::of(&queue(None, Some("beanstalkd")))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
     }
 
     #[test]
@@ -585,9 +645,11 @@ mod tests {
     fn horizon_is_refused_and_block_for_ignored() {
         let mut layer = Layer::default();
         layer.queue.block_for = Some(Nullable::Seconds(5));
-        assert!(check_redis_only_keys(&layer).is_ok());
+        assert!(check_redis_only_keys(&layer, "database").is_ok());
         layer.horizon.enabled = Some(true);
-        let e = check_redis_only_keys(&layer).unwrap_err().to_string();
+        let e = check_redis_only_keys(&layer, "database")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Horizon reads only Redis"), "{e}");
     }
 
@@ -622,7 +684,7 @@ mod tests {
     fn spec_of(s: &Settings) -> &DatabaseQueueSpec {
         match &s.driver {
             QueueDriverSettings::Database(spec) => spec,
-            QueueDriverSettings::Redis => panic!("the Redis driver, not the database's"),
+            other => panic!("{other:?}, not the database's driver"),
         }
     }
 
@@ -816,12 +878,12 @@ mod tests {
         let e = settings(
             None,
             Layer::default(),
-            "[queue]\ndriver = \"sqs\"",
+            "[queue]\ndriver = \"beanstalkd\"",
             Layer::default(),
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
 
         // The app's config/horizon.php alone on a database queue: records
         // off, a warning, no refusal.
