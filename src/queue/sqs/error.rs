@@ -61,6 +61,26 @@ impl SqsQueueError {
         }
     }
 
+    /// A batch entry SQS refused with `code` (and `message`).
+    pub fn batch_entry(code: &str, message: Option<&str>, url: &str) -> Self {
+        let transient = matches!(
+            code,
+            "InternalError" | "ServiceUnavailable" | "RequestThrottled"
+        );
+        SqsQueueError {
+            kind: if transient {
+                ErrorKind::Unavailable
+            } else {
+                ErrorKind::Refused
+            },
+            code: Some(code.to_string()),
+            message: format!(
+                "cannot delete a message from {url}: {code}: {}",
+                message.unwrap_or_default()
+            ),
+        }
+    }
+
     /// Whether AWS said the receipt handle no longer names a message in
     /// flight: the reservation is gone (the message was deleted, or its
     /// visibility lapsed and it was received again).

@@ -43,6 +43,8 @@ pub(super) struct Inner {
     pub(super) held: Mutex<std::collections::HashMap<String, Held>>,
     /// Woken when a long poll ends.
     pub(super) polled: tokio::sync::Notify,
+    /// Batches the deletes of jobs that end together.
+    pub(super) deleter: super::delete::Deleter,
 }
 
 /// How many messages of a queue are where, from its attributes (Laravel
@@ -93,11 +95,12 @@ impl SqsQueue {
         }
         let config = loader.load().await;
         SqsQueue {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak| Inner {
                 client: Client::new(&config),
                 spec: spec.clone(),
                 held: Mutex::default(),
                 polled: tokio::sync::Notify::new(),
+                deleter: super::delete::Deleter::start(weak.clone()),
             }),
         }
     }

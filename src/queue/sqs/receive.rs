@@ -298,7 +298,7 @@ impl SqsQueue {
     /// SQS refused or could not be reached.
     pub async fn delete_job(&self, job: &ReservedJob) -> Result<bool> {
         let handle = handle(job)?;
-        self.delete_message(&handle.url, &handle.receipt).await
+        self.delete_batched(&handle.url, &handle.receipt).await
     }
 
     /// Releases `job` as `SqsJob::release` does: its visibility set to
