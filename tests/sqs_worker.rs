@@ -328,3 +328,43 @@ fn sqs_stopped_for_5_s_loses_nothing() {
     expected.sort();
     assert_eq!(ran, expected, "each job once");
 }
+
+/// The admin commands on SQS: `monitor` reads the queue's attributes
+/// (visible, delayed, in flight), `clear` purges the queue, and `retry`
+/// sends a failed job back to the queue URL its `failed_jobs` row names.
+#[test]
+fn monitor_clear_and_retry_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(&moto, 30, "exit 3");
+    let config = scene.config.to_str().unwrap();
+    moto.send(&url, &payload("A", "u-a"), 0);
+    moto.send(&url, &payload("B", "u-b"), 0);
+    moto.send(&url, &payload("C", "u-c"), 60);
+    let mut monitor = Daemon::run(&["--config", config, "monitor", "default", "--json"], &[]);
+    monitor.expect_exit(0);
+    let out = monitor.stdout.join("\n");
+    let reports: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let report = &reports[0];
+    assert_eq!(
+        (&report["pending"], &report["delayed"], &report["reserved"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(1),
+            &serde_json::json!(0)
+        ),
+        "{out}"
+    );
+    Daemon::run(&["--config", config, "clear", "--force"], &[]).expect_exit(0);
+    assert_eq!(moto.counts(&url), (0, 0, 0), "purged");
+
+    moto.send(&url, &payload("Bad", "u-bad"), 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=1"])
+        .expect_stop(0, "empty");
+    assert_eq!(scene.failed.rows()[0].queue, url);
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    Daemon::run(&["--config", config, "retry", "all"], &[]).expect_exit(0);
+    assert_eq!(moto.counts(&url), (1, 0, 0), "back on the queue URL");
+    assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
+}
