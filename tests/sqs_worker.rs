@@ -368,3 +368,51 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.counts(&url), (1, 0, 0), "back on the queue URL");
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
+
+/// Two daemons drain 300 jobs while one is SIGKILLed and started again:
+/// no job is lost (each ends once; the ones the killed daemon held run
+/// again once their 3 s visibility lapses), and no job ever runs twice at
+/// once (each run holds a `flock` on its job's lock file: a second run
+/// while one holds it records an overlap).
+#[test]
+fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 3);
+    let scene = Scene::new(
+        &moto,
+        3,
+        "flock -n \"$DIR/lock-$LARAVEL_WORKER_JOB_UUID\" sh -c \
+         'sleep 0.02; touch \"$0/done-$1\"' \"$DIR\" \"$LARAVEL_WORKER_JOB_UUID\" \
+         || echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/overlap\"",
+    );
+    for n in 0..300 {
+        moto.send(&url, &payload("Drain", &format!("u-{n}")), 0);
+    }
+    let done = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("done-"))
+            })
+            .count()
+    };
+    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
+    let mut second = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("some jobs to end", || done(scene.path()) >= 50);
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = first.wait_exit();
+    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("more jobs to end", || done(scene.path()) >= 150);
+    second.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = second.wait_exit();
+    wait_for("every job to end", || done(scene.path()) == 300);
+    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
+    first.signal(nix::sys::signal::Signal::SIGTERM);
+    first.expect_exit(0);
+    assert!(
+        !scene.path().join("overlap").exists(),
+        "jobs ran twice at once: {:?}",
+        std::fs::read_to_string(scene.path().join("overlap"))
+    );
+}
