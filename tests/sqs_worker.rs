@@ -416,3 +416,37 @@ fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
         std::fs::read_to_string(scene.path().join("overlap"))
     );
 }
+
+/// The payload's own limits hold on SQS as on Redis: a job over its
+/// `timeout` is stopped and, out of tries, failed; a job past its
+/// `retryUntil` fails without running.
+#[test]
+fn timeout_and_retry_until_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
+         [ \"$LARAVEL_WORKER_MODE\" = run ] && sleep 30; true",
+    );
+    let slow = payload("Slow", "u-slow")
+        .replace(r#""maxTries":null"#, r#""maxTries":1"#)
+        .replace(r#""timeout":null"#, r#""timeout":1"#);
+    let expired = payload("Expired", "u-expired").replace(
+        r#""retryUntil":null"#,
+        &format!(r#""retryUntil":{}"#, common::now() - 60),
+    );
+    moto.send(&url, &slow, 0);
+    moto.send(&url, &expired, 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    let mut failed: Vec<String> = scene.failed.rows().into_iter().map(|r| r.uuid).collect();
+    failed.sort();
+    assert_eq!(failed, vec!["u-expired", "u-slow"]);
+    let ran = scene.ran();
+    assert!(ran.contains(&"run u-slow".to_string()), "{ran:?}");
+    assert!(!ran.contains(&"run u-expired".to_string()), "{ran:?}");
+}
