@@ -26,7 +26,12 @@ import os
 import re
 import sys
 
-CHAPTERS = ["docs/src/protocol.md", "docs/src/differences.md", "docs/src/reliability.md"]
+CHAPTERS = [
+    "docs/src/protocol.md",
+    "docs/src/differences.md",
+    "docs/src/reliability.md",
+    "docs/src/sqs-queue.md",
+]
 REFERENCE = re.compile(r"\[test: ([^\]]+)\]")
 CITED = re.compile(r"`tests/(?:integration/)?([a-z0-9_]+\.rs::[A-Za-z0-9_]+)`")
 NOT_A_CLAIM = "<!-- not a claim -->"

@@ -42,6 +42,9 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
     match &settings.driver {
         QueueDriverSettings::Redis => open_redis_queue(settings).await,
         QueueDriverSettings::Database(spec) => open_database_queue(spec).await,
+        // No call at open: the first receive tells whether SQS answers (the
+        // loop logs and backs off while it does not).
+        QueueDriverSettings::Sqs(spec) => Ok(crate::queue::sqs::SqsQueue::open(spec).await.into()),
     }
 }
 

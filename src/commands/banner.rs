@@ -187,6 +187,18 @@ impl Banner {
                     "none (a table is polled every --sleep)".into(),
                 )
             }
+            QueueDriverSettings::Sqs(spec) => (
+                format!("SQS {} ({})", spec.prefix, spec.region),
+                options
+                    .queues
+                    .iter()
+                    .map(|name| QueueLine {
+                        name: name.clone(),
+                        key: spec.url_of(name),
+                    })
+                    .collect(),
+                "none (20 s long polls on every queue at once while idle)".into(),
+            ),
             QueueDriverSettings::Redis => (
                 settings.redis.describe(),
                 redis_queue_lines(settings, &options.queues),

@@ -433,12 +433,17 @@ fn queue_connection(
         .cloned()
         .unwrap_or_default();
     let driver_of = |name: &str| connections.get(name).and_then(|c| text(&c["driver"]));
-    let runs = |name: &str| matches!(driver_of(name).as_deref(), Some("redis" | "database"));
+    let runs = |name: &str| {
+        matches!(
+            driver_of(name).as_deref(),
+            Some("redis" | "database" | "sqs")
+        )
+    };
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
         bail!(
             "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             \"redis\" and \"database\" drivers",
+             \"redis\", \"database\" and \"sqs\" drivers",
             driver_of(wanted).unwrap_or_default()
         );
     }
@@ -477,6 +482,10 @@ fn queue_connection(
     if conn.get("retry_after").is_some() {
         layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
     }
+    if driver_of(&name).as_deref() == Some("sqs") {
+        sqs_connection(conn, layer);
+        return Ok("default".to_string());
+    }
     if driver_of(&name).as_deref() == Some("database") {
         layer.database.url = database_url(&conn["db"], app)?;
         layer.database.table = text(&conn["table"]).filter(|t| !t.is_empty());
@@ -486,6 +495,20 @@ fn queue_connection(
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
     }
     Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
+
+/// An `sqs` queue connection's keys, as `SqsConnector` reads them;
+/// `endpoint` is what a local or compatible SQS is given as (every other
+/// key goes to the `SqsClient`).
+fn sqs_connection(conn: &Value, layer: &mut Layer) {
+    let key = |k: &str| text(&conn[k]).filter(|v| !v.is_empty());
+    layer.sqs.prefix = key("prefix");
+    layer.sqs.suffix = key("suffix");
+    layer.sqs.region = key("region");
+    layer.sqs.key = key("key");
+    layer.sqs.secret = key("secret");
+    layer.sqs.token = key("token");
+    layer.sqs.endpoint = key("endpoint");
 }
 
 /// The Redis connection `name` behind the queue: a connection of that name
@@ -927,11 +950,11 @@ mod tests {
         assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(300)));
 
         // A connection the worker does not run is refused, naming it.
-        a["queue"]["connections"]["sqs"] = json!({"driver": "sqs"});
-        let e = layer_for_connection(&a, Path::new("/srv/app"), Some("sqs"))
+        a["queue"]["connections"]["beans"] = json!({"driver": "beanstalkd"});
+        let e = layer_for_connection(&a, Path::new("/srv/app"), Some("beans"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"sqs\" has driver \"sqs\""), "{e}");
+        assert!(e.contains("\"beans\" has driver \"beanstalkd\""), "{e}");
         // The default `sync` falls back to the Redis connection, as before.
         a["queue"]["default"] = json!("sync");
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();

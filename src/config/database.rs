@@ -26,6 +26,7 @@ use percent_encoding::percent_decode_str;
 use super::env::encode;
 use super::file::{Layer, Nullable, QueueLayer};
 use crate::queue::database::{DatabaseQueueSpec, NULL_RETRY_AFTER};
+use crate::queue::sqs::SqsQueueSpec;
 
 /// The queue driver of the worker's connection, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,8 @@ pub enum QueueDriverSettings {
     Redis,
     /// Laravel's `DatabaseQueue`: the jobs table of one database.
     Database(DatabaseQueueSpec),
+    /// Laravel's `SqsQueue`: the queues of one AWS account and region.
+    Sqs(SqsQueueSpec),
 }
 
 impl QueueDriverSettings {
@@ -44,6 +47,7 @@ impl QueueDriverSettings {
         match self {
             QueueDriverSettings::Redis => "redis",
             QueueDriverSettings::Database(_) => "database",
+            QueueDriverSettings::Sqs(_) => "sqs",
         }
     }
 }
@@ -66,10 +70,16 @@ pub fn resolve_driver(
             layer.queue.block_for.and_then(Nullable::seconds),
         ),
         Driver::Database => {
-            check_redis_only_keys(layer)?;
+            check_redis_only_keys(layer, "database")?;
             let spec = spec(layer)?;
             let retry_after = Some(spec.retry_after);
             (QueueDriverSettings::Database(spec), retry_after, None)
+        }
+        Driver::Sqs => {
+            check_redis_only_keys(layer, "SQS")?;
+            let spec = sqs_spec(layer)?;
+            let visibility = Some(spec.visibility);
+            (QueueDriverSettings::Sqs(spec), visibility, None)
         }
     })
 }
@@ -81,25 +91,29 @@ pub enum Driver {
     Redis,
     /// `database`.
     Database,
+    /// `sqs`.
+    Sqs,
 }
 
 impl Driver {
     /// The driver of the connection `[queue]` names: `[queue] driver`
     /// (the app's `queue.connections.NAME.driver` with `--app`), else the
-    /// skeleton's name `database` for the database driver, any other
+    /// skeleton's names `database` and `sqs` for their drivers, any other
     /// name (or none) for Redis, as the worker always did.
     ///
     /// # Errors
-    /// A `[queue] driver` that is neither `redis` nor `database`.
+    /// A `[queue] driver` that is not `redis`, `database` or `sqs`.
     pub fn of(queue: &QueueLayer) -> anyhow::Result<Driver> {
         match queue.driver.as_deref() {
             Some("redis") => Ok(Driver::Redis),
             Some("database") => Ok(Driver::Database),
+            Some("sqs") => Ok(Driver::Sqs),
             Some(other) => bail!(
-                "[queue] driver = {other:?}: laravel-worker runs the \"redis\" and \"database\" \
-                 queue drivers"
+                "[queue] driver = {other:?}: laravel-worker runs the \"redis\", \"database\" \
+                 and \"sqs\" queue drivers"
             ),
             None if queue.connection.as_deref() == Some("database") => Ok(Driver::Database),
+            None if queue.connection.as_deref() == Some("sqs") => Ok(Driver::Sqs),
             None => Ok(Driver::Redis),
         }
     }
@@ -114,9 +128,19 @@ impl Driver {
 pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
     let queue = layer.database.queue.take();
     let retry_after = layer.database.retry_after.take();
-    if driver == Driver::Database {
-        layer.queue.queue = queue;
-        layer.queue.retry_after = retry_after;
+    let sqs_queue = layer.sqs.queue.take();
+    match driver {
+        Driver::Database => {
+            layer.queue.queue = queue;
+            layer.queue.retry_after = retry_after;
+        }
+        // `SQS_QUEUE`; the skeleton's `sqs` connection has no
+        // `retry_after` (the queue's visibility timeout plays its part).
+        Driver::Sqs => {
+            layer.queue.queue = sqs_queue;
+            layer.queue.retry_after = None;
+        }
+        Driver::Redis => {}
     }
     layer
 }
@@ -169,21 +193,65 @@ pub fn spec(layer: &Layer) -> anyhow::Result<DatabaseQueueSpec> {
 ///
 /// # Errors
 /// `[horizon] enabled = true`.
-pub fn check_redis_only_keys(layer: &Layer) -> anyhow::Result<()> {
+pub fn check_redis_only_keys(layer: &Layer, driver: &str) -> anyhow::Result<()> {
     if layer.horizon.enabled == Some(true) {
         bail!(
-            "[horizon] enabled = true with the database queue driver: Horizon reads only \
+            "[horizon] enabled = true with the {driver} queue driver: Horizon reads only \
              Redis, so its records would describe no queue it can see; remove [horizon] \
              (or HORIZON_* settings) or run this worker on a Redis connection"
         );
     }
     if layer.queue.block_for.is_some() {
         tracing::warn!(
-            "[queue] block_for is ignored on the database queue driver: it has no list to \
-             block on, and an empty poll sleeps --sleep, as queue:work does"
+            "[queue] block_for is ignored on the {driver} queue driver: it has no list to \
+             block on (an idle database worker polls every --sleep; an idle SQS worker \
+             long-polls 20 s)"
         );
     }
     Ok(())
+}
+
+/// `[sqs]` and `[queue]`, resolved for the SQS driver as the skeleton's
+/// `sqs` connection reads them: `SQS_PREFIX` (default the skeleton's
+/// placeholder is refused: it names no account), `SQS_SUFFIX`,
+/// `AWS_DEFAULT_REGION` (default `us-east-1`), the credentials, the
+/// endpoint; `[queue] retry_after` is the visibility timeout each receive
+/// asks for (default 30 s, AWS's default).
+///
+/// # Errors
+/// No prefix, or a visibility timeout SQS refuses (below 2 s the worker
+/// cannot renew it in time; above 43,200 s SQS refuses it).
+pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
+    let sqs = &layer.sqs;
+    let prefix = sqs.prefix.clone().context(
+        "the SQS queue needs its queues' URL prefix: set SQS_PREFIX \
+         (https://sqs.REGION.amazonaws.com/ACCOUNT_ID) in the app's .env (--env-file), or \
+         [sqs] prefix in the config file, or pass --app so the app answers",
+    )?;
+    let visibility = match layer.queue.retry_after {
+        None => 30,
+        Some(Nullable::Seconds(s)) => s,
+        Some(Nullable::Null) => bail!(
+            "[queue] retry_after = null on the SQS queue: it is the visibility timeout each \
+             receive asks for; give it in seconds (2 to 43200, default 30)"
+        ),
+    };
+    if !(2..=crate::queue::sqs::spec::MAX_VISIBILITY).contains(&visibility) {
+        bail!(
+            "[queue] retry_after = {visibility} on the SQS queue: the visibility timeout must \
+             be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
+        );
+    }
+    Ok(SqsQueueSpec {
+        prefix,
+        suffix: sqs.suffix.clone().unwrap_or_default(),
+        region: sqs.region.clone().unwrap_or_else(|| "us-east-1".into()),
+        key: sqs.key.clone(),
+        secret: sqs.secret.clone(),
+        token: sqs.token.clone(),
+        endpoint: sqs.endpoint.clone(),
+        visibility,
+    })
 }
 
 /// One connection of `config/database.php`, as Laravel holds it (every
@@ -346,6 +414,65 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The skeleton's `sqs` connection from `.env` variables: the driver
+    /// from the name `sqs`, `SQS_QUEUE` as the queue, the keys, region
+    /// (default `us-east-1`) and endpoint; `[queue] retry_after` is the
+    /// visibility timeout (default 30 s, 2 to 43,200); no prefix and
+    /// `[horizon]` are refused.
+    #[test]
+    fn the_sqs_connection_from_env_variables() {
+        let vars: HashMap<&str, &str> = [
+            ("QUEUE_CONNECTION", "sqs"),
+            (
+                "SQS_PREFIX",
+                "https://sqs.eu-west-1.amazonaws.com/123456789012",
+            ),
+            ("SQS_QUEUE", "emails"),
+            ("SQS_SUFFIX", "-prod"),
+            ("AWS_ACCESS_KEY_ID", "AKIA1"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cret"),
+            ("AWS_ENDPOINT_URL", "http://other"),
+            ("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4566"),
+            ("REDIS_QUEUE", "not-this"),
+        ]
+        .into_iter()
+        .collect();
+        let env = crate::config::env::layer(|k| vars.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(Driver::of(&env.queue).unwrap(), Driver::Sqs);
+        let layer = for_driver(env, Driver::Sqs);
+        assert_eq!(layer.queue.queue.as_deref(), Some("emails"));
+        let (driver, retry_after, block_for) = resolve_driver(&layer).unwrap();
+        let QueueDriverSettings::Sqs(spec) = driver else {
+            panic!("{driver:?}")
+        };
+        assert_eq!((retry_after, block_for), (Some(30), None));
+        assert_eq!(spec.region, "us-east-1");
+        assert_eq!(spec.key.as_deref(), Some("AKIA1"));
+        assert_eq!(spec.endpoint.as_deref(), Some("http://127.0.0.1:4566"));
+        assert_eq!(
+            spec.url_of("emails"),
+            "https://sqs.eu-west-1.amazonaws.com/123456789012/emails-prod"
+        );
+        assert!(
+            !format!("{spec:?}").contains("s3cret"),
+            "no secret in Debug"
+        );
+
+        let mut wrong = layer.clone();
+        wrong.queue.retry_after = Some(Nullable::Seconds(1));
+        assert!(resolve_driver(&wrong).is_err(), "visibility 1 s");
+        wrong.queue.retry_after = Some(Nullable::Seconds(43_201));
+        assert!(resolve_driver(&wrong).is_err(), "visibility above 12 h");
+        let mut no_prefix = layer.clone();
+        no_prefix.sqs.prefix = None;
+        let e = resolve_driver(&no_prefix).unwrap_err().to_string();
+        assert!(e.contains("SQS_PREFIX"), "{e}");
+        let mut horizon = layer;
+        horizon.horizon.enabled = Some(true);
+        let e = resolve_driver(&horizon).unwrap_err().to_string();
+        assert!(e.contains("SQS queue driver"), "{e}");
+    }
+
     fn conn(pairs: &[(&str, &str)], name: &str) -> Option<DbConnection> {
         let map: HashMap<&str, String> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
         DbConnection::from_env(name, &|k: &str| map.get(k).cloned())
@@ -459,10 +586,11 @@ mod tests {
             Driver::of(&queue(Some("database"), Some("redis"))).unwrap(),
             Driver::Redis
         );
-        let e = Driver::of(&queue(None, Some("sqs")))
+        assert_eq!(Driver::of(&queue(None, Some("sqs"))).unwrap(), Driver::Sqs);
+        let e = Driver::of(&queue(None, Some("beanstalkd")))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
     }
 
     #[test]
@@ -517,9 +645,11 @@ mod tests {
     fn horizon_is_refused_and_block_for_ignored() {
         let mut layer = Layer::default();
         layer.queue.block_for = Some(Nullable::Seconds(5));
-        assert!(check_redis_only_keys(&layer).is_ok());
+        assert!(check_redis_only_keys(&layer, "database").is_ok());
         layer.horizon.enabled = Some(true);
-        let e = check_redis_only_keys(&layer).unwrap_err().to_string();
+        let e = check_redis_only_keys(&layer, "database")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Horizon reads only Redis"), "{e}");
     }
 
@@ -554,7 +684,7 @@ mod tests {
     fn spec_of(s: &Settings) -> &DatabaseQueueSpec {
         match &s.driver {
             QueueDriverSettings::Database(spec) => spec,
-            QueueDriverSettings::Redis => panic!("the Redis driver, not the database's"),
+            other => panic!("{other:?}, not the database's driver"),
         }
     }
 
@@ -748,12 +878,12 @@ mod tests {
         let e = settings(
             None,
             Layer::default(),
-            "[queue]\ndriver = \"sqs\"",
+            "[queue]\ndriver = \"beanstalkd\"",
             Layer::default(),
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("[queue] driver = \"sqs\""), "{e}");
+        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
 
         // The app's config/horizon.php alone on a database queue: records
         // off, a warning, no refusal.

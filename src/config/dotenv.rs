@@ -34,11 +34,10 @@ use crate::exception::LaravelVersion;
 
 /// Queue connection names of drivers the worker does not run: a `.env`
 /// naming one of these leaves the worker on its own connection (Redis,
-/// `redis`), as before the database driver.
+/// `redis`), as before the database and SQS drivers.
 const NOT_RUN: &[&str] = &[
     "sync",
     "beanstalkd",
-    "sqs",
     "null",
     "deferred",
     "background",

@@ -23,6 +23,11 @@
 //! | `DB_QUEUE_CONNECTION` (else `DB_CONNECTION`) with the `DB_*` above | `[database] url` (the database queue's database) |
 //! | `DB_QUEUE_TABLE`                  | `[database] table`                       |
 //! | `DB_QUEUE`, `DB_QUEUE_RETRY_AFTER`| `[queue] queue`, `[queue] retry_after` on the database driver (`null`: 60 s) |
+//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` | `[sqs] key`, `secret`, `token` |
+//! | `AWS_DEFAULT_REGION`              | `[sqs] region`                           |
+//! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
+//! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
+//! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
 //! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
@@ -35,6 +40,7 @@
 use super::database::DbConnection;
 use super::file::{
     CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer,
+    SqsLayer,
 };
 use super::phpdotenv::EnvValue;
 pub use crate::slug::{slug, slug_with};
@@ -126,6 +132,7 @@ pub fn layer_for_app(
             ..FailedLayer::default()
         },
         database,
+        sqs: sqs_layer(&vars),
         horizon: HorizonLayer {
             prefix: horizon_prefix(&vars),
             ..HorizonLayer::default()
@@ -285,6 +292,23 @@ fn database_layer<F: Fn(&str) -> Option<String>>(
 pub(super) fn queue_db_connection(get: &impl Fn(&str) -> Option<String>) -> Option<DbConnection> {
     let name = get("DB_QUEUE_CONNECTION").or_else(|| get("DB_CONNECTION"))?;
     DbConnection::from_env(&name, get)
+}
+
+/// `[sqs]` from the variables the skeleton's `sqs` connection reads, and
+/// the AWS SDKs' endpoint variables.
+fn sqs_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> SqsLayer {
+    SqsLayer {
+        prefix: vars.get("SQS_PREFIX"),
+        suffix: vars.get("SQS_SUFFIX"),
+        region: vars.get("AWS_DEFAULT_REGION"),
+        key: vars.get("AWS_ACCESS_KEY_ID"),
+        secret: vars.get("AWS_SECRET_ACCESS_KEY"),
+        token: vars.get("AWS_SESSION_TOKEN"),
+        endpoint: vars
+            .get("AWS_ENDPOINT_URL_SQS")
+            .or_else(|| vars.get("AWS_ENDPOINT_URL")),
+        queue: vars.get("SQS_QUEUE"),
+    }
 }
 
 /// `[cache]` from `REDIS_URL`, `REDIS_CACHE_DB` and `DB_CACHE_TABLE` (the

@@ -23,6 +23,10 @@ pub struct Layer {
     /// `database`).
     #[serde(default)]
     pub database: DatabaseLayer,
+    /// `[sqs]`: the SQS queue's account, region and credentials (driver
+    /// `sqs`).
+    #[serde(default)]
+    pub sqs: SqsLayer,
     /// `[cache]`: where restart and maxExceptions keys live.
     #[serde(default)]
     pub cache: CacheLayer,
@@ -135,6 +139,47 @@ pub struct DatabaseLayer {
     /// environment only, as [`DatabaseLayer::queue`].
     #[serde(skip)]
     pub retry_after: Option<Nullable>,
+}
+
+/// `[sqs]`: where the SQS driver's queues are, as the app's `sqs`
+/// connection names them.
+#[derive(Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SqsLayer {
+    /// `prefix` (`SQS_PREFIX`): `https://sqs.REGION.amazonaws.com/ACCOUNT`.
+    pub prefix: Option<String>,
+    /// `suffix` (`SQS_SUFFIX`).
+    pub suffix: Option<String>,
+    /// `region` (`AWS_DEFAULT_REGION`, default `us-east-1`).
+    pub region: Option<String>,
+    /// `key` (`AWS_ACCESS_KEY_ID`); with `secret`, else AWS's default
+    /// credential chain.
+    pub key: Option<String>,
+    /// `secret` (`AWS_SECRET_ACCESS_KEY`).
+    pub secret: Option<String>,
+    /// `token` (`AWS_SESSION_TOKEN`).
+    pub token: Option<String>,
+    /// `endpoint` (`AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`): a local
+    /// or compatible SQS.
+    pub endpoint: Option<String>,
+    /// `SQS_QUEUE`: the connection's default queue; from the environment
+    /// only (`[queue] queue` in the file), applied on the `sqs` driver.
+    #[serde(skip)]
+    pub queue: Option<String>,
+}
+
+impl std::fmt::Debug for SqsLayer {
+    // Never the secret nor the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsLayer")
+            .field("prefix", &self.prefix)
+            .field("suffix", &self.suffix)
+            .field("region", &self.region)
+            .field("key", &self.key)
+            .field("endpoint", &self.endpoint)
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `[cache]`.
@@ -463,6 +508,7 @@ impl Layer {
             redis: self.redis.overlaid_by(over.redis),
             queue: self.queue.overlaid_by(over.queue),
             database: self.database.overlaid_by(over.database),
+            sqs: self.sqs.overlaid_by(over.sqs),
             cache: self.cache.overlaid_by(over.cache),
             failed: self.failed.overlaid_by(over.failed),
             worker: self.worker.overlaid_by(over.worker),
@@ -530,6 +576,16 @@ overlay!(DatabaseLayer {
     table,
     queue,
     retry_after,
+});
+overlay!(SqsLayer {
+    prefix,
+    suffix,
+    region,
+    key,
+    secret,
+    token,
+    endpoint,
+    queue,
 });
 overlay!(WorkerLayer {
     kill_grace,

@@ -6,7 +6,7 @@ use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
     AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
-    MetricsLayer, QueueLayer, RedisLayer, WorkerLayer,
+    MetricsLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -17,6 +17,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("redis", fields::<RedisLayer>()),
         ("queue", fields::<QueueLayer>()),
         ("database", fields::<DatabaseLayer>()),
+        ("sqs", fields::<SqsLayer>()),
         ("cache", fields::<CacheLayer>()),
         ("failed", fields::<FailedLayer>()),
         ("worker", fields::<WorkerLayer>()),

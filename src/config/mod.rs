@@ -453,13 +453,14 @@ fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer
 /// warning instead of a refusal. `[horizon] enabled = true` in the config
 /// file is refused by [`database::check_redis_only_keys`].
 fn without_apps_horizon(mut app: Layer, file: &Layer, driver: database::Driver) -> Layer {
-    if driver == database::Driver::Database
+    if driver != database::Driver::Redis
         && app.horizon.enabled == Some(true)
         && file.horizon.enabled.is_none()
     {
         tracing::warn!(
-            "the app has config/horizon.php, but this worker runs a database queue: Horizon \
-             reads only Redis, so no Horizon records are written"
+            driver = ?driver,
+            "the app has config/horizon.php, but this worker does not run a Redis queue: \
+             Horizon reads only Redis, so no Horizon records are written"
         );
         app.horizon.enabled = None;
     }

@@ -22,6 +22,7 @@ use super::error::QueueResult;
 use super::keys::QueueKeys;
 use super::migrated::Migrated;
 use super::redis_queue::{QueueSizes, RedisQueue, WaitingForJobs};
+use super::sqs::SqsQueue;
 
 /// A queue connection, whichever driver serves it.
 // One per worker, held behind `Arc<Services>`: the size never travels.
@@ -32,6 +33,14 @@ pub enum Queue {
     Redis(RedisQueue),
     /// Laravel's `DatabaseQueue` (the `jobs` table).
     Database(DatabaseQueue),
+    /// Laravel's `SqsQueue` (Amazon SQS).
+    Sqs(SqsQueue),
+}
+
+impl From<SqsQueue> for Queue {
+    fn from(queue: SqsQueue) -> Self {
+        Queue::Sqs(queue)
+    }
 }
 
 impl From<DatabaseQueue> for Queue {
@@ -52,6 +61,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => q.describe(),
             Queue::Database(q) => q.describe(),
+            Queue::Sqs(q) => q.describe(),
         }
     }
 
@@ -61,6 +71,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => format!("Redis at {}", q.describe()),
             Queue::Database(q) => format!("database {}", q.describe()),
+            Queue::Sqs(q) => format!("SQS {}", q.describe()),
         }
     }
 
@@ -69,7 +80,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => q.keys(name),
             // The keys are Redis's; the database driver reads only the name.
-            Queue::Database(_) => Arc::new(QueueKeys::new("", name, false)),
+            Queue::Database(_) | Queue::Sqs(_) => Arc::new(QueueKeys::new("", name, false)),
         }
     }
 
@@ -85,6 +96,17 @@ impl Queue {
         match self {
             Queue::Redis(_) => queue.ready.clone(),
             Queue::Database(q) => format!("{} where queue = '{}'", q.table(), queue.name),
+            Queue::Sqs(q) => q.url_of(&queue.name),
+        }
+    }
+
+    /// The queue a failed job of `queue` is recorded under in
+    /// `failed_jobs.queue`, as the driver's `Job::getQueue()` gives it:
+    /// the name, or on SQS the queue URL (`SqsJob` is given the URL).
+    pub fn failed_queue_name(&self, queue: &QueueKeys) -> String {
+        match self {
+            Queue::Sqs(q) => q.url_of(&queue.name),
+            _ => queue.name.clone(),
         }
     }
 
@@ -94,6 +116,8 @@ impl Queue {
         match self {
             Queue::Redis(q) => q.retry_after(),
             Queue::Database(q) => u64::try_from(q.retry_after()).ok(),
+            // The visibility timeout every receive asks for.
+            Queue::Sqs(q) => Some(q.visibility()),
         }
     }
 
@@ -103,6 +127,9 @@ impl Queue {
         match self {
             Queue::Redis(q) => q.block_for(),
             Queue::Database(_) => None,
+            // Unset: the idle wait lasts --sleep, and long polls (20 s)
+            // on every queue run through it (see `sqs::receive`).
+            Queue::Sqs(_) => None,
         }
     }
 
@@ -116,6 +143,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.pop(queue, count).await?),
             Queue::Database(q) => Ok(q.pop_jobs(queue, count).await?),
+            Queue::Sqs(q) => Ok(q.pop_jobs(queue, count).await?),
         }
     }
 
@@ -132,6 +160,8 @@ impl Queue {
     ) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.block_on_notify(queues, wait).await?),
+            // Long polls on every queue at once.
+            Queue::Sqs(q) => Ok(q.block_on_notify(queues, wait).await?),
             // No wake-up on a table: the wait is `--sleep`, then the next poll.
             Queue::Database(_) => {
                 match wait {
@@ -148,7 +178,7 @@ impl Queue {
     pub fn waiting_for_jobs(&self) -> Option<WaitingForJobs> {
         match self {
             Queue::Redis(q) => Some(q.waiting_for_jobs()),
-            Queue::Database(_) => None,
+            Queue::Database(_) | Queue::Sqs(_) => None,
         }
     }
 
@@ -157,7 +187,7 @@ impl Queue {
     pub fn take_migrated(&self) -> Vec<Migrated> {
         match self {
             Queue::Redis(q) => q.take_migrated(),
-            Queue::Database(_) => Vec::new(),
+            Queue::Database(_) | Queue::Sqs(_) => Vec::new(),
         }
     }
 
@@ -172,6 +202,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.delete_settled(job, ended).await?),
             Queue::Database(q) => Ok(q.delete_job(job).await?),
+            Queue::Sqs(q) => Ok(q.delete_job(job).await?),
         }
     }
 
@@ -181,7 +212,7 @@ impl Queue {
     pub fn set_companion(&self, companion: Arc<dyn SettleCompanion>) -> bool {
         match self {
             Queue::Redis(q) => q.set_companion(companion),
-            Queue::Database(_) => false,
+            Queue::Database(_) | Queue::Sqs(_) => false,
         }
     }
 
@@ -194,6 +225,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.release(job, delay).await?),
             Queue::Database(q) => Ok(q.release_job(job, delay).await?),
+            Queue::Sqs(q) => Ok(q.release_job(job, delay).await?),
         }
     }
 
@@ -206,6 +238,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.hand_back(job, delay).await?),
             Queue::Database(q) => Ok(q.hand_back_job(job).await?),
+            Queue::Sqs(q) => Ok(q.hand_back_job(job, delay).await?),
         }
     }
 
@@ -218,6 +251,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.renew(job).await?),
             Queue::Database(q) => Ok(q.renew_job(job).await?),
+            Queue::Sqs(q) => Ok(q.renew_job(job).await?),
         }
     }
 
@@ -241,6 +275,11 @@ impl Queue {
             Queue::Database(_) => Err(QueueError::Unsupported(
                 "the database queue keeps no failure records while the failed job store is down",
             )),
+            // Nor a queue: the message stays in flight and SQS shows it
+            // again after its visibility timeout.
+            Queue::Sqs(_) => Err(QueueError::Unsupported(
+                "the SQS queue keeps no failure records while the failed job store is down",
+            )),
         }
     }
 
@@ -251,7 +290,7 @@ impl Queue {
     pub async fn unrecorded(&self, queue: &QueueKeys, count: usize) -> QueueResult<Vec<Vec<u8>>> {
         match self {
             Queue::Redis(q) => Ok(q.unrecorded(queue, count).await?),
-            Queue::Database(_) => Ok(Vec::new()),
+            Queue::Database(_) | Queue::Sqs(_) => Ok(Vec::new()),
         }
     }
 
@@ -262,7 +301,7 @@ impl Queue {
     pub async fn forget_unrecorded(&self, queue: &QueueKeys, record: &[u8]) -> QueueResult<()> {
         match self {
             Queue::Redis(q) => Ok(q.forget_unrecorded(queue, record).await?),
-            Queue::Database(_) => Ok(()),
+            Queue::Database(_) | Queue::Sqs(_) => Ok(()),
         }
     }
 
@@ -277,6 +316,7 @@ impl Queue {
                 q.push(&queue.name, payload, 0, now()).await?;
                 Ok(())
             }
+            Queue::Sqs(q) => Ok(q.send(&queue.name, payload, 0).await?),
         }
     }
 
@@ -298,6 +338,12 @@ impl Queue {
                 let delay = u64::try_from(available_at.saturating_sub(at)).unwrap_or(0);
                 q.push(&queue.name, payload, delay, at).await?;
                 Ok(())
+            }
+            // DelaySeconds: at most 900 s, refused above (as AWS refuses
+            // Laravel's send).
+            Queue::Sqs(q) => {
+                let delay = u64::try_from(available_at.saturating_sub(now())).unwrap_or(0);
+                Ok(q.send(&queue.name, payload, delay).await?)
             }
         }
     }
@@ -321,6 +367,17 @@ impl Queue {
                     oldest_pending: sizes.oldest_pending_available_at,
                 })
             }
+            Queue::Sqs(q) => {
+                let sizes = q.sizes(&queue.name).await?;
+                Ok(QueueSizes {
+                    pending: sizes.pending,
+                    delayed: sizes.delayed,
+                    delayed_due: 0,
+                    reserved: sizes.reserved,
+                    // SQS does not say (Laravel gives null too).
+                    oldest_pending: None,
+                })
+            }
         }
     }
 
@@ -333,6 +390,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.clear(queue).await?),
             Queue::Database(q) => Ok(q.clear(&queue.name).await?),
+            Queue::Sqs(q) => Ok(q.purge(&queue.name).await?),
         }
     }
 
@@ -345,7 +403,7 @@ impl Queue {
     pub async fn elsewhere(&self, queue: &QueueKeys) -> QueueResult<Vec<QueueElsewhere>> {
         match self {
             Queue::Redis(q) => Ok(q.elsewhere(queue).await?),
-            Queue::Database(_) => Ok(Vec::new()),
+            Queue::Database(_) | Queue::Sqs(_) => Ok(Vec::new()),
         }
     }
 
@@ -354,7 +412,7 @@ impl Queue {
     /// `tinyint unsigned` before Laravel 13.6), which Laravel 12.54+ fails
     /// with the overflow's error rather than select it for ever.
     pub fn refusal(&self, job: &ReservedJob) -> Option<String> {
-        match (self, job.reservation) {
+        match (self, &job.reservation) {
             (
                 Queue::Database(q),
                 super::job::Reservation::Row {
@@ -370,7 +428,7 @@ impl Queue {
     pub async fn renew_connection(&self) {
         match self {
             Queue::Redis(q) => q.renew_connection().await,
-            Queue::Database(_) => {}
+            Queue::Database(_) | Queue::Sqs(_) => {}
         }
     }
 }

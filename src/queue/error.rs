@@ -13,6 +13,9 @@ pub enum QueueError {
     /// is known).
     #[error(transparent)]
     Database(#[from] super::database::DatabaseQueueError),
+    /// The SQS queue (its text names the call and the queue URL).
+    #[error(transparent)]
+    Sqs(#[from] super::sqs::SqsQueueError),
     /// An operation the driver has no way to carry out.
     #[error("{0}")]
     Unsupported(&'static str),

@@ -40,7 +40,7 @@ pub struct ReservedJob {
 }
 
 /// What names a reservation in its queue, for every later write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
     /// Redis: the member in `:reserved` ([`ReservedJob::reserved`], or its
     /// digest).
@@ -55,6 +55,9 @@ pub enum Reservation {
         /// must fail rather than run (Laravel 12.54+).
         at_attempts_limit: bool,
     },
+    /// An SQS message: its queue URL, `MessageId`, receipt handle and
+    /// receive count (on the SQS driver `reserved` is the receipt handle).
+    Message(Arc<super::sqs::MessageHandle>),
 }
 
 /// Until when a reservation is surely still this worker's: its pop or its
@@ -155,9 +158,12 @@ impl ReservedJob {
     /// The number of this attempt: the original `attempts` + 1, as
     /// `RedisJob::attempts()` counts it. A poison payload counts as attempt 1.
     pub fn attempt(&self) -> u64 {
-        match self.reservation {
+        match &self.reservation {
             // The row's column, as `DatabaseJob::attempts()` reads it.
             Reservation::Row { handle, .. } => u64::try_from(handle.attempts).unwrap_or(0),
+            // `ApproximateReceiveCount`, as `SqsJob::attempts()` reads it
+            // (an `attempts` key a Vapor or Bref payload carries is not).
+            Reservation::Message(message) => message.receive_count,
             Reservation::Redis => self.payload.as_ref().map_or(1, |p| p.attempts() + 1),
         }
     }
@@ -173,10 +179,13 @@ impl ReservedJob {
     }
 
     /// The job's id as Laravel's `getJobId()` gives it: the payload `id`
-    /// on Redis (or an empty string), the row's `id` on the database.
+    /// on Redis (or an empty string), the row's `id` on the database,
+    /// the `MessageId` on SQS.
     pub fn id(&self) -> String {
-        if let Reservation::Row { handle, .. } = self.reservation {
-            return handle.id.to_string();
+        match &self.reservation {
+            Reservation::Row { handle, .. } => return handle.id.to_string(),
+            Reservation::Message(message) => return message.message_id.to_string(),
+            Reservation::Redis => {}
         }
         self.payload
             .as_ref()

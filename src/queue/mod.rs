@@ -27,6 +27,7 @@ pub mod payload;
 pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
+pub mod sqs;
 
 pub use clock::now;
 pub use driver::Queue;

@@ -226,7 +226,7 @@ async fn record_failure(
             .uuid()
             .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string),
         connection: services.connection.clone(),
-        queue: job.queue.name.clone(),
+        queue: services.queue.failed_queue_name(&job.queue),
         payload: crate::failed::SharedText::lossy(&job.raw),
         exception: exception.to_string(),
         failed_at: Utc::now(),

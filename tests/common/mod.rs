@@ -27,6 +27,7 @@ pub mod redis_topologies;
 pub mod sandbox;
 pub mod skip;
 pub mod sqlite;
+pub mod sqs;
 pub mod state;
 
 use std::path::{Path, PathBuf};

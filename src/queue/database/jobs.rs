@@ -100,11 +100,11 @@ impl DatabaseQueue {
 
 /// The row handle of `job`.
 fn handle(job: &ReservedJob) -> Result<ReservationHandle> {
-    match job.reservation {
-        Reservation::Row { handle, .. } => Ok(handle),
-        Reservation::Redis => Err(DatabaseQueueError::new(
+    match &job.reservation {
+        Reservation::Row { handle, .. } => Ok(*handle),
+        _ => Err(DatabaseQueueError::new(
             ErrorKind::Refused,
-            "a job reserved from Redis cannot be settled in the database queue",
+            "a job reserved from another queue driver cannot be settled in the database queue",
         )),
     }
 }

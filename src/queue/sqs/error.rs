@@ -1,0 +1,119 @@
+//! What can go wrong talking to SQS, sorted by what the worker does about
+//! it: wait and try again ([`ErrorKind::Unavailable`]: throttling, 5xx
+//! answers, the network; the messages stay in the queue) or tell the
+//! operator the configuration is wrong ([`ErrorKind::Refused`]: no such
+//! queue, no permission, a parameter AWS refuses).
+
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+/// Whether trying the same call later can work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// SQS could not be reached, timed out, throttled the call or answered
+    /// with a server error: nothing changed; try again later.
+    Unavailable,
+    /// SQS answered and refused the call (no such queue, access denied,
+    /// an invalid parameter): the same call gets the same answer until the
+    /// configuration is fixed.
+    Refused,
+}
+
+/// An error of the SQS queue, with its [`ErrorKind`], AWS's error code
+/// when it sent one, and a message naming the call and the queue.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SqsQueueError {
+    /// Whether trying again later can work.
+    pub kind: ErrorKind,
+    /// AWS's error code (`ReceiptHandleIsInvalid`, `AccessDenied`, …).
+    pub code: Option<String>,
+    message: String,
+}
+
+/// The result type of the SQS queue.
+pub type Result<T> = std::result::Result<T, SqsQueueError>;
+
+impl SqsQueueError {
+    /// A refusal of our own, before any call (e.g. a delay SQS cannot hold).
+    pub fn refused(message: impl Into<String>) -> Self {
+        SqsQueueError {
+            kind: ErrorKind::Refused,
+            code: None,
+            message: message.into(),
+        }
+    }
+
+    /// The error of `doing` (e.g. "receive from URL") that the SDK gave.
+    pub fn from_sdk<E>(e: &SdkError<E>, doing: &str) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let code = e.code().map(str::to_string);
+        let kind = match e {
+            SdkError::ServiceError(_) if !is_transient(code.as_deref(), e) => ErrorKind::Refused,
+            SdkError::ConstructionFailure(_) => ErrorKind::Refused,
+            _ => ErrorKind::Unavailable,
+        };
+        SqsQueueError {
+            kind,
+            code,
+            message: format!("cannot {doing}: {}", DisplayErrorContext(e)),
+        }
+    }
+
+    /// A batch entry SQS refused with `code` (and `message`).
+    pub fn batch_entry(code: &str, message: Option<&str>, url: &str) -> Self {
+        let transient = matches!(
+            code,
+            "InternalError" | "ServiceUnavailable" | "RequestThrottled"
+        );
+        SqsQueueError {
+            kind: if transient {
+                ErrorKind::Unavailable
+            } else {
+                ErrorKind::Refused
+            },
+            code: Some(code.to_string()),
+            message: format!(
+                "cannot delete a message from {url}: {code}: {}",
+                message.unwrap_or_default()
+            ),
+        }
+    }
+
+    /// Whether AWS said the receipt handle no longer names a message in
+    /// flight: the reservation is gone (the message was deleted, or its
+    /// visibility lapsed and it was received again).
+    pub fn is_reservation_gone(&self) -> bool {
+        matches!(
+            self.code.as_deref(),
+            Some(
+                "ReceiptHandleIsInvalid"
+                    | "AWS.SimpleQueueService.MessageNotInflight"
+                    | "MessageNotInflight"
+                    | "InvalidReceiptHandle"
+            )
+        )
+    }
+}
+
+/// Whether a service error is one that passes: throttling, or a server
+/// error (5xx) of SQS.
+fn is_transient<E>(code: Option<&str>, e: &SdkError<E>) -> bool {
+    if matches!(
+        code,
+        Some(
+            "ThrottlingException"
+                | "RequestThrottled"
+                | "ServiceUnavailable"
+                | "InternalError"
+                | "InternalFailure"
+                | "KmsThrottled"
+        )
+    ) {
+        return true;
+    }
+    // The raw HTTP answer: a 5xx is SQS's trouble, not ours.
+    e.raw_response()
+        .is_some_and(|r| r.status().is_server_error())
+}

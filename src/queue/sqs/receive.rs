@@ -1,0 +1,395 @@
+//! Receiving from SQS, and the jobs the worker makes of the messages.
+//!
+//! Laravel's `pop` asks one queue for one message without waiting (a
+//! request per job, and one per empty poll every `--sleep`). Here:
+//!
+//! - a pop asks for up to `count` messages (never more than can start, at
+//!   most 10, SQS's limit), without waiting;
+//! - when every queue came back empty, the idle wait
+//!   ([`SqsQueue::block_on_notify`]) long-polls every `--queue` queue at
+//!   once (20 s, SQS's longest, one message each), starting a new poll as
+//!   one ends empty, until `--sleep` is over or a message comes. The
+//!   fetch that follows serves the queues in `--queue` order, so the
+//!   first queue is served first when several have messages;
+//! - a long poll still in flight when the wait ends keeps going: pops skip
+//!   its queue meanwhile (the poll answers as soon as a message is there),
+//!   and what it receives is held for the next pop of its queue. An idle
+//!   worker so sends one request per queue every 20 s, whatever `--sleep`
+//!   is, and picks up a push within a round trip.
+//!
+//! When SQS handed a message out is known only to lie between the
+//! receive's request and its answer: up to 20 s apart on a long poll. A
+//! job's lease counts from the request (the safe end). So a message whose
+//! receive was sent more than a third of the visibility timeout ago (a
+//! long poll that waited, a message held) has its visibility extended
+//! before it is handed out, and is dropped when SQS says it is no longer
+//! this worker's; one held longer than the visibility timeout since its
+//! answer came is dropped too (another consumer may have it; SQS shows it
+//! again). A dropped message is never run here.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+use bytes::Bytes;
+
+use super::error::{Result, SqsQueueError};
+use super::queue::{SqsQueue, seconds};
+use super::spec::{MAX_VISIBILITY, MAX_WAIT};
+use crate::queue::job::{Lease, Reservation};
+use crate::queue::{Payload, QueueKeys, ReservedJob, now};
+
+/// SQS's most messages per receive.
+const MAX_RECEIVE: usize = 10;
+
+/// What names a received message in its queue, for every later call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageHandle {
+    /// The queue's URL (also what `failed_jobs.queue` holds, as `SqsJob`
+    /// is given it).
+    pub url: Arc<str>,
+    /// `MessageId`: the job id Laravel's `SqsJob::getJobId` gives, stable
+    /// across receives.
+    pub message_id: Arc<str>,
+    /// The receipt handle of this receive: the only name delete and
+    /// change-visibility take.
+    pub receipt: Arc<str>,
+    /// `ApproximateReceiveCount`, this receive counted: the attempt number,
+    /// as `SqsJob::attempts` reads it.
+    pub receive_count: u64,
+    /// When the receive was sent: SQS keeps a message in flight at most 12
+    /// hours from it.
+    pub received: Instant,
+}
+
+/// A queue's messages received by a long poll and not yet popped, and the
+/// state of its polling.
+#[derive(Default)]
+pub(super) struct Held {
+    messages: VecDeque<Received>,
+    /// A long poll is in flight: pops skip the queue.
+    polling: bool,
+    /// A long poll failed: the next wait reports it (and the loop pauses).
+    failed: Option<SqsQueueError>,
+}
+
+/// One message as received, with when its receive was sent and answered.
+struct Received {
+    message: Message,
+    sent: Instant,
+    answered: Instant,
+}
+
+impl SqsQueue {
+    /// Reserves up to `count` messages of `queue` (at most 10) as jobs:
+    /// first those a long poll holds for it, else one receive without
+    /// waiting, unless a long poll of the queue is in flight (it answers
+    /// as soon as a message is there).
+    ///
+    /// # Errors
+    /// SQS refused the receive or could not be reached (nothing received).
+    pub async fn pop_jobs(&self, queue: &Arc<QueueKeys>, count: usize) -> Result<Vec<ReservedJob>> {
+        let url = self.url_of(&queue.name);
+        let count = count.min(MAX_RECEIVE);
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let (held, skip) = {
+            let mut all = self.held();
+            let entry = all.entry(url.clone()).or_default();
+            let take = count.min(entry.messages.len());
+            let held: Vec<Received> = entry.messages.drain(..take).collect();
+            (held, entry.polling)
+        };
+        if !held.is_empty() {
+            let fresh = self.still_ours(&url, held).await;
+            return Ok(self.jobs(queue, &url, fresh));
+        }
+        if skip {
+            return Ok(Vec::new());
+        }
+        let sent = Instant::now();
+        let messages = self.receive(&url, count, 0).await?;
+        let answered = Instant::now();
+        let received = messages
+            .into_iter()
+            .map(|message| Received {
+                message,
+                sent,
+                answered,
+            })
+            .collect();
+        let fresh = self.still_ours(&url, received).await;
+        Ok(self.jobs(queue, &url, fresh))
+    }
+
+    /// The idle wait: keeps a long poll (20 s, one message) in flight on
+    /// every queue of `queues` until one brings a message (true) or `wait`
+    /// is over (false; `None`: no limit). Polls in flight at the end keep
+    /// going (see the module's notes).
+    ///
+    /// # Errors
+    /// A long poll failed (SQS refused it or could not be reached).
+    pub async fn block_on_notify(
+        &self,
+        queues: &[Arc<QueueKeys>],
+        wait: Option<Duration>,
+    ) -> Result<bool> {
+        let urls: Vec<String> = queues.iter().map(|q| self.url_of(&q.name)).collect();
+        let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
+        loop {
+            let polled = self.inner.polled.notified();
+            tokio::pin!(polled);
+            polled.as_mut().enable();
+            {
+                let mut all = self.held();
+                for url in &urls {
+                    let entry = all.entry(url.clone()).or_default();
+                    if !entry.messages.is_empty() {
+                        return Ok(true);
+                    }
+                    if let Some(failed) = entry.failed.take() {
+                        return Err(failed);
+                    }
+                    if !entry.polling {
+                        entry.polling = true;
+                        tokio::spawn(self.clone().long_poll(url.clone()));
+                    }
+                }
+            }
+            tokio::select! {
+                () = &mut polled => {}
+                () = sleep_until(deadline) => return Ok(false),
+            }
+        }
+    }
+
+    /// One long poll of `url`, its outcome left in the queue's [`Held`].
+    async fn long_poll(self, url: String) {
+        let sent = Instant::now();
+        let answer = self.receive(&url, 1, MAX_WAIT).await;
+        let answered = Instant::now();
+        {
+            let mut all = self.held();
+            let entry = all.entry(url).or_default();
+            entry.polling = false;
+            match answer {
+                Ok(messages) => {
+                    entry
+                        .messages
+                        .extend(messages.into_iter().map(|message| Received {
+                            message,
+                            sent,
+                            answered,
+                        }));
+                }
+                Err(e) => {
+                    entry.failed = Some(e);
+                }
+            }
+        }
+        self.inner.polled.notify_waiters();
+    }
+
+    /// `ReceiveMessage` of up to `max` messages of `url`, hidden for the
+    /// visibility timeout, with their receive count; waiting up to
+    /// `wait_secs` for one (0: not at all, whatever the queue's
+    /// `ReceiveMessageWaitTimeSeconds` says).
+    async fn receive(&self, url: &str, max: usize, wait_secs: u64) -> Result<Vec<Message>> {
+        let answer = self
+            .inner
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(seconds(max as u64))
+            .wait_time_seconds(seconds(wait_secs))
+            .visibility_timeout(seconds(self.visibility()))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| SqsQueueError::from_sdk(&e, &format!("receive from {url}")))?;
+        Ok(answer.messages.unwrap_or_default())
+    }
+
+    /// The received messages still surely this worker's (see the module's
+    /// notes): one held past the visibility timeout is dropped, one whose
+    /// receive was sent over a third of it ago is extended first, and
+    /// dropped when SQS refuses.
+    async fn still_ours(&self, url: &str, held: Vec<Received>) -> Vec<Received> {
+        let visibility = Duration::from_secs(self.visibility());
+        let mut fresh = Vec::with_capacity(held.len());
+        for mut received in held {
+            let receipt = received
+                .message
+                .receipt_handle()
+                .unwrap_or_default()
+                .to_string();
+            if received.answered.elapsed() + Duration::from_secs(1) >= visibility {
+                tracing::warn!(
+                    queue = %url,
+                    id = received.message.message_id().unwrap_or_default(),
+                    "a received message waited past its visibility timeout before a slot was \
+                     free: left to SQS, which shows it again"
+                );
+                continue;
+            }
+            if received.sent.elapsed() > visibility / 3 {
+                let sent = Instant::now();
+                match self
+                    .change_visibility(url, &receipt, self.visibility())
+                    .await
+                {
+                    Ok(true) => received.sent = sent,
+                    Ok(false) | Err(_) => {
+                        tracing::warn!(
+                            queue = %url,
+                            id = received.message.message_id().unwrap_or_default(),
+                            "cannot extend a held message's visibility: left to SQS"
+                        );
+                        continue;
+                    }
+                }
+            }
+            fresh.push(received);
+        }
+        fresh
+    }
+
+    /// The jobs of `received` messages of `queue` (at `url`). A message
+    /// without a receipt handle (never sent by SQS) cannot be settled and
+    /// is left to SQS.
+    fn jobs(&self, queue: &Arc<QueueKeys>, url: &str, received: Vec<Received>) -> Vec<ReservedJob> {
+        let url: Arc<str> = Arc::from(url);
+        let at = now();
+        received
+            .into_iter()
+            .filter_map(|Received { message, sent, .. }| {
+                let receipt = message.receipt_handle()?.to_string();
+                let receive_count = message
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(1);
+                let raw = Bytes::from(message.body.unwrap_or_default().into_bytes());
+                Some(ReservedJob {
+                    queue: Arc::clone(queue),
+                    payload: Payload::parse_stored(raw.clone()),
+                    reserved: Bytes::from(receipt.clone().into_bytes()),
+                    raw,
+                    lease: Lease::new(Some(self.visibility()), sent, at),
+                    digest: None,
+                    reservation: Reservation::Message(Arc::new(MessageHandle {
+                        url: Arc::clone(&url),
+                        message_id: Arc::from(message.message_id.unwrap_or_default()),
+                        receipt: Arc::from(receipt),
+                        receive_count,
+                        received: sent,
+                    })),
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes `job`'s message (it ran); false when AWS says the receipt is
+    /// no longer valid.
+    ///
+    /// # Errors
+    /// SQS refused or could not be reached.
+    pub async fn delete_job(&self, job: &ReservedJob) -> Result<bool> {
+        let handle = handle(job)?;
+        self.delete_batched(&handle.url, &handle.receipt).await
+    }
+
+    /// Releases `job` as `SqsJob::release` does: its visibility set to
+    /// `delay` seconds (the receive count grows at its next receive).
+    /// SQS keeps a message in flight at most 12 hours from its receive: a
+    /// longer delay is cut to what is left of them, with a warning
+    /// (Laravel passes it and AWS refuses the call).
+    ///
+    /// # Errors
+    /// SQS refused or could not be reached.
+    pub async fn release_job(&self, job: &ReservedJob, delay: u64) -> Result<bool> {
+        let handle = handle(job)?;
+        let left = MAX_VISIBILITY.saturating_sub(handle.received.elapsed().as_secs() + 1);
+        if delay > left {
+            tracing::warn!(
+                job = job.display_name(),
+                id = %handle.message_id,
+                delay,
+                "SQS keeps a message in flight at most 12 hours from its receive: released \
+                 with a delay of {left} s"
+            );
+        }
+        self.change_visibility(&handle.url, &handle.receipt, delay.min(left))
+            .await
+    }
+
+    /// Hands `job` back: visible again in `delay` seconds. Its receive was
+    /// counted and SQS cannot uncount it: the next receive's
+    /// `ApproximateReceiveCount` is one more.
+    ///
+    /// # Errors
+    /// SQS refused or could not be reached.
+    pub async fn hand_back_job(&self, job: &ReservedJob, delay: u64) -> Result<bool> {
+        self.release_job(job, delay).await
+    }
+
+    /// Extends `job`'s visibility by the visibility timeout from now (ours:
+    /// Laravel never does), and its lease with it; false when AWS says the
+    /// message is no longer in flight, or when the 12-hour limit would cut
+    /// the extension short (the reservation is then lost as a Redis lease
+    /// is: the handler is stopped under `on_lease_lost = "kill"`).
+    ///
+    /// # Errors
+    /// SQS refused or could not be reached.
+    pub async fn renew_job(&self, job: &ReservedJob) -> Result<bool> {
+        let handle = handle(job)?;
+        let left = MAX_VISIBILITY.saturating_sub(handle.received.elapsed().as_secs());
+        if left <= self.visibility() + 1 {
+            tracing::warn!(
+                job = job.display_name(),
+                id = %handle.message_id,
+                "SQS keeps a message in flight at most 12 hours: its visibility cannot be \
+                 extended again, and SQS will show it to other consumers"
+            );
+            return Ok(false);
+        }
+        let sent = Instant::now();
+        let renewed = self
+            .change_visibility(&handle.url, &handle.receipt, self.visibility())
+            .await?;
+        if renewed {
+            job.lease.confirm(sent, now());
+        }
+        Ok(renewed)
+    }
+}
+
+/// Sleeps until `at`; for ever when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The message handle of `job`.
+fn handle(job: &ReservedJob) -> Result<&MessageHandle> {
+    match &job.reservation {
+        Reservation::Message(handle) => Ok(handle),
+        _ => Err(SqsQueueError::refused(
+            "a job reserved from another queue driver cannot be settled on SQS",
+        )),
+    }
+}
+
+impl SqsQueue {
+    /// The held messages and polls, however a panic left them.
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Held>> {
+        match self.inner.held.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}

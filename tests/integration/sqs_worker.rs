@@ -1,0 +1,452 @@
+//! The worker on Amazon SQS (issue 28), end to end: the real binary on a
+//! private `moto` server (skipped with a printed reason where moto is not
+//! installed), real handler processes and a SQLite `failed_jobs` table.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use common::databases::FailedDb;
+use common::sqs::Moto;
+
+/// A payload exactly as Laravel's `createPayload` writes it for SQS: no
+/// `id`, no `attempts` (SQS counts receives; the job id is the
+/// `MessageId`).
+fn payload(name: &str, uuid: &str) -> String {
+    // The serialized command's class name, its length in bytes as PHP
+    // counts it (one backslash each, before JSON escapes them).
+    let length = format!("App\\Jobs\\{name}").len();
+    format!(
+        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:{length}:\"App\\Jobs\\{name}\":0:{{}}"}}}}"#
+    )
+}
+
+/// A scratch directory with a config file for a worker on `moto`
+/// (visibility timeout `visibility` s) with failed jobs in a SQLite
+/// `failed_jobs` table, and one handler for every job: `script`, a shell
+/// script run with `DIR` set to the directory.
+struct Scene {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    failed: FailedDb,
+}
+
+impl Scene {
+    fn new(moto: &Moto, visibility: u64, script: &str) -> Scene {
+        let dir = tempfile::Builder::new()
+            .prefix("lw-sqs-")
+            .tempdir()
+            .unwrap();
+        let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+        let script_path = dir.path().join("handler.sh");
+        std::fs::write(
+            &script_path,
+            format!(
+                "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let toml = format!(
+            "[queue]\nconnection = \"sqs\"\nretry_after = {visibility}\n\n\
+             [sqs]\nprefix = \"{}\"\nendpoint = \"{}\"\nkey = \"test\"\nsecret = \"test\"\n\n\
+             [failed]\ndriver = \"database-uuids\"\nurl = \"{}\"\n\n\
+             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+            moto.prefix(),
+            moto.endpoint,
+            failed.url(),
+            script_path.display()
+        );
+        let config = dir.path().join("worker.toml");
+        std::fs::write(&config, toml).unwrap();
+        Scene {
+            dir,
+            config,
+            failed,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `laravel-worker --config CONFIG work ARGS`.
+    fn work(&self, args: &[&str]) -> Daemon {
+        let config = self.config.to_str().unwrap();
+        Daemon::start(&[&["--config", config, "work"][..], args].concat(), &[])
+    }
+
+    /// The lines the handler appended to `ran`.
+    fn ran(&self) -> Vec<String> {
+        std::fs::read_to_string(self.path().join("ran"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Waits up to 60 s for `done`.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A job that succeeds is deleted; one whose handler fails is released
+/// (visibility 0), received again with `ApproximateReceiveCount` 2 as its
+/// attempt, and failed into `failed_jobs` with the connection `sqs` and
+/// the queue URL, as `queue:work sqs --tries=2` leaves them; the job id
+/// is the `MessageId`.
+#[test]
+fn the_worker_runs_releases_and_fails_jobs_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) exit 3;; esac",
+    );
+    let good = moto.send(&url, &payload("Good", "u-good"), 0);
+    let bad = moto.send(&url, &payload("Bad", "u-bad"), 0);
+    let mut d = scene.work(&["--stop-when-empty", "--sleep=0", "--tries=2"]);
+    d.expect_stop(0, "empty");
+    let mut ran = scene.ran();
+    ran.sort();
+    assert_eq!(
+        ran,
+        vec![
+            format!("failed App\\Jobs\\Bad {bad} 2"),
+            format!("run App\\Jobs\\Bad {bad} 1"),
+            format!("run App\\Jobs\\Bad {bad} 2"),
+            format!("run App\\Jobs\\Good {good} 1"),
+        ],
+        "attempts are the receive counts, ids the MessageIds; the failed hook ran once"
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0), "both messages deleted");
+    let rows = scene.failed.rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            rows[0].uuid.as_str(),
+            rows[0].connection.as_str(),
+            rows[0].queue.as_str()
+        ),
+        ("u-bad", "sqs", url.as_str()),
+        "failed_jobs.queue is the queue URL, as SqsJob is given it"
+    );
+    assert_eq!(rows[0].payload, payload("Bad", "u-bad"), "the body as sent");
+}
+
+/// A job that runs three times the visibility timeout (4 s) beside a
+/// second worker on the same queue runs once: its visibility is extended
+/// every 1.5 s while it runs, so SQS never shows it to the other worker
+/// (moto hides and shows messages by their visibility as AWS does; the
+/// test watches the handler's runs, never moto's answer to a stale
+/// receipt).
+#[test]
+fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 4);
+    let scene = Scene::new(
+        &moto,
+        4,
+        "echo \"$LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"; sleep 12; touch \"$DIR/done\"",
+    );
+    let mut first = scene.work(&["--sleep=1"]);
+    let mut second = scene.work(&["--sleep=1"]);
+    first.wait_log(&["worker started"]);
+    second.wait_log(&["worker started"]);
+    moto.send(&url, &payload("Long", "u-long"), 0);
+    let done = scene.path().join("done");
+    for _ in 0..14 {
+        eprintln!("counts {:?}", moto.counts(&url));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    wait_for("the long job to end", || done.exists());
+    wait_for("its message to be deleted", || {
+        moto.counts(&url) == (0, 0, 0)
+    });
+    for d in [&mut first, &mut second] {
+        d.signal(nix::sys::signal::Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    eprintln!(
+        "FIRST {}\nSECOND {}",
+        first.stderr_text(),
+        second.stderr_text()
+    );
+    assert_eq!(scene.ran(), vec!["1"], "one run, on the first receive");
+}
+
+/// A push with a delay is held back by SQS (`DelaySeconds`) and then run;
+/// a delay above SQS's 900 s is refused with a message saying so, and
+/// nothing is sent.
+#[test]
+fn a_delayed_push_is_held_back_then_run_and_a_delay_above_900_s_is_refused() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = scene.config.to_str().unwrap();
+    let mut refused = Daemon::run(
+        &[
+            "--config",
+            config,
+            "push",
+            "--job",
+            "App\\Jobs\\Late",
+            "--delay",
+            "901",
+            "default",
+        ],
+        &[],
+    );
+    refused.expect_exit(1);
+    assert!(
+        refused.stderr_text().contains("at most 900 s"),
+        "{}",
+        refused.stderr_text()
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0), "nothing sent");
+    Daemon::run(
+        &[
+            "--config",
+            config,
+            "push",
+            "--job",
+            "App\\Jobs\\Soon",
+            "--delay",
+            "2",
+            "default",
+        ],
+        &[],
+    )
+    .expect_exit(0);
+    assert_eq!(moto.counts(&url), (0, 1, 0), "delayed by SQS");
+    let mut d = scene.work(&["--sleep=1"]);
+    wait_for("the delayed job to run", || !scene.ran().is_empty());
+    wait_for("its message to be deleted", || {
+        moto.counts(&url) == (0, 0, 0)
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    assert_eq!(scene.ran(), vec!["App\\Jobs\\Soon"]);
+}
+
+/// An idle worker long-polls every `--queue` queue at once: a message sent
+/// to the second queue while it waits is received by that poll and run.
+#[test]
+fn an_idle_worker_long_polls_every_queue_and_picks_up_a_push() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_queue("high", 30);
+    let low = moto.create_queue("low", 30);
+    let scene = Scene::new(&moto, 30, "echo \"$LARAVEL_WORKER_QUEUE\" >> \"$DIR/ran\"");
+    let mut d = scene.work(&["--queue=high,low", "--sleep=3"]);
+    d.wait_log(&["worker started"]);
+    moto.send(&low, &payload("Idle", "u-idle"), 0);
+    wait_for("the job to run", || !scene.ran().is_empty());
+    wait_for("its message to be deleted", || {
+        moto.counts(&low) == (0, 0, 0)
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    assert_eq!(scene.ran().len(), 1, "{:?}", scene.ran());
+}
+
+/// A FIFO queue: `push` sends with a message group and a deduplication id
+/// (SQS refuses a FIFO send without a group), and the worker consumes the
+/// messages in order.
+#[test]
+fn fifo_queues_are_pushed_to_and_consumed_in_order() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("orders.fifo", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = scene.config.to_str().unwrap();
+    for n in 1..=3 {
+        let job = format!("App\\Jobs\\Order{n}");
+        Daemon::run(
+            &["--config", config, "push", "--job", &job, "orders.fifo"],
+            &[],
+        )
+        .expect_exit(0);
+    }
+    assert_eq!(moto.counts(&url), (3, 0, 0));
+    scene
+        .work(&["--queue=orders.fifo", "--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(
+        scene.ran(),
+        vec![
+            "App\\Jobs\\Order1",
+            "App\\Jobs\\Order2",
+            "App\\Jobs\\Order3"
+        ]
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+}
+
+/// SQS stopped for 5 s while jobs run (the server frozen: connections
+/// hang, then time out or resume) loses nothing: every job runs once and
+/// the queue ends empty.
+#[test]
+fn sqs_stopped_for_5_s_loses_nothing() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"; sleep 0.05",
+    );
+    for n in 0..30 {
+        moto.send(&url, &payload("Outage", &format!("u-{n}")), 0);
+    }
+    let mut d = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("some jobs to run", || scene.ran().len() >= 5);
+    moto.pause(true);
+    std::thread::sleep(Duration::from_secs(5));
+    moto.pause(false);
+    wait_for("every job to run", || scene.ran().len() >= 30);
+    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let mut ran = scene.ran();
+    ran.sort();
+    let mut expected: Vec<String> = (0..30).map(|n| format!("u-{n}")).collect();
+    expected.sort();
+    assert_eq!(ran, expected, "each job once");
+}
+
+/// The admin commands on SQS: `monitor` reads the queue's attributes
+/// (visible, delayed, in flight), `clear` purges the queue, and `retry`
+/// sends a failed job back to the queue URL its `failed_jobs` row names.
+#[test]
+fn monitor_clear_and_retry_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(&moto, 30, "exit 3");
+    let config = scene.config.to_str().unwrap();
+    moto.send(&url, &payload("A", "u-a"), 0);
+    moto.send(&url, &payload("B", "u-b"), 0);
+    moto.send(&url, &payload("C", "u-c"), 60);
+    let mut monitor = Daemon::run(&["--config", config, "monitor", "default", "--json"], &[]);
+    monitor.expect_exit(0);
+    let out = monitor.stdout.join("\n");
+    let reports: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let report = &reports[0];
+    assert_eq!(
+        (&report["pending"], &report["delayed"], &report["reserved"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(1),
+            &serde_json::json!(0)
+        ),
+        "{out}"
+    );
+    Daemon::run(&["--config", config, "clear", "--force"], &[]).expect_exit(0);
+    assert_eq!(moto.counts(&url), (0, 0, 0), "purged");
+
+    moto.send(&url, &payload("Bad", "u-bad"), 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=1"])
+        .expect_stop(0, "empty");
+    assert_eq!(scene.failed.rows()[0].queue, url);
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    Daemon::run(&["--config", config, "retry", "all"], &[]).expect_exit(0);
+    assert_eq!(moto.counts(&url), (1, 0, 0), "back on the queue URL");
+    assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
+}
+
+/// Two daemons drain 300 jobs while one is SIGKILLed and started again:
+/// no job is lost (each ends once; the ones the killed daemon held run
+/// again once their 3 s visibility lapses), and no job ever runs twice at
+/// once (each run holds a `flock` on its job's lock file: a second run
+/// while one holds it records an overlap).
+#[test]
+fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 3);
+    let scene = Scene::new(
+        &moto,
+        3,
+        "flock -n \"$DIR/lock-$LARAVEL_WORKER_JOB_UUID\" sh -c \
+         'sleep 0.02; touch \"$0/done-$1\"' \"$DIR\" \"$LARAVEL_WORKER_JOB_UUID\" \
+         || echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/overlap\"",
+    );
+    for n in 0..300 {
+        moto.send(&url, &payload("Drain", &format!("u-{n}")), 0);
+    }
+    let done = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("done-"))
+            })
+            .count()
+    };
+    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
+    let mut second = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("some jobs to end", || done(scene.path()) >= 50);
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = first.wait_exit();
+    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
+    wait_for("more jobs to end", || done(scene.path()) >= 150);
+    second.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = second.wait_exit();
+    wait_for("every job to end", || done(scene.path()) == 300);
+    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
+    first.signal(nix::sys::signal::Signal::SIGTERM);
+    first.expect_exit(0);
+    assert!(
+        !scene.path().join("overlap").exists(),
+        "jobs ran twice at once: {:?}",
+        std::fs::read_to_string(scene.path().join("overlap"))
+    );
+}
+
+/// The payload's own limits hold on SQS as on Redis: a job over its
+/// `timeout` is stopped and, out of tries, failed; a job past its
+/// `retryUntil` fails without running.
+#[test]
+fn timeout_and_retry_until_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
+         [ \"$LARAVEL_WORKER_MODE\" = run ] && sleep 30; true",
+    );
+    let slow = payload("Slow", "u-slow")
+        .replace(r#""maxTries":null"#, r#""maxTries":1"#)
+        .replace(r#""timeout":null"#, r#""timeout":1"#);
+    let expired = payload("Expired", "u-expired").replace(
+        r#""retryUntil":null"#,
+        &format!(r#""retryUntil":{}"#, common::now() - 60),
+    );
+    moto.send(&url, &slow, 0);
+    moto.send(&url, &expired, 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    let mut failed: Vec<String> = scene.failed.rows().into_iter().map(|r| r.uuid).collect();
+    failed.sort();
+    assert_eq!(failed, vec!["u-expired", "u-slow"]);
+    let ran = scene.ran();
+    assert!(ran.contains(&"run u-slow".to_string()), "{ran:?}");
+    assert!(!ran.contains(&"run u-expired".to_string()), "{ran:?}");
+}
