@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 use super::engine::Engine;
@@ -70,7 +70,19 @@ impl Pool {
                 let options = SqliteConnectOptions::from_str(url)
                     .map_err(bad)?
                     .busy_timeout(SQLITE_BUSY_TIMEOUT);
-                Pool::Sqlite(SqlitePool::connect_lazy_with(options))
+                // One connection: SQLite has one writer at a time, and
+                // connections of one process that wait for each other do it
+                // by the busy handler's sleeps (up to 100 ms each), which
+                // made single deletes take seconds at --concurrency=8
+                // (bench/database.py). Statements now queue in the worker
+                // instead; a wait for the connection is bounded like a
+                // wait for the file's lock.
+                Pool::Sqlite(
+                    SqlitePoolOptions::new()
+                        .max_connections(1)
+                        .acquire_timeout(SQLITE_BUSY_TIMEOUT)
+                        .connect_lazy_with(options),
+                )
             }
             Some(Engine::MySql | Engine::MariaDb) => {
                 let url = url.replacen("mariadb://", "mysql://", 1);
