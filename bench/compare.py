@@ -701,7 +701,8 @@ class Bench(Lab):
                 print(text)
         if "database" in x:
             print("\nThe database queue (bench/database.py's rows; jobs/s = jobs / exec to exit "
-                  "of the one worker process; × queue:work: against the median of the same run):\n")
+                  "of the one worker process; × queue:work: against queue:work's median of the "
+                  "same run; per repetition: each repetition's ratio, their median):\n")
             for text in database.table(x["database"]):
                 print(text)
         if "balance" in x or "pool_memory" in x or "database" in x:

@@ -656,13 +656,18 @@ colon = true
                     f"{'n/a' if commits is None else f'{commits:.2f}'}, log syncs/job "
                     f"{'n/a' if syncs is None else f'{syncs:.2f}'}, "
                     f"load {os.getloadavg()[0]:.2f}")
-        base = median([r[0] for r in runs.get("queue:work database", [])])
+        php = [r[0] for r in runs.get("queue:work database", [])]
+        base = median(php)
         for name, _ in kinds:
             rs = runs[name]
             rate = median([r[0] for r in rs])
+            # each repetition's ratio to queue:work's run of that repetition
+            # (the rows of one repetition ran minutes apart at most)
+            per_rep = [r[0] / p for r, p in zip(rs, php)] if php else []
             self.results["rows"].append({
                 "database": LABELS[db.label], "row": name, "jobs": self.jobs, "reps": len(rs),
                 "jobs_per_s": rate, "ratio": rate / base if base else None,
+                "ratios": per_rep, "ratio_per_rep": median(per_rep),
                 "cpu_us_per_job": median([r[1] for r in rs]),
                 "db_cpu_us_per_job": median([r[2] for r in rs]),
                 "load": median([r[3] for r in rs]),
@@ -722,7 +727,7 @@ colon = true
         _, worker_failed = self.lab.outcomes()
         texts = [read(p) for p in logs] + [read(laravel_log)]
         deadlock_lines = [line for t in texts for line in t.splitlines()
-                          if re.search(r"deadlock|1213", line, re.I)]
+                          if re.search(r"deadlock|SQLSTATE\[40001\]", line, re.I)]
         error_lines = [line for t in texts for line in t.splitlines()
                        if re.search(r"error|exception", line, re.I)]
         ran = {}
@@ -740,7 +745,7 @@ colon = true
                "failed_rows": db.scalar("SELECT COUNT(*) FROM failed_jobs"),
                "by_php": by_php, "worker_failed_or_released": worker_failed,
                "exit_codes": codes}
-        for line in (deadlock_lines + error_lines)[:5]:
+        for line in (deadlock_lines + error_lines)[:5]:  # the first few, to read
             log(f"  deadlock row: {line[:300]}")
         log(f"deadlock row (MariaDB, {workers} workers c={concurrency} + {php_workers} "
             f"queue:work, {n} jobs): {res['deadlocks']} deadlock lines, {res['error_lines']} "
@@ -778,11 +783,17 @@ def median(values):
 
 def table(results, load_note=""):
     """The results as Markdown lines."""
-    out = ["| database | row | jobs | reps | jobs/s (median) | × queue:work | worker CPU/job "
-           "| database CPU/job | commits/job | log syncs/job | load |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| database | row | jobs | reps | jobs/s (median) | × queue:work | × queue:work "
+           "per repetition (median) | worker CPU/job | database CPU/job | commits/job "
+           "| log syncs/job | load |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results["rows"]:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        if r.get("ratio_per_rep") is not None:
+            ratio += (f" | {r['ratio_per_rep']:.2f}× ("
+                      + ", ".join(f"{x:.1f}" for x in r["ratios"]) + ")")
+        else:
+            ratio += " | "
         db_us = "" if r["db_cpu_us_per_job"] is None else f"{r['db_cpu_us_per_job']:.0f} µs"
         per = ["" if v is None else f"{v:.2f}" for v in (r["commits_per_job"],
                                                           r["fsyncs_per_job"])]
