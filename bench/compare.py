@@ -32,13 +32,17 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
-Two parts run only when `--only` names them, never in the default run:
+Three parts run only when `--only` names them, never in the default run:
 `balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
-mixed load; 8 slots, 10 s of load in quick, 30 s in full) and `pool_memory`
+mixed load; 8 slots, 10 s of load in quick, 30 s in full), `pool_memory`
 (bench/pool_memory.py's setups: a PHP bridge pool with and without
 idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
-idle_timeout 2 s). They use this run's Redis and binary (--binary, else the
-release build) and print their tables after the others.
+idle_timeout 2 s) and `database` (bench/database.py's rows: the database
+queue against `queue:work database` on SQLite, PostgreSQL and MariaDB,
+1500 jobs per row in quick, 10,000 in full, and the MariaDB deadlock row,
+4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full). They use
+this run's Redis and binary (--binary, else the release build) and print
+their tables after the others.
 
 Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
 jobs/s while it falls from 90 % to 10 % of its start length: process start-up
@@ -63,6 +67,7 @@ import threading
 import time
 
 import balance
+import database
 import pool_memory
 from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
                       keys, log, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
@@ -73,13 +78,13 @@ SIZES = {
     # pickup samples, redis-benchmark requests, backlog (small, large, jobs run),
     # due delayed jobs, seconds of probes after they come due; when named:
     # balance (slots, seconds of load), pool_memory (processes, jobs,
-    # idle_timeout seconds)
+    # idle_timeout seconds), database (jobs per row, jobs in the deadlock row)
     "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
                   backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4,
-                  balance=(8, 10), pool_memory=(4, 4000, 2)),
+                  balance=(8, 10), pool_memory=(4, 4000, 2), database=(1500, 6000)),
     "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
                  backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8,
-                 balance=(8, 30), pool_memory=(4, 4000, 2)),
+                 balance=(8, 30), pool_memory=(4, 4000, 2), database=(10_000, 50_000)),
 }
 
 
@@ -600,6 +605,16 @@ class Bench(Lab):
                                                 "idle_timeout": idle_timeout, "rows": rows}
         self.flush()
 
+    def database_rows(self):
+        """bench/database.py's rows: the database queue on SQLite, PostgreSQL
+        and MariaDB against queue:work database, and the MariaDB deadlock row."""
+        jobs, deadlock_jobs = self.size["database"]
+        self.flush()
+        self.results["extra"]["database"] = database.DatabaseBench(
+            self, jobs, self.size["reps"], deadlock_jobs,
+            self.args.databases.split(",")).rows()
+        self.flush()
+
     # -- report
 
     def machine(self):
@@ -684,7 +699,13 @@ class Bench(Lab):
             m = x["pool_memory"]
             for text in pool_memory.table(m["rows"], m["jobs"]):
                 print(text)
-        if "balance" in x or "pool_memory" in x:
+        if "database" in x:
+            print("\nThe database queue (bench/database.py's rows; jobs/s = jobs / exec to exit "
+                  "of the one worker process; × queue:work: against queue:work's median of the "
+                  "same run; per repetition: each repetition's ratio, their median):\n")
+            for text in database.table(x["database"]):
+                print(text)
+        if "balance" in x or "pool_memory" in x or "database" in x:
             print()
         print(f"- took {self.results['seconds']:.0f} s")
 
@@ -714,6 +735,8 @@ class Bench(Lab):
             self.balance_rows()
         if self.named("pool_memory"):
             self.pool_memory_rows()
+        if self.named("database"):
+            self.database_rows()
         self.results["load_end"] = load()
         self.results["seconds"] = time.monotonic() - t0
         self.report()
@@ -833,7 +856,11 @@ def main():
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
                                    "delayed, pickup; and, run only when named: balance "
                                    "(bench/balance.py's rows), pool_memory "
-                                   "(bench/pool_memory.py's setups)")
+                                   "(bench/pool_memory.py's setups), database (bench/database.py: "
+                                   "the database queue against queue:work database on SQLite, "
+                                   "PostgreSQL and MariaDB, and the MariaDB deadlock row)")
+    ap.add_argument("--databases", default="sqlite,postgres,mariadb",
+                    help="with --only database: which of sqlite, postgres, mariadb")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
     ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 /// A pool for one of the databases Laravel supports.
@@ -44,20 +44,33 @@ impl Pool {
         Self::lazy_with(url, None)
     }
 
-    /// A lazy pool for `url` whose SQLite connections wait up to
-    /// `sqlite_busy` for another connection's write lock (sqlx's default,
-    /// 5 s, when `None`) before "database is locked".
+    /// A lazy pool for `url`; with `sqlite_busy`, a SQLite pool of one
+    /// connection that waits up to that long for another process's write
+    /// lock (and for its own connection) before "database is locked"
+    /// (without: sqlx's defaults, a 5 s busy timeout).
     ///
     /// # Errors
     /// A URL of an unknown scheme, or one the driver cannot parse.
     pub(crate) fn lazy_with(url: &str, sqlite_busy: Option<Duration>) -> anyhow::Result<Pool> {
         Ok(match url.split_once("://").map(|(scheme, _)| scheme) {
             Some("sqlite") => {
-                let mut options = SqliteConnectOptions::from_str(url)?;
-                if let Some(busy) = sqlite_busy {
-                    options = options.busy_timeout(busy);
+                let options = SqliteConnectOptions::from_str(url)?;
+                match sqlite_busy {
+                    // One connection: SQLite has one writer at a time, and
+                    // connections of one process that wait for each other
+                    // do it by the busy handler's sleeps (up to 100 ms
+                    // each), which made single deletes take seconds at
+                    // --concurrency=8 (bench/database.py). Statements queue
+                    // in the worker instead; a wait for the connection is
+                    // bounded like a wait for the file's lock.
+                    Some(busy) => Pool::Sqlite(
+                        SqlitePoolOptions::new()
+                            .max_connections(1)
+                            .acquire_timeout(busy)
+                            .connect_lazy_with(options.busy_timeout(busy)),
+                    ),
+                    None => Pool::Sqlite(SqlitePool::connect_lazy_with(options)),
                 }
-                Pool::Sqlite(SqlitePool::connect_lazy_with(options))
             }
             Some("mysql" | "mariadb") => {
                 let url = url.replacen("mariadb://", "mysql://", 1);

@@ -2,7 +2,7 @@
 //! pool of the engine the URL names.
 //!
 //! The pool is `crate::sql::Pool`, the failed and cache stores' too; a
-//! queue's SQLite connections carry a busy timeout of their own.
+//! queue's SQLite pool is one connection with a busy timeout of its own.
 
 use std::time::Duration;
 
