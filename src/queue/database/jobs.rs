@@ -49,12 +49,13 @@ impl DatabaseQueue {
             .collect())
     }
 
-    /// Deletes `job`'s row (it ran); false when the reservation is gone.
+    /// Deletes `job`'s row (it ran), in one statement with the other jobs
+    /// that end at the same moment; false when the reservation is gone.
     ///
     /// # Errors
     /// The database could not be reached or refused the delete.
     pub async fn delete_job(&self, job: &ReservedJob) -> Result<bool> {
-        self.delete(handle(job)?).await
+        self.delete_batched(handle(job)?).await
     }
 
     /// Releases `job` as Laravel's `deleteAndRelease` does: a new row with

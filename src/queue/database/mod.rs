@@ -18,6 +18,7 @@
 //! - `error`: [`DatabaseQueueError`], telling "try again later" from "the
 //!   table is wrong".
 
+mod deletes;
 mod engine;
 mod error;
 mod guarded;

@@ -25,8 +25,11 @@ pub struct DatabaseQueue {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     url: String,
+    /// The task that deletes finished jobs in batches, started by the
+    /// first delete (see `deletes.rs`).
+    deletes: std::sync::OnceLock<tokio::sync::mpsc::Sender<super::deletes::Pending>>,
     /// Replaced by a fresh pool after an error that may have left broken
     /// connections (a SQLite file opened while read-only stays read-only).
     pool: RwLock<Pool>,
@@ -136,6 +139,7 @@ impl DatabaseQueue {
             })?;
         let queue = DatabaseQueue {
             inner: Arc::new(Inner {
+                deletes: std::sync::OnceLock::new(),
                 url: spec.url.clone(),
                 pool: RwLock::new(pool),
                 quoted: engine::quote_table(server.engine, &spec.table),
@@ -163,6 +167,23 @@ impl DatabaseQueue {
             .await
             .map(|_| ()));
         done.map_err(|e| self.error(&e, "read the queue table"))
+    }
+
+    /// The batch deletes' sender, started by `start` on first use.
+    pub(super) fn deletes(
+        &self,
+        start: impl FnOnce(std::sync::Weak<Inner>) -> tokio::sync::mpsc::Sender<super::deletes::Pending>,
+    ) -> tokio::sync::mpsc::Sender<super::deletes::Pending> {
+        let inner = &self.inner;
+        inner
+            .deletes
+            .get_or_init(|| start(Arc::downgrade(inner)))
+            .clone()
+    }
+
+    /// The queue `inner` points at, while it is alive.
+    pub(super) fn upgrade(inner: &std::sync::Weak<Inner>) -> Option<DatabaseQueue> {
+        inner.upgrade().map(|inner| DatabaseQueue { inner })
     }
 
     /// The engine (MySQL and MariaDB told apart by the server's version).
