@@ -27,7 +27,8 @@ use crate::queue::database::{DatabaseQueue, DatabaseQueueSpec};
 use crate::queue::redis_queue::QueueOptions;
 use crate::queue::{Queue, RedisQueue};
 use crate::signals::Control;
-use crate::worker::WorkerOptions;
+use crate::worker::events::LateListener;
+use crate::worker::{JobEvents, WorkerOptions};
 
 /// Connection attempts at start before the worker gives up (exit 1).
 const CONNECT_TRIES: u32 = 5;
@@ -316,40 +317,169 @@ fn http_handler(pattern: &str, spec: &HttpSpec) -> anyhow::Result<HttpHandler> {
     .with_context(|| format!("[[handlers]] match = {pattern:?}"))
 }
 
+/// How often Horizon's records try their Redis again when it was
+/// unreachable at start.
+const HORIZON_RETRY: Duration = Duration::from_secs(5);
+
+/// Horizon's records, an observer of the worker: started with it, or, when
+/// Horizon's Redis cannot be reached at start, started later by a task that
+/// tries again every [`HORIZON_RETRY`], the worker running meanwhile (the
+/// records of the jobs that ran before are not written).
+pub struct HorizonRecords {
+    listener: Arc<LateListener>,
+    running: Arc<tokio::sync::Mutex<Option<Horizon>>>,
+    retrying: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HorizonRecords {
+    /// The job events listener that writes the records once they run.
+    pub fn listener(&self) -> Arc<dyn JobEvents> {
+        Arc::clone(&self.listener) as Arc<dyn JobEvents>
+    }
+
+    /// Once the worker stopped: stops trying, or finishes the records
+    /// (see [`Horizon::finish`]).
+    pub async fn finish(self) {
+        if let Some(retrying) = self.retrying {
+            retrying.abort();
+        }
+        if let Some(horizon) = self.running.lock().await.take() {
+            horizon.finish().await;
+        }
+    }
+}
+
+/// Hands a started `horizon` its listener slot and its drop counter.
+async fn run_horizon(
+    horizon: Horizon,
+    listener: &LateListener,
+    running: &tokio::sync::Mutex<Option<Horizon>>,
+    metrics: &Metrics,
+) {
+    listener.join(horizon.listener());
+    metrics.watch_dropped("horizon", horizon.dropped());
+    *running.lock().await = Some(horizon);
+}
+
+/// Tries `start` every [`HORIZON_RETRY`] until Horizon's Redis answers,
+/// then runs the records.
+async fn retry_horizon<F, Fut>(
+    start: F,
+    listener: Arc<LateListener>,
+    running: Arc<tokio::sync::Mutex<Option<Horizon>>>,
+    metrics: Arc<Metrics>,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Horizon>>,
+{
+    loop {
+        tokio::time::sleep(HORIZON_RETRY).await;
+        match start().await {
+            Ok(started) => {
+                tracing::info!("Horizon's Redis is back: writing Horizon's records");
+                run_horizon(started, &listener, &running, &metrics).await;
+                return;
+            }
+            Err(e) => tracing::debug!("Horizon's Redis still unreachable: {e:#}"),
+        }
+    }
+}
+
+/// The start-up error of Horizon's Redis refusing us for good, said as
+/// what it is (a server that does not speak Redis is named as such).
+fn horizon_refused(e: anyhow::Error, target: &crate::redis::RedisTarget) -> anyhow::Error {
+    let redis = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<redis::RedisError>());
+    if redis.is_some_and(crate::redis::speaks_no_redis) {
+        return anyhow::anyhow!(
+            "the Redis of [horizon] ({}) answered, but not in the Redis protocol: is \
+             another service (an HTTP server?) on that port? Check [horizon] url",
+            target.describe()
+        );
+    }
+    e.context("cannot connect to the Redis of [horizon]")
+}
+
+/// Whether `e` says Horizon's Redis cannot be reached now (worth trying
+/// again), rather than refusing us for good.
+fn horizon_unreachable(e: &anyhow::Error) -> bool {
+    let redis = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<redis::RedisError>());
+    redis.is_some_and(|r| !crate::redis::is_permanent(r))
+}
+
 /// Starts writing Horizon's records when `[horizon]` is enabled: the
 /// prefix braced on a cluster as Horizon does
 /// ([`crate::horizon::keys::prefix`]), on `[horizon] url`'s Redis, else
-/// the queue's.
+/// the queue's. A Redis that cannot be reached is tried again in the
+/// background (said once); records are an observer and never keep the
+/// worker from starting.
 ///
 /// # Errors
-/// Horizon's Redis connection cannot be opened.
+/// Horizon's Redis refused us for good: credentials, TLS, or a server that
+/// does not speak Redis.
 pub async fn start_horizon(
     settings: &Settings,
     queue: &Queue,
     options: &WorkerOptions,
     control: tokio::sync::watch::Receiver<Control>,
-) -> anyhow::Result<Option<Horizon>> {
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Option<HorizonRecords>> {
     let Some(spec) = &settings.horizon else {
         return Ok(None);
     };
-    let cluster = spec.redis.as_ref().unwrap_or(&settings.redis).is_cluster();
+    let target = spec.redis.clone().unwrap_or_else(|| settings.redis.clone());
     let horizon = HorizonSettings {
         redis: spec.redis.clone(),
-        prefix: crate::horizon::keys::prefix(spec.prefix.as_deref(), cluster),
+        prefix: crate::horizon::keys::prefix(spec.prefix.as_deref(), target.is_cluster()),
         snapshot: spec.snapshot,
         trim: spec.trim,
     };
-    let started = Horizon::start(
-        &horizon,
-        &settings.redis,
-        queue,
-        &settings.connection,
-        options,
-        control,
-    )
-    .await
-    .context("cannot connect to the Redis of [horizon]")?;
-    Ok(Some(started))
+    let mut records = HorizonRecords {
+        listener: Arc::new(LateListener::default()),
+        running: Arc::new(tokio::sync::Mutex::new(None)),
+        retrying: None,
+    };
+    let (queue_redis, connection) = (settings.redis.clone(), settings.connection.clone());
+    let start = {
+        let (queue, options) = (queue.clone(), options.clone());
+        move || {
+            let (horizon, queue_redis, queue) =
+                (horizon.clone(), queue_redis.clone(), queue.clone());
+            let (connection, options, control) =
+                (connection.clone(), options.clone(), control.clone());
+            async move {
+                Horizon::start(
+                    &horizon,
+                    &queue_redis,
+                    &queue,
+                    &connection,
+                    &options,
+                    control,
+                )
+                .await
+            }
+        }
+    };
+    match start().await {
+        Ok(started) => run_horizon(started, &records.listener, &records.running, metrics).await,
+        Err(e) if horizon_unreachable(&e) => {
+            tracing::warn!(
+                redis = %target.describe(),
+                "Horizon's Redis cannot be reached ({}); the worker runs without Horizon's \
+                 records and tries again every {} s",
+                crate::error_chain::error_chain(e.as_ref()),
+                HORIZON_RETRY.as_secs()
+            );
+            let (listener, running) = (Arc::clone(&records.listener), Arc::clone(&records.running));
+            let retry = retry_horizon(start, listener, running, Arc::clone(metrics));
+            records.retrying = Some(tokio::spawn(retry));
+        }
+        Err(e) => return Err(horizon_refused(e, &target)),
+    }
+    Ok(Some(records))
 }
 
 /// Binds the metrics endpoint of `[metrics] listen`, if any, and serves

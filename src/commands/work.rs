@@ -53,10 +53,16 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
         ) as Arc<dyn JobEvents>)
         .with(Arc::clone(&metrics) as Arc<dyn JobEvents>);
     let metrics_handle = metrics;
-    let horizon = app::start_horizon(&settings, &queue, &options, control.clone()).await?;
+    let horizon = app::start_horizon(
+        &settings,
+        &queue,
+        &options,
+        control.clone(),
+        &metrics_handle,
+    )
+    .await?;
     if let Some(horizon) = &horizon {
         events = events.with(horizon.listener());
-        metrics_handle.watch_dropped("horizon", horizon.dropped());
     }
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {

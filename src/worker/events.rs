@@ -263,3 +263,67 @@ mod tests {
         assert_eq!(*b.0.lock().unwrap(), expected, "second listener");
     }
 }
+
+/// A listener that joins after the worker started (Horizon's records when
+/// their Redis was down at start): events before it joins go nowhere, and
+/// from then on to it. The last `rebalanced` seen is replayed to it when it
+/// joins, so it knows the slots.
+#[derive(Default)]
+pub struct LateListener {
+    joined: std::sync::OnceLock<Arc<dyn JobEvents>>,
+    slots: std::sync::Mutex<Option<Vec<Share>>>,
+}
+
+impl LateListener {
+    /// `listener` hears every event from now on (a second join is ignored).
+    pub fn join(&self, listener: Arc<dyn JobEvents>) {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(slots) = slots {
+            listener.rebalanced(&slots);
+        }
+        let _ = self.joined.set(listener);
+    }
+
+    fn each(&self, event: impl FnOnce(&dyn JobEvents)) {
+        if let Some(listener) = self.joined.get() {
+            event(listener.as_ref());
+        }
+    }
+}
+
+impl JobEvents for LateListener {
+    fn polled(&self, reached_redis: bool) {
+        self.each(|l| l.polled(reached_redis));
+    }
+    fn reserved(&self, job: &ReservedJob) {
+        self.each(|l| l.reserved(job));
+    }
+    fn settled(&self, job: &ReservedJob, verdict: &Verdict, settled: Settled, took: Duration) {
+        self.each(|l| l.settled(job, verdict, settled, took));
+    }
+    fn migrated(&self, migrated: &Migrated) {
+        self.each(|l| l.migrated(migrated));
+    }
+    fn paused(&self, cause: &Pause) {
+        self.each(|l| l.paused(cause));
+    }
+    fn resumed(&self, cause: &Pause) {
+        self.each(|l| l.resumed(cause));
+    }
+    fn stopping(&self, reason: StopReason) {
+        self.each(|l| l.stopping(reason));
+    }
+    fn stopped(&self, reason: StopReason) {
+        self.each(|l| l.stopped(reason));
+    }
+    fn handler_tripped(&self, trip: &Trip) {
+        self.each(|l| l.handler_tripped(trip));
+    }
+    fn handler_closed(&self, handler: &str) {
+        self.each(|l| l.handler_closed(handler));
+    }
+    fn rebalanced(&self, slots: &[Share]) {
+        *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = Some(slots.to_vec());
+        self.each(|l| l.rebalanced(slots));
+    }
+}

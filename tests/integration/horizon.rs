@@ -1056,3 +1056,67 @@ fn the_horizon_prefix_follows_horizons_rule_for_every_value() {
         );
     }
 }
+
+/// Issue 32 item 11: Horizon's records are an observer. A Horizon Redis
+/// that is down at start no longer keeps `work` from starting: the worker
+/// says so once, runs its jobs, and writes the records once that Redis is
+/// back.
+#[test]
+fn a_horizon_redis_down_at_start_does_not_keep_the_worker_from_starting() {
+    let s = Scene::new();
+    let dir = s.path("horizon-redis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("unix://{}?db=0", dir.join("redis.sock").display());
+    let config = horizon(s.config().recording(OUTCOMES))
+        .set("horizon", "url", url.as_str())
+        .write();
+    let mut d = s.work(&config, &["--sleep=0.05"]);
+    d.wait_log(&["Horizon's Redis cannot be reached", "tries again every 5 s"]);
+    let [before, after] = Job::named(["Before", "After"]);
+    s.push_on("default", [&before]);
+    let ran = before.run_line(1);
+    common::wait_until("Before to run", || s.log().contains(&ran));
+    let back = common::redis_server::RedisServer::start(&dir);
+    d.wait_log(&["Horizon's Redis is back"]);
+    s.push_on("default", [&after]);
+    common::wait_until("After's completed record", || {
+        let status: Option<String> = back.cmd(&["HGET", &format!("{P}{}", after.uuid()), "status"]);
+        status.as_deref() == Some("completed")
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let said = d
+        .stderr_text()
+        .matches("Horizon's Redis cannot be reached")
+        .count();
+    assert_eq!(said, 1, "said once");
+}
+
+/// Issue 32 item 11: an HTTP server on `[horizon] url` is refused at start
+/// with what it is, not Redis's "Parse error".
+#[test]
+fn an_http_server_on_the_horizon_url_is_named() {
+    let s = Scene::new();
+    // A server that answers every connection as an HTTP server answers
+    // a request it cannot read.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = http.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in http.incoming().flatten() {
+            use std::io::Write;
+            let mut stream = stream;
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let config = horizon(s.config().recording(""))
+        .set("horizon", "url", format!("redis://{address}/0"))
+        .write();
+    let mut d = s.work(&config, &["--once"]);
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(
+        log.contains("answered, but not in the Redis protocol"),
+        "{log}"
+    );
+    assert!(!log.contains("Parse error"), "{log}");
+}
