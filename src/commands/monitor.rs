@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::pause::parse_target;
 use crate::cli::MonitorArgs;
 use crate::config::Settings;
+use crate::queue::HeadAge;
 use crate::queue::redis_queue::QueueSizes;
 
 /// Exit status of `monitor` when a queue holds `--max` jobs or more, so a
@@ -47,7 +48,7 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     let mut reports = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let (_, name) = parse_target(name, connection);
-        let sizes = queue.sizes(&queue.keys(name)).await?;
+        let sizes = queue.sizes(&queue.keys(name), HeadAge::Read).await?;
         let hints = super::hints::queues_elsewhere(&queue, name).await;
         reports.push(Report {
             hints,

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::Trim;
 use super::keys::Keys;
-use crate::queue::Queue;
+use crate::queue::{HeadAge, Queue};
 use crate::redis::RedisConn;
 
 /// Time between two snapshots: Horizon's documented schedule (every five
@@ -139,7 +139,11 @@ impl Snapshots {
     /// whole seconds.
     async fn wait(&self, conn: &mut RedisConn, hash: &str, queue: &str) -> redis::RedisResult<i64> {
         let runtime: Option<f64> = conn.hget(hash, "runtime").await?;
-        let ready = match self.queue.sizes(&self.queue.keys(queue)).await {
+        let ready = match self
+            .queue
+            .sizes(&self.queue.keys(queue), HeadAge::Skip)
+            .await
+        {
             Ok(sizes) => sizes.pending,
             // Horizon runs only on Redis queues (refused at start otherwise).
             Err(crate::queue::QueueError::Redis(e)) => return Err(e),

@@ -15,12 +15,19 @@
 //! | `laravel_worker_queue_oldest_ready_age_seconds` | now − `createdAt` (or Horizon's `pushedAt`) of the head job; absent when the list is empty or its payload has neither |
 //! | `laravel_worker_queue_backlog` | ready + due delayed + reserved: the one number to scale on |
 //!
+//! The age needs the head job, and Redis can only copy a list element
+//! whole (about 100 ms of Redis's time for a 50 MB job). So a head of a
+//! MiB or more is read again only when jobs have left the list since, or
+//! after one interval per MiB it holds (at most ten minutes); until then
+//! its age is the one read last (see [`HeadMemo`]).
+//!
 //! A sample that fails (Redis down, an ACL without `zcount`) is logged
 //! through a [`RepeatLimiter`] and leaves the last values standing; the
 //! worker's own loop is never touched.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -30,10 +37,46 @@ use prometheus_client::registry::Registry;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::queue::now;
 use crate::queue::redis_queue::QueueSizes;
-use crate::queue::{Queue, QueueKeys};
+use crate::queue::{HeadAge, Queue, QueueKeys};
 
 /// Log site of a failed sample (see [`RepeatLimiter`]).
 const SAMPLE_FAILED: &str = "cannot read the queue sizes for the backlog gauges";
+
+/// A head job of this many bytes or more is read seldom (see [`HeadMemo`]).
+const LARGE_HEAD: u64 = 1 << 20;
+
+/// The longest a large head's age is reused without reading it again.
+const LONGEST_HOLD: Duration = Duration::from_secs(600);
+
+/// What the last reading of a queue's large head found, so that the next
+/// samples can leave it in Redis.
+#[derive(Debug, Clone, Copy)]
+struct HeadMemo {
+    /// The head's `createdAt`/`pushedAt` (UNIX seconds), if it had one.
+    pushed: Option<i64>,
+    /// The head's size, bytes.
+    bytes: u64,
+    /// Ready jobs when it was read.
+    ready: u64,
+    /// When it was read.
+    read_at: Instant,
+}
+
+impl HeadMemo {
+    /// Whether the head read at `self` is still worth reusing at `now`
+    /// with `ready` jobs in the list: only for a large head, while no job
+    /// has left the list (a pop takes the head), and for one `interval`
+    /// per MiB of it, at most [`LONGEST_HOLD`], so that reading it costs
+    /// Redis about the same share of its time whatever its size.
+    fn holds(&self, ready: u64, interval: Duration, now: Instant) -> bool {
+        let mib = u32::try_from(self.bytes / LARGE_HEAD).unwrap_or(u32::MAX);
+        let hold = interval.saturating_mul(mib).min(LONGEST_HOLD);
+        self.bytes >= LARGE_HEAD
+            && ready >= self.ready
+            && ready > 0
+            && now.saturating_duration_since(self.read_at) < hold
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabel {
@@ -121,9 +164,13 @@ impl Backlog {
         let mut errors = RepeatLimiter::new(DEFAULT_INTERVAL);
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut heads = HashMap::new();
         loop {
             tick.tick().await;
-            match self.sample_once(&queue, &queues).await {
+            match self
+                .sample_once(&queue, &queues, &mut heads, interval)
+                .await
+            {
                 Ok(()) => errors.log_resolved(SAMPLE_FAILED),
                 Err(e) => {
                     let at = queue.at();
@@ -134,18 +181,52 @@ impl Backlog {
         }
     }
 
-    /// Reads every queue's sizes and sets its gauges.
+    /// Reads every queue's sizes and sets its gauges; a large head found
+    /// in `heads` and still holding is not read again.
     async fn sample_once(
         &self,
         queue: &Queue,
         queues: &[Arc<QueueKeys>],
+        heads: &mut HashMap<String, HeadMemo>,
+        interval: Duration,
     ) -> crate::queue::QueueResult<()> {
         for keys in queues {
-            let sizes = queue.sizes(keys).await?;
+            let sizes = read(queue, keys, heads, interval).await?;
             self.set(&keys.name, &sizes, now());
         }
         Ok(())
     }
+}
+
+/// `keys`' sizes, its head's age taken from `heads` while that memo holds
+/// (the counts are read each time, cheaply), else read and remembered when
+/// the head is large.
+async fn read(
+    queue: &Queue,
+    keys: &QueueKeys,
+    heads: &mut HashMap<String, HeadMemo>,
+    interval: Duration,
+) -> crate::queue::QueueResult<QueueSizes> {
+    if let Some(memo) = heads.get(&keys.name).copied() {
+        let mut sizes = queue.sizes(keys, HeadAge::Skip).await?;
+        if memo.holds(sizes.pending, interval, Instant::now()) {
+            sizes.oldest_pending = memo.pushed;
+            return Ok(sizes);
+        }
+    }
+    let sizes = queue.sizes(keys, HeadAge::Read).await?;
+    if sizes.head_bytes >= LARGE_HEAD {
+        let memo = HeadMemo {
+            pushed: sizes.oldest_pending,
+            bytes: sizes.head_bytes,
+            ready: sizes.pending,
+            read_at: Instant::now(),
+        };
+        heads.insert(keys.name.clone(), memo);
+    } else {
+        heads.remove(&keys.name);
+    }
+    Ok(sizes)
 }
 
 #[cfg(test)]
@@ -162,6 +243,7 @@ mod tests {
             delayed_due: 2,
             reserved: 1,
             oldest_pending: Some(1_000),
+            head_bytes: 0,
         };
         b.set("default", &sizes, 1_030);
         let mut text = String::new();
@@ -185,5 +267,41 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(!text.contains("oldest_ready_age_seconds{"), "{text}");
+    }
+
+    #[test]
+    fn a_large_head_is_read_again_after_a_pop_or_one_interval_per_mib() {
+        let at = Instant::now();
+        let memo = HeadMemo {
+            pushed: Some(1_000),
+            bytes: 50 * LARGE_HEAD,
+            ready: 4,
+            read_at: at,
+        };
+        let second = Duration::from_secs(1);
+        assert!(memo.holds(4, second, at + 49 * second));
+        assert!(
+            memo.holds(9, second, at + 49 * second),
+            "pushes keep the head"
+        );
+        assert!(
+            !memo.holds(4, second, at + 50 * second),
+            "one interval per MiB"
+        );
+        assert!(!memo.holds(3, second, at), "a pop takes the head");
+        assert!(!memo.holds(0, second, at), "an empty list has no head");
+        let hour = Duration::from_secs(3600);
+        assert!(
+            !memo.holds(4, hour, at + LONGEST_HOLD),
+            "ten minutes at most"
+        );
+        let small = HeadMemo {
+            bytes: LARGE_HEAD - 1,
+            ..memo
+        };
+        assert!(
+            !small.holds(4, second, at),
+            "a small head is read each time"
+        );
     }
 }

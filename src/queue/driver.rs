@@ -21,7 +21,7 @@ use super::error::QueueError;
 use super::error::QueueResult;
 use super::keys::QueueKeys;
 use super::migrated::Migrated;
-use super::redis_queue::{QueueSizes, RedisQueue, WaitingForJobs};
+use super::redis_queue::{HeadAge, QueueSizes, RedisQueue, WaitingForJobs};
 use super::sqs::SqsQueue;
 
 /// A queue connection, whichever driver serves it.
@@ -348,14 +348,15 @@ impl Queue {
         }
     }
 
-    /// `queue`'s jobs by state: pending, delayed (and due), reserved, and
-    /// when the oldest pending one was pushed.
+    /// `queue`'s jobs by state: pending, delayed (and due), reserved, and,
+    /// when `head` is [`HeadAge::Read`], when the oldest pending one was
+    /// pushed (on Redis that copies the head job whole; see [`HeadAge`]).
     ///
     /// # Errors
     /// The queue cannot be reached.
-    pub async fn sizes(&self, queue: &QueueKeys) -> QueueResult<QueueSizes> {
+    pub async fn sizes(&self, queue: &QueueKeys, head: HeadAge) -> QueueResult<QueueSizes> {
         match self {
-            Queue::Redis(q) => Ok(q.sizes(queue).await?),
+            Queue::Redis(q) => Ok(q.sizes(queue, head).await?),
             Queue::Database(q) => {
                 let sizes = q.sizes(&queue.name, now()).await?;
                 Ok(QueueSizes {
@@ -365,6 +366,7 @@ impl Queue {
                     delayed_due: 0,
                     reserved: sizes.reserved,
                     oldest_pending: sizes.oldest_pending_available_at,
+                    head_bytes: 0,
                 })
             }
             Queue::Sqs(q) => {
@@ -376,6 +378,7 @@ impl Queue {
                     reserved: sizes.reserved,
                     // SQS does not say (Laravel gives null too).
                     oldest_pending: None,
+                    head_bytes: 0,
                 })
             }
         }

@@ -35,7 +35,7 @@ pub use error::{QueueError, QueueResult};
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
-pub use redis_queue::RedisQueue;
+pub use redis_queue::{HeadAge, RedisQueue};
 
 /// How long one queue command may wait for its answer (the limit of every
 /// command connection, see [`crate::redis::COMMAND_TIMEOUT`]).

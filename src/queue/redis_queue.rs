@@ -98,6 +98,21 @@ pub struct QueueSizes {
     /// seconds): its `createdAt` (Laravel 12.11+), else Horizon's
     /// `pushedAt`; `None` for older payloads.
     pub oldest_pending: Option<i64>,
+    /// Bytes of the head job when it was read for `oldest_pending`, else 0.
+    #[serde(skip)]
+    pub head_bytes: u64,
+}
+
+/// Whether a size reading also reads the head job for its age
+/// ([`QueueSizes::oldest_pending`]). Redis has no way to read part of a
+/// list element, so the head is copied whole: callers that need only
+/// counts (balancing, Horizon's wait time) say [`HeadAge::Skip`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadAge {
+    /// Read the head job for its `createdAt`/`pushedAt`.
+    Read,
+    /// Counts only; `oldest_pending` is `None`.
+    Skip,
 }
 
 impl QueueSizes {
@@ -611,18 +626,20 @@ impl RedisQueue {
     }
 
     /// Ready, delayed (and due) and reserved counts of a queue, and when
-    /// its oldest ready job was pushed, in one script
-    /// ([`scripts::QUEUE_SIZES`]): no job crosses the wire.
+    /// its oldest ready job was pushed (when `head` says
+    /// [`HeadAge::Read`]), in one script ([`scripts::QUEUE_SIZES`]): no job
+    /// crosses the wire.
     ///
     /// # Errors
     /// Any Redis error (a user without `zcount` gets a NOPERM one).
-    pub async fn sizes(&self, queue: &QueueKeys) -> RedisResult<QueueSizes> {
-        let (pending, delayed, delayed_due, reserved, pushed): (
+    pub async fn sizes(&self, queue: &QueueKeys, head: HeadAge) -> RedisResult<QueueSizes> {
+        let (pending, delayed, delayed_due, reserved, pushed, head_bytes): (
             u64,
             u64,
             u64,
             u64,
             Option<String>,
+            u64,
         ) = redis::cmd("EVAL")
             .arg(scripts::QUEUE_SIZES)
             .arg(3)
@@ -630,6 +647,7 @@ impl RedisQueue {
             .arg(&queue.delayed)
             .arg(&queue.reserved)
             .arg(now())
+            .arg(if head == HeadAge::Read { "1" } else { "0" })
             .query_async(&mut self.conn())
             .await?;
         Ok(QueueSizes {
@@ -638,6 +656,7 @@ impl RedisQueue {
             delayed_due,
             reserved,
             oldest_pending: pushed.and_then(|at| at.parse().ok()),
+            head_bytes,
         })
     }
 

@@ -284,7 +284,9 @@ return size
 /// pushed, without sending any job over the wire.
 ///
 /// KEYS: ready list, delayed zset, reserved zset. ARGV\[1\]: now, UNIX
-/// seconds. Returns `{ready, delayed, delayed due by now, reserved, pushed}`
+/// seconds; ARGV\[2\]: `1` to read the head job, anything else to leave
+/// it (`pushed` is then `false`). Returns `{ready, delayed, delayed due by
+/// now, reserved, pushed, head bytes}` (head bytes 0 when not read)
 /// where `pushed` is the head job's top-level `createdAt` (Laravel
 /// 12.11+) when it is a number (or a string of one), else the whole seconds of Horizon's
 /// top-level `pushedAt` string, else `false` (nil): a string, `null` or
@@ -296,8 +298,11 @@ return size
 /// Laravel writes `createdAt`, its hooks, `id`, `attempts` and `delay`
 /// after `data`, so the reading stops well before the command, and at
 /// most 16 KiB from the end (the script's `budget`) are looked at whatever the
-/// job's size (Redis still copies the head job into the script; it has no
-/// command to read part of a list element).
+/// job's size. Redis still copies the whole head job into the script (it
+/// has no command to read part of a list element): about 100 ms for a
+/// 50 MB job, during which it serves no one, so callers that need no age
+/// leave the head alone and the backlog sampler reads a large head seldom
+/// (see [`crate::metrics::backlog`]).
 pub const QUEUE_SIZES: &str = r#"
 local budget = 16384
 local function member(s, wanted)
@@ -405,7 +410,10 @@ local function member(s, wanted)
     return nil
 end
 local pushed = false
-local head = redis.call('lindex', KEYS[1], 0)
+local head = false
+if ARGV[2] == '1' then
+    head = redis.call('lindex', KEYS[1], 0)
+end
 if head then
     local at, kind = member(head, 'createdAt')
     if kind == 'scalar' or kind == 'string' then
@@ -424,6 +432,7 @@ return {
     redis.call('zcount', KEYS[2], '-inf', ARGV[1]),
     redis.call('zcard', KEYS[3]),
     pushed,
+    head and #head or 0,
 }
 "#;
 

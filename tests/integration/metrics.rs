@@ -300,3 +300,55 @@ fn backlog_gauges_equal_the_redis_state() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
 }
+
+/// Calls of Redis command `name` so far, scripts' own calls included
+/// (`INFO commandstats`).
+fn calls(s: &Scene, name: &str) -> u64 {
+    let info: String = s.redis.cmd(&["INFO", "commandstats"]);
+    let line = format!("cmdstat_{name}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A large job at the head of a watched queue is copied out of Redis once,
+/// not at every backlog sample (Redis can only copy a list element whole):
+/// its age is reused while no job leaves the list, and read again once one
+/// has, so the gauge then gives the new head's age.
+#[test]
+fn a_large_head_job_is_read_once_until_the_list_moves() {
+    let s = Scene::new();
+    let config = s.config().script("exit 0").metrics_listen("127.0.0.1:0");
+    let config = config.set("metrics", "backlog_interval", 1).write();
+    Daemon::cli(&config, &["pause", "redis:default"]).expect_exit(0);
+    let t = now();
+    let big = Job::string("App\\Jobs\\Big@handle", json!("x".repeat(8 << 20)))
+        .set("createdAt", json!(t - 300));
+    let next = Job::laravel13("App\\Jobs\\Next").set("createdAt", json!(t - 30));
+    s.push_on("default", [&big, &next]);
+    let _: () = s.redis.cmd(&["CONFIG", "RESETSTAT"]);
+
+    let mut d = s.work(&config, &["--sleep=0.1"]);
+    let address = d.metrics_address();
+    let age = |text: &str| -> Option<i64> {
+        let needle = "laravel_worker_queue_oldest_ready_age_seconds{queue=\"default\"} ";
+        metric(text, needle)?.parse().ok()
+    };
+    common::wait_until("four backlog samples", || calls(&s, "zcount") >= 4);
+    let text = get(&address, "/metrics").1;
+    let read = age(&text).unwrap_or_else(|| panic!("the big head's age: {text}"));
+    assert!((300..310).contains(&read), "{read}: {text}");
+    assert_eq!(calls(&s, "lindex"), 1, "the big head was read once");
+
+    let _: String = s.redis.cmd(&["LPOP", "laravel_database_queues:default"]);
+    let mut text = String::new();
+    common::wait_until("the next head's age", || {
+        text = get(&address, "/metrics").1;
+        age(&text).is_some_and(|a| a < 300)
+    });
+    let read = age(&text).unwrap_or_default();
+    assert!((30..40).contains(&read), "{read}: {text}");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+}

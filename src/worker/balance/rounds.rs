@@ -18,7 +18,7 @@ use super::super::events::JobEvents;
 use super::queue_slots::QueueSlots;
 use super::share::{Balancer, Mode};
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
-use crate::queue::QueueKeys;
+use crate::queue::{HeadAge, QueueKeys};
 
 /// Log site of a round that could not read the queue sizes.
 const ROUND_FAILED: &str = "cannot read the queue sizes to balance the slots";
@@ -77,7 +77,7 @@ pub async fn pending(
 ) -> crate::queue::QueueResult<Vec<u64>> {
     let mut pending = Vec::with_capacity(queues.len());
     for keys in queues {
-        let sizes = services.queue.sizes(keys).await?;
+        let sizes = services.queue.sizes(keys, HeadAge::Skip).await?;
         pending.push(sizes.pending.saturating_add(sizes.delayed_due));
     }
     Ok(pending)
