@@ -281,6 +281,7 @@ fn command_handler(
                 max_jobs: pool.max_jobs,
                 max_memory_mb: pool.max_memory_mb,
                 kill_grace: settings.kill_grace,
+                reserve_ahead: pool.reserve_ahead,
             },
             decode_command: command.decode_command,
         })),

@@ -103,6 +103,7 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
         ("processes", h.processes.is_some()),
         ("min_processes", h.min_processes.is_some()),
         ("idle_timeout", h.idle_timeout.is_some()),
+        ("reserve_ahead", h.reserve_ahead.is_some()),
         ("max_jobs", h.max_jobs.is_some()),
         ("max_memory", h.max_memory.is_some()),
         ("env", h.env.is_some()),
@@ -233,6 +234,7 @@ pub(super) fn bounds(layer: &super::Layer) -> anyhow::Result<()> {
         }
         processes_bound(&key("processes"), h.processes)?;
         processes_bound(&key("min_processes"), h.min_processes)?;
+        processes_bound(&key("reserve_ahead"), h.reserve_ahead)?;
         if let Some(mb) = h.max_memory.filter(|&mb| mb > MAX_MEMORY_MB) {
             bail!(
                 "{} = {mb}: at most {MAX_MEMORY_MB} MB (as --memory)",

@@ -352,6 +352,9 @@ pub struct HandlerEntry {
     /// Persistent mode: seconds a process may stay idle before it is
     /// stopped, down to `min_processes` (default: never stopped).
     pub idle_timeout: Option<u64>,
+    /// Persistent mode: jobs reserved ahead of the free processes, each
+    /// waiting for one (default: one per process; 0: only what can start).
+    pub reserve_ahead: Option<usize>,
     /// Persistent mode: calls before a process is replaced (0 = never).
     pub max_jobs: Option<u64>,
     /// Persistent mode: resident MB above which a process is replaced.

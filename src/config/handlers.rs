@@ -60,6 +60,9 @@ pub struct PoolSpec {
     /// How long a process above the minimum may wait idle before it is
     /// stopped (`idle_timeout`, seconds); `None`: kept until the worker exits.
     pub idle_timeout: Option<Duration>,
+    /// Jobs reserved ahead of the free processes, each waiting for one
+    /// (`reserve_ahead`); `None`: one per process.
+    pub reserve_ahead: Option<usize>,
     /// Calls before a process is replaced (`max_jobs`; 0: never).
     pub max_jobs: u64,
     /// Resident MB above which a process is replaced (`max_memory`; 0: no
@@ -98,6 +101,7 @@ impl HandlerSpec {
                     processes: entry.processes.unwrap_or(1),
                     min_processes: entry.min_processes.unwrap_or(0),
                     idle_timeout: entry.idle_timeout.map(Duration::from_secs),
+                    reserve_ahead: entry.reserve_ahead,
                     max_jobs: entry.max_jobs.unwrap_or(0),
                     max_memory_mb: entry.max_memory.unwrap_or(0),
                 },

@@ -1,10 +1,13 @@
 //! The calls a pool may have in flight: at most its size, which may change
 //! at run time.
 //!
-//! The worker reserves no job a handler cannot start at once (see
-//! `Router::until_startable`): a job reserved while every call permit of its pool
-//! is taken would wait, reserved, and a crash of the worker meanwhile would
-//! cost it an attempt without a start. Shrinking below the calls in flight
+//! The worker reserves a job for a pool only while the pool has *room*: a
+//! free permit, or a place among the `reserve_ahead` calls allowed to wait
+//! for one (see `Router::until_startable`). A job waiting so is reserved,
+//! and a crash of the worker meanwhile costs it an attempt without a start;
+//! the window bounds that cost, and keeps the next jobs ready so that the
+//! pop's round trip is not between one call's end and the next one's
+//! start. Shrinking below the calls in flight
 //! takes nothing from them: no new call starts until they are fewer than
 //! the new size.
 
@@ -24,11 +27,26 @@ pub struct CallPermits {
 struct Count {
     size: usize,
     taken: usize,
+    /// Calls waiting in [`CallPermits::acquire`].
+    waiting: usize,
 }
 
 /// A permit taken for one call; freed (and announced) when dropped.
 pub struct CallPermit<'a> {
     permits: &'a CallPermits,
+}
+
+/// One call counted among the waiting while it is in
+/// [`CallPermits::acquire`], however that ends (a dropped call too).
+struct Waiting<'a> {
+    permits: &'a CallPermits,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.permits.count().waiting -= 1;
+        self.permits.freed.notify_waiters();
+    }
 }
 
 impl CallPermits {
@@ -38,6 +56,7 @@ impl CallPermits {
             state: Mutex::new(Count {
                 size: size.max(1),
                 taken: 0,
+                waiting: 0,
             }),
             freed: Notify::new(),
         }
@@ -56,8 +75,14 @@ impl CallPermits {
         })
     }
 
-    /// Waits for a free slot and takes it.
+    /// Waits for a free slot and takes it; counted among the waiting
+    /// meanwhile (see [`Self::room`]).
     pub async fn acquire(&self) -> CallPermit<'_> {
+        if let Some(slot) = self.try_take() {
+            return slot;
+        }
+        self.count().waiting += 1;
+        let _waiting = Waiting { permits: self };
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -69,10 +94,12 @@ impl CallPermits {
         }
     }
 
-    /// How many permits are free now.
-    pub fn free(&self) -> usize {
+    /// How many more calls may come now: the free permits, plus `ahead`
+    /// calls allowed to wait for one, less those already waiting.
+    pub fn room(&self, ahead: usize) -> usize {
         let count = self.count();
-        count.size.saturating_sub(count.taken)
+        let free = count.size.saturating_sub(count.taken);
+        free.saturating_add(ahead).saturating_sub(count.waiting)
     }
 
     /// How many permits are taken now (calls in flight; above the size for
@@ -93,13 +120,14 @@ impl CallPermits {
         self.freed.notify_waiters();
     }
 
-    /// Resolves once at least one slot is free (at once if one is).
-    pub async fn until_free(&self) {
+    /// Resolves once [`Self::room`] for `ahead` is above 0 (at once if it
+    /// is): a permit freed, a waiting call gone, or the size grown.
+    pub async fn until_room(&self, ahead: usize) {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if self.free() > 0 {
+            if self.room(ahead) > 0 {
                 return;
             }
             freed.await;
@@ -123,12 +151,33 @@ mod tests {
         let permits = CallPermits::new(2);
         let (a, b) = (permits.try_take().unwrap(), permits.try_take().unwrap());
         permits.resize(1);
-        assert_eq!((permits.taken(), permits.free()), (2, 0));
+        assert_eq!((permits.taken(), permits.room(0)), (2, 0));
         drop(a);
-        assert_eq!(permits.free(), 0, "still one call in flight, size 1");
+        assert_eq!(permits.room(0), 0, "still one call in flight, size 1");
         drop(b);
-        assert_eq!(permits.free(), 1);
+        assert_eq!(permits.room(0), 1);
         permits.resize(3);
-        assert_eq!(permits.free(), 3);
+        assert_eq!(permits.room(0), 3);
+    }
+
+    #[tokio::test]
+    async fn room_counts_the_calls_waiting_for_a_permit() {
+        let permits = std::sync::Arc::new(CallPermits::new(1));
+        assert_eq!((permits.room(0), permits.room(2)), (1, 3));
+        let first = permits.try_take().unwrap();
+        assert_eq!((permits.room(0), permits.room(2)), (0, 2));
+        let waiter = {
+            let permits = std::sync::Arc::clone(&permits);
+            tokio::spawn(async move {
+                let _slot = permits.acquire().await;
+            })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(permits.room(2), 1, "one call waits");
+        assert_eq!(permits.room(1), 0, "one waiting fills a window of one");
+        drop(first);
+        waiter.await.unwrap();
+        assert_eq!(permits.room(1), 2, "the waiter ran and freed its permit");
+        permits.until_room(1).await;
     }
 }

@@ -153,20 +153,21 @@ impl Handler {
         }
     }
 
-    /// How many calls it can start now without waiting: the free
-    /// processes of a persistent pool; unbounded for the others, which
-    /// start every call at once.
-    pub fn free_starts(&self) -> usize {
+    /// How many more calls it may be given now: for a persistent pool its
+    /// free processes plus the calls still allowed to wait for one
+    /// ([`Pool::room`]); unbounded for the others, which start every call
+    /// at once.
+    pub fn room(&self) -> usize {
         match self {
-            Handler::Persistent(h) => h.pool().free(),
+            Handler::Persistent(h) => h.pool().room(),
             Handler::Subprocess(_) | Handler::Http(_) => usize::MAX,
         }
     }
 
-    /// Resolves once [`Self::free_starts`] is above 0.
-    pub async fn until_startable(&self) {
+    /// Resolves once [`Self::room`] is above 0.
+    pub async fn until_room(&self) {
         if let Handler::Persistent(h) = self {
-            h.pool().until_free().await;
+            h.pool().until_room().await;
         }
     }
 

@@ -56,6 +56,10 @@ pub struct PoolSettings {
     pub max_memory_mb: u64,
     /// Time between SIGTERM and SIGKILL when a process must go.
     pub kill_grace: Duration,
+    /// Calls that may wait for a busy process (`reserve_ahead`): the
+    /// worker reserves that many jobs ahead of the free processes, so the
+    /// next job is ready as a call ends; `None`: one per process (the size).
+    pub reserve_ahead: Option<usize>,
 }
 
 /// A pool's counts at one moment.
@@ -156,14 +160,22 @@ impl Pool {
         }
     }
 
-    /// How many calls can start now.
-    pub fn free(&self) -> usize {
-        self.permits.free()
+    /// How many more calls may come now: free processes plus the places
+    /// left among the `reserve_ahead` calls allowed to wait for one.
+    pub fn room(&self) -> usize {
+        self.permits.room(self.ahead())
     }
 
-    /// Resolves once a call can start.
-    pub async fn until_free(&self) {
-        self.permits.until_free().await;
+    /// Resolves once [`Self::room`] is above 0.
+    pub async fn until_room(&self) {
+        self.permits.until_room(self.ahead()).await;
+    }
+
+    /// `reserve_ahead`, its default being the size now.
+    fn ahead(&self) -> usize {
+        self.settings
+            .reserve_ahead
+            .unwrap_or_else(|| self.permits.size())
     }
 
     /// Waits for a slot for one call.

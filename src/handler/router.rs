@@ -95,13 +95,13 @@ impl Router {
         self.routes.iter().find(|r| r.matches(display_name, queue))
     }
 
-    /// How many jobs may be reserved now so that each can start at once,
-    /// whichever handler it turns out to need: the fewest free processes
-    /// of any persistent pool (unbounded without one).
-    pub fn free_starts(&self) -> usize {
+    /// How many jobs may be reserved now, whichever handler each turns out
+    /// to need: the least [`Handler::room`] of any persistent pool (free
+    /// processes plus the `reserve_ahead` window; unbounded without one).
+    pub fn room(&self) -> usize {
         self.routes
             .iter()
-            .map(|r| r.handler.free_starts())
+            .map(|r| r.handler.room())
             .min()
             .unwrap_or(usize::MAX)
     }
@@ -119,12 +119,12 @@ impl Router {
             .collect()
     }
 
-    /// Resolves once [`Self::free_starts`] is above 0: every persistent
-    /// pool has a free process.
-    pub async fn until_startable(&self) {
-        while self.free_starts() == 0 {
+    /// Resolves once [`Self::room`] is above 0: every persistent pool has
+    /// a free process or a place in its `reserve_ahead` window.
+    pub async fn until_room(&self) {
+        while self.room() == 0 {
             for route in &self.routes {
-                route.handler.until_startable().await;
+                route.handler.until_room().await;
             }
         }
     }

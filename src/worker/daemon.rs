@@ -255,11 +255,12 @@ impl Daemon {
 
     /// `permit` and every other slot free right now, as many as this turn
     /// may fill: one for `--once`, no more than `--max-jobs` leaves, and no
-    /// more than the handlers can start at once (see
-    /// [`Router::free_starts`](crate::handler::router::Router::free_starts)).
+    /// more than the handlers have room for (free processes plus their
+    /// `reserve_ahead` windows, see
+    /// [`Router::room`](crate::handler::router::Router::room)).
     fn more_free_slots(&self, permit: OwnedSemaphorePermit) -> Vec<OwnedSemaphorePermit> {
         let options = &self.services.options;
-        let mut limit = options.slots().min(self.services.router.free_starts());
+        let mut limit = options.slots().min(self.services.router.room());
         if let Some(balanced) = &self.balanced {
             limit = limit.min(balanced.room().max(1));
         }
@@ -330,10 +331,12 @@ impl Daemon {
         self.stop_reason(false).await
     }
 
-    /// Waits for a free `--concurrency` slot and for every persistent pool
-    /// to have a free process (a job reserved before would wait for one,
-    /// reserved, and a crash meanwhile would cost it an attempt without a
-    /// start). While every slot is busy,
+    /// Waits for a free `--concurrency` slot, for every job reserved
+    /// before to have reached its handler, and for every persistent pool
+    /// to have room: a free process or a place among the `reserve_ahead`
+    /// jobs allowed to wait for one (a job waiting so is reserved, and a
+    /// crash meanwhile costs it an attempt without a start: the window
+    /// bounds how many). While every slot is busy,
     /// jobs run under their own limits: the loop is waiting, not stuck. A
     /// signal meanwhile ends the wait: `Err(Some(reason))` to stop,
     /// `Err(None)` to start the turn again.
@@ -352,7 +355,7 @@ impl Daemon {
                         balanced.until_room().await;
                     }
                     started.await;
-                    router.until_startable().await;
+                    router.until_room().await;
                     permit
                 };
                 tokio::select! {

@@ -3,10 +3,11 @@
 //! The loop keeps two: the jobs whose handler call has not begun, and the
 //! jobs whose fate is not in Redis yet. It reserves again only when every
 //! job it reserved before has reached its handler (see
-//! `Daemon::wait_for_slot`): a handler that can take a call (a persistent
-//! pool with a free process) is then seen as busy by the next turn, which
-//! reserves no job it could not start, so a crash costs a job an attempt
-//! only once its handler has it. At the drain deadline, the second count
+//! `Daemon::wait_for_slot`): a call a persistent pool has taken (running,
+//! or waiting for a process) is then counted by the pool, and the next
+//! turn reserves no more than the pool has room for (free processes plus
+//! its `reserve_ahead` window), so a crash costs an attempt without a
+//! start to at most that window's jobs. At the drain deadline, the second count
 //! tells the jobs left reserved from those whose failed hook was cut.
 
 use std::sync::Arc;

@@ -72,6 +72,11 @@ impl Handler {
         self.set("processes", n)
     }
 
+    /// `reserve_ahead`: jobs reserved ahead of the free processes.
+    pub fn reserve_ahead(self, n: i64) -> Self {
+        self.set("reserve_ahead", n)
+    }
+
     /// `min_processes`: warm processes started at once and kept.
     pub fn min_processes(self, n: i64) -> Self {
         self.set("min_processes", n)

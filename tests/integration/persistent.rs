@@ -439,10 +439,13 @@ fn decode_command_false_leaves_the_command_out_of_requests() {
 /// attempt without a start. With one process and `--concurrency=4`, the
 /// worker used to reserve 4 jobs in one pop while only 1 could start;
 /// SIGKILLed then, 3 jobs went to attempt 2 never having run attempt 1.
-/// Now it reserves only what can start: the crash costs the started job.
+/// With `reserve_ahead = 0` it reserves only what can start: the crash
+/// costs the started job.
 #[test]
 fn a_crash_costs_only_the_jobs_that_started() {
-    let (s, config) = warm("touch \"$DIR/started\"; sleep 300", |h| h.processes(1));
+    let (s, config) = warm("touch \"$DIR/started\"; sleep 300", |h| {
+        h.processes(1).reserve_ahead(0)
+    });
     s.push_on("default", &Job::numbered("App\\Jobs\\Hang@handle", 8));
     let mut worker = s.work(&config, &["--concurrency=4", "--sleep=0"]);
     s.wait_for_file("started");
@@ -455,4 +458,26 @@ fn a_crash_costs_only_the_jobs_that_started() {
     let burnt = reserved - started;
     assert_eq!(burnt, 0, "{reserved} reserved, {started} started");
     assert_eq!(s.redis.llen("laravel_database_queues:default"), 7);
+}
+
+/// Issue 29, item 1: with `reserve_ahead = 2` the worker keeps two jobs
+/// reserved ahead of its one busy process, and no more, however many
+/// `--concurrency` slots are free; a SIGKILL then costs those two an
+/// attempt each (the window named in the book), the others none.
+#[test]
+fn a_crash_costs_the_started_job_and_the_reserve_ahead_window() {
+    let (s, config) = warm("touch \"$DIR/started\"; sleep 300", |h| {
+        h.processes(1).reserve_ahead(2)
+    });
+    s.push_on("default", &Job::numbered("App\\Jobs\\Hang@handle", 8));
+    let mut worker = s.work(&config, &["--concurrency=6", "--sleep=0"]);
+    s.wait_for_file("started");
+    let reserved = "laravel_database_queues:default:reserved";
+    common::wait_until("the window filled", || s.redis.zcard(reserved) >= 3);
+    worker.signal(nix::sys::signal::Signal::SIGKILL);
+    worker.wait_exit();
+
+    assert_eq!(calls(&s).len(), 1, "one process, one call");
+    assert_eq!(s.redis.zcard(reserved), 3, "the running job and two ahead");
+    assert_eq!(s.redis.llen("laravel_database_queues:default"), 5);
 }
