@@ -242,9 +242,20 @@ class Bench(Lab):
                                  self.warm_row(c, horizon=mode, binary=binary)))
             rows.append(("horizon", f"warm no-op, c={c}, [horizon] refused", n,
                          lambda c=c: self.warm_row(c, horizon="refused")))
+        # Reserve ahead (issue 29): --concurrency above and equal to the
+        # pool's size, this build against --baseline, in the same reps.
+        ahead_bins = [("", self.bin)]
+        if self.args.baseline and self.wanted("ahead"):
+            ahead_bins.append((" (baseline)", os.path.abspath(self.args.baseline)))
+        for c, p in ((1, 1), (32, 8), (32, 32)):
+            for label, binary in ahead_bins:
+                rows.append(("ahead", f"warm no-op, c={c}, processes={p}{label}", n,
+                             lambda c=c, p=p, binary=binary:
+                             self.warm_row(c, binary=binary, processes=p)))
         rows.append(("http", "HTTP keep-alive no-op, c=32", n, lambda: self.http_row(32)))
         rows.append(("process", "/bin/true per job, c=8", np_, lambda: self.process_row(8)))
-        rows = [(name, count, run) for key, name, count, run in rows if self.wanted(key)]
+        rows = [(name, count, run) for key, name, count, run in rows
+                if (self.named(key) if key == "ahead" else self.wanted(key))]
         results = {name: [] for name, _, _ in rows}
         for rep in range(self.size["reps"]):
             for name, count, run in rows:
@@ -293,13 +304,13 @@ class Bench(Lab):
             ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2")]
 
-    def warm_row(self, c, horizon="off", binary=None):
-        handlers = self.handler_persistent([self.warm], c)
+    def warm_row(self, c, horizon="off", binary=None, processes=None):
+        handlers = self.handler_persistent([self.warm], processes or c)
         if horizon != "off":
             handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n'
         if horizon == "refused":
             handlers += f'url = "unix://{self.refusing_redis()}?db=0"\n'
-        cfg = self.config(f"warm{c}-horizon-{horizon}", handlers + "\n")
+        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}", handlers + "\n")
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 
@@ -854,7 +865,9 @@ def main():
     ap.add_argument("--only", help="comma list of parts: queue:work, bridge, warm, horizon "
                                    "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
-                                   "delayed, pickup; and, run only when named: balance "
+                                   "delayed, pickup; and, run only when named: ahead (warm "
+                                   "no-op at c=1/processes=1, c=32/8 and c=32/32, with "
+                                   "--baseline too), balance "
                                    "(bench/balance.py's rows), pool_memory "
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
                                    "the database queue against queue:work database on SQLite, "

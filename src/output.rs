@@ -13,7 +13,9 @@
 //! exception, message, timestamp, duration`, empty values left out, for the
 //! statuses `starting`, `success`, `released_after_exception` and `failed`.
 
-use std::io::Write;
+mod lines;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{Local, SecondsFormat};
@@ -23,6 +25,8 @@ use crate::exception::JobException;
 use crate::queue::ReservedJob;
 use crate::worker::{JobEvents, Outcome, Settled, Verdict};
 
+pub use lines::Lines;
+
 /// Writes the per-job lines to stdout: a listener of the worker's
 /// [`JobEvents`], as artisan's `WorkCommand` listens to the worker's.
 #[derive(Debug, Clone)]
@@ -31,6 +35,8 @@ pub struct Reporter {
     connection: String,
     /// Laravel 8's lines (`[time][id] Processing: Name`), for an app on 8.x.
     laravel8: bool,
+    /// Where the lines go: standard output, written together.
+    out: Arc<Lines>,
 }
 
 /// Width of Laravel 8's padded status word (`str_pad("{$status}:", 11)`).
@@ -40,12 +46,14 @@ const LARAVEL8_STATUS_WIDTH: usize = 11;
 const LINE_WIDTH: usize = 100;
 
 impl Reporter {
-    /// A reporter for jobs of queue connection `connection`.
+    /// A reporter for jobs of queue connection `connection`, its lines
+    /// written together (see [`Lines`]).
     pub fn new(json: bool, connection: impl Into<String>) -> Self {
         Reporter {
             json,
             connection: connection.into(),
             laravel8: false,
+            out: Lines::stdout(),
         }
     }
 
@@ -66,7 +74,7 @@ impl Reporter {
         let id = crate::escape::control(&job.id()).into_owned();
         let word = format!("{status}:");
         let line = format!("[{time}][{id}] {word:<LARAVEL8_STATUS_WIDTH$} {name}");
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
+        self.out.push(&line);
     }
 
     fn artisan_line(&self, job: &ReservedJob, outcome: Outcome, took: Duration) {
@@ -78,7 +86,7 @@ impl Reporter {
         let used = 2 + 19 + 1 + name.chars().count() + 1 + run_time.len() + 1 + word.len();
         let dots = ".".repeat(LINE_WIDTH.saturating_sub(used + 1).max(1));
         let line = format!("  {time} {name} {dots} {run_time} {word}");
-        let _ = writeln!(std::io::stdout().lock(), "{line}");
+        self.out.push(&line);
     }
 
     fn json_line(
@@ -138,7 +146,7 @@ impl Reporter {
             let seconds = (took.as_secs_f64() * 1e6).round() / 1e6;
             put("duration", seconds.into());
         }
-        let _ = writeln!(std::io::stdout().lock(), "{}", Value::Object(log));
+        self.out.push(&Value::Object(log).to_string());
     }
 }
 
