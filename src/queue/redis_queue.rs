@@ -17,6 +17,30 @@ use super::scripts::{self, name_denied_script_command};
 use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget};
 use bytes::Bytes;
 
+/// SHA1 of [`scripts::POP`]: the pop goes as `EVALSHA`, so neither the
+/// script's 1.3 KB nor Redis's hashing of them is paid per pop.
+static POP_SHA: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| redis::Script::new(scripts::POP).get_hash().to_string());
+
+/// How a script is named to Redis: by its SHA1 (`EVALSHA`), or whole.
+#[derive(Debug, Clone, Copy)]
+enum ScriptBy {
+    Sha,
+    Text,
+}
+
+/// Redis answered `NOSCRIPT`: it does not know the script by its SHA1.
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// Redis refused `EVALSHA` itself to this ACL user (not a command inside
+/// the script).
+fn refuses_evalsha(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        && e.to_string().contains("'evalsha'")
+}
+
 /// The size of the pieces a large job's strings are set aside in by the
 /// pop script, and read back in (bytes): the largest reply the queue
 /// connection reads for a job of any size.
@@ -46,6 +70,9 @@ pub struct RedisQueue {
     companion: Arc<std::sync::OnceLock<super::companion::Installed>>,
     /// When each queue was last migrated (see [`Self::pop`]).
     migrations: Arc<MigrationTicks>,
+    /// The pop goes as text from now on: Redis refused `EVALSHA` (an ACL
+    /// user allowed `+eval` only, as Laravel needs).
+    pop_by_text: Arc<std::sync::atomic::AtomicBool>,
     /// The migrations not yet reported (see [`Self::take_migrated`]).
     migrated: Arc<MigrationLog>,
     /// Fetches in progress that may end in a wait on the notify lists (see
@@ -163,6 +190,7 @@ impl RedisQueue {
             target: target.clone(),
             blocking,
             migrations: Arc::new(MigrationTicks::default()),
+            pop_by_text: Arc::default(),
             migrated: Arc::new(MigrationLog::default()),
             fetching: Arc::new(AtomicUsize::new(0)),
             prefix: options.prefix,
@@ -240,21 +268,46 @@ impl RedisQueue {
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
         let set_aside = format!("{}:popped:{}", queue.ready, uuid::Uuid::new_v4().simple());
-        pipe.cmd("EVAL")
-            .arg(scripts::POP)
-            .arg(4)
-            .arg(&queue.ready)
-            .arg(&queue.reserved)
-            .arg(&queue.notify)
-            .arg(&set_aside)
-            .arg(expiry)
-            .arg(count.max(1))
-            .arg(DIGEST_AT)
-            .arg(SET_ASIDE_PIECE);
-        let result: RedisResult<Vec<Value>> = pipe
-            .query_async(&mut self.conn())
-            .await
-            .map_err(name_denied_script_command);
+        let pop = |pipe: &mut redis::Pipeline, by: ScriptBy| {
+            let cmd = match by {
+                ScriptBy::Sha => pipe.cmd("EVALSHA").arg(&*POP_SHA),
+                ScriptBy::Text => pipe.cmd("EVAL").arg(scripts::POP),
+            };
+            cmd.arg(4)
+                .arg(&queue.ready)
+                .arg(&queue.reserved)
+                .arg(&queue.notify)
+                .arg(&set_aside)
+                .arg(expiry)
+                .arg(count.max(1))
+                .arg(DIGEST_AT)
+                .arg(SET_ASIDE_PIECE);
+        };
+        let mut by_text = pipe.clone();
+        let text_only = self.pop_by_text.load(Ordering::Relaxed);
+        pop(
+            &mut pipe,
+            if text_only {
+                ScriptBy::Text
+            } else {
+                ScriptBy::Sha
+            },
+        );
+        let mut result: RedisResult<Vec<Value>> = pipe.query_async(&mut self.conn()).await;
+        let refused = result.as_ref().is_err_and(refuses_evalsha);
+        if refused {
+            tracing::info!("the queue Redis refuses EVALSHA to this user: pops go as EVAL");
+            self.pop_by_text.store(true, Ordering::Relaxed);
+        }
+        if refused || result.as_ref().is_err_and(is_noscript) {
+            // Redis forgot the script (a restart, SCRIPT FLUSH, a
+            // failover) or refuses EVALSHA: the pop did not run; the
+            // migrations before it are idempotent. Sent as text, Redis
+            // caches it again.
+            pop(&mut by_text, ScriptBy::Text);
+            result = by_text.query_async(&mut self.conn()).await;
+        }
+        let result = result.map_err(name_denied_script_command);
         if result.is_err() && migrate {
             // The migration may not have run: try again next call.
             self.migrations.expire(&queue.ready);

@@ -693,3 +693,24 @@ fn sigcont_after_a_paused_wait_takes_the_job_that_ended_it() {
     d.expect_stop(0, "max_jobs");
     s.assert_ran_then_gone(&job, 1);
 }
+
+/// Issue 29, item 2: the pop goes as `EVALSHA`. A Redis that forgot the
+/// script (`SCRIPT FLUSH`, as after a restart or a failover) answers
+/// `NOSCRIPT`, and the pop goes again as text: no job is lost, none runs
+/// twice, and the worker goes on.
+#[test]
+fn a_script_flush_costs_no_job() {
+    let (s, config) = Scene::recording("");
+    let first = Job::laravel8("App\\Jobs\\First");
+    let second = Job::laravel8("App\\Jobs\\Second");
+    s.push(&first);
+    let mut d = s.work(&config, &["--sleep=0.05"]);
+    wait_until("the first job ran", || s.log().len() == 1);
+    let _: String = s.redis.cmd(&["SCRIPT", "FLUSH"]);
+    s.push(&second);
+    wait_until("the second job ran", || s.log().len() == 2);
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    assert_eq!(s.log(), [first.run_line(1), second.run_line(1)]);
+    s.assert_state(QueueState::empty());
+}
