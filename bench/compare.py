@@ -233,7 +233,7 @@ class Bench(Lab):
             rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
         bins = [("", self.bin)]
         if self.args.baseline and self.wanted("horizon"):
-            bins.append((" (baseline)", os.path.abspath(self.args.baseline)))
+            bins.append((" (baseline)", os.path.abspath(self.args.baseline[0])))
         for c in (1, 8):
             for label, binary in bins:
                 for mode in ("off", "on"):
@@ -245,8 +245,10 @@ class Bench(Lab):
         # Reserve ahead (issue 29): --concurrency above and equal to the
         # pool's size, this build against --baseline, in the same reps.
         ahead_bins = [("", self.bin)]
-        if self.args.baseline and self.wanted("ahead"):
-            ahead_bins.append((" (baseline)", os.path.abspath(self.args.baseline)))
+        ahead_baselines = (self.args.baseline or []) if self.named("ahead") else []
+        for i, baseline in enumerate(ahead_baselines):
+            label = " (baseline)" if len(self.args.baseline) == 1 else f" (baseline {i + 1})"
+            ahead_bins.append((label, os.path.abspath(baseline)))
         for c, p in ((1, 1), (32, 8), (32, 32)):
             for label, binary in ahead_bins:
                 rows.append(("ahead", f"warm no-op, c={c}, processes={p}{label}", n,
@@ -878,8 +880,10 @@ def main():
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
     ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "
                                      "target/release, built first unless --no-build)")
-    ap.add_argument("--baseline", help="another laravel-worker binary: the horizon rows run "
-                                       "with it too, in the same repetitions (before/after)")
+    ap.add_argument("--baseline", action="append",
+                    help="another laravel-worker binary: the horizon rows (the first one "
+                         "given) and the ahead rows (each one given; repeat the flag) run "
+                         "with it too, in the same repetitions (before/after)")
     args = ap.parse_args()
     bench = Bench(args)
     return run_guarded(bench.run, bench.cleanup)

@@ -15,6 +15,7 @@ pub mod breaker;
 pub mod call_permits;
 pub mod capture;
 pub mod child;
+pub mod child_exits;
 pub mod http;
 pub mod metadata;
 pub mod persistent;

@@ -129,6 +129,9 @@ pub struct Process {
     guard: process_group::GroupKill,
     /// Its place in its pool's census.
     counted: Counted,
+    /// The SIGCHLD count when it was last seen alive (see
+    /// [`super::child_exits`]).
+    exits_seen: Option<u64>,
 }
 
 /// One event of a process's fd 3.
@@ -210,6 +213,7 @@ impl Process {
             calls: 0,
             guard: process_group::GroupKill::new(group),
             counted: Counted::new(census),
+            exits_seen: super::child_exits::count(),
         })
     }
 
@@ -222,8 +226,12 @@ impl Process {
     /// protocol, or written on fd 3 since its last answer. `None` when it
     /// can.
     pub fn unusable(&mut self) -> Option<String> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            return Some(describe(Some(status)));
+        let (ask, now) = super::child_exits::since(self.exits_seen);
+        if ask {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(describe(Some(status)));
+            }
+            self.exits_seen = now;
         }
         if self.broken.load(Ordering::SeqCst) {
             return Some("broke the protocol".into());
