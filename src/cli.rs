@@ -102,14 +102,25 @@ pub enum Command {
     Health(HealthArgs),
     /// Delete failed jobs older than --hours (`queue:prune-failed`).
     PruneFailed(PruneFailedArgs),
-    /// Run the whole story on a private redis-server: push sample jobs,
-    /// work them, list the failed one, monitor the queues; then clean up.
-    /// Needs no config and touches no other Redis.
-    Demo,
+    /// Run the whole story on a private redis-server (or, with `--driver
+    /// database`, a SQLite file): push sample jobs, work them, list the
+    /// failed one, monitor the queues; then clean up. Needs no config and
+    /// touches no other Redis nor database.
+    Demo(DemoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `laravel-worker man > laravel-worker.1`.
     Man,
+}
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The queue driver to show: `redis` (a private redis-server on a unix
+    /// socket) or `database` (a SQLite `jobs` table in a file; no Redis
+    /// needed), both in a temporary directory removed at the end.
+    #[arg(long, value_name = "DRIVER", default_value = "redis", value_parser = ["redis", "database"])]
+    pub driver: String,
 }
 
 /// `completions`.

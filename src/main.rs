@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             Command::Health(args) => {
                 return commands::health::run(args, cli.config.as_deref(), cli.env_file.as_deref());
             }
-            Command::Demo => return commands::demo::run().await,
+            Command::Demo(args) => return commands::demo::run(&args.driver).await,
             Command::Completions(args) => return commands::docs::completions(args.shell),
             Command::Man => return commands::docs::man(),
             Command::Work(_) => commands::work::absorb_resize_signals(),
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
             Command::Pause(args) => commands::pause::run(settings, args, true).await,
             Command::Resume(args) => commands::pause::run(settings, args, false).await,
             Command::PruneFailed(args) => commands::failed::prune(settings, args).await,
-            Command::Health(_) | Command::Demo | Command::Completions(_) | Command::Man => {
+            Command::Health(_) | Command::Demo(_) | Command::Completions(_) | Command::Man => {
                 unreachable!("handled above")
             }
         }

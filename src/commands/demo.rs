@@ -1,13 +1,20 @@
-//! `demo`: the whole story on a private Redis, touching nothing else.
+//! `demo`: the whole story on a private Redis, or a private SQLite file,
+//! touching nothing else.
 //!
-//! It starts its own `redis-server` on a unix socket in a temporary
-//! directory (no TCP port), writes a config with a demo-only key prefix
-//! ([`PREFIX`]) and three example handlers, pushes three jobs onto two
+//! With `--driver redis` (the default) it starts its own `redis-server` on
+//! a unix socket in a temporary directory (no TCP port) and writes a
+//! config with a demo-only key prefix ([`PREFIX`]); with `--driver
+//! database` it creates a SQLite file there ([`SQLITE_FILE`]) with the
+//! `jobs`, `failed_jobs` and `cache` tables of Laravel 11's migrations and
+//! writes a config that keeps the queue, the failed jobs and the cache in
+//! it, as Laravel 11's skeleton does (no Redis needed). Either way the
+//! config has three example handlers; the demo pushes three jobs onto two
 //! queues, runs `work --stop-when-empty` so their job lines print, then
-//! `failed` and `monitor`, and finally stops the server and removes the
-//! directory. Each step runs this same binary as a child with a cleared
-//! environment (only `PATH` kept), so no `REDIS_*`, `LARAVEL_WORKER_*` or
-//! other variable can point it at a real Redis.
+//! `failed` and `monitor`, and finally stops the server (if any) and
+//! removes the directory. Each step runs this same binary as a child with
+//! a cleared environment (only `PATH` kept), so no `REDIS_*`, `DB_*`,
+//! `LARAVEL_WORKER_*` or other variable can point it at a real Redis or
+//! database.
 //!
 //! The jobs:
 //! - `App\Jobs\SendWelcomeEmail` on `emails`: its handler exits 0 (DONE);
@@ -28,6 +35,25 @@ use anyhow::{Context, bail};
 
 /// The key prefix of every key the demo writes.
 pub const PREFIX: &str = "laravel_worker_demo_";
+
+/// The SQLite file of `demo --driver database`, in the demo's directory.
+pub const SQLITE_FILE: &str = "database.sqlite";
+
+/// The tables of `demo --driver database`, as Laravel 11's migrations make
+/// them on SQLite (`0001_01_01_000002_create_jobs_table` and the cache's).
+const SQLITE_TABLES: &str = "\
+create table \"jobs\" (\"id\" integer primary key autoincrement not null, \
+  \"queue\" varchar not null, \"payload\" text not null, \"attempts\" integer not null, \
+  \"reserved_at\" integer, \"available_at\" integer not null, \"created_at\" integer not null);
+create index \"jobs_queue_index\" on \"jobs\" (\"queue\");
+create table \"failed_jobs\" (\"id\" integer primary key autoincrement not null, \
+  \"uuid\" varchar not null, \"connection\" text not null, \"queue\" text not null, \
+  \"payload\" text not null, \"exception\" text not null, \
+  \"failed_at\" datetime not null default CURRENT_TIMESTAMP);
+create unique index \"failed_jobs_uuid_unique\" on \"failed_jobs\" (\"uuid\");
+create table \"cache\" (\"key\" varchar not null, \"value\" text not null, \
+  \"expiration\" integer not null, primary key (\"key\"));
+";
 
 /// How long the private `redis-server` may take to answer.
 const REDIS_START: Duration = Duration::from_secs(10);
@@ -50,45 +76,78 @@ impl Drop for PrivateRedis {
     }
 }
 
-/// Runs the demo; returns 0 when every step did what it should. Stopped
-/// by SIGINT or SIGTERM it stops the running step and `redis-server`,
-/// removes its directory, and returns 130 or 143 (as a shell reports a
-/// program those signals ended).
+/// Runs the demo on `driver` (`redis` or `database`); returns 0 when
+/// every step did what it should. Stopped by SIGINT or SIGTERM it stops
+/// the running step and `redis-server`, removes its directory, and
+/// returns 130 or 143 (as a shell reports a program those signals ended).
 ///
 /// # Errors
-/// `redis-server` missing or not answering, a temporary directory that
-/// cannot be made, or this binary that cannot be run again.
-pub async fn run() -> anyhow::Result<u8> {
+/// `redis-server` missing or not answering (Redis), a SQLite file that
+/// cannot be made (database), a temporary directory that cannot be made,
+/// or this binary that cannot be run again.
+pub async fn run(driver: &str) -> anyhow::Result<u8> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+    let database = driver == "database";
     // Dropping the story (its step, its redis-server and its directory)
     // cleans up behind it.
     let code = tokio::select! {
-        done = story() => return done,
+        done = story(database) => return done,
         _ = interrupt.recv() => 130,
         _ = terminate.recv() => 143,
     };
-    say("stopped: the private redis-server is stopped and its directory removed");
+    say(if database {
+        "stopped: the SQLite file and its directory are removed"
+    } else {
+        "stopped: the private redis-server is stopped and its directory removed"
+    });
     Ok(code)
 }
 
-/// The demo's steps, in order (see the module docs).
-async fn story() -> anyhow::Result<u8> {
+/// The demo's steps, in order (see the module docs), on a SQLite file
+/// when `database`, else on a private Redis.
+async fn story(database: bool) -> anyhow::Result<u8> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let dir = tempfile::Builder::new()
         .prefix("laravel-worker-demo-")
         .tempdir()
         .context("cannot create a temporary directory")?;
-    let socket = dir.path().join("redis.sock");
-    let _redis = start_redis(dir.path(), &socket)?;
-    let config = write_files(dir.path(), &socket)?;
+    write_handlers(dir.path())?;
+    // `_redis` lives to the end: dropping it stops the server.
+    let (config, connection, _redis) = if database {
+        let file = dir.path().join(SQLITE_FILE);
+        create_tables(&file).await?;
+        let config = write_config(dir.path(), &database_config(&file))?;
+        say(&format!(
+            "laravel-worker demo: a SQLite file at {} (tables jobs, failed_jobs and cache, \
+             as Laravel 11's migrations make them; nothing else is touched)",
+            file.display()
+        ));
+        (config, "database", None)
+    } else {
+        let socket = dir.path().join("redis.sock");
+        let redis = start_redis(dir.path(), &socket)?;
+        let config = write_config(dir.path(), &config(&socket))?;
+        say(&format!(
+            "laravel-worker demo: a private redis-server on {} (key prefix {PREFIX}; \
+             nothing else is touched)",
+            socket.display()
+        ));
+        (config, "redis", Some(redis))
+    };
+    jobs_story(&exe, &config, connection).await?;
+    say(if database {
+        "done: the SQLite file and its directory are removed"
+    } else {
+        "done: the private redis-server is stopped and its directory removed"
+    });
+    Ok(0)
+}
 
-    say(&format!(
-        "laravel-worker demo: a private redis-server on {} (key prefix {PREFIX}; \
-         nothing else is touched)",
-        socket.display()
-    ));
+/// The jobs' part of the story, the same on each driver: push, work,
+/// `failed`, `monitor CONNECTION:default,emails`.
+async fn jobs_story(exe: &Path, config: &Path, connection: &str) -> anyhow::Result<()> {
     say(
         "pushing App\\Jobs\\SendWelcomeEmail onto `emails`, App\\Jobs\\SyncInventory and App\\Jobs\\ChargeCard onto `default`",
     );
@@ -97,13 +156,13 @@ async fn story() -> anyhow::Result<u8> {
         ("default", "App\\Jobs\\SyncInventory"),
         ("default", "App\\Jobs\\ChargeCard"),
     ] {
-        step(&exe, &config, &["push", queue, "--job", job], &[0]).await?;
+        step(exe, config, &["push", queue, "--job", job], &[0]).await?;
     }
 
     say("$ laravel-worker work --queue=emails,default --tries=3 --backoff=30 --stop-when-empty");
     step(
-        &exe,
-        &config,
+        exe,
+        config,
         &[
             "work",
             "--queue=emails,default",
@@ -120,20 +179,33 @@ async fn story() -> anyhow::Result<u8> {
     );
 
     say("$ laravel-worker failed");
-    step(&exe, &config, &["failed"], &[0]).await?;
+    step(exe, config, &["failed"], &[0]).await?;
 
-    say("$ laravel-worker monitor redis:default,emails --max=1");
+    let queues = format!("{connection}:default,emails");
+    say(&format!("$ laravel-worker monitor {queues} --max=1"));
     // Exit 3 (a queue at or over --max) is what the demo expects here.
-    step(
-        &exe,
-        &config,
-        &["monitor", "redis:default,emails", "--max=1"],
-        &[0, 3],
-    )
-    .await?;
+    step(exe, config, &["monitor", &queues, "--max=1"], &[0, 3]).await?;
+    Ok(())
+}
 
-    say("done: the private redis-server is stopped and its directory removed");
-    Ok(0)
+/// Creates the SQLite file `file` with [`SQLITE_TABLES`].
+///
+/// # Errors
+/// The file cannot be created or written.
+async fn create_tables(file: &Path) -> anyhow::Result<()> {
+    use sqlx::{ConnectOptions, Connection};
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .with_context(|| format!("cannot create the SQLite file {}", file.display()))?;
+    sqlx::raw_sql(SQLITE_TABLES)
+        .execute(&mut c)
+        .await
+        .with_context(|| format!("cannot create the demo's tables in {}", file.display()))?;
+    c.close().await.context("cannot close the SQLite file")?;
+    Ok(())
 }
 
 /// Prints one narration line on stdout.
@@ -199,18 +271,53 @@ const HANDLERS: [(&str, &str); 3] = [
     ),
 ];
 
-/// Writes the handlers and the config into `dir`; returns the config path.
-fn write_files(dir: &Path, socket: &Path) -> anyhow::Result<PathBuf> {
+/// Writes the handlers into `dir`.
+fn write_handlers(dir: &Path) -> anyhow::Result<()> {
     for (name, body) in HANDLERS {
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
     }
+    Ok(())
+}
+
+/// Writes the config `text` into `dir`; returns its path.
+fn write_config(dir: &Path, text: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join("demo.toml");
-    std::fs::write(&path, config(socket))
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
+}
+
+/// The handlers of the demo's config files, one per job.
+const HANDLERS_CONFIG: &str = r#"
+[[handlers]]
+match = "App\\Jobs\\SendWelcomeEmail"
+command = ["./welcome.sh"]
+
+[[handlers]]
+match = "App\\Jobs\\SyncInventory"
+command = ["./inventory.sh"]
+
+[[handlers]]
+match = "App\\Jobs\\ChargeCard"
+command = ["./charge.sh"]
+"#;
+
+/// The config file of `demo --driver database`: the queue, the failed
+/// jobs and the cache in the SQLite file `file`, as Laravel 11's skeleton
+/// keeps them (`QUEUE_CONNECTION`, `CACHE_STORE` and the failed store all
+/// `database`).
+fn database_config(file: &Path) -> String {
+    // A TOML string, quoted and escaped whatever the temporary path holds.
+    let url = toml::Value::String(format!("sqlite://{}", file.display()));
+    format!(
+        "# Written by `laravel-worker demo --driver database`; removed when it ends.\n\
+         [queue]\nconnection = \"database\"\nqueue = \"default\"\nretry_after = 90\n\n\
+         [database]\nurl = {url}\ntable = \"jobs\"\n\n\
+         [cache]\nstore = \"database\"\nurl = {url}\n\n\
+         [failed]\ndriver = \"database-uuids\"\nurl = {url}\n{HANDLERS_CONFIG}"
+    )
 }
 
 /// The demo's config file, its Redis at `socket`.
@@ -233,19 +340,7 @@ prefix = "demo_cache"
 
 [failed]
 driver = "redis"
-
-[[handlers]]
-match = "App\\Jobs\\SendWelcomeEmail"
-command = ["./welcome.sh"]
-
-[[handlers]]
-match = "App\\Jobs\\SyncInventory"
-command = ["./inventory.sh"]
-
-[[handlers]]
-match = "App\\Jobs\\ChargeCard"
-command = ["./charge.sh"]
-"#,
+{HANDLERS_CONFIG}"#,
         socket = socket.display()
     )
 }

@@ -82,6 +82,9 @@ pub struct Lease {
 /// What a [`Lease`] knows, changed together under one lock.
 #[derive(Debug, Clone, Copy)]
 struct LeaseState {
+    /// When the command that last wrote the reservation (the pop, or the
+    /// last confirmed renewal) was sent.
+    confirmed: Instant,
     /// When the reservation may expire; `None` when it never does.
     until: Option<Instant>,
     /// Lowest and highest score (UNIX seconds) the member may have.
@@ -96,6 +99,7 @@ impl Lease {
         let lease = Lease {
             retry_after,
             state: Arc::new(Mutex::new(LeaseState {
+                confirmed: sent,
                 until: None,
                 scores: (score, score),
             })),
@@ -111,9 +115,17 @@ impl Lease {
             .retry_after
             .map(|s| sent + Duration::from_secs(s.saturating_sub(1).max(1)));
         self.update(|state| {
+            state.confirmed = sent;
             state.until = until;
             state.scores = (score, score);
         });
+    }
+
+    /// When the command that last wrote the reservation (the pop, or the
+    /// last confirmed renewal) was sent: the reservation's time runs from
+    /// there, however long that command then waited.
+    pub fn confirmed(&self) -> Instant {
+        self.state().confirmed
     }
 
     /// A renewal to `score` is about to be sent: until it is confirmed the

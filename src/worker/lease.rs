@@ -58,7 +58,8 @@ pub async fn hold<F: Future>(
         return Held::Done(work.await);
     };
     let period = renewal_period(retry_after);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let first = first_renewal(job.lease.confirmed(), period, std::time::Instant::now());
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::from_std(first), period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned = false;
     // The renewal in flight, polled beside the handler and the expiry: a
@@ -175,9 +176,35 @@ pub fn renewal_period(retry_after: u64) -> Duration {
     Duration::from_secs_f64((retry_after.saturating_sub(1) as f64 / 2.0).max(0.25))
 }
 
+/// When the first renewal is due: `period` after the command that wrote
+/// the reservation was sent (`confirmed`), not after the handler started,
+/// since a reserve that waited (for a database's write lock, say) has used
+/// part of the reservation already; at once (`now`) when that is past.
+fn first_renewal(
+    confirmed: std::time::Instant,
+    period: Duration,
+    now: std::time::Instant,
+) -> std::time::Instant {
+    (confirmed + period).max(now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_renewal_counts_from_the_reservation_not_the_start() {
+        let now = std::time::Instant::now();
+        let period = renewal_period(6);
+        // Reserved just now: one period on.
+        assert_eq!(first_renewal(now, period, now), now + period);
+        // Reserved 1 s before the handler started: 1 s sooner.
+        let one = Duration::from_secs(1);
+        assert_eq!(first_renewal(now - one, period, now), now + period - one);
+        // The reserve waited 4 s for a lock: due already, so at once.
+        let waited = now - Duration::from_secs(4);
+        assert_eq!(first_renewal(waited, period, now), now);
+    }
 
     #[test]
     fn renews_well_before_the_reservation_can_expire() {

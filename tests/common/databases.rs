@@ -235,6 +235,12 @@ impl Postgres {
 }
 
 impl Postgres {
+    /// The directory of the server's unix socket (`host` for a client,
+    /// as PHP's `pgsql` connection takes it).
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Creates the empty database `name` and returns its URL (for tables
     /// other than `failed_jobs`, which the test makes itself).
     pub fn create_database(&self, name: &str) -> String {

@@ -55,6 +55,22 @@ fn missing() -> Option<&'static str> {
         .as_deref()
 }
 
+/// True when PHP has the extension `name` (e.g. `pdo_pgsql`, from Debian's
+/// `php-pgsql`); else records the skip (see [`super::skip::note`]), saying
+/// `why` it is needed, and returns false.
+pub fn have_extension(name: &str, package: &str, why: &str) -> bool {
+    let loaded = Command::new("php")
+        .args(["-r", &format!("exit(extension_loaded('{name}') ? 0 : 3);")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !loaded {
+        super::skip::note(&format!("php {name} ({package})"), why);
+    }
+    loaded
+}
+
 /// A scene with the test app and a daemon config that runs every job
 /// through the bridge with `transport`; `None` (after a note) when PHP or
 /// Laravel is missing: the test should return.
@@ -191,11 +207,17 @@ impl App {
 
     /// Starts `php artisan queue:work redis ARGS`; its output goes to a file.
     pub fn queue_work(&self, args: &[&str]) -> PhpWorker {
+        self.queue_work_on("redis", args)
+    }
+
+    /// Starts `php artisan queue:work CONNECTION ARGS`; its output goes to
+    /// a file.
+    pub fn queue_work_on(&self, connection: &str, args: &[&str]) -> PhpWorker {
         static RUNS: AtomicUsize = AtomicUsize::new(0);
         let n = RUNS.fetch_add(1, Ordering::Relaxed);
         let out = self.scene.join(format!("queue-work-{n}.out"));
         let file = std::fs::File::create(&out).unwrap();
-        let mut all = vec!["artisan", "queue:work", "redis"];
+        let mut all = vec!["artisan", "queue:work", connection];
         all.extend_from_slice(args);
         let child = self
             .php(&all)
@@ -325,6 +347,17 @@ impl PhpWorker {
     /// What it printed (stdout and stderr).
     pub fn output(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// The process id (of `php` itself: queue:work runs its jobs in it).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to it.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        // It may have exited on its own: nothing to signal then.
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal);
     }
 }
 

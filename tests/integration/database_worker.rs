@@ -503,3 +503,53 @@ fn the_keda_queries_count_the_backlog_the_gauge_counts() {
         assert_eq!(count, 2, "{name}");
     }
 }
+
+/// A reserve that waited for SQLite's write lock (another connection held
+/// it for 4 s, as a busy writer may) wrote `reserved_at` as of when it
+/// was sent, so part of the reservation is gone before the job starts:
+/// the first renewal comes `(retry_after - 1) / 2` after the reservation
+/// was written, not after the handler started. The lease never runs out
+/// under the running job: no "reservation expired" line, the handler is
+/// not stopped, the row keeps its first attempt while it is renewed past
+/// `retry_after`, and the job runs once.
+#[test]
+fn a_reserve_that_waited_for_the_sqlite_lock_renews_in_time() {
+    use sqlx::Connection;
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let jobs = JobsTable::sqlite(&dir.path().join("database.sqlite"));
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "echo run >> \"$DIR/runs\"; touch \"$DIR/started\"; \
+                  while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
+    let config = config(dir.path(), &jobs, failed.url(), 6, script);
+    jobs.insert("default", &payload("Slow", "u-slow"), 0, None, now());
+    // Another connection holds the file's write lock.
+    let mut writer = common::sqlite::block_on(sqlx::SqliteConnection::connect(&jobs.url)).unwrap();
+    common::sqlite::block_on(sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut writer)).unwrap();
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut d = Daemon::start(&args, &[]);
+    d.wait_log(&["worker started"]);
+    // The stimulus: the lock held for 4 s while the first reserve waits.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    common::sqlite::block_on(sqlx::raw_sql("ROLLBACK").execute(&mut writer)).unwrap();
+    common::wait_until("the job to start", || dir.path().join("started").exists());
+    let first = jobs.rows()[0].reserved_at.unwrap();
+    common::wait_until("reserved_at to move past retry_after", || {
+        let row = &jobs.rows()[0];
+        assert_eq!(row.attempts, 1, "the job was reserved again: {row:?}");
+        row.reserved_at.unwrap() >= first + 7
+    });
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    common::wait_until("the row to be deleted", || jobs.rows().is_empty());
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    let log = d.stderr_text();
+    assert!(
+        !log.contains("expired") && !log.contains("stopping the handler"),
+        "{log}"
+    );
+    let runs = std::fs::read_to_string(dir.path().join("runs")).unwrap();
+    assert_eq!(runs, "run\n", "the job ran once");
+}

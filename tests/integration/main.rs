@@ -25,6 +25,7 @@ mod cli_habits;
 mod command_json;
 mod control;
 mod crafted_input;
+mod database_fleet;
 mod database_queue;
 mod database_worker;
 mod demo;

@@ -13,6 +13,23 @@ return [
             'prefix' => '',
             'foreign_key_constraints' => true,
         ],
+        // The skeleton's pgsql connection, for the database queue's fleet
+        // test (DB_QUEUE_CONNECTION=pgsql); PG_HOST is the private server's
+        // socket directory. Its own variables: DB_DATABASE names the
+        // SQLite file above.
+        'pgsql' => [
+            'driver' => 'pgsql',
+            'host' => env('PG_HOST', '127.0.0.1'),
+            'port' => env('PG_PORT', '5432'),
+            'database' => env('PG_DATABASE', 'laravel'),
+            'username' => env('PG_USERNAME', 'postgres'),
+            'password' => env('PG_PASSWORD', ''),
+            'charset' => 'utf8',
+            'prefix' => '',
+            'prefix_indexes' => true,
+            'schema' => 'public',
+            'sslmode' => 'prefer',
+        ],
     ],
 
     'migrations' => 'migrations',

@@ -52,6 +52,9 @@ class DispatchJobs extends Command
             case 'plain':
                 $this->bus(new Jobs\PlainJob($tag, $spec['data'] ?? []), $spec);
                 break;
+            case 'timed':
+                $this->bus(new Jobs\TimedJob($tag, $spec['gates'] ?? null), $spec);
+                break;
             case 'flaky':
                 $this->bus(new Jobs\FlakyJob($tag, $spec['failures']), $spec);
                 break;
