@@ -54,7 +54,7 @@ impl Pool {
     pub(crate) fn lazy_with(url: &str, sqlite_busy: Option<Duration>) -> anyhow::Result<Pool> {
         Ok(match url.split_once("://").map(|(scheme, _)| scheme) {
             Some("sqlite") => {
-                let options = SqliteConnectOptions::from_str(url)?;
+                let options = quiet(SqliteConnectOptions::from_str(url)?);
                 match sqlite_busy {
                     // One connection: SQLite has one writer at a time, and
                     // connections of one process that wait for each other
@@ -67,6 +67,7 @@ impl Pool {
                         SqlitePoolOptions::new()
                             .max_connections(1)
                             .acquire_timeout(busy)
+                            .acquire_slow_level(log::LevelFilter::Debug)
                             .connect_lazy_with(options.busy_timeout(busy)),
                     ),
                     None => Pool::Sqlite(SqlitePool::connect_lazy_with(options)),
@@ -74,19 +75,29 @@ impl Pool {
             }
             Some("mysql" | "mariadb") => {
                 let url = url.replacen("mariadb://", "mysql://", 1);
-                Pool::MySql(MySqlPool::connect_lazy_with(MySqlConnectOptions::from_str(
-                    &url,
-                )?))
+                Pool::MySql(MySqlPool::connect_lazy_with(quiet(
+                    MySqlConnectOptions::from_str(&url)?,
+                )))
             }
             Some("postgres" | "postgresql" | "pgsql") => {
                 let url = url.replacen("pgsql://", "postgres://", 1);
-                Pool::Postgres(PgPool::connect_lazy_with(PgConnectOptions::from_str(&url)?))
+                Pool::Postgres(PgPool::connect_lazy_with(quiet(
+                    PgConnectOptions::from_str(&url)?,
+                )))
             }
             _ => anyhow::bail!(
                 "database URL must start with sqlite://, mysql://, mariadb:// or postgres://"
             ),
         })
     }
+}
+
+/// `options` with sqlx's own slow-statement lines at DEBUG: under a busy
+/// SQLite file a delete can wait seconds for the lock, and sqlx would log
+/// a WARN with the statement's text each time; the worker says itself what
+/// a wait costs (a failed statement is logged with its context).
+fn quiet<O: sqlx::ConnectOptions>(options: O) -> O {
+    options.log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1))
 }
 
 /// Where `url` points, for messages and the banner: the SQLite path, or
