@@ -72,6 +72,10 @@ pub const USES: &[(&str, &[&str])] = &[
     ),
     ("traces_match_in_effect_with_the_redis_cache", TRACE_FILES),
     (
+        "handlers_get_the_body_as_laravel_wrote_it",
+        &["laravel12/payloads/plain.json"],
+    ),
+    (
         "batch_counters_move_as_recorded",
         &[
             "laravel12/failed_jobs/batch-",

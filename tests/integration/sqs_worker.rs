@@ -26,7 +26,8 @@ fn payload(name: &str, uuid: &str) -> String {
 /// A scratch directory with a config file for a worker on `moto`
 /// (visibility timeout `visibility` s) with failed jobs in a SQLite
 /// `failed_jobs` table, and one handler for every job: `script`, a shell
-/// script run with `DIR` set to the directory.
+/// script run with `DIR` set to the directory, `STDIN` to a file holding
+/// what it was given on stdin (the payload) and `BYTES` to its size.
 struct Scene {
     dir: tempfile::TempDir,
     config: PathBuf,
@@ -34,7 +35,19 @@ struct Scene {
 }
 
 impl Scene {
+    /// A scene without a cache store (`[cache] store = "none"`).
     fn new(moto: &Moto, visibility: u64, script: &str) -> Scene {
+        Scene::with_cache(moto, visibility, script, |_| "store = \"none\"".to_string())
+    }
+
+    /// A scene whose `[cache]` section is what `cache` writes, given the
+    /// scene directory (for a store of its own there).
+    fn with_cache(
+        moto: &Moto,
+        visibility: u64,
+        script: &str,
+        cache: impl FnOnce(&Path) -> String,
+    ) -> Scene {
         let dir = tempfile::Builder::new()
             .prefix("lw-sqs-")
             .tempdir()
@@ -44,7 +57,8 @@ impl Scene {
         std::fs::write(
             &script_path,
             format!(
-                "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
+                "#!/bin/sh\nDIR='{}'\nSTDIN=\"$DIR/stdin.$$\"\ncat > \"$STDIN\"\n\
+                 BYTES=$(wc -c < \"$STDIN\")\n{script}\n",
                 dir.path().display()
             ),
         )
@@ -53,10 +67,11 @@ impl Scene {
             "[queue]\nconnection = \"sqs\"\nretry_after = {visibility}\n\n\
              [sqs]\nprefix = \"{}\"\nendpoint = \"{}\"\nkey = \"test\"\nsecret = \"test\"\n\n\
              [failed]\ndriver = \"database-uuids\"\nurl = \"{}\"\n\n\
-             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+             [cache]\n{}\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
             moto.prefix(),
             moto.endpoint,
             failed.url(),
+            cache(dir.path()),
             script_path.display()
         );
         let config = dir.path().join("worker.toml");
@@ -141,6 +156,69 @@ fn the_worker_runs_releases_and_fails_jobs_on_sqs() {
         "failed_jobs.queue is the queue URL, as SqsJob is given it"
     );
     assert_eq!(rows[0].payload, payload("Bad", "u-bad"), "the body as sent");
+}
+
+/// A payload exactly as Laravel 12.67's `createPayload` writes it for SQS:
+/// the recorded Redis payload without the `id` and `attempts` only
+/// `RedisQueue::createPayloadArray` adds.
+fn recorded_payload(file: &str) -> String {
+    let text = common::recordings::read(&format!("laravel12/payloads/{file}"));
+    let text = text.trim_end();
+    let start = text.find(",\"id\":\"").expect("an id");
+    let end = text.find("\"attempts\":0").expect("attempts") + "\"attempts\":0".len();
+    format!("{}{}", &text[..start], &text[end..])
+}
+
+/// The handler is given the message body on stdin byte for byte, as
+/// `SqsJob::getRawBody` reads it: a payload exactly as Laravel's
+/// `createPayload` writes it for SQS (recorded from Laravel 12.67), and
+/// one carrying an `attempts` key as Vapor's and Bref's re-sent messages
+/// do. The attempt is the receive count either way (Laravel's `SqsJob`
+/// does not read that key: with `--tries=2` the job carrying
+/// `"attempts":3` runs, as attempt 1), and the job id the `MessageId`.
+#[test]
+fn handlers_get_the_body_as_laravel_wrote_it() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_UUID $LARAVEL_WORKER_ATTEMPT $LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"\n\
+         cp \"$STDIN\" \"$DIR/body-$LARAVEL_WORKER_JOB_UUID\"",
+    );
+    let plain = recorded_payload("plain.json");
+    let uuid = "8e82685f-3a40-4631-a38f-dbb3ed97b975";
+    assert!(
+        plain.starts_with(&format!("{{\"uuid\":\"{uuid}\"")),
+        "{plain}"
+    );
+    assert!(
+        plain.ends_with(",\"createdAt\":1795558194,\"delay\":null}"),
+        "{plain}"
+    );
+    let vapor = plain
+        .replace(uuid, "u-vapor")
+        .replace("\"delay\":null}", "\"attempts\":3,\"delay\":null}");
+    let plain_id = moto.send(&url, &plain, 0);
+    let vapor_id = moto.send(&url, &vapor, 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    let mut ran = scene.ran();
+    ran.sort();
+    assert_eq!(
+        ran,
+        vec![
+            format!("{uuid} 1 {plain_id} App\\Jobs\\PlainJob"),
+            format!("u-vapor 1 {vapor_id} App\\Jobs\\PlainJob"),
+        ]
+    );
+    for (uuid, body) in [(uuid, &plain), ("u-vapor", &vapor)] {
+        let given = std::fs::read_to_string(scene.path().join(format!("body-{uuid}"))).unwrap();
+        assert_eq!(&given, body, "the body, byte for byte");
+    }
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    assert!(scene.failed.rows().is_empty());
 }
 
 /// A job that runs three times the visibility timeout (4 s) beside a
