@@ -528,3 +528,54 @@ fn timeout_and_retry_until_on_sqs() {
     assert!(ran.contains(&"run u-slow".to_string()), "{ran:?}");
     assert!(!ran.contains(&"run u-expired".to_string()), "{ran:?}");
 }
+
+/// `--app` on the Laravel test app (8.83, its `sqs` connection as the
+/// skeleton writes it, with 13.x's `overflow`): the worker reads the
+/// queues' prefix, queue, credentials and endpoint as the app resolves
+/// them (written in its `config/queue.php`, not its `.env`), and runs a
+/// job from them.
+#[test]
+fn the_app_s_sqs_connection_is_read_with_app() {
+    let Some(moto) = Moto::start() else { return };
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let url = moto.create_queue("orders", 30);
+    // Written in the app's config/queue.php, not its .env: only the app's
+    // own answer has them.
+    for (from, to) in [
+        (
+            "env('SQS_PREFIX', 'https://sqs.us-east-1.amazonaws.com/your-account-id')",
+            format!("'{}'", moto.prefix()),
+        ),
+        ("env('SQS_QUEUE', 'default')", "'orders'".to_string()),
+        ("env('AWS_ACCESS_KEY_ID')", "'test'".to_string()),
+        ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
+        ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
+    ] {
+        app.edit_config("queue.php", from, &to);
+    }
+    let handler = s.script(
+        "h.sh",
+        "echo \"$LARAVEL_WORKER_CONNECTION $LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = s.path("sqs-from-app.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+            handler.display()
+        ),
+    )
+    .unwrap();
+    moto.send(&url, &payload("FromApp", "u-app"), 0);
+    let flag = app.app_flag();
+    s.run(&config, &["sqs", &flag, "--stop-when-empty", "--sleep=0"]);
+    assert_eq!(
+        s.read("ran").lines().collect::<Vec<_>>(),
+        vec!["sqs orders App\\Jobs\\FromApp"]
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    assert!(s.failed_rows().is_empty());
+}
