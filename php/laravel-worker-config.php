@@ -88,9 +88,12 @@ $connections = [];
 foreach ((array) $config->get('queue.connections', []) as $name => $connection) {
     $connections[$name] = lw_pick($connection, ['driver', 'connection', 'queue', 'retry_after', 'block_for', 'table']);
     // An sqs queue connection: where its queues are and its credentials
-    // (SqsConnector's keys).
+    // (SqsConnector's keys), and where its overflow payloads go (13.9+).
     if (($connections[$name]['driver'] ?? null) === 'sqs') {
         $connections[$name] += lw_pick($connection, ['prefix', 'suffix', 'region', 'key', 'secret', 'token', 'endpoint']);
+        if (isset($connection['overflow']) && is_array($connection['overflow'])) {
+            $connections[$name]['overflow'] = (object) lw_pick($connection['overflow'], ['enabled', 'store', 'delete_after_processing']);
+        }
     }
     // A database queue connection: the database connection it names
     // (null: the app's default), as the app resolved it.

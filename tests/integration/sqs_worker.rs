@@ -529,11 +529,236 @@ fn timeout_and_retry_until_on_sqs() {
     assert!(!ran.contains(&"run u-expired".to_string()), "{ran:?}");
 }
 
+/// A cache store of the app's, private to a test: Laravel's Redis store
+/// (the 12.x skeleton's `laravel-database-` and `laravel-cache-`
+/// prefixes, cache database 1) or its database store (a SQLite `cache`
+/// table, Laravel 11+'s default).
+enum AppCache {
+    Redis(common::RedisServer),
+    Table(PathBuf),
+}
+
+impl AppCache {
+    /// The store, in a directory of its own under `dir`.
+    fn start(redis: bool, dir: &Path) -> AppCache {
+        let dir = dir.join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        if redis {
+            return AppCache::Redis(common::RedisServer::start(&dir));
+        }
+        let path = dir.join("cache.sqlite");
+        common::sqlite::execute(
+            &path,
+            "create table \"cache\" (\"key\" varchar not null, \"value\" text not null, \
+             \"expiration\" integer not null, primary key (\"key\"))",
+            &[],
+        );
+        AppCache::Table(path)
+    }
+
+    /// The worker's `[cache]` section for this store.
+    fn toml(&self) -> String {
+        match self {
+            AppCache::Redis(redis) => format!(
+                "store = \"redis\"\nurl = \"{}\"\nredis_prefix = \"laravel-database-\"\n\
+                 prefix = \"laravel-cache-\"",
+                redis.url(1)
+            ),
+            AppCache::Table(path) => format!(
+                "store = \"database\"\nurl = \"sqlite://{}\"\nprefix = \"laravel-cache-\"",
+                path.display()
+            ),
+        }
+    }
+
+    /// `Cache::put($key, $payload)` as Laravel's store writes it: the
+    /// PHP-serialized string, for ever.
+    fn put(&self, key: &str, payload: &str) {
+        let value = format!("s:{}:\"{payload}\";", payload.len());
+        match self {
+            AppCache::Redis(redis) => {
+                let full = format!("laravel-database-laravel-cache-{key}");
+                redis.cache::<()>(&["SET", &full, &value]);
+            }
+            AppCache::Table(path) => common::sqlite::execute(
+                path,
+                "insert into cache (\"key\", value, expiration) values (?, ?, ?)",
+                &[
+                    &format!("laravel-cache-{key}"),
+                    &value,
+                    &(common::now() + 315_360_000).to_string(),
+                ],
+            ),
+        }
+    }
+
+    /// Whether the store holds `key`.
+    fn has(&self, key: &str) -> bool {
+        match self {
+            AppCache::Redis(redis) => {
+                redis.cache::<i64>(&["EXISTS", &format!("laravel-database-laravel-cache-{key}")])
+                    == 1
+            }
+            AppCache::Table(path) => common::sqlite::strings(path, "select \"key\" from cache")
+                .contains(&format!("laravel-cache-{key}")),
+        }
+    }
+}
+
+/// A payload as `createPayload` writes it whose command carries a string
+/// property of `size` bytes: a job too large for an SQS message.
+fn large_payload(name: &str, uuid: &str, size: usize) -> String {
+    let class = format!("App\\Jobs\\{name}");
+    let command = format!(
+        "O:{}:\"{class}\":1:{{s:4:\"blob\";s:{size}:\"{}\";}}",
+        class.len(),
+        "x".repeat(size)
+    );
+    let command = serde_json::to_string(&command).unwrap();
+    let small = payload(name, uuid);
+    let plain = format!(
+        "\"command\":\"O:{}:\\\"App\\\\Jobs\\\\{name}\\\":0:{{}}\"",
+        class.len()
+    );
+    assert!(small.contains(&plain), "{small}");
+    small.replace(&plain, &format!("\"command\":{command}"))
+}
+
+/// The body Laravel 13.9+ sends in place of a payload it put in a cache
+/// store (`SqsQueue::overflow`).
+fn pointer(uuid: &str) -> String {
+    format!(r#"{{"@pointer":"laravel:sqs-payloads:{uuid}"}}"#)
+}
+
+/// Overflow pointer bodies (Laravel 13.9+) on `cache`: a job whose payload
+/// (over 1 MiB) is in the cache store runs with that payload, and the
+/// payload is forgotten once the job is deleted; a release keeps it for
+/// the next receive; a job that fails is recorded with its real payload,
+/// as Laravel records `getRawBody()`, and its payload forgotten. A pointer
+/// whose payload is not in the store, or read by a worker without a cache
+/// store, is never run: the job fails at once, its `failed_jobs` row keeps
+/// the pointer body and the exception names the pointer and what is
+/// missing.
+fn overflow_pointers_on(redis: bool) {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let script = "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT $BYTES\" >> \"$DIR/ran\"\n\
+         [ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+         *Bad) exit 3;;\n\
+         *Flaky) [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ] && exit 3;;\n\
+         esac\n\
+         true";
+    let mut cache = None;
+    let scene = Scene::with_cache(&moto, 30, script, |dir| {
+        let store = AppCache::start(redis, dir);
+        let toml = store.toml();
+        cache = Some(store);
+        toml
+    });
+    let cache = cache.unwrap();
+    let big = large_payload("Big", "u-big", 1_100_000);
+    let flaky = large_payload("Flaky", "u-flaky", 1000);
+    let bad = large_payload("Bad", "u-bad", 1000);
+    for (uuid, payload) in [("u-big", &big), ("u-flaky", &flaky), ("u-bad", &bad)] {
+        cache.put(&format!("laravel:sqs-payloads:{uuid}"), payload);
+        moto.send(&url, &pointer(uuid), 0);
+    }
+    moto.send(&url, &pointer("u-gone"), 0);
+
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    let mut ran = scene.ran();
+    ran.sort();
+    let n = |p: &str| p.len();
+    assert_eq!(
+        ran,
+        vec![
+            format!("failed App\\Jobs\\Bad 2 {}", n(&bad)),
+            format!("run App\\Jobs\\Bad 1 {}", n(&bad)),
+            format!("run App\\Jobs\\Bad 2 {}", n(&bad)),
+            format!("run App\\Jobs\\Big 1 {}", n(&big)),
+            format!("run App\\Jobs\\Flaky 1 {}", n(&flaky)),
+            format!("run App\\Jobs\\Flaky 2 {}", n(&flaky)),
+        ],
+        "each handler got the payload from the store, the released one twice; the \
+         missing one never ran"
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0), "every message deleted");
+    for uuid in ["u-big", "u-flaky", "u-bad"] {
+        assert!(
+            !cache.has(&format!("laravel:sqs-payloads:{uuid}")),
+            "{uuid}'s payload forgotten once its job was deleted"
+        );
+    }
+    let mut rows = scene.failed.rows();
+    rows.sort_by_key(|r| r.payload.len());
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let (gone, failed) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (failed.uuid.as_str(), failed.payload.as_str()),
+        ("u-bad", bad.as_str()),
+        "a failed job is recorded with its real payload"
+    );
+    assert_eq!(gone.payload, pointer("u-gone"), "the pointer is kept");
+    let store = if redis { "redis" } else { "database" };
+    for part in [
+        "LaravelWorker\\OverflowPayloadMissingException",
+        "\"laravel:sqs-payloads:u-gone\"",
+        &format!("the {store} cache store has no such key"),
+        "laravel-cache-laravel:sqs-payloads:u-gone",
+    ] {
+        assert!(
+            gone.exception.contains(part),
+            "{part:?} in {}",
+            gone.exception
+        );
+    }
+
+    // A worker without a cache store cannot follow a pointer: it fails the
+    // job, saying so, and leaves the payload where it is.
+    cache.put("laravel:sqs-payloads:u-kept", &big);
+    moto.send(&url, &pointer("u-kept"), 0);
+    let blind = Scene::new(&moto, 30, script);
+    blind
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    assert!(blind.ran().is_empty(), "{:?}", blind.ran());
+    let rows = blind.failed.rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].payload, pointer("u-kept"));
+    assert!(
+        rows[0].exception.contains("this worker has no cache store"),
+        "{}",
+        rows[0].exception
+    );
+    assert!(
+        cache.has("laravel:sqs-payloads:u-kept"),
+        "the payload stays"
+    );
+}
+
+/// [`overflow_pointers_on`] Laravel's Redis cache store.
+#[test]
+fn overflow_pointers_are_read_from_a_redis_cache_store() {
+    overflow_pointers_on(true);
+}
+
+/// [`overflow_pointers_on`] Laravel's database cache store.
+#[test]
+fn overflow_pointers_are_read_from_a_database_cache_store() {
+    overflow_pointers_on(false);
+}
+
 /// `--app` on the Laravel test app (8.83, its `sqs` connection as the
 /// skeleton writes it, with 13.x's `overflow`): the worker reads the
 /// queues' prefix, queue, credentials and endpoint as the app resolves
 /// them (written in its `config/queue.php`, not its `.env`), and runs a
-/// job from them.
+/// job from them. The app's `overflow.store`
+/// (`SQS_OVERFLOW_STORE=file`) is not its default cache store (Redis),
+/// which the worker reads: a pointer job fails at once, the exception
+/// naming the pointer and the store the worker does not read.
 #[test]
 fn the_app_s_sqs_connection_is_read_with_app() {
     let Some(moto) = Moto::start() else { return };
@@ -553,6 +778,7 @@ fn the_app_s_sqs_connection_is_read_with_app() {
         ("env('AWS_ACCESS_KEY_ID')", "'test'".to_string()),
         ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
         ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
+        ("env('SQS_OVERFLOW_STORE')", "'file'".to_string()),
     ] {
         app.edit_config("queue.php", from, &to);
     }
@@ -570,6 +796,7 @@ fn the_app_s_sqs_connection_is_read_with_app() {
     )
     .unwrap();
     moto.send(&url, &payload("FromApp", "u-app"), 0);
+    moto.send(&url, &pointer("u-elsewhere"), 0);
     let flag = app.app_flag();
     s.run(&config, &["sqs", &flag, "--stop-when-empty", "--sleep=0"]);
     assert_eq!(
@@ -577,5 +804,17 @@ fn the_app_s_sqs_connection_is_read_with_app() {
         vec!["sqs orders App\\Jobs\\FromApp"]
     );
     assert_eq!(moto.counts(&url), (0, 0, 0));
-    assert!(s.failed_rows().is_empty());
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].payload, pointer("u-elsewhere"));
+    for part in [
+        "\"laravel:sqs-payloads:u-elsewhere\"",
+        "its cache store \"file\"",
+    ] {
+        assert!(
+            rows[0].exception.contains(part),
+            "{part:?} in {}",
+            rows[0].exception
+        );
+    }
 }
