@@ -996,3 +996,52 @@ fn restart_pause_and_max_exceptions_through_the_cache_on_sqs() {
     assert_eq!(scene.ran()[3], "run App\\Jobs\\Held 1");
     assert_eq!(moto.counts(&url), (0, 0, 0));
 }
+
+/// The book's KEDA recipe for SQS (`aws-sqs-queue`, its default formula:
+/// `ApproximateNumberOfMessages + ApproximateNumberOfMessagesNotVisible`)
+/// counts what the worker's backlog gauge counts for the queue: messages
+/// visible and in flight, not those sent with a delay. The queue is paused
+/// so that the worker takes nothing meanwhile.
+#[test]
+fn the_keda_trigger_counts_the_backlog_the_gauge_counts() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let mut cache = None;
+    let scene = Scene::with_cache(&moto, 30, "true", |dir| {
+        let store = AppCache::start(true, dir);
+        let toml = format!(
+            "{}\n\n[metrics]\nlisten = \"127.0.0.1:0\"\nbacklog_interval = 1",
+            store.toml()
+        );
+        cache = Some(store);
+        toml
+    });
+    let config = scene.config.to_str().unwrap();
+    Daemon::run(&["--config", config, "pause", "sqs:default"], &[]).expect_exit(0);
+    moto.send(&url, &payload("Running", "u-running"), 0);
+    assert_eq!(moto.receive(&url, 600).len(), 1, "one in flight");
+    for n in 0..2 {
+        moto.send(&url, &payload("Ready", &format!("u-{n}")), 0);
+    }
+    moto.send(&url, &payload("Later", "u-later"), 600);
+    let (visible, delayed, in_flight) = moto.counts(&url);
+    assert_eq!((visible, delayed, in_flight), (2, 1, 1));
+    let keda = visible + in_flight;
+
+    let mut d = scene.work(&["--sleep=0.1"]);
+    let address = d.metrics_address();
+    let gauge = |text: &str, name: &str| -> Option<u64> {
+        let needle = format!("laravel_worker_queue_{name}{{queue=\"default\"}} ");
+        common::http_server::metric(text, &needle)?.parse().ok()
+    };
+    let mut text = String::new();
+    common::wait_until("the backlog gauge", || {
+        text = common::http_server::get(&address, "/metrics").1;
+        gauge(&text, "backlog").is_some()
+    });
+    assert_eq!(gauge(&text, "backlog"), Some(keda), "{text}");
+    assert_eq!(moto.counts(&url), (visible, delayed, in_flight), "paused");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    drop(cache);
+}
