@@ -242,10 +242,6 @@ fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
     second.wait_log(&["worker started"]);
     moto.send(&url, &payload("Long", "u-long"), 0);
     let done = scene.path().join("done");
-    for _ in 0..14 {
-        eprintln!("counts {:?}", moto.counts(&url));
-        std::thread::sleep(Duration::from_secs(1));
-    }
     wait_for("the long job to end", || done.exists());
     wait_for("its message to be deleted", || {
         moto.counts(&url) == (0, 0, 0)
@@ -254,11 +250,6 @@ fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
         d.signal(nix::sys::signal::Signal::SIGTERM);
         d.expect_exit(0);
     }
-    eprintln!(
-        "FIRST {}\nSECOND {}",
-        first.stderr_text(),
-        second.stderr_text()
-    );
     assert_eq!(scene.ran(), vec!["1"], "one run, on the first receive");
 }
 
