@@ -8,7 +8,8 @@
 //!
 //! [`USES`] is the one registry of which test reads which fixture file:
 //! [`read`] refuses a file its test has not registered, and
-//! `tests/integration/recordings.rs` fails on a fixture file no test registers.
+//! `tests/integration/recordings.rs` fails on a fixture file no test registers
+//! and on a registered test no file of `tests/integration/` has.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
