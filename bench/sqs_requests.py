@@ -7,7 +7,13 @@ A counting proxy sits between the worker and moto and counts each request by its
 `X-Amz-Target` (the SQS JSON protocol names the call there). Usage, from the repository
 root after `cargo build` (or with --binary target/release/laravel-worker):
 
-    python3 bench/sqs_requests.py [--jobs 1000] [--idle 60] [--concurrency 10]
+    python3 bench/sqs_requests.py [--jobs 1000] [--idle 60] [--concurrency 10] [--no-pace]
+
+jobs/s against moto is moto's pace more than the worker's: moto answers one call at a time, in
+Python, and a receive costs more the more messages the queue holds. So the script also measures
+moto alone (unless --no-pace): one boto3 client draining the same number of jobs with Laravel's
+calls (receive 1, delete) and with a receive of 10 and a batch delete, the most one client in a
+loop gets from this server.
 """
 
 import argparse
@@ -93,6 +99,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=10)
     ap.add_argument("--sleep", type=int, default=3, help="--sleep, for queue:work's idle polls")
     ap.add_argument("--binary", default="target/debug/laravel-worker")
+    ap.add_argument("--no-pace", action="store_true", help="skip measuring moto alone")
     args = ap.parse_args()
 
     moto_port = free_port()
@@ -115,6 +122,35 @@ def main():
         moto.wait()
 
 
+def fill(sqs, url, body, jobs):
+    """Sends `jobs` copies of `body` to `url`, 10 a call."""
+    for start in range(0, jobs, 10):
+        n = min(10, jobs - start)
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": body} for i in range(n)])
+
+
+def pace(sqs, body, jobs, batch):
+    """Jobs/s of one boto3 client draining `jobs` messages of a queue of its own on moto,
+    receiving up to `batch` at a time (no wait) and deleting them (one DeleteMessage for a
+    receive of 1, else a DeleteMessageBatch)."""
+    url = sqs.create_queue(QueueName=f"pace-{batch}")["QueueUrl"]
+    fill(sqs, url, body, jobs)
+    started = time.time()
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=0,
+                                  MessageSystemAttributeNames=["ApproximateReceiveCount"]
+                                  ).get("Messages", [])
+        if not got:
+            break
+        if batch == 1:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+        else:
+            sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+    return jobs / (time.time() - started)
+
+
 def run(args, moto_port):
     endpoint = f"http://127.0.0.1:{moto_port}"
     sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
@@ -124,10 +160,8 @@ def run(args, moto_port):
             'CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,'
             '"backoff":null,"timeout":null,"retryUntil":null,"data":{"commandName":'
             '"App\\\\Jobs\\\\Noop","command":"O:13:\\"App\\\\Jobs\\\\Noop\\":0:{}"}}')
-    for start in range(0, args.jobs, 10):
-        n = min(10, args.jobs - start)
-        sqs.send_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "MessageBody": body} for i in range(n)])
+    paces = None if args.no_pace else (pace(sqs, body, args.jobs, 1), pace(sqs, body, args.jobs, 10))
+    fill(sqs, url, body, args.jobs)
     proxy = Proxy(moto_port)
     tmp = tempfile.mkdtemp(prefix="lw-sqs-bench-")
     config = os.path.join(tmp, "worker.toml")
@@ -165,6 +199,10 @@ def run(args, moto_port):
     print(f"| requests per 1,000 jobs | {per_1000:.0f} | {laravel * 1000 / args.jobs:.0f} |")
     print(f"| jobs/s, one daemon | {args.jobs / took:.0f} | not measured (no PHP AWS SDK here) |")
     print(f"| requests a minute per idle queue (--sleep={args.sleep}) | {idle_per_min:.1f} | {laravel_idle:.0f} |")
+    if paces:
+        print(f"moto alone, one boto3 client, {args.jobs} jobs: receive 1 + DeleteMessage "
+              f"(queue:work's calls) {paces[0]:.0f} jobs/s; receive 10 + DeleteMessageBatch "
+              f"{paces[1]:.0f} jobs/s")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Parses the data files the book ships: the Grafana dashboard (JSON), the
-Prometheus alert rules and the Kubernetes manifest (YAML). PyYAML is needed
+Prometheus alert rules, the Kubernetes manifest and the autoscaling recipes
+(YAML). PyYAML is needed
 for the YAML files (`pip install pyyaml`). Exit status 1 on the first file
 that does not parse, or whose shape is not the expected one."""
 
@@ -48,6 +49,7 @@ def check_autoscaling():
     HPA against the Kubernetes schema (kubernetes-validate, when installed),
     the ScaledObject (a CRD the schema does not know) by its shape."""
     check_database_autoscaling()
+    sqs = check_sqs_autoscaling()
     with open(path("migrating/kubernetes-autoscaling.yaml"), encoding="utf-8") as f:
         docs = {doc["kind"]: doc for doc in yaml.safe_load_all(f) if doc}
     scaled, hpa = docs["ScaledObject"], docs["HorizontalPodAutoscaler"]
@@ -59,9 +61,11 @@ def check_autoscaling():
     try:
         import kubernetes_validate
     except ImportError:
-        return "HPA not checked against the schema: pip install kubernetes-validate"
+        return ("HPA and the SQS recipe's ServiceAccount not checked against the schema: "
+                "pip install kubernetes-validate")
     kubernetes_validate.validate(hpa, "1.30.0", strict=True)
-    return "HPA valid for Kubernetes 1.30"
+    kubernetes_validate.validate(sqs["ServiceAccount"], "1.30.0", strict=True)
+    return "HPA and the SQS recipe's ServiceAccount valid for Kubernetes 1.30"
 
 
 def check_database_autoscaling():
@@ -74,6 +78,41 @@ def check_database_autoscaling():
     triggers = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
     for kind in ("postgresql", "mysql"):
         assert triggers[kind]["query"].startswith("SELECT count(*) FROM jobs"), triggers[kind]
+
+
+def check_sqs_autoscaling():
+    """The SQS queue's KEDA recipe: a ServiceAccount for the worker pods
+    (IRSA), a TriggerAuthentication (KEDA's own AWS identity) and a
+    ScaledObject on the worker Deployment whose aws-sqs-queue trigger uses
+    it and counts what the backlog gauge counts (visible + in flight: the
+    trigger's default, not turned off; delayed messages left out). Returns
+    the documents by kind; the ServiceAccount is checked against the
+    Kubernetes schema by the caller."""
+    with open(path("migrating/kubernetes-autoscaling-sqs.yaml"), encoding="utf-8") as f:
+        docs = {doc["kind"]: doc for doc in yaml.safe_load_all(f) if doc}
+    assert set(docs) == {"ServiceAccount", "TriggerAuthentication", "ScaledObject"}, set(docs)
+    with open(path("migrating/kubernetes.yaml"), encoding="utf-8") as f:
+        deployment = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "Deployment"][0]
+    account = docs["ServiceAccount"]
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
+        "arn:aws:iam::"), account
+    auth = docs["TriggerAuthentication"]
+    assert auth["apiVersion"] == "keda.sh/v1alpha1", auth
+    assert auth["spec"]["podIdentity"]["provider"] == "aws", auth
+    scaled = docs["ScaledObject"]
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1", scaled
+    target = scaled["spec"]["scaleTargetRef"]["name"]
+    assert target == deployment["metadata"]["name"], (target, deployment["metadata"]["name"])
+    [trigger] = scaled["spec"]["triggers"]
+    assert trigger["type"] == "aws-sqs-queue", trigger
+    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"], trigger
+    meta = trigger["metadata"]
+    url = meta["queueURL"]
+    assert url.startswith(f"https://sqs.{meta['awsRegion']}.amazonaws.com/"), meta
+    assert meta.get("scaleOnInFlight", "true") == "true", "in-flight messages are backlog"
+    assert meta.get("scaleOnDelayed", "false") == "false", "delayed messages are not"
+    assert int(meta["queueLength"]) > 0, meta
+    return docs
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 /*
  * laravel-worker config reader: prints, as one JSON object on stdout, the
- * configuration a Laravel app resolves for its queue (Redis or database),
+ * configuration a Laravel app resolves for its queue (Redis, database or SQS),
  * Redis, cache, failed-jobs store and Horizon, so that laravel-worker reads what the app computes
  * instead of re-deriving it from .env.
  *
@@ -16,7 +16,7 @@
  * artisan does before a command runs. A `config:cache`d app therefore reads
  * bootstrap/cache/config.php and ignores .env, as Laravel does.
  *
- * The output holds passwords (Redis, database): laravel-worker never logs it.
+ * The output holds passwords (Redis, database, AWS): laravel-worker never logs it.
  * Exit status: 0 with the JSON; 2 for a bad --app; 1 when the app fails to
  * boot (the message on stderr).
  */
@@ -87,6 +87,14 @@ $databaseKeys = ['driver', 'url', 'host', 'port', 'database', 'username', 'passw
 $connections = [];
 foreach ((array) $config->get('queue.connections', []) as $name => $connection) {
     $connections[$name] = lw_pick($connection, ['driver', 'connection', 'queue', 'retry_after', 'block_for', 'table']);
+    // An sqs queue connection: where its queues are and its credentials
+    // (SqsConnector's keys), and where its overflow payloads go (13.9+).
+    if (($connections[$name]['driver'] ?? null) === 'sqs') {
+        $connections[$name] += lw_pick($connection, ['prefix', 'suffix', 'region', 'key', 'secret', 'token', 'endpoint']);
+        if (isset($connection['overflow']) && is_array($connection['overflow'])) {
+            $connections[$name]['overflow'] = (object) lw_pick($connection['overflow'], ['enabled', 'store', 'delete_after_processing']);
+        }
+    }
     // A database queue connection: the database connection it names
     // (null: the app's default), as the app resolved it.
     if (($connections[$name]['driver'] ?? null) === 'database') {

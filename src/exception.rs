@@ -21,6 +21,9 @@ pub const HANDLER_FAILED: &str = "LaravelWorker\\HandlerFailedException";
 pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
+/// An SQS message's body is an overflow pointer (Laravel 13.9+) whose
+/// payload this worker cannot read from a cache store.
+pub const OVERFLOW_PAYLOAD_MISSING: &str = "LaravelWorker\\OverflowPayloadMissingException";
 
 /// The class Laravel reports a failed SQL statement with (a database
 /// queue row whose `attempts` cannot count further, Laravel 12.54+).

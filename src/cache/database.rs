@@ -64,6 +64,15 @@ impl DatabaseCache {
         format!("{}{key}", self.prefix)
     }
 
+    /// Where cache key `key` is, for messages: its row of the table.
+    pub fn locate(&self, key: &str) -> String {
+        format!(
+            "the row {:?} of the cache table {}",
+            self.key(key),
+            self.table
+        )
+    }
+
     /// The `key` column, quoted (`key` is a reserved word in MySQL).
     fn key_column(&self) -> &'static str {
         match self.pool {

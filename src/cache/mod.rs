@@ -8,6 +8,11 @@
 //! | `illuminate:queue:paused:{connection}:{q}`  | `queue:pause c:q`     | skip queue `q`         |
 //! | `illuminate:queues:paused`                  | `queue:pause --all`   | skip every queue       |
 //! | `job-exceptions:{uuid}`                     | the worker            | maxExceptions counter  |
+//! | `laravel:sqs-payloads:{uuid}`               | `SqsQueue` (13.9+)    | an SQS job's payload   |
+//!
+//! The last is read only: the payload an SQS message's overflow pointer
+//! names (see [`crate::worker::overflow`]), forgotten once the job is
+//! deleted.
 //!
 //! Three stores: Laravel's Redis store ([`redis`]), its file store
 //! ([`file`]), for an app on the same machine whose `CACHE_DRIVER` is
@@ -82,6 +87,37 @@ impl CacheStore {
             CacheStore::File(c) => c.many(keys).await,
             CacheStore::Database(c) => c.many(keys).await,
             CacheStore::None => Ok(vec![None; keys.len()]),
+        }
+    }
+
+    /// The raw value of `key` (`None` when missing or expired): the
+    /// PHP-serialized text Laravel stored (see [`php`]).
+    ///
+    /// # Errors
+    /// Any store error.
+    pub async fn get(&self, key: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.many(&[key.to_string()]).await?.pop().flatten())
+    }
+
+    /// The store's kind, as `[cache] store` names it: `redis`, `file`,
+    /// `database` or `none`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CacheStore::Redis(_) => "redis",
+            CacheStore::File(_) => "file",
+            CacheStore::Database(_) => "database",
+            CacheStore::None => "none",
+        }
+    }
+
+    /// Where cache key `key` lives in the store, for messages: the full
+    /// Redis key and the server, the `cache` table's row, or the file.
+    pub fn locate(&self, key: &str) -> String {
+        match self {
+            CacheStore::Redis(c) => c.locate(key),
+            CacheStore::File(c) => format!("the file {}", c.path(key).display()),
+            CacheStore::Database(c) => c.locate(key),
+            CacheStore::None => "no cache store".to_string(),
         }
     }
 
@@ -202,7 +238,12 @@ impl CacheStore {
         }
     }
 
-    async fn forget(&self, key: &str) -> anyhow::Result<()> {
+    /// `forget`: deletes `key` from the store (Laravel's
+    /// `Repository::forget`); nothing to do when it is missing.
+    ///
+    /// # Errors
+    /// Any store error, or no store configured.
+    pub async fn forget(&self, key: &str) -> anyhow::Result<()> {
         match self {
             CacheStore::Redis(c) => c.forget(key).await,
             CacheStore::File(c) => c.forget(key).await,

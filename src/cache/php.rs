@@ -45,6 +45,19 @@ pub fn as_int(raw: &str) -> Option<i64> {
     inner.parse().ok()
 }
 
+/// The string a PHP-serialized string holds (`s:LEN:"…";`, `LEN` its
+/// length in bytes), as `unserialize` gives it back: what Laravel's cache
+/// stores keep for a string value (`Repository::put($key, $string)`).
+/// `None` for any other value (`N;`, `b:0;`, an array, an object), or a
+/// length that does not match.
+pub fn unserialize_string(raw: &str) -> Option<&str> {
+    let rest = raw.strip_prefix("s:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let inner = rest.strip_prefix('"')?.get(..len)?;
+    (rest.get(len + 1..)? == "\";").then_some(inner)
+}
+
 /// PHP truthiness of a stored value, as `(bool) $cache->get($key)`:
 /// false for `b:0;`, `i:0;`, `0`, empty strings, `N;`; true otherwise.
 pub fn truthy(raw: &str) -> bool {
@@ -68,5 +81,15 @@ mod tests {
         assert_eq!(as_int("3"), Some(3));
         assert_eq!(as_int("s:1:\"7\";"), Some(7));
         assert!(truthy("b:1;") && truthy("1") && !truthy("b:0;") && !truthy("0"));
+        assert_eq!(unserialize_string("s:2:\"{}\";"), Some("{}"));
+        assert_eq!(
+            unserialize_string("s:13:\"{\"a\":\"\u{e9}t\u{e9}\"}\";"),
+            Some("{\"a\":\"\u{e9}t\u{e9}\"}"),
+            "the length counts bytes"
+        );
+        assert_eq!(unserialize_string("s:3:\"ab\";"), None, "length mismatch");
+        assert_eq!(unserialize_string("N;"), None);
+        assert_eq!(unserialize_string("b:0;"), None);
+        assert_eq!(unserialize_string("a:1:{i:0;s:1:\"x\";}"), None);
     }
 }

@@ -56,6 +56,16 @@ impl RedisCache {
         format!("{}{key}", self.prefix)
     }
 
+    /// Where cache key `key` is, for messages: its full Redis key and the
+    /// server (no credentials).
+    pub fn locate(&self, key: &str) -> String {
+        format!(
+            "the key {:?} of the cache Redis at {}",
+            self.key(key),
+            self.at
+        )
+    }
+
     /// `MGET` of `keys`.
     ///
     /// # Errors

@@ -483,7 +483,7 @@ fn queue_connection(
         layer.queue.retry_after = nullable(&conn["retry_after"], "retry_after")?;
     }
     if driver_of(&name).as_deref() == Some("sqs") {
-        sqs_connection(conn, layer);
+        sqs_connection(conn, text(&answer["cache"]["default"]), layer);
         return Ok("default".to_string());
     }
     if driver_of(&name).as_deref() == Some("database") {
@@ -499,8 +499,10 @@ fn queue_connection(
 
 /// An `sqs` queue connection's keys, as `SqsConnector` reads them;
 /// `endpoint` is what a local or compatible SQS is given as (every other
-/// key goes to the `SqsClient`).
-fn sqs_connection(conn: &Value, layer: &mut Layer) {
+/// key goes to the `SqsClient`). Its `overflow.store` (13.9+) counts only
+/// when it is not the app's default cache store `cache_default` (`null`
+/// is that store), which the worker reads as `[cache]`.
+fn sqs_connection(conn: &Value, cache_default: Option<String>, layer: &mut Layer) {
     let key = |k: &str| text(&conn[k]).filter(|v| !v.is_empty());
     layer.sqs.prefix = key("prefix");
     layer.sqs.suffix = key("suffix");
@@ -509,6 +511,10 @@ fn sqs_connection(conn: &Value, layer: &mut Layer) {
     layer.sqs.secret = key("secret");
     layer.sqs.token = key("token");
     layer.sqs.endpoint = key("endpoint");
+    let overflow = &conn["overflow"];
+    layer.sqs.overflow_store = text(&overflow["store"])
+        .filter(|store| !store.is_empty() && Some(store) != cache_default.as_ref());
+    layer.sqs.overflow_delete_after_processing = overflow["delete_after_processing"].as_bool();
 }
 
 /// The Redis connection `name` behind the queue: a connection of that name

@@ -26,7 +26,7 @@ use percent_encoding::percent_decode_str;
 use super::env::encode;
 use super::file::{Layer, Nullable, QueueLayer};
 use crate::queue::database::{DatabaseQueueSpec, NULL_RETRY_AFTER};
-use crate::queue::sqs::SqsQueueSpec;
+use crate::queue::sqs::{Overflow, SqsQueueSpec};
 
 /// The queue driver of the worker's connection, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,13 +216,17 @@ pub fn check_redis_only_keys(layer: &Layer, driver: &str) -> anyhow::Result<()> 
 /// placeholder is refused: it names no account), `SQS_SUFFIX`,
 /// `AWS_DEFAULT_REGION` (default `us-east-1`), the credentials, the
 /// endpoint; `[queue] retry_after` is the visibility timeout each receive
-/// asks for (default 30 s, AWS's default).
+/// asks for (default 30 s, AWS's default). Overflow payloads (13.9+) are
+/// read from `[cache]`, unless `overflow_store` names another store.
 ///
 /// # Errors
 /// No prefix, or a visibility timeout SQS refuses (below 2 s the worker
 /// cannot renew it in time; above 43,200 s SQS refuses it).
 pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
     let sqs = &layer.sqs;
+    // The store the worker reads (`[cache] store`, default `redis`): the
+    // overflow payloads are there unless the app names another store.
+    let cache_store = layer.cache.store.as_deref().unwrap_or("redis");
     let prefix = sqs.prefix.clone().context(
         "the SQS queue needs its queues' URL prefix: set SQS_PREFIX \
          (https://sqs.REGION.amazonaws.com/ACCOUNT_ID) in the app's .env (--env-file), or \
@@ -251,6 +255,13 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
         token: sqs.token.clone(),
         endpoint: sqs.endpoint.clone(),
         visibility,
+        overflow: Overflow {
+            elsewhere: sqs
+                .overflow_store
+                .clone()
+                .filter(|store| !store.is_empty() && *store != cache_store),
+            delete_after_processing: sqs.overflow_delete_after_processing.unwrap_or(true),
+        },
     })
 }
 
@@ -417,8 +428,9 @@ mod tests {
     /// The skeleton's `sqs` connection from `.env` variables: the driver
     /// from the name `sqs`, `SQS_QUEUE` as the queue, the keys, region
     /// (default `us-east-1`) and endpoint; `[queue] retry_after` is the
-    /// visibility timeout (default 30 s, 2 to 43,200); no prefix and
-    /// `[horizon]` are refused.
+    /// visibility timeout (default 30 s, 2 to 43,200); overflow payloads
+    /// are read from `[cache]` unless `SQS_OVERFLOW_STORE` names another
+    /// store; no prefix and `[horizon]` are refused.
     #[test]
     fn the_sqs_connection_from_env_variables() {
         let vars: HashMap<&str, &str> = [
@@ -467,6 +479,22 @@ mod tests {
         no_prefix.sqs.prefix = None;
         let e = resolve_driver(&no_prefix).unwrap_err().to_string();
         assert!(e.contains("SQS_PREFIX"), "{e}");
+        // Overflow payloads (13.9+): in the [cache] store unless the app
+        // names another one.
+        assert_eq!(spec.overflow, crate::queue::sqs::Overflow::default());
+        let mut overflow = layer.clone();
+        overflow.sqs.overflow_store = Some("redis".into());
+        let QueueDriverSettings::Sqs(same) = resolve_driver(&overflow).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(same.overflow.elsewhere, None, "the [cache] store (redis)");
+        overflow.cache.store = Some("database".into());
+        overflow.sqs.overflow_delete_after_processing = Some(false);
+        let QueueDriverSettings::Sqs(other) = resolve_driver(&overflow).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(other.overflow.elsewhere.as_deref(), Some("redis"));
+        assert!(!other.overflow.delete_after_processing);
         let mut horizon = layer;
         horizon.horizon.enabled = Some(true);
         let e = resolve_driver(&horizon).unwrap_err().to_string();

@@ -28,6 +28,7 @@
 //! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
 //! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
+//! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
 //! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
@@ -308,6 +309,8 @@ fn sqs_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> SqsLayer {
             .get("AWS_ENDPOINT_URL_SQS")
             .or_else(|| vars.get("AWS_ENDPOINT_URL")),
         queue: vars.get("SQS_QUEUE"),
+        overflow_store: vars.get("SQS_OVERFLOW_STORE"),
+        overflow_delete_after_processing: None,
     }
 }
 

@@ -166,6 +166,14 @@ pub struct SqsLayer {
     /// only (`[queue] queue` in the file), applied on the `sqs` driver.
     #[serde(skip)]
     pub queue: Option<String>,
+    /// `overflow_store` (`SQS_OVERFLOW_STORE`, Laravel 13.9+'s
+    /// `overflow.store`): the app's cache store holding the payloads of
+    /// overflow pointer bodies; unset or equal to `[cache] store`: that
+    /// store.
+    pub overflow_store: Option<String>,
+    /// `overflow_delete_after_processing` (`overflow.delete_after_processing`,
+    /// default true): forget a pointer's payload once its job is deleted.
+    pub overflow_delete_after_processing: Option<bool>,
 }
 
 impl std::fmt::Debug for SqsLayer {
@@ -178,6 +186,11 @@ impl std::fmt::Debug for SqsLayer {
             .field("key", &self.key)
             .field("endpoint", &self.endpoint)
             .field("queue", &self.queue)
+            .field("overflow_store", &self.overflow_store)
+            .field(
+                "overflow_delete_after_processing",
+                &self.overflow_delete_after_processing,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -589,6 +602,8 @@ overlay!(SqsLayer {
     token,
     endpoint,
     queue,
+    overflow_store,
+    overflow_delete_after_processing,
 });
 overlay!(WorkerLayer {
     kill_grace,

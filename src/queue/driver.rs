@@ -110,6 +110,16 @@ impl Queue {
         }
     }
 
+    /// Where the connection's overflow payloads are: SQS only (Laravel
+    /// 13.9+ moves a large payload to a cache store and sends a pointer
+    /// to it); `None` on the other drivers, whose bodies are the payloads.
+    pub fn overflow(&self) -> Option<&super::sqs::Overflow> {
+        match self {
+            Queue::Sqs(q) => Some(q.overflow()),
+            Queue::Redis(_) | Queue::Database(_) => None,
+        }
+    }
+
     /// Seconds a reservation lasts before another worker may take the job
     /// again; `None`: never (Redis with `retry_after => null`).
     pub fn retry_after(&self) -> Option<u64> {

@@ -25,7 +25,10 @@ pub struct ReservedJob {
     /// Laravel calls the raw body: the source of `attempts` and the text
     /// written to `failed_jobs.payload`.
     pub raw: Bytes,
-    /// The member now in `:reserved` (attempts + 1, cjson-encoded).
+    /// The member now in `:reserved` (attempts + 1, cjson-encoded): what
+    /// a handler is given as the payload. On the database and SQS drivers,
+    /// which count attempts outside the payload, the payload as stored
+    /// (the same bytes as `raw`).
     pub reserved: Bytes,
     /// The parsed payload, or why it cannot be run (a poison payload, which
     /// the pop script reserved as its own bytes so that it is not lost).
@@ -56,7 +59,7 @@ pub enum Reservation {
         at_attempts_limit: bool,
     },
     /// An SQS message: its queue URL, `MessageId`, receipt handle and
-    /// receive count (on the SQS driver `reserved` is the receipt handle).
+    /// receive count (on the SQS driver `reserved` is the body, as `raw`).
     Message(Arc<super::sqs::MessageHandle>),
 }
 

@@ -6,6 +6,8 @@
 //! - [`process`]: decide what happens to a reserved job (Laravel's
 //!   `Worker::process` rules: max attempts, retryUntil, maxExceptions,
 //!   timeouts, backoff) while its handler runs;
+//! - [`overflow`]: an SQS message whose body is an overflow pointer gets
+//!   its payload from the cache store;
 //! - [`lease`]: keep the reservation alive while the handler runs;
 //! - [`settle`]: carry out the decision in Redis and the failed store;
 //! - [`starts`]: the reserved jobs not yet handed to their handler;
@@ -38,6 +40,7 @@ pub mod fetch;
 pub mod lease;
 pub mod options;
 pub mod outcome;
+pub mod overflow;
 pub mod process;
 pub mod progress;
 pub mod settle;

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::Services;
 use super::events::JobEvents;
+use super::overflow::{self, Opened};
 use super::process::decide;
 use super::settle::settle;
 use super::starts::Ticket;
@@ -26,18 +27,33 @@ use crate::queue::{Queue, ReservedJob};
 pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]) {
     let [ticket, settled] = tickets;
     let started = Instant::now();
+    // An SQS overflow pointer becomes its payload before the job is routed.
+    let Opened {
+        job,
+        forget,
+        verdict: unopened,
+    } = overflow::open(job, services).await;
     let route = services.router.route(job.display_name(), &job.queue.name);
-    let verdict = tokio::select! {
-        verdict = decide(&job, route, services, ticket) => verdict,
-        () = drain_deadline(services) => Verdict::Release {
-            delay: 0,
-            exception: Some(JobException::new(
-                WORKER_STOPPED,
-                format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
-            )),
+    let verdict = match unopened {
+        Some(verdict) => {
+            drop(ticket);
+            verdict
+        }
+        None => tokio::select! {
+            verdict = decide(&job, route, services, ticket) => verdict,
+            () = drain_deadline(services) => Verdict::Release {
+                delay: 0,
+                exception: Some(JobException::new(
+                    WORKER_STOPPED,
+                    format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
+                )),
+            },
         },
     };
     let outcome = settle(&job, route, &verdict, services, settled).await;
+    if let Some(key) = forget {
+        overflow::forget_after(&key, &verdict, outcome, services).await;
+    }
     services
         .events
         .settled(&job, &verdict, outcome, started.elapsed());

@@ -8,7 +8,8 @@
 //!
 //! [`USES`] is the one registry of which test reads which fixture file:
 //! [`read`] refuses a file its test has not registered, and
-//! `tests/integration/recordings.rs` fails on a fixture file no test registers.
+//! `tests/integration/recordings.rs` fails on a fixture file no test registers
+//! and on a registered test no file of `tests/integration/` has.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -71,6 +72,10 @@ pub const USES: &[(&str, &[&str])] = &[
         TRACE_FILES,
     ),
     ("traces_match_in_effect_with_the_redis_cache", TRACE_FILES),
+    (
+        "handlers_get_the_body_as_laravel_wrote_it",
+        &["laravel12/payloads/plain.json"],
+    ),
     (
         "batch_counters_move_as_recorded",
         &[

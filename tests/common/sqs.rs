@@ -187,6 +187,40 @@ impl Moto {
             .collect()
     }
 
+    /// The FIFO attributes of what is visible on `url` now (up to 10
+    /// messages, left visible): each message's `(MessageGroupId,
+    /// MessageDeduplicationId)`.
+    pub fn fifo_ids(&self, url: &str) -> Vec<(String, String)> {
+        let out = self
+            .runtime
+            .block_on(
+                self.client
+                    .receive_message()
+                    .queue_url(url)
+                    .max_number_of_messages(10)
+                    .visibility_timeout(0)
+                    .message_system_attribute_names(MessageSystemAttributeName::All)
+                    .send(),
+            )
+            .expect("receive");
+        out.messages
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| {
+                let get = |n: MessageSystemAttributeName| {
+                    m.attributes()
+                        .and_then(|a| a.get(&n))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                (
+                    get(MessageSystemAttributeName::MessageGroupId),
+                    get(MessageSystemAttributeName::MessageDeduplicationId),
+                )
+            })
+            .collect()
+    }
+
     /// Stops the server (SIGSTOP: it keeps its queues but answers nothing)
     /// or lets it go on (SIGCONT).
     pub fn pause(&self, paused: bool) {

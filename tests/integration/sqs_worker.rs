@@ -26,7 +26,8 @@ fn payload(name: &str, uuid: &str) -> String {
 /// A scratch directory with a config file for a worker on `moto`
 /// (visibility timeout `visibility` s) with failed jobs in a SQLite
 /// `failed_jobs` table, and one handler for every job: `script`, a shell
-/// script run with `DIR` set to the directory.
+/// script run with `DIR` set to the directory, `STDIN` to a file holding
+/// what it was given on stdin (the payload) and `BYTES` to its size.
 struct Scene {
     dir: tempfile::TempDir,
     config: PathBuf,
@@ -34,7 +35,19 @@ struct Scene {
 }
 
 impl Scene {
+    /// A scene without a cache store (`[cache] store = "none"`).
     fn new(moto: &Moto, visibility: u64, script: &str) -> Scene {
+        Scene::with_cache(moto, visibility, script, |_| "store = \"none\"".to_string())
+    }
+
+    /// A scene whose `[cache]` section is what `cache` writes, given the
+    /// scene directory (for a store of its own there).
+    fn with_cache(
+        moto: &Moto,
+        visibility: u64,
+        script: &str,
+        cache: impl FnOnce(&Path) -> String,
+    ) -> Scene {
         let dir = tempfile::Builder::new()
             .prefix("lw-sqs-")
             .tempdir()
@@ -44,7 +57,8 @@ impl Scene {
         std::fs::write(
             &script_path,
             format!(
-                "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
+                "#!/bin/sh\nDIR='{}'\nSTDIN=\"$DIR/stdin.$$\"\ncat > \"$STDIN\"\n\
+                 BYTES=$(wc -c < \"$STDIN\")\n{script}\n",
                 dir.path().display()
             ),
         )
@@ -53,10 +67,11 @@ impl Scene {
             "[queue]\nconnection = \"sqs\"\nretry_after = {visibility}\n\n\
              [sqs]\nprefix = \"{}\"\nendpoint = \"{}\"\nkey = \"test\"\nsecret = \"test\"\n\n\
              [failed]\ndriver = \"database-uuids\"\nurl = \"{}\"\n\n\
-             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+             [cache]\n{}\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
             moto.prefix(),
             moto.endpoint,
             failed.url(),
+            cache(dir.path()),
             script_path.display()
         );
         let config = dir.path().join("worker.toml");
@@ -143,6 +158,69 @@ fn the_worker_runs_releases_and_fails_jobs_on_sqs() {
     assert_eq!(rows[0].payload, payload("Bad", "u-bad"), "the body as sent");
 }
 
+/// A payload exactly as Laravel 12.67's `createPayload` writes it for SQS:
+/// the recorded Redis payload without the `id` and `attempts` only
+/// `RedisQueue::createPayloadArray` adds.
+fn recorded_payload(file: &str) -> String {
+    let text = common::recordings::read(&format!("laravel12/payloads/{file}"));
+    let text = text.trim_end();
+    let start = text.find(",\"id\":\"").expect("an id");
+    let end = text.find("\"attempts\":0").expect("attempts") + "\"attempts\":0".len();
+    format!("{}{}", &text[..start], &text[end..])
+}
+
+/// The handler is given the message body on stdin byte for byte, as
+/// `SqsJob::getRawBody` reads it: a payload exactly as Laravel's
+/// `createPayload` writes it for SQS (recorded from Laravel 12.67), and
+/// one carrying an `attempts` key as Vapor's and Bref's re-sent messages
+/// do. The attempt is the receive count either way (Laravel's `SqsJob`
+/// does not read that key: with `--tries=2` the job carrying
+/// `"attempts":3` runs, as attempt 1), and the job id the `MessageId`.
+#[test]
+fn handlers_get_the_body_as_laravel_wrote_it() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_UUID $LARAVEL_WORKER_ATTEMPT $LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"\n\
+         cp \"$STDIN\" \"$DIR/body-$LARAVEL_WORKER_JOB_UUID\"",
+    );
+    let plain = recorded_payload("plain.json");
+    let uuid = "8e82685f-3a40-4631-a38f-dbb3ed97b975";
+    assert!(
+        plain.starts_with(&format!("{{\"uuid\":\"{uuid}\"")),
+        "{plain}"
+    );
+    assert!(
+        plain.ends_with(",\"createdAt\":1795558194,\"delay\":null}"),
+        "{plain}"
+    );
+    let vapor = plain
+        .replace(uuid, "u-vapor")
+        .replace("\"delay\":null}", "\"attempts\":3,\"delay\":null}");
+    let plain_id = moto.send(&url, &plain, 0);
+    let vapor_id = moto.send(&url, &vapor, 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    let mut ran = scene.ran();
+    ran.sort();
+    assert_eq!(
+        ran,
+        vec![
+            format!("{uuid} 1 {plain_id} App\\Jobs\\PlainJob"),
+            format!("u-vapor 1 {vapor_id} App\\Jobs\\PlainJob"),
+        ]
+    );
+    for (uuid, body) in [(uuid, &plain), ("u-vapor", &vapor)] {
+        let given = std::fs::read_to_string(scene.path().join(format!("body-{uuid}"))).unwrap();
+        assert_eq!(&given, body, "the body, byte for byte");
+    }
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    assert!(scene.failed.rows().is_empty());
+}
+
 /// A job that runs three times the visibility timeout (4 s) beside a
 /// second worker on the same queue runs once: its visibility is extended
 /// every 1.5 s while it runs, so SQS never shows it to the other worker
@@ -164,10 +242,6 @@ fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
     second.wait_log(&["worker started"]);
     moto.send(&url, &payload("Long", "u-long"), 0);
     let done = scene.path().join("done");
-    for _ in 0..14 {
-        eprintln!("counts {:?}", moto.counts(&url));
-        std::thread::sleep(Duration::from_secs(1));
-    }
     wait_for("the long job to end", || done.exists());
     wait_for("its message to be deleted", || {
         moto.counts(&url) == (0, 0, 0)
@@ -176,11 +250,6 @@ fn a_job_longer_than_the_visibility_timeout_runs_once_beside_a_second_worker() {
         d.signal(nix::sys::signal::Signal::SIGTERM);
         d.expect_exit(0);
     }
-    eprintln!(
-        "FIRST {}\nSECOND {}",
-        first.stderr_text(),
-        second.stderr_text()
-    );
     assert_eq!(scene.ran(), vec!["1"], "one run, on the first receive");
 }
 
@@ -262,9 +331,10 @@ fn an_idle_worker_long_polls_every_queue_and_picks_up_a_push() {
     assert_eq!(scene.ran().len(), 1, "{:?}", scene.ran());
 }
 
-/// A FIFO queue: `push` sends with a message group and a deduplication id
-/// (SQS refuses a FIFO send without a group), and the worker consumes the
-/// messages in order.
+/// A FIFO queue: `push` sends with a message group (the queue name) and a
+/// fresh deduplication id (a UUID) each time, as Laravel 12.27+ sends a
+/// string job (SQS refuses a FIFO send without a group), and the worker
+/// consumes the messages in order.
 #[test]
 fn fifo_queues_are_pushed_to_and_consumed_in_order() {
     let Some(moto) = Moto::start() else { return };
@@ -284,6 +354,30 @@ fn fifo_queues_are_pushed_to_and_consumed_in_order() {
         .expect_exit(0);
     }
     assert_eq!(moto.counts(&url), (3, 0, 0));
+    // The ids, on another queue (moto reorders a FIFO queue's messages
+    // once they are received and made visible again; AWS does not).
+    let audit = moto.create_queue("audit.fifo", 30);
+    for _ in 0..2 {
+        Daemon::run(
+            &[
+                "--config",
+                config,
+                "push",
+                "--job",
+                "App\\Jobs\\Audit",
+                "audit.fifo",
+            ],
+            &[],
+        )
+        .expect_exit(0);
+    }
+    let ids = moto.fifo_ids(&audit);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    for (group, dedup) in &ids {
+        assert_eq!(group, "audit.fifo", "the queue name is the group");
+        assert!(uuid::Uuid::parse_str(dedup).is_ok(), "a UUID: {dedup}");
+    }
+    assert_ne!(ids[0].1, ids[1].1, "a fresh deduplication id each");
     scene
         .work(&["--queue=orders.fifo", "--stop-when-empty", "--sleep=0"])
         .expect_stop(0, "empty");
@@ -369,23 +463,29 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
 
-/// Two daemons drain 300 jobs while one is SIGKILLed and started again:
-/// no job is lost (each ends once; the ones the killed daemon held run
-/// again once their 3 s visibility lapses), and no job ever runs twice at
-/// once (each run holds a `flock` on its job's lock file: a second run
-/// while one holds it records an overlap).
+/// Two daemons drain 300 jobs (visibility 3 s, `--concurrency=4`) while
+/// each in turn is SIGKILLed, the first started again: no job is lost
+/// (every job ends, the queue empties: the messages a killed daemon held
+/// run again once their visibility lapses), no job ever runs twice at once
+/// (each run holds a `flock` on its job's lock file: a second run while
+/// one holds it records an overlap), and only what a killed daemon held
+/// runs again: at most its 4 slots' messages each (it never receives more
+/// than it can start), each once more. The issue asks for 10,000 jobs;
+/// 300 keep the test short (the drain runs at moto's pace).
 #[test]
 fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
+    const JOBS: usize = 300;
     let Some(moto) = Moto::start() else { return };
     let url = moto.create_queue("default", 3);
     let scene = Scene::new(
         &moto,
         3,
-        "flock -n \"$DIR/lock-$LARAVEL_WORKER_JOB_UUID\" sh -c \
+        "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/runs\"\n\
+         flock -n \"$DIR/lock-$LARAVEL_WORKER_JOB_UUID\" sh -c \
          'sleep 0.02; touch \"$0/done-$1\"' \"$DIR\" \"$LARAVEL_WORKER_JOB_UUID\" \
          || echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/overlap\"",
     );
-    for n in 0..300 {
+    for n in 0..JOBS {
         moto.send(&url, &payload("Drain", &format!("u-{n}")), 0);
     }
     let done = |dir: &Path| {
@@ -399,14 +499,14 @@ fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
     };
     let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
     let mut second = scene.work(&["--concurrency=4", "--sleep=1"]);
-    wait_for("some jobs to end", || done(scene.path()) >= 50);
+    wait_for("some jobs to end", || done(scene.path()) >= JOBS / 6);
     first.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = first.wait_exit();
     let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
-    wait_for("more jobs to end", || done(scene.path()) >= 150);
+    wait_for("more jobs to end", || done(scene.path()) >= JOBS / 2);
     second.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = second.wait_exit();
-    wait_for("every job to end", || done(scene.path()) == 300);
+    wait_for("every job to end", || done(scene.path()) == JOBS);
     wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
     first.signal(nix::sys::signal::Signal::SIGTERM);
     first.expect_exit(0);
@@ -414,6 +514,17 @@ fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
         !scene.path().join("overlap").exists(),
         "jobs ran twice at once: {:?}",
         std::fs::read_to_string(scene.path().join("overlap"))
+    );
+    let runs = std::fs::read_to_string(scene.path().join("runs")).unwrap();
+    let mut counts = std::collections::HashMap::<&str, usize>::new();
+    for uuid in runs.lines() {
+        *counts.entry(uuid).or_default() += 1;
+    }
+    assert_eq!(counts.len(), JOBS, "every job ran");
+    let again: Vec<_> = counts.iter().filter(|&(_, &n)| n > 1).collect();
+    assert!(
+        again.len() <= 2 * 4 && again.iter().all(|&(_, &n)| n == 2),
+        "only the killed daemons' messages run again, once: {again:?}"
     );
 }
 
@@ -449,4 +560,479 @@ fn timeout_and_retry_until_on_sqs() {
     let ran = scene.ran();
     assert!(ran.contains(&"run u-slow".to_string()), "{ran:?}");
     assert!(!ran.contains(&"run u-expired".to_string()), "{ran:?}");
+}
+
+/// A cache store of the app's, private to a test: Laravel's Redis store
+/// (the 12.x skeleton's `laravel-database-` and `laravel-cache-`
+/// prefixes, cache database 1) or its database store (a SQLite `cache`
+/// table, Laravel 11+'s default).
+enum AppCache {
+    Redis(common::RedisServer),
+    Table(PathBuf),
+}
+
+impl AppCache {
+    /// The store, in a directory of its own under `dir`.
+    fn start(redis: bool, dir: &Path) -> AppCache {
+        let dir = dir.join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        if redis {
+            return AppCache::Redis(common::RedisServer::start(&dir));
+        }
+        let path = dir.join("cache.sqlite");
+        common::sqlite::execute(
+            &path,
+            "create table \"cache\" (\"key\" varchar not null, \"value\" text not null, \
+             \"expiration\" integer not null, primary key (\"key\"))",
+            &[],
+        );
+        AppCache::Table(path)
+    }
+
+    /// The worker's `[cache]` section for this store.
+    fn toml(&self) -> String {
+        match self {
+            AppCache::Redis(redis) => format!(
+                "store = \"redis\"\nurl = \"{}\"\nredis_prefix = \"laravel-database-\"\n\
+                 prefix = \"laravel-cache-\"",
+                redis.url(1)
+            ),
+            AppCache::Table(path) => format!(
+                "store = \"database\"\nurl = \"sqlite://{}\"\nprefix = \"laravel-cache-\"",
+                path.display()
+            ),
+        }
+    }
+
+    /// `Cache::put($key, $payload)` as Laravel's store writes it: the
+    /// PHP-serialized string, for ever.
+    fn put(&self, key: &str, payload: &str) {
+        let value = format!("s:{}:\"{payload}\";", payload.len());
+        match self {
+            AppCache::Redis(redis) => {
+                let full = format!("laravel-database-laravel-cache-{key}");
+                redis.cache::<()>(&["SET", &full, &value]);
+            }
+            AppCache::Table(path) => common::sqlite::execute(
+                path,
+                "insert into cache (\"key\", value, expiration) values (?, ?, ?)",
+                &[
+                    &format!("laravel-cache-{key}"),
+                    &value,
+                    &(common::now() + 315_360_000).to_string(),
+                ],
+            ),
+        }
+    }
+
+    /// Whether the store holds `key`.
+    fn has(&self, key: &str) -> bool {
+        match self {
+            AppCache::Redis(redis) => {
+                redis.cache::<i64>(&["EXISTS", &format!("laravel-database-laravel-cache-{key}")])
+                    == 1
+            }
+            AppCache::Table(path) => common::sqlite::strings(path, "select \"key\" from cache")
+                .contains(&format!("laravel-cache-{key}")),
+        }
+    }
+}
+
+/// A payload as `createPayload` writes it whose command carries a string
+/// property of `size` bytes: a job too large for an SQS message.
+fn large_payload(name: &str, uuid: &str, size: usize) -> String {
+    let class = format!("App\\Jobs\\{name}");
+    let command = format!(
+        "O:{}:\"{class}\":1:{{s:4:\"blob\";s:{size}:\"{}\";}}",
+        class.len(),
+        "x".repeat(size)
+    );
+    let command = serde_json::to_string(&command).unwrap();
+    let small = payload(name, uuid);
+    let plain = format!(
+        "\"command\":\"O:{}:\\\"App\\\\Jobs\\\\{name}\\\":0:{{}}\"",
+        class.len()
+    );
+    assert!(small.contains(&plain), "{small}");
+    small.replace(&plain, &format!("\"command\":{command}"))
+}
+
+/// The body Laravel 13.9+ sends in place of a payload it put in a cache
+/// store (`SqsQueue::overflow`).
+fn pointer(uuid: &str) -> String {
+    format!(r#"{{"@pointer":"laravel:sqs-payloads:{uuid}"}}"#)
+}
+
+/// Overflow pointer bodies (Laravel 13.9+) on `cache`: a job whose payload
+/// (over 1 MiB) is in the cache store runs with that payload, and the
+/// payload is forgotten once the job is deleted; a release keeps it for
+/// the next receive; a job that fails is recorded with its real payload,
+/// as Laravel records `getRawBody()`, and its payload forgotten. A pointer
+/// whose payload is not in the store, or read by a worker without a cache
+/// store, is never run: the job fails at once, its `failed_jobs` row keeps
+/// the pointer body and the exception names the pointer and what is
+/// missing.
+fn overflow_pointers_on(redis: bool) {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let script = "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT $BYTES\" >> \"$DIR/ran\"\n\
+         [ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+         *Bad) exit 3;;\n\
+         *Flaky) [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ] && exit 3;;\n\
+         esac\n\
+         true";
+    let mut cache = None;
+    let scene = Scene::with_cache(&moto, 30, script, |dir| {
+        let store = AppCache::start(redis, dir);
+        let toml = store.toml();
+        cache = Some(store);
+        toml
+    });
+    let cache = cache.unwrap();
+    let big = large_payload("Big", "u-big", 1_100_000);
+    let flaky = large_payload("Flaky", "u-flaky", 1000);
+    let bad = large_payload("Bad", "u-bad", 1000);
+    for (uuid, payload) in [("u-big", &big), ("u-flaky", &flaky), ("u-bad", &bad)] {
+        cache.put(&format!("laravel:sqs-payloads:{uuid}"), payload);
+        moto.send(&url, &pointer(uuid), 0);
+    }
+    moto.send(&url, &pointer("u-gone"), 0);
+
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    let mut ran = scene.ran();
+    ran.sort();
+    let n = |p: &str| p.len();
+    assert_eq!(
+        ran,
+        vec![
+            format!("failed App\\Jobs\\Bad 2 {}", n(&bad)),
+            format!("run App\\Jobs\\Bad 1 {}", n(&bad)),
+            format!("run App\\Jobs\\Bad 2 {}", n(&bad)),
+            format!("run App\\Jobs\\Big 1 {}", n(&big)),
+            format!("run App\\Jobs\\Flaky 1 {}", n(&flaky)),
+            format!("run App\\Jobs\\Flaky 2 {}", n(&flaky)),
+        ],
+        "each handler got the payload from the store, the released one twice; the \
+         missing one never ran"
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0), "every message deleted");
+    for uuid in ["u-big", "u-flaky", "u-bad"] {
+        assert!(
+            !cache.has(&format!("laravel:sqs-payloads:{uuid}")),
+            "{uuid}'s payload forgotten once its job was deleted"
+        );
+    }
+    let mut rows = scene.failed.rows();
+    rows.sort_by_key(|r| r.payload.len());
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let (gone, failed) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (failed.uuid.as_str(), failed.payload.as_str()),
+        ("u-bad", bad.as_str()),
+        "a failed job is recorded with its real payload"
+    );
+    assert_eq!(gone.payload, pointer("u-gone"), "the pointer is kept");
+    let store = if redis { "redis" } else { "database" };
+    for part in [
+        "LaravelWorker\\OverflowPayloadMissingException",
+        "\"laravel:sqs-payloads:u-gone\"",
+        &format!("the {store} cache store has no such key"),
+        "laravel-cache-laravel:sqs-payloads:u-gone",
+    ] {
+        assert!(
+            gone.exception.contains(part),
+            "{part:?} in {}",
+            gone.exception
+        );
+    }
+
+    // A worker without a cache store cannot follow a pointer: it fails the
+    // job, saying so, and leaves the payload where it is.
+    cache.put("laravel:sqs-payloads:u-kept", &big);
+    moto.send(&url, &pointer("u-kept"), 0);
+    let blind = Scene::new(&moto, 30, script);
+    blind
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .expect_stop(0, "empty");
+    assert!(blind.ran().is_empty(), "{:?}", blind.ran());
+    let rows = blind.failed.rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].payload, pointer("u-kept"));
+    assert!(
+        rows[0].exception.contains("this worker has no cache store"),
+        "{}",
+        rows[0].exception
+    );
+    assert!(
+        cache.has("laravel:sqs-payloads:u-kept"),
+        "the payload stays"
+    );
+}
+
+/// [`overflow_pointers_on`] Laravel's Redis cache store.
+#[test]
+fn overflow_pointers_are_read_from_a_redis_cache_store() {
+    overflow_pointers_on(true);
+}
+
+/// [`overflow_pointers_on`] Laravel's database cache store.
+#[test]
+fn overflow_pointers_are_read_from_a_database_cache_store() {
+    overflow_pointers_on(false);
+}
+
+/// `--app` on the Laravel test app (8.83, its `sqs` connection as the
+/// skeleton writes it, with 13.x's `overflow`): the worker reads the
+/// queues' prefix, queue, credentials and endpoint as the app resolves
+/// them (written in its `config/queue.php`, not its `.env`), and runs a
+/// job from them. The app's `overflow.store`
+/// (`SQS_OVERFLOW_STORE=file`) is not its default cache store (Redis),
+/// which the worker reads: a pointer job fails at once, the exception
+/// naming the pointer and the store the worker does not read.
+#[test]
+fn the_app_s_sqs_connection_is_read_with_app() {
+    let Some(moto) = Moto::start() else { return };
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let url = moto.create_queue("orders", 30);
+    // Written in the app's config/queue.php, not its .env: only the app's
+    // own answer has them.
+    for (from, to) in [
+        (
+            "env('SQS_PREFIX', 'https://sqs.us-east-1.amazonaws.com/your-account-id')",
+            format!("'{}'", moto.prefix()),
+        ),
+        ("env('SQS_QUEUE', 'default')", "'orders'".to_string()),
+        ("env('AWS_ACCESS_KEY_ID')", "'test'".to_string()),
+        ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
+        ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
+        ("env('SQS_OVERFLOW_STORE')", "'file'".to_string()),
+    ] {
+        app.edit_config("queue.php", from, &to);
+    }
+    let handler = s.script(
+        "h.sh",
+        "echo \"$LARAVEL_WORKER_CONNECTION $LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"",
+    );
+    let config = s.path("sqs-from-app.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+            handler.display()
+        ),
+    )
+    .unwrap();
+    moto.send(&url, &payload("FromApp", "u-app"), 0);
+    moto.send(&url, &pointer("u-elsewhere"), 0);
+    let flag = app.app_flag();
+    s.run(&config, &["sqs", &flag, "--stop-when-empty", "--sleep=0"]);
+    assert_eq!(
+        s.read("ran").lines().collect::<Vec<_>>(),
+        vec!["sqs orders App\\Jobs\\FromApp"]
+    );
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].payload, pointer("u-elsewhere"));
+    for part in [
+        "\"laravel:sqs-payloads:u-elsewhere\"",
+        "its cache store \"file\"",
+    ] {
+        assert!(
+            rows[0].exception.contains(part),
+            "{part:?} in {}",
+            rows[0].exception
+        );
+    }
+}
+
+/// The Redis parity tests' job kinds on SQS, beside the ones above: a job
+/// that throws is released with its payload's `backoff` as the visibility
+/// (not received again before it), and fails on its payload's `maxTries`
+/// (2, whatever `--tries` says); a job whose handler asks to be released
+/// with a delay is held back that long, as `release($delay)`.
+#[test]
+fn backoff_max_tries_and_release_delay_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT $(date +%s.%N)\" >> \"$DIR/ran\"\n\
+         [ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+         *Throws) exit 3;;\n\
+         *Later) [ \"$LARAVEL_WORKER_ATTEMPT\" = 1 ] && \\\n\
+         echo '{\"action\":\"release\",\"delay\":2}' > \"$LARAVEL_WORKER_RESULT\";;\n\
+         esac\n\
+         true",
+    );
+    let throws = payload("Throws", "u-throws")
+        .replace(r#""maxTries":null"#, r#""maxTries":2"#)
+        .replace(r#""backoff":null"#, r#""backoff":"2""#);
+    moto.send(&url, &throws, 0);
+    moto.send(&url, &payload("Later", "u-later"), 0);
+    // Not --stop-when-empty: a released message is in flight, and the
+    // queue looks empty until it is visible again (as to queue:work).
+    let mut d = scene.work(&["--sleep=1", "--tries=5"]);
+    wait_for("every run", || scene.ran().len() == 5);
+    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let ran = scene.ran();
+    let runs = |name: &str| -> Vec<(String, f64)> {
+        ran.iter()
+            .filter(|l| l.contains(name))
+            .map(|l| {
+                let parts: Vec<&str> = l.split(' ').collect();
+                (
+                    format!("{} {}", parts[0], parts[2]),
+                    parts[3].parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let throws = runs("Throws");
+    assert_eq!(
+        throws.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>(),
+        vec!["run 1", "run 2", "failed 2"],
+        "failed on maxTries 2: {ran:?}"
+    );
+    assert!(
+        throws[1].1 - throws[0].1 >= 2.0,
+        "the 2 s backoff: {throws:?}"
+    );
+    let later = runs("Later");
+    assert_eq!(
+        later.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>(),
+        vec!["run 1", "run 2"],
+        "{ran:?}"
+    );
+    assert!(
+        later[1].1 - later[0].1 >= 2.0,
+        "released for 2 s: {later:?}"
+    );
+    let rows = scene.failed.rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].uuid, "u-throws");
+}
+
+/// `restart`, `pause`/`resume` and maxExceptions through the app's cache
+/// store (Redis) on SQS: the exception counter `job-exceptions:{uuid}`
+/// fails a job on its `maxExceptions` (2, with `maxTries` 10) and is
+/// forgotten; a queue paused as `queue:pause sqs:default` writes it is
+/// not served (its message stays visible) until resumed; `restart`
+/// stops a running worker.
+#[test]
+fn restart_pause_and_max_exceptions_through_the_cache_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let mut cache = None;
+    let scene = Scene::with_cache(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"\n\
+         case \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME\" in \"run \"*Flaky) exit 3;; esac",
+        |dir| {
+            let store = AppCache::start(true, dir);
+            let toml = store.toml();
+            cache = Some(store);
+            toml
+        },
+    );
+    let cache = cache.unwrap();
+    let config = scene.config.to_str().unwrap();
+
+    let flaky = payload("Flaky", "u-flaky")
+        .replace(r#""maxTries":null"#, r#""maxTries":10"#)
+        .replace(r#""maxExceptions":null"#, r#""maxExceptions":2"#);
+    moto.send(&url, &flaky, 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(
+        scene.ran(),
+        vec![
+            "run App\\Jobs\\Flaky 1",
+            "run App\\Jobs\\Flaky 2",
+            "failed App\\Jobs\\Flaky 2"
+        ]
+    );
+    assert!(
+        !cache.has("job-exceptions:u-flaky"),
+        "the counter forgotten"
+    );
+    assert_eq!(scene.failed.rows()[0].uuid, "u-flaky");
+
+    Daemon::run(&["--config", config, "pause", "sqs:default"], &[]).expect_exit(0);
+    assert!(cache.has("illuminate:queue:paused:sqs:default"));
+    moto.send(&url, &payload("Held", "u-held"), 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0"])
+        .expect_stop(0, "empty");
+    assert_eq!(scene.ran().len(), 3, "nothing ran while paused");
+    assert_eq!(moto.counts(&url), (1, 0, 0), "the message left visible");
+    Daemon::run(&["--config", config, "resume", "sqs:default"], &[]).expect_exit(0);
+
+    let mut d = scene.work(&["--sleep=1"]);
+    wait_for("the resumed queue to be served", || scene.ran().len() == 4);
+    Daemon::run(&["--config", config, "restart"], &[]).expect_exit(0);
+    d.expect_stop(0, "restart_signal");
+    assert_eq!(scene.ran()[3], "run App\\Jobs\\Held 1");
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+}
+
+/// The book's KEDA recipe for SQS (`aws-sqs-queue`, its default formula:
+/// `ApproximateNumberOfMessages + ApproximateNumberOfMessagesNotVisible`)
+/// counts what the worker's backlog gauge counts for the queue: messages
+/// visible and in flight, not those sent with a delay. The queue is paused
+/// so that the worker takes nothing meanwhile.
+#[test]
+fn the_keda_trigger_counts_the_backlog_the_gauge_counts() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let mut cache = None;
+    let scene = Scene::with_cache(&moto, 30, "true", |dir| {
+        let store = AppCache::start(true, dir);
+        let toml = format!(
+            "{}\n\n[metrics]\nlisten = \"127.0.0.1:0\"\nbacklog_interval = 1",
+            store.toml()
+        );
+        cache = Some(store);
+        toml
+    });
+    let config = scene.config.to_str().unwrap();
+    Daemon::run(&["--config", config, "pause", "sqs:default"], &[]).expect_exit(0);
+    moto.send(&url, &payload("Running", "u-running"), 0);
+    assert_eq!(moto.receive(&url, 600).len(), 1, "one in flight");
+    for n in 0..2 {
+        moto.send(&url, &payload("Ready", &format!("u-{n}")), 0);
+    }
+    moto.send(&url, &payload("Later", "u-later"), 600);
+    let (visible, delayed, in_flight) = moto.counts(&url);
+    assert_eq!((visible, delayed, in_flight), (2, 1, 1));
+    let keda = visible + in_flight;
+
+    let mut d = scene.work(&["--sleep=0.1"]);
+    let address = d.metrics_address();
+    let gauge = |text: &str, name: &str| -> Option<u64> {
+        let needle = format!("laravel_worker_queue_{name}{{queue=\"default\"}} ");
+        common::http_server::metric(text, &needle)?.parse().ok()
+    };
+    let mut text = String::new();
+    common::wait_until("the backlog gauge", || {
+        text = common::http_server::get(&address, "/metrics").1;
+        gauge(&text, "backlog").is_some()
+    });
+    assert_eq!(gauge(&text, "backlog"), Some(keda), "{text}");
+    assert_eq!(moto.counts(&url), (visible, delayed, in_flight), "paused");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    drop(cache);
 }

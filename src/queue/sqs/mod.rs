@@ -21,7 +21,7 @@ mod receive;
 pub mod spec;
 
 pub use error::SqsQueueError;
-pub use spec::SqsQueueSpec;
+pub use spec::{Overflow, SqsQueueSpec};
 
 pub use queue::SqsQueue;
 pub use receive::MessageHandle;

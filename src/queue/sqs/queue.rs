@@ -119,6 +119,11 @@ impl SqsQueue {
         self.inner.spec.url_of(name)
     }
 
+    /// Where the connection's overflow payloads are (Laravel 13.9+).
+    pub fn overflow(&self) -> &super::spec::Overflow {
+        &self.inner.spec.overflow
+    }
+
     /// Seconds a receive hides a message (the reservation's length).
     pub fn visibility(&self) -> u64 {
         self.inner.spec.visibility

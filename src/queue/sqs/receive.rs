@@ -275,7 +275,9 @@ impl SqsQueue {
                 Some(ReservedJob {
                     queue: Arc::clone(queue),
                     payload: Payload::parse_stored(raw.clone()),
-                    reserved: Bytes::from(receipt.clone().into_bytes()),
+                    // What a handler is given: the body, as `SqsJob` reads
+                    // it (the receipt handle is in the message handle).
+                    reserved: raw.clone(),
                     raw,
                     lease: Lease::new(Some(self.visibility()), sent, at),
                     digest: None,

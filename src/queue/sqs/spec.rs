@@ -12,6 +12,35 @@ pub const MAX_DELAY: u64 = 900;
 /// The longest long poll SQS accepts (`WaitTimeSeconds`).
 pub const MAX_WAIT: u64 = 20;
 
+/// Where an SQS connection's overflow payloads are (Laravel 13.9+'s
+/// `overflow` settings of the `sqs` connection: a payload too large for
+/// SQS is put in a cache store under `laravel:sqs-payloads:{uuid}`, and
+/// the message body is `{"@pointer":"laravel:sqs-payloads:{uuid}"}`), as far as the worker
+/// reads them: it resolves every pointer body it receives, from its own
+/// cache store (`[cache]`), whatever `overflow.enabled` says here (a
+/// pointer cannot run as it is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overflow {
+    /// The app's store the payloads are in (`overflow.store`,
+    /// `SQS_OVERFLOW_STORE`) when it is not the worker's `[cache]` store:
+    /// the worker cannot read it, and fails a pointer job naming it.
+    /// `None`: the `[cache]` store (Laravel's `null` is the default store).
+    pub elsewhere: Option<String>,
+    /// Forget the payload once its job is deleted (run or failed), as
+    /// `SqsJob::delete` does (`overflow.delete_after_processing`, default
+    /// true); a release keeps it.
+    pub delete_after_processing: bool,
+}
+
+impl Default for Overflow {
+    fn default() -> Self {
+        Overflow {
+            elsewhere: None,
+            delete_after_processing: true,
+        }
+    }
+}
+
 /// One SQS queue connection, resolved as Laravel resolves the `sqs`
 /// connection of `config/queue.php` (and `SqsConnector` its client).
 #[derive(Clone, PartialEq, Eq)]
@@ -41,6 +70,8 @@ pub struct SqsQueueSpec {
     /// (`[queue] retry_after`, default 30, AWS's default visibility
     /// timeout); 2..=43,200.
     pub visibility: u64,
+    /// Where overflow payloads are (Laravel 13.9+).
+    pub overflow: Overflow,
 }
 
 impl std::fmt::Debug for SqsQueueSpec {
@@ -53,6 +84,7 @@ impl std::fmt::Debug for SqsQueueSpec {
             .field("key", &self.key)
             .field("endpoint", &self.endpoint)
             .field("visibility", &self.visibility)
+            .field("overflow", &self.overflow)
             .finish_non_exhaustive()
     }
 }
@@ -117,6 +149,7 @@ mod tests {
             token: None,
             endpoint: None,
             visibility: 30,
+            overflow: Overflow::default(),
         }
     }
 

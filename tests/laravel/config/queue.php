@@ -1,7 +1,7 @@
 <?php
 
-// The 8.x skeleton's Redis connection, the database connection and the
-// database-uuids failed store.
+// The 8.x skeleton's Redis connection, the database and sqs connections
+// and the database-uuids failed store.
 
 return [
     'default' => env('QUEUE_CONNECTION', 'redis'),
@@ -25,6 +25,26 @@ return [
             'queue' => env('DB_QUEUE', 'default'),
             'retry_after' => (int) env('DB_QUEUE_RETRY_AFTER', 90),
             'after_commit' => false,
+        ],
+        // The 8.x skeleton's sqs connection, with the `endpoint` an app
+        // adds for a local SQS and 13.x's `overflow` settings.
+        'sqs' => [
+            'driver' => 'sqs',
+            'key' => env('AWS_ACCESS_KEY_ID'),
+            'secret' => env('AWS_SECRET_ACCESS_KEY'),
+            'prefix' => env('SQS_PREFIX', 'https://sqs.us-east-1.amazonaws.com/your-account-id'),
+            'queue' => env('SQS_QUEUE', 'default'),
+            'suffix' => env('SQS_SUFFIX'),
+            'region' => env('AWS_DEFAULT_REGION', 'us-east-1'),
+            'endpoint' => env('AWS_ENDPOINT_URL'),
+            'after_commit' => false,
+            'overflow' => [
+                'enabled' => env('SQS_OVERFLOW_ENABLED', false),
+                'store' => env('SQS_OVERFLOW_STORE'),
+                'always' => false,
+                'delete_after_processing' => true,
+                'flush_on_clear' => env('SQS_OVERFLOW_FLUSH_ON_CLEAR', false),
+            ],
         ],
         'sync' => [
             'driver' => 'sync',
