@@ -141,7 +141,7 @@ fn expired(job: &ReservedJob, retry_after: u64) -> bool {
         job = job.display_name(),
         id = %job.id(),
         retry_after,
-        "reservation expired while Redis could not be reached: \
+        "reservation expired while the queue could not be reached: \
          another worker may reclaim the job"
     );
     true

@@ -115,7 +115,7 @@ fn with_on_lease_lost_keep_the_handler_runs_on() {
     s.redis.freeze();
     let said = d.wait_log_for(
         WHILE_FROZEN,
-        &["reservation expired while Redis could not be reached"],
+        &["reservation expired while the queue could not be reached"],
     );
     let running = alive(pid);
     s.redis.thaw();
