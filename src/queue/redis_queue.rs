@@ -283,7 +283,6 @@ impl RedisQueue {
                 .arg(DIGEST_AT)
                 .arg(SET_ASIDE_PIECE);
         };
-        let mut by_text = pipe.clone();
         let text_only = self.pop_by_text.load(Ordering::Relaxed);
         pop(
             &mut pipe,
@@ -293,20 +292,38 @@ impl RedisQueue {
                 ScriptBy::Sha
             },
         );
-        let mut result: RedisResult<Vec<Value>> = pipe.query_async(&mut self.conn()).await;
-        let refused = result.as_ref().is_err_and(refuses_evalsha);
-        if refused {
-            tracing::info!("the queue Redis refuses EVALSHA to this user: pops go as EVAL");
-            self.pop_by_text.store(true, Ordering::Relaxed);
-        }
-        if refused || result.as_ref().is_err_and(is_noscript) {
-            // Redis forgot the script (a restart, SCRIPT FLUSH, a
-            // failover) or refuses EVALSHA: the pop did not run; the
-            // migrations before it are idempotent. Sent as text, Redis
-            // caches it again.
-            pop(&mut by_text, ScriptBy::Text);
-            result = by_text.query_async(&mut self.conn()).await;
-        }
+        // Each reply on its own, so that a pop refused by SHA1 leaves the
+        // migrations' replies (they ran) to be reported, and only the pop
+        // goes again.
+        pipe.ignore_errors();
+        let replies: RedisResult<Vec<RedisResult<Value>>> =
+            pipe.query_async(&mut self.conn()).await;
+        let result: RedisResult<Vec<Value>> = match replies {
+            Err(e) => Err(e),
+            Ok(mut replies) => {
+                let answer = replies.pop().unwrap_or(Ok(Value::Nil));
+                let answer = match answer {
+                    Err(e) if refuses_evalsha(&e) || is_noscript(&e) => {
+                        if refuses_evalsha(&e) {
+                            tracing::info!(
+                                "the queue Redis refuses EVALSHA to this user: pops go as EVAL"
+                            );
+                            self.pop_by_text.store(true, Ordering::Relaxed);
+                        }
+                        // Redis forgot the script (a restart, SCRIPT FLUSH,
+                        // a failover) or refuses EVALSHA: the pop did not
+                        // run. Sent as text, Redis caches it again.
+                        let mut again = redis::pipe();
+                        pop(&mut again, ScriptBy::Text);
+                        let again: RedisResult<Vec<Value>> =
+                            again.query_async(&mut self.conn()).await;
+                        again.map(|mut v| v.pop().unwrap_or(Value::Nil))
+                    }
+                    other => other,
+                };
+                replies.into_iter().chain([answer]).collect()
+            }
+        };
         let result = result.map_err(name_denied_script_command);
         if result.is_err() && migrate {
             // The migration may not have run: try again next call.

@@ -221,6 +221,16 @@ impl<'a> Fleet<'a> {
             let worker = fleet.start_php();
             fleet.php.push(worker);
         }
+        // The PHP workers boot slower than the daemons: on a loaded machine
+        // the daemons could drain a small table before PHP takes one job,
+        // leaving the PHP side of the test empty. They start once PHP runs.
+        if php > 0 {
+            within_deadline("a queue:work to run a job", || {
+                app.records()
+                    .iter()
+                    .any(|r| r["event"] == "start" && r["runner"] == PHP_RUNNER)
+            });
+        }
         for _ in 0..daemons {
             let daemon = fleet.start_daemon();
             fleet.daemons.push(daemon);
