@@ -20,7 +20,7 @@ printed reason when not installed):
     drained by (a) one `php artisan queue:work database --sleep=0
     --stop-when-empty` with the app's queue connection on that database,
     (b) one `laravel-worker work --stop-when-empty --sleep=0` with the warm
-    no-op persistent handler at concurrency 1, (c) the same at 8;
+    no-op persistent handler at concurrency 1, (c) the same at 8 and 32;
   * jobs/s = N / (exec to exit) of the worker process, medians over the
     repetitions, the ratio to queue:work's median of the same run, the
     worker process's own CPU time per job (utime + stime from /proc, the
@@ -635,7 +635,7 @@ colon = true
             log(f"note: {LABELS[db.label]}: no queue:work row: {why}")
         else:
             kinds.append(("queue:work database", lambda: self.queue_work(db)))
-        for c in (1, 8):
+        for c in (1, 8, 32):
             kinds.append((f"warm no-op, c={c}", lambda c=c: self.worker(
                 db, c, stderr=self.stderr_file(db, c))))
         runs = {name: [] for name, _ in kinds}
