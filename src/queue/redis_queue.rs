@@ -22,6 +22,35 @@ use bytes::Bytes;
 static POP_SHA: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| redis::Script::new(scripts::POP).get_hash().to_string());
 
+/// One pop's arguments ([`scripts::POP`]): up to `count` jobs of `queue`
+/// reserved until `expiry` (UNIX seconds), large ones set aside under
+/// `set_aside`.
+struct PopCall<'a> {
+    queue: &'a QueueKeys,
+    set_aside: &'a str,
+    expiry: i64,
+    count: usize,
+}
+
+impl PopCall<'_> {
+    /// Adds the pop to `pipe`, the script named `by` SHA1 or whole.
+    fn add(&self, pipe: &mut redis::Pipeline, by: ScriptBy) {
+        let cmd = match by {
+            ScriptBy::Sha => pipe.cmd("EVALSHA").arg(&*POP_SHA),
+            ScriptBy::Text => pipe.cmd("EVAL").arg(scripts::POP),
+        };
+        cmd.arg(4)
+            .arg(&self.queue.ready)
+            .arg(&self.queue.reserved)
+            .arg(&self.queue.notify)
+            .arg(self.set_aside)
+            .arg(self.expiry)
+            .arg(self.count.max(1))
+            .arg(DIGEST_AT)
+            .arg(SET_ASIDE_PIECE);
+    }
+}
+
 /// How a script is named to Redis: by its SHA1 (`EVALSHA`), or whole.
 #[derive(Debug, Clone, Copy)]
 enum ScriptBy {
@@ -268,62 +297,13 @@ impl RedisQueue {
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
         let set_aside = format!("{}:popped:{}", queue.ready, uuid::Uuid::new_v4().simple());
-        let pop = |pipe: &mut redis::Pipeline, by: ScriptBy| {
-            let cmd = match by {
-                ScriptBy::Sha => pipe.cmd("EVALSHA").arg(&*POP_SHA),
-                ScriptBy::Text => pipe.cmd("EVAL").arg(scripts::POP),
-            };
-            cmd.arg(4)
-                .arg(&queue.ready)
-                .arg(&queue.reserved)
-                .arg(&queue.notify)
-                .arg(&set_aside)
-                .arg(expiry)
-                .arg(count.max(1))
-                .arg(DIGEST_AT)
-                .arg(SET_ASIDE_PIECE);
+        let call = PopCall {
+            queue,
+            set_aside: &set_aside,
+            expiry,
+            count,
         };
-        let text_only = self.pop_by_text.load(Ordering::Relaxed);
-        pop(
-            &mut pipe,
-            if text_only {
-                ScriptBy::Text
-            } else {
-                ScriptBy::Sha
-            },
-        );
-        // Each reply on its own, so that a pop refused by SHA1 leaves the
-        // migrations' replies (they ran) to be reported, and only the pop
-        // goes again.
-        pipe.ignore_errors();
-        let replies: RedisResult<Vec<RedisResult<Value>>> =
-            pipe.query_async(&mut self.conn()).await;
-        let result: RedisResult<Vec<Value>> = match replies {
-            Err(e) => Err(e),
-            Ok(mut replies) => {
-                let answer = replies.pop().unwrap_or(Ok(Value::Nil));
-                let answer = match answer {
-                    Err(e) if refuses_evalsha(&e) || is_noscript(&e) => {
-                        if refuses_evalsha(&e) {
-                            tracing::info!(
-                                "the queue Redis refuses EVALSHA to this user: pops go as EVAL"
-                            );
-                            self.pop_by_text.store(true, Ordering::Relaxed);
-                        }
-                        // Redis forgot the script (a restart, SCRIPT FLUSH,
-                        // a failover) or refuses EVALSHA: the pop did not
-                        // run. Sent as text, Redis caches it again.
-                        let mut again = redis::pipe();
-                        pop(&mut again, ScriptBy::Text);
-                        let again: RedisResult<Vec<Value>> =
-                            again.query_async(&mut self.conn()).await;
-                        again.map(|mut v| v.pop().unwrap_or(Value::Nil))
-                    }
-                    other => other,
-                };
-                replies.into_iter().chain([answer]).collect()
-            }
-        };
+        let result = self.send_pop(pipe, &call).await;
         let result = result.map_err(name_denied_script_command);
         if result.is_err() && migrate {
             // The migration may not have run: try again next call.
@@ -344,6 +324,40 @@ impl RedisQueue {
             .await?;
         let lease = || Lease::new(self.retry_after, sent, expiry);
         Ok(reserved_jobs(queue, popped, lease))
+    }
+
+    /// Sends `pipe` (the due migrations) with `call`'s pop by SHA1, or as
+    /// text once Redis refused `EVALSHA`. The replies are taken one by one,
+    /// so that a pop Redis did not run (`NOSCRIPT` after a restart or
+    /// `SCRIPT FLUSH`, or `EVALSHA` refused to this ACL user) goes again
+    /// alone, as text, and the migrations' replies (they ran) are kept.
+    async fn send_pop(
+        &self,
+        mut pipe: redis::Pipeline,
+        call: &PopCall<'_>,
+    ) -> RedisResult<Vec<Value>> {
+        let by = if self.pop_by_text.load(Ordering::Relaxed) {
+            ScriptBy::Text
+        } else {
+            ScriptBy::Sha
+        };
+        call.add(&mut pipe, by);
+        pipe.ignore_errors();
+        let mut replies: Vec<RedisResult<Value>> = pipe.query_async(&mut self.conn()).await?;
+        let answer = match replies.pop().unwrap_or(Ok(Value::Nil)) {
+            Err(e) if refuses_evalsha(&e) || is_noscript(&e) => {
+                if refuses_evalsha(&e) {
+                    tracing::info!("the queue Redis refuses EVALSHA to this user: pops go as EVAL");
+                    self.pop_by_text.store(true, Ordering::Relaxed);
+                }
+                let mut again = redis::pipe();
+                call.add(&mut again, ScriptBy::Text);
+                let again: RedisResult<Vec<Value>> = again.query_async(&mut self.conn()).await;
+                again.map(|mut v| v.pop().unwrap_or(Value::Nil))
+            }
+            other => other,
+        };
+        replies.into_iter().chain([answer]).collect()
     }
 
     /// Waits on the notify lists of `queues` (in priority order) for at most
