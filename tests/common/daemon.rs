@@ -231,10 +231,16 @@ impl Daemon {
 
     /// Waits for the process to exit and drains its output.
     pub fn wait_exit(&mut self) -> ExitStatus {
+        self.wait_exit_within(WAIT)
+    }
+
+    /// As [`Self::wait_exit`], for up to `wait` (a run that is slow by
+    /// nature, as large jobs on a loaded machine).
+    pub fn wait_exit_within(&mut self, wait: std::time::Duration) -> ExitStatus {
         if let Some(s) = self.status {
             return s;
         }
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + wait;
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 break s;
