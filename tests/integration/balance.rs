@@ -75,6 +75,18 @@ fn moves(d: &Daemon) -> Vec<String> {
         .collect()
 }
 
+/// How often the slots of `a` change direction in `moves` (`a=N,b=M`):
+/// 2, 3, 4, 3 is one reversal; 2, 3, 2, 3 is two.
+fn reversals(moves: &[String]) -> usize {
+    let a_slots: Vec<i64> = moves
+        .iter()
+        .filter_map(|m| m.strip_prefix("a=")?.split(',').next()?.parse().ok())
+        .collect();
+    let steps: Vec<i64> = a_slots.windows(2).map(|w| (w[1] - w[0]).signum()).collect();
+    let directions: Vec<i64> = steps.into_iter().filter(|s| *s != 0).collect();
+    directions.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
 /// Waits for the `n`-th round (counted from the start).
 fn wait_rounds(d: &mut Daemon, n: usize) {
     common::wait_until(&format!("{n} balancing rounds"), || {
@@ -238,8 +250,14 @@ fn a_scale_down_never_stops_a_running_job() {
     );
 }
 
-/// Jobs pushed at a steady pace for 12 rounds: after the ramp, the slots
-/// move at most twice.
+/// Jobs pushed at a steady pace for 16 rounds: the slots rise to what the
+/// load needs and settle; they do not swing back and forth.
+///
+/// The count they settle on depends on how fast this machine runs the
+/// handler (a loaded machine needs more slots for the same 40 jobs/s), and
+/// that speed can change once while the test runs (other tests start or
+/// end), so the test counts reversals of direction, not moves: a rise then
+/// a fall is one; a balancer that swings reverses at nearly every round.
 #[test]
 fn a_steady_load_does_not_swing_the_slots() {
     let s = Scene::new();
@@ -269,13 +287,12 @@ fn a_steady_load_does_not_swing_the_slots() {
             }
         })
     };
-    wait_rounds(&mut d, 4);
-    let ramp = moves(&d).len();
     wait_rounds(&mut d, 16);
-    let steady = moves(&d).len() - ramp;
     pushing.store(false, std::sync::atomic::Ordering::Relaxed);
     feeder.join().unwrap();
-    assert!(steady <= 2, "{steady} moves in 12 rounds: {:?}", moves(&d));
+    let moved = moves(&d);
+    let turns = reversals(&moved);
+    assert!(turns <= 2, "{turns} reversals in 16 rounds: {moved:?}");
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
 }
