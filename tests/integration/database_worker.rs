@@ -41,10 +41,15 @@ fn config(dir: &Path, jobs: &JobsTable, failed: &str, retry_after: u64, script: 
         ),
     )
     .unwrap();
+    // No Redis: the failed table's fallback (records it refuses, in the
+    // queue's Redis) points at a socket nobody listens on, not at the
+    // machine's 127.0.0.1:6379, whose records other tests may have left.
     let toml = format!(
         "[queue]\nconnection = \"database\"\nretry_after = {retry_after}\n\n\
+         [redis]\nurl = \"unix://{}/no-redis.sock\"\n\n\
          [database]\nurl = \"{}\"\n\n[failed]\ndriver = \"database-uuids\"\nurl = \"{failed}\"\n\n\
          [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
+        dir.display(),
         jobs.url,
         script_path.display()
     );
