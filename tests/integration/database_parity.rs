@@ -81,8 +81,8 @@ struct Round {
     records: Vec<String>,
     /// The rows left in `jobs`: tag → (queue, attempts, reserved).
     rows: BTreeMap<String, (String, i64, bool)>,
-    /// Each row's delay: `available_at` after the tag's last start (after
-    /// the dispatch for a job that never ran).
+    /// Each row's delay: `available_at` after its `created_at` (when it
+    /// was pushed or released).
     delays: BTreeMap<String, i64>,
     /// failed_jobs: tag → (connection, queue, first exception line,
     /// payload with the uuid masked).
@@ -97,7 +97,6 @@ struct Run<'a> {
     app: &'a App,
     jobs: &'a JobsTable,
     failed: &'a FailedDb,
-    dispatched: i64,
 }
 
 impl Run<'_> {
@@ -115,16 +114,11 @@ impl Run<'_> {
             })
             .collect();
         records.sort();
-        let last_start = |tag: &str| -> Option<i64> {
-            all.iter()
-                .rfind(|r| r["event"] == "handle" && r["tag"] == tag)
-                .map(|r| r["time"].as_f64().unwrap().floor() as i64)
-        };
         let (mut rows, mut delays) = (BTreeMap::new(), BTreeMap::new());
         for row in self.jobs.rows() {
             let tag = tag_of(&serde_json::from_str(&row.payload).unwrap());
-            let since = last_start(&tag).unwrap_or(self.dispatched);
-            delays.insert(tag.clone(), row.available_at - since);
+            // A push and a release both write created_at = now.
+            delays.insert(tag.clone(), row.available_at - row.created_at);
             let left = (row.queue, row.attempts, row.reserved_at.is_some());
             assert!(
                 rows.insert(tag.clone(), left).is_none(),
@@ -174,7 +168,6 @@ fn run_scenario(server: &Server, name: &str, php: bool) -> Vec<Round> {
         app: &app,
         jobs: &jobs,
         failed: &failed,
-        dispatched: common::now(),
     };
     app.dispatch(scenario());
     let config = app.config_from_app(&s, Transport::Persistent(1));
@@ -250,6 +243,12 @@ fn parity_on(server: Server, what: &str) {
     assert!(first.contains(&&"rel".to_string()), "{what}: {first:?}");
     assert!(first.contains(&&"late".to_string()), "{what}: {first:?}");
     assert_eq!(php[0].rows["rel"], ("default".to_string(), 1, false));
+    // The flaky job: its own $backoff ([2, 5]: 2 s after its first
+    // failure) over --backoff=4.
+    for (tag, delay) in [("rel", 30), ("late", 40), ("ok", 2)] {
+        let got = php[0].delays[tag];
+        assert!((got - delay).abs() <= 1, "{what}: {tag} delayed {got} s");
+    }
     assert!(php[2].rows.is_empty(), "{what}: drained: {:?}", php[2].rows);
     let failed_tags: Vec<&str> = php[2].failed.keys().map(String::as_str).collect();
     assert_eq!(
