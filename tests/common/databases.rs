@@ -412,6 +412,12 @@ impl MariaDb {
 }
 
 impl MariaDb {
+    /// The server's unix socket (`unix_socket` of PHP's `mysql`
+    /// connection).
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("mariadb.sock")
+    }
+
     /// Creates the empty database `name` and returns its URL.
     pub fn create_database(&self, name: &str) -> String {
         block_on(async {

@@ -55,6 +55,19 @@ fn missing() -> Option<&'static str> {
         .as_deref()
 }
 
+/// True when PHP, its redis and pdo_sqlite extensions and Debian's
+/// Laravel are there; else records the skip (as [`App::new`] does) and
+/// returns false: the test should return.
+pub fn available() -> bool {
+    match missing() {
+        None => true,
+        Some(why) => {
+            super::skip::note("php/laravel", &format!("a Laravel interop test: {why}"));
+            false
+        }
+    }
+}
+
 /// True when PHP has the extension `name` (e.g. `pdo_pgsql`, from Debian's
 /// `php-pgsql`); else records the skip (see [`super::skip::note`]), saying
 /// `why` it is needed, and returns false.

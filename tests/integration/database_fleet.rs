@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::databases::{FailedDb, Postgres};
-use common::jobs_table::JobsTable;
+use common::databases::{FailedDb, MariaDb, Postgres};
+use common::jobs_table::{JobsTable, Shape};
 use common::laravel::{self, App, PhpWorker, Transport};
 use common::{Daemon, Scene};
 use nix::sys::signal::Signal;
@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 
 /// The jobs of the PostgreSQL fleet.
 const FLEET_JOBS: usize = 20_000;
+
+/// The jobs of the MariaDB fleet.
+const MARIADB_JOBS: usize = 20_000;
 
 /// The jobs of the SQLite fleet.
 const SQLITE_JOBS: usize = 600;
@@ -359,51 +362,74 @@ fn until_empty(jobs: &JobsTable, total: usize, mut at_progress: impl FnMut(usize
     }
 }
 
-/// The mixed fleet of issue 27 on one PostgreSQL table: two daemons
-/// (`--concurrency=2`, two warm bridge processes each) and two PHP
-/// `queue:work database`, 20,000 jobs, `retry_after` 5 s, and ten
-/// SIGKILLs, a daemon and a PHP worker in turn, at points of the run
-/// drawn from a seeded generator: six kill the worker of the kind that
-/// holds a job in the middle of its run (the job waits for it), four a
-/// worker drawn at random, whatever it is doing; each killed worker is
-/// started again at once. Every job runs to its end; the runs of one job
+/// The size of a mixed fleet's run.
+struct Plan {
+    /// Jobs in the table at the start.
+    jobs: usize,
+    /// Daemons (`--concurrency=2`, two warm bridge processes each).
+    daemons: usize,
+    /// PHP `queue:work database` workers.
+    php: usize,
+}
+
+/// What a mixed fleet's run did, and what its workers wrote.
+struct Report {
+    elapsed: Duration,
+    by_daemons: usize,
+    by_php: usize,
+    daemon_kills: usize,
+    php_kills: usize,
+    /// Kills of a worker holding a job in the middle of its run.
+    held: usize,
+    /// Runs cut by a kill.
+    cut: usize,
+    /// Runs of a job after its first.
+    duplicates: usize,
+    /// Every daemon's log, the killed ones' too.
+    daemon_logs: String,
+    /// What every `queue:work` printed, the killed ones' too, and the
+    /// app's `laravel.log`.
+    php_logs: String,
+}
+
+impl Report {
+    fn summary(&self, jobs: usize) -> String {
+        format!(
+            "{jobs} jobs in {:.1?}: {} runs by the daemons, {} by queue:work; {} daemon and {} \
+             PHP kills ({} in a held job); {} runs cut by a kill, {} runs again after a kill",
+            self.elapsed,
+            self.by_daemons,
+            self.by_php,
+            self.daemon_kills,
+            self.php_kills,
+            self.held,
+            self.cut,
+            self.duplicates
+        )
+    }
+}
+
+/// Runs the mixed fleet of issue 27 on `jobs`, the table the app's
+/// `database` queue connection uses (`retry_after` [`RETRY_AFTER`]):
+/// `plan.daemons` daemons and `plan.php` PHP `queue:work database`,
+/// `plan.jobs` jobs of the app's `TimedJob`, and [`KILLS`] SIGKILLs, a
+/// daemon and a PHP worker in turn, at points of the run drawn from a
+/// seeded generator: six kill the worker of the kind that holds a job in
+/// the middle of its run (the job waits for it), four a worker drawn at
+/// random, whatever it is doing; each killed worker is started again at
+/// once. Asserts that every job runs to its end; that the runs of one job
 /// never overlap in time (a run cut by its worker's death ended, at the
 /// latest, when the worker and its bridge processes were gone, before the
-/// next run started); a job runs more than once only when every run
+/// next run started); that a job runs more than once only when every run
 /// before its last was made by a worker killed after that run started;
-/// nothing fails.
-#[test]
-fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
-    let s = Scene::new();
-    let Some(app) = App::new(&s) else {
-        return;
-    };
-    if !laravel::have_extension(
-        "pdo_pgsql",
-        "php-pgsql",
-        "the mixed fleet runs queue:work database on PostgreSQL",
-    ) {
-        return;
-    }
-    let Some(pg) = Postgres::start() else {
-        return;
-    };
-    let jobs = JobsTable::postgres(&pg, "app");
-    for (name, value) in [
-        ("QUEUE_CONNECTION", "database"),
-        ("DB_QUEUE_CONNECTION", "pgsql"),
-        ("PG_HOST", pg.socket_dir().to_str().unwrap()),
-        ("PG_DATABASE", "app"),
-        ("DB_QUEUE_RETRY_AFTER", RETRY_AFTER),
-    ] {
-        app.set_env(name, value);
-    }
+/// and that nothing fails.
+fn mixed_fleet(s: &Scene, app: &App, jobs: &JobsTable, plan: &Plan) -> Report {
     let gates = s.path("gates");
     std::fs::create_dir(&gates).unwrap();
-    let payloads = timed_payloads(&app, &jobs, FLEET_JOBS, Some(&gates));
+    let payloads = timed_payloads(app, jobs, plan.jobs, Some(&gates));
     jobs.insert_many("default", &payloads, common::now());
 
-    let config = app.config_from_app(&s, Transport::Persistent(2));
+    let config = app.config_from_app(s, Transport::Persistent(2));
     let flag = app.app_flag();
     let daemon_args = [
         "database",
@@ -416,20 +442,29 @@ fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     // Kill points: rows gone, spread over the first 80% of the run.
     let mut points: Vec<usize> = (0..KILLS)
-        .map(|_| rng.random_range(FLEET_JOBS / 20..FLEET_JOBS * 4 / 5))
+        .map(|_| rng.random_range(plan.jobs / 20..plan.jobs * 4 / 5))
         .collect();
     points.sort_unstable();
     let started = Instant::now();
-    let mut fleet = Fleet::start(&s, &app, config, 2, 2, &daemon_args, &php_args);
+    let mut fleet = Fleet::start(
+        s,
+        app,
+        config,
+        plan.daemons,
+        plan.php,
+        &daemon_args,
+        &php_args,
+    );
     let (mut next_kill, mut held) = (0, 0);
-    until_empty(&jobs, FLEET_JOBS, |gone| {
+    until_empty(jobs, plan.jobs, |gone| {
         while next_kill < KILLS && gone >= points[next_kill] {
             let daemon = next_kill % 2 == 0;
             let mid_job = next_kill % 4 < 2;
             let victim = match (daemon, mid_job) {
                 (true, true) => fleet.daemon_index(hold_next_job(&gates, "daemon")),
                 (false, true) => fleet.php_index(hold_next_job(&gates, "php")),
-                (_, false) => rng.random_range(0..2),
+                (true, false) => rng.random_range(0..plan.daemons),
+                (false, false) => rng.random_range(0..plan.php),
             };
             held += usize::from(mid_job);
             if daemon {
@@ -455,9 +490,50 @@ fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
         out.contains("] Processed:") && !out.contains("] Failed:"),
         "a daemon failed a job:\n{out}"
     );
+    let php_logs = php_logs(s, app);
+    assert!(
+        !php_logs.contains("] Failed:"),
+        "queue:work failed a job:\n{php_logs}"
+    );
 
-    let by_job = runs_by_job(&app);
-    assert_eq!(by_job.len(), FLEET_JOBS, "every job started");
+    let (by_daemons, by_php, cut, duplicates) = check_runs(app, &fleet, plan.jobs);
+    assert!(
+        cut >= held,
+        "{held} workers killed in a job, {cut} runs cut"
+    );
+    Report {
+        elapsed,
+        by_daemons,
+        by_php,
+        daemon_kills: fleet.daemon_kills,
+        php_kills: fleet.php_kills,
+        held,
+        cut,
+        duplicates,
+        daemon_logs: fleet.daemon_logs(),
+        php_logs,
+    }
+}
+
+/// What every `queue:work` of the scene printed (`queue-work-N.out`),
+/// and the app's `laravel.log`.
+fn php_logs(s: &Scene, app: &App) -> String {
+    let mut logs = String::new();
+    for entry in std::fs::read_dir(s.dir.path()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("queue-work-") && name.ends_with(".out") {
+            logs += &std::fs::read_to_string(entry.path()).unwrap_or_default();
+        }
+    }
+    logs + &std::fs::read_to_string(app.dir.join("storage/logs/laravel.log")).unwrap_or_default()
+}
+
+/// Checks every job's runs (see [`mixed_fleet`]) and returns the runs by
+/// the daemons, by queue:work, those cut by a kill and those of a job
+/// after its first.
+fn check_runs(app: &App, fleet: &Fleet<'_>, jobs: usize) -> (usize, usize, usize, usize) {
+    let by_job = runs_by_job(app);
+    assert_eq!(by_job.len(), jobs, "every job started");
     let (mut duplicates, mut cut, mut by_daemons, mut by_php) = (0, 0, 0, 0);
     for (tag, runs) in &by_job {
         assert!(
@@ -488,16 +564,122 @@ fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
             );
         }
     }
-    assert!(
-        cut >= held,
-        "{held} workers killed in a job, {cut} runs cut"
-    );
     assert!(by_daemons > 0 && by_php > 0, "{by_daemons} {by_php}");
+    (by_daemons, by_php, cut, duplicates)
+}
+
+/// The mixed fleet of issue 27 on one PostgreSQL table: two daemons and
+/// two PHP `queue:work database`, 20,000 jobs, `retry_after` 5 s, ten
+/// SIGKILLs of both kinds (see [`mixed_fleet`]): no job is lost, none
+/// fails, no two runs of a job overlap, and a job runs again only after a
+/// kill.
+#[test]
+fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    if !laravel::have_extension(
+        "pdo_pgsql",
+        "php-pgsql",
+        "the mixed fleet runs queue:work database on PostgreSQL",
+    ) {
+        return;
+    }
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    for (name, value) in [
+        ("QUEUE_CONNECTION", "database"),
+        ("DB_QUEUE_CONNECTION", "pgsql"),
+        ("PG_HOST", pg.socket_dir().to_str().unwrap()),
+        ("PG_DATABASE", "app"),
+        ("DB_QUEUE_RETRY_AFTER", RETRY_AFTER),
+    ] {
+        app.set_env(name, value);
+    }
+    let plan = Plan {
+        jobs: FLEET_JOBS,
+        daemons: 2,
+        php: 2,
+    };
+    let report = mixed_fleet(&s, &app, &jobs, &plan);
+    eprintln!("{}", report.summary(plan.jobs));
+}
+
+/// Lines of `logs` that tell of a deadlock (MariaDB's error 1213,
+/// SQLSTATE 40001).
+fn deadlocks(logs: &str) -> Vec<&str> {
+    logs.lines()
+        .filter(|l| {
+            // PDO: "SQLSTATE[40001]: Serialization failure: 1213 Deadlock
+            // found …"; sqlx: "1213 (40001): Deadlock found …". Bare
+            // numbers would match process ids.
+            let l = l.to_ascii_lowercase();
+            ["deadlock", "[40001]", "(40001)", "1213 ("]
+                .iter()
+                .any(|sign| l.contains(sign))
+        })
+        .collect()
+}
+
+/// The mixed fleet on one MariaDB table (InnoDB, `FOR UPDATE SKIP
+/// LOCKED`), with the benchmark goal's workers: four daemons and two PHP
+/// `queue:work database`, [`MARIADB_JOBS`] jobs, ten SIGKILLs of both
+/// kinds (see [`mixed_fleet`]). As on PostgreSQL: no job lost, none
+/// failed, no overlap, duplicates only after a kill. And no deadlock: no
+/// line of a daemon's log, of a `queue:work`'s output or of the app's
+/// `laravel.log` tells of one (error 1213, SQLSTATE 40001).
+#[test]
+fn a_mixed_fleet_on_mariadb_loses_no_job_and_meets_no_deadlock() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    if !laravel::have_extension(
+        "pdo_mysql",
+        "php-mysql",
+        "the mixed fleet runs queue:work database on MariaDB",
+    ) {
+        return;
+    }
+    let Some(m) = MariaDb::start() else {
+        return;
+    };
+    let jobs = JobsTable::mariadb(&m, "app", Shape::Before13_6);
+    for (name, value) in [
+        ("QUEUE_CONNECTION", "database"),
+        ("DB_QUEUE_CONNECTION", "mysql"),
+        ("MY_SOCKET", m.socket().to_str().unwrap()),
+        ("MY_DATABASE", "app"),
+        ("DB_QUEUE_RETRY_AFTER", RETRY_AFTER),
+    ] {
+        app.set_env(name, value);
+    }
+    let plan = Plan {
+        jobs: MARIADB_JOBS,
+        daemons: 4,
+        php: 2,
+    };
+    let report = mixed_fleet(&s, &app, &jobs, &plan);
+    let ours = deadlocks(&report.daemon_logs);
+    let php = deadlocks(&report.php_logs);
     eprintln!(
-        "{FLEET_JOBS} jobs in {elapsed:.1?}: {by_daemons} runs by the daemons, {by_php} by \
-         queue:work; {} daemon and {} PHP kills ({held} in a held job); {cut} runs cut by a \
-         kill, {duplicates} runs again after a kill",
-        fleet.daemon_kills, fleet.php_kills
+        "{}; deadlocks: {} in the daemons' logs, {} in queue:work's",
+        report.summary(plan.jobs),
+        ours.len(),
+        php.len()
+    );
+    assert!(
+        ours.is_empty(),
+        "a daemon met a deadlock:\n{}",
+        ours.join("\n")
+    );
+    assert!(
+        php.is_empty(),
+        "queue:work met a deadlock:\n{}",
+        php.join("\n")
     );
 }
 

@@ -36,12 +36,12 @@ use serde_json::{Value, json};
 
 /// Both runs use one APP_KEY, so that serialized closures (chain catch
 /// callbacks, signed with it) are the same bytes.
-const APP_KEY: &str = "parityparityparityparityparity32";
+pub(crate) const APP_KEY: &str = "parityparityparityparityparity32";
 
 /// Tags whose results differ on purpose or by a known gap (see above).
-const DIFFERENT: &[&str] = &["too-late"];
+pub(crate) const DIFFERENT: &[&str] = &["too-late"];
 
-fn scenario() -> Value {
+pub(crate) fn scenario() -> Value {
     json!([
         {"kind": "plain", "tag": "plain", "data": {"n": 1}},
         {"kind": "string", "tag": "str", "data": {"x": "y"}},
@@ -71,10 +71,10 @@ const TIMED_OUT: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\J
 /// The first line of both workers' failed row for the job whose
 /// `retryUntil` has passed (queue:work's adds ` in file:line`): the same
 /// class, in 8.x's wording.
-const TOO_LATE: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
+pub(crate) const TOO_LATE: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
 
 /// The worker options of both runs.
-const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
+pub(crate) const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
 
 /// What one round left behind, normalized so that two runs compare.
 #[derive(Debug, PartialEq)]
@@ -95,7 +95,7 @@ struct Round {
 /// command's `tag` property). The test jobs declare `tag` last (the
 /// RecordsRuns trait, used last), so it is the last `tag` in the text:
 /// earlier ones belong to chained jobs and closures nested in it.
-fn tag_of(payload: &Value) -> String {
+pub(crate) fn tag_of(payload: &Value) -> String {
     if let Some(tag) = payload["data"]["tag"].as_str() {
         return tag.to_string();
     }

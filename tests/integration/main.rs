@@ -26,6 +26,7 @@ mod command_json;
 mod control;
 mod crafted_input;
 mod database_fleet;
+mod database_parity;
 mod database_queue;
 mod database_worker;
 mod demo;

@@ -30,6 +30,24 @@ return [
             'schema' => 'public',
             'sslmode' => 'prefer',
         ],
+        // The skeleton's mysql connection, for the database queue's tests
+        // on MariaDB (DB_CONNECTION or DB_QUEUE_CONNECTION=mysql); MY_SOCKET
+        // is the private server's unix socket. Its own variables, as pgsql.
+        'mysql' => [
+            'driver' => 'mysql',
+            'host' => env('MY_HOST', '127.0.0.1'),
+            'port' => env('MY_PORT', '3306'),
+            'database' => env('MY_DATABASE', 'laravel'),
+            'username' => env('MY_USERNAME', 'root'),
+            'password' => env('MY_PASSWORD', ''),
+            'unix_socket' => env('MY_SOCKET', ''),
+            'charset' => 'utf8mb4',
+            'collation' => 'utf8mb4_unicode_ci',
+            'prefix' => '',
+            'prefix_indexes' => true,
+            'strict' => true,
+            'engine' => null,
+        ],
     ],
 
     'migrations' => 'migrations',
