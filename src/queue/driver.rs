@@ -293,6 +293,14 @@ impl Queue {
         }
     }
 
+    /// Whether [`Queue::park_failure`] can keep a failure record while the
+    /// failed-job store is down: only Redis has a place for it (the
+    /// queue's `:unrecorded`); a database row or an SQS message stays
+    /// reserved and comes back after `retry_after` (the visibility timeout).
+    pub fn parks_failures(&self) -> bool {
+        matches!(self, Queue::Redis(_))
+    }
+
     /// Up to `count` failure records parked on `queue`, oldest first.
     ///
     /// # Errors

@@ -245,15 +245,23 @@ async fn record_failure(
             None
         }
         Logged::StoreDown(e) => {
+            let kept = if services.queue.parks_failures() {
+                "the record is kept in Redis and written to the store when it is back"
+            } else {
+                "the job stays reserved and comes back after retry_after, when the store \
+                 may take its record"
+            };
             tracing::error!(
                 job = job.display_name(),
                 id = %job.id(),
                 store = services.failed.describe(),
                 unrecorded = %job.queue.unrecorded,
-                "cannot record the failed job: {}; the record is kept in Redis \
-                 and written to the store when it is back",
+                "cannot record the failed job: {}; {kept}",
                 crate::error_chain::error_chain(e.as_ref())
             );
+            if !services.queue.parks_failures() {
+                return Some(Written::LeftReserved);
+            }
             let kept = bytes::Bytes::from(crate::failed::unrecorded_record::encode(&record));
             let at = record.failed_at.timestamp();
             drop(record);

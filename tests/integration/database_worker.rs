@@ -470,3 +470,55 @@ fn a_reserve_that_waited_for_the_sqlite_lock_renews_in_time() {
     let runs = std::fs::read_to_string(dir.path().join("runs")).unwrap();
     assert_eq!(runs, "run\n", "the job ran once");
 }
+
+/// A failed-job store that is down when a job fails: the database queue has
+/// no place to park the record (Redis keeps it in `:unrecorded`), so the
+/// row stays reserved, the log says it comes back after `retry_after`, and
+/// the worker goes on without holding a slot for it. Once the store is
+/// back and the reservation expired, the job is reclaimed and failed into
+/// `failed_jobs` (attempted too many times): nothing is lost.
+#[test]
+fn a_failure_while_the_failed_store_is_down_comes_back_after_retry_after() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let jobs = JobsTable::sqlite(&dir.path().join("database.sqlite"));
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let script = "exit 3";
+    // A SQLite file in a folder that does not exist cannot be opened: the
+    // store is down at once (a server that refuses connections is down
+    // too, after the pool's 30 s wait for a connection).
+    let missing = dir.path().join("no-such-dir/failed.sqlite");
+    let down_url = format!("sqlite://{}", missing.display());
+    let down = config(dir.path(), &jobs, &down_url, 5, script);
+    jobs.insert("default", &payload("Bad", "u-bad"), 0, None, now());
+    let args = ["--config", down.to_str().unwrap(), "work"];
+    let once = ["--stop-when-empty", "--sleep=0", "--tries=1"];
+    let mut d = Daemon::start(&[&args[..], &once].concat(), &[]);
+    d.expect_stop(0, "empty");
+    let log = d.stderr_text();
+    assert!(
+        log.contains("cannot record the failed job")
+            && log.contains("stays reserved and comes back after retry_after"),
+        "{log}"
+    );
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 1, "the row is kept: {rows:?}");
+    let reserved_at = rows[0].reserved_at.expect("still reserved");
+    // The reservation must expire (retry_after 5 s) before another reserve
+    // may take the row: wait for that time to pass.
+    common::wait_until("the reservation to expire", || now() > reserved_at + 5);
+    let up = config(dir.path(), &jobs, failed.url(), 5, script);
+    let args = ["--config", up.to_str().unwrap(), "work"];
+    let mut d = Daemon::start(&[&args[..], &once].concat(), &[]);
+    d.expect_stop(0, "empty");
+    assert_eq!(jobs.rows(), vec![], "the reclaimed job was settled");
+    let rows = failed.rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].exception.contains("MaxAttemptsExceeded"),
+        "{}",
+        rows[0].exception
+    );
+}
