@@ -463,6 +463,119 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
 
+/// A stop condition's case: the queue, its jobs (by name), the worker's
+/// arguments, its exit status and stop reason, and how many jobs it ran.
+type StopCase<'a> = (&'a str, &'a [&'a str], &'a [&'a str], i32, &'a str, usize);
+
+/// Every stop condition of `queue:work` on SQS, each on a queue of its
+/// own with two or three messages and `--sleep=1`: the worker exits with
+/// the status and logs the stop reason it does on Redis, and leaves the
+/// messages it did not run visible (nothing received and kept in flight):
+/// `--once` runs one job; `--max-jobs=2` with four free slots receives
+/// and runs two; `--max-time=1` stops once the running job (1.5 s) ends;
+/// `--memory=1` stops with 12 after the first job; SIGTERM while a job
+/// runs lets it finish and be deleted, then exits 0; `--stop-when-empty-for=2`
+/// runs what there is, then stops after 2 s without a job. (`--stop-when-empty`
+/// ends most tests here; `restart` is in
+/// [`restart_pause_and_max_exceptions_through_the_cache_on_sqs`].)
+#[test]
+fn every_stop_condition_on_sqs_leaves_the_unrun_messages_visible() {
+    let Some(moto) = Moto::start() else { return };
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+         *Slow) sleep 1.5;;\n\
+         *Gated) touch \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done;;\n\
+         esac",
+    );
+    let queue = |name: &str, jobs: &[&str]| -> String {
+        let url = moto.create_queue(name, 30);
+        for (n, job) in jobs.iter().enumerate() {
+            moto.send(&url, &payload(job, &format!("{name}-{n}")), 0);
+        }
+        url
+    };
+    let ran_on = |name: &str| -> Vec<String> {
+        scene
+            .ran()
+            .iter()
+            .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
+            .collect()
+    };
+    let cases: [StopCase; 4] = [
+        ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
+        (
+            "max_jobs",
+            &["Quick", "Quick", "Quick"],
+            &["--max-jobs=2", "--concurrency=4"],
+            0,
+            "max_jobs",
+            2,
+        ),
+        (
+            "max_time",
+            &["Slow", "Quick"],
+            &["--max-time=1"],
+            0,
+            "max_time",
+            1,
+        ),
+        (
+            "memory",
+            &["Quick", "Quick"],
+            &["--memory=1"],
+            12,
+            "memory",
+            1,
+        ),
+    ];
+    for (name, jobs, args, code, reason, runs) in cases {
+        let url = queue(name, jobs);
+        let on = format!("--queue={name}");
+        scene
+            .work(&[&[on.as_str(), "--sleep=1"][..], args].concat())
+            .expect_stop(code, reason);
+        let ran = ran_on(name);
+        let distinct: std::collections::HashSet<&String> = ran.iter().collect();
+        assert_eq!((ran.len(), distinct.len()), (runs, runs), "{name}: {ran:?}");
+        let left = (jobs.len() - runs) as u64;
+        assert_eq!(moto.counts(&url), (left, 0, 0), "{name}: the rest visible");
+    }
+
+    let url = queue("term", &["Gated", "Quick"]);
+    let mut d = scene.work(&["--queue=term", "--sleep=1"]);
+    wait_for("the gated job to start", || {
+        scene.path().join("started").exists()
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_log(&["signal received", "SIGTERM"]);
+    assert_eq!(
+        moto.counts(&url),
+        (1, 0, 1),
+        "the running job still in flight"
+    );
+    std::fs::write(scene.path().join("go"), "").unwrap();
+    d.expect_stop(0, "interrupted");
+    assert_eq!(ran_on("term"), vec!["term-0"]);
+    assert_eq!(
+        moto.counts(&url),
+        (1, 0, 0),
+        "the job ended and was deleted"
+    );
+
+    let url = queue("empty_for", &["Quick"]);
+    let started = Instant::now();
+    scene
+        .work(&["--queue=empty_for", "--sleep=1", "--stop-when-empty-for=2"])
+        .expect_stop(0, "empty_for");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(2), "stopped after {took:?}");
+    assert_eq!(ran_on("empty_for"), vec!["empty_for-0"]);
+    assert_eq!(moto.counts(&url), (0, 0, 0));
+}
+
 /// The payload's own limits hold on SQS as on Redis: a job over its
 /// `timeout` is stopped and, out of tries, failed; a job past its
 /// `retryUntil` fails without running.
