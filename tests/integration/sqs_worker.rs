@@ -900,6 +900,63 @@ fn the_app_s_sqs_connection_is_read_with_app() {
     }
 }
 
+/// A job the Laravel test app (8.83) dispatched, run in the app through
+/// the PHP bridge on SQS: the app's own SQS connection needs the AWS PHP
+/// SDK, which is not installed here, so the app dispatches the job to its
+/// Redis queue and the test sends that payload to SQS as `SqsQueue` writes
+/// it (the same JSON, without the `id` and `attempts` only
+/// `RedisQueue::createPayloadArray` adds). The worker, reading the app's
+/// `sqs` connection (`--app`), hands the body to the bridge, and the job's
+/// `handle()` runs in the app: its record names the job's tag, its data,
+/// attempt 1 (the receive count) and the bridge's job class; the message
+/// is deleted and nothing failed. The job's `$this->job->getQueue()` is the
+/// queue's name (`LARAVEL_WORKER_QUEUE`), where Laravel's `SqsJob` gives
+/// the queue URL.
+#[test]
+fn a_job_the_app_dispatched_runs_in_the_app_through_the_bridge_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let url = moto.create_queue("default", 30);
+    for (from, to) in [
+        (
+            "env('SQS_PREFIX', 'https://sqs.us-east-1.amazonaws.com/your-account-id')",
+            format!("'{}'", moto.prefix()),
+        ),
+        ("env('AWS_ACCESS_KEY_ID')", "'test'".to_string()),
+        ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
+        ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
+    ] {
+        app.edit_config("queue.php", from, &to);
+    }
+    app.dispatch(serde_json::json!([{"kind": "plain", "tag": "on-sqs", "data": {"n": 7}}]));
+    let queued = s.redis.lrange("laravel_database_queues:default");
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let redis_payload = &queued[0];
+    let start = redis_payload.find(",\"id\":\"").expect("an id");
+    let end = redis_payload.find("\"attempts\":0").expect("attempts") + "\"attempts\":0".len();
+    let body = format!("{}{}", &redis_payload[..start], &redis_payload[end..]);
+    let parsed: serde_json::Value = serde_json::from_str(&body).expect(&body);
+    assert_eq!(parsed["displayName"], "App\\Jobs\\PlainJob");
+    assert!(parsed.get("id").is_none() && parsed.get("attempts").is_none());
+    let id = moto.send(&url, &body, 0);
+
+    let config = app.config_from_app(&s, common::laravel::Transport::PerJob);
+    let flag = app.app_flag();
+    s.run(&config, &["sqs", &flag, "--stop-when-empty", "--sleep=0"]);
+    let runs = app.events("handle", "on-sqs");
+    assert_eq!(runs.len(), 1, "{:?}", app.records());
+    let run = &runs[0];
+    assert_eq!(run["attempt"], 1, "{run}");
+    assert_eq!(run["data"], serde_json::json!({"n": 7}), "{run}");
+    assert_eq!(run["runner"], "LaravelWorker\\BridgeJob", "{run}");
+    assert_eq!(run["queue"], "default", "the name, not the URL: {run}");
+    assert_eq!(moto.counts(&url), (0, 0, 0), "message {id} deleted");
+    assert!(s.failed_rows().is_empty());
+}
+
 /// The Redis parity tests' job kinds on SQS, beside the ones above: a job
 /// that throws is released with its payload's `backoff` as the visibility
 /// (not received again before it), and fails on its payload's `maxTries`
