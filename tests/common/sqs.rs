@@ -7,6 +7,15 @@
 //! handle still deletes a message and still changes its visibility (AWS
 //! does neither surely). Lost-visibility tests therefore watch the worker's
 //! own clock (its handler runs), never moto's answer.
+//!
+//! moto's server answers each request on a thread of its own, and its SQS
+//! calls take no lock: two `ReceiveMessage` calls at once can both find a
+//! message visible and both hand it out (seen in the two-daemon drain as
+//! one message run by both daemons with the same receive count, or with
+//! counts 1 and 2 a few runs apart, neither daemon killed). AWS's standard
+//! queues may deliver a message twice too, but seldom; here it came every
+//! few thousand jobs. The server is therefore started with its message
+//! calls serialized ([`SERIALIZED_MOTO`]), a long poll's wait excepted.
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -30,6 +39,35 @@ pub struct Moto {
     runtime: tokio::runtime::Runtime,
     client: Client,
 }
+
+/// `python3 -c` program: moto's server, with its SQS calls that read or
+/// change messages taking one lock (released while a long poll waits), so
+/// that no two receives take the same message (see the module's notes).
+const SERIALIZED_MOTO: &str = "\
+import functools, sys, threading
+from moto.sqs import models
+lock = threading.RLock()
+def serialized(call):
+    @functools.wraps(call)
+    def locked(*args, **kwargs):
+        with lock:
+            return call(*args, **kwargs)
+    return locked
+for name in ['send_message', 'send_message_batch', 'receive_message', 'delete_message',
+             'delete_message_batch', 'change_message_visibility',
+             'change_message_visibility_batch', 'purge_queue', 'get_queue_attributes']:
+    setattr(models.SQSBackend, name, serialized(getattr(models.SQSBackend, name)))
+wait = models.Queue.wait_for_messages
+def unlocked_wait(self, timeout):
+    lock.release()
+    try:
+        return wait(self, timeout)
+    finally:
+        lock.acquire()
+models.Queue.wait_for_messages = unlocked_wait
+from moto.server import main
+main(sys.argv[1:])
+";
 
 /// Whether `python3 -m moto.server` can run here.
 fn moto_installed() -> bool {
@@ -55,8 +93,8 @@ impl Moto {
         let port = free_port();
         let mut cmd = Command::new("python3");
         cmd.args([
-            "-m",
-            "moto.server",
+            "-c",
+            SERIALIZED_MOTO,
             "-H",
             "127.0.0.1",
             "-p",
@@ -129,6 +167,35 @@ impl Moto {
         }
         let out = self.runtime.block_on(send.send()).expect("send");
         out.message_id.expect("message id")
+    }
+
+    /// Sends `bodies` (at most 10) to the standard queue at `url` in one
+    /// `SendMessageBatch`, as Laravel 13.19+'s `bulk` does; panics unless
+    /// every entry was sent.
+    pub fn send_batch(&self, url: &str, bodies: &[String]) {
+        let entries = bodies
+            .iter()
+            .enumerate()
+            .map(|(n, body)| {
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(n.to_string())
+                    .message_body(body)
+                    .build()
+                    .expect("a batch entry")
+            })
+            .collect::<Vec<_>>();
+        let out = self
+            .runtime
+            .block_on(
+                self.client
+                    .send_message_batch()
+                    .queue_url(url)
+                    .set_entries(Some(entries))
+                    .send(),
+            )
+            .expect("send batch");
+        assert!(out.failed().is_empty(), "{:?}", out.failed());
+        assert_eq!(out.successful().len(), bodies.len());
     }
 
     /// `(visible, delayed, in flight)` of the queue at `url`.

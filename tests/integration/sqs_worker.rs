@@ -14,7 +14,7 @@ use common::sqs::Moto;
 /// A payload exactly as Laravel's `createPayload` writes it for SQS: no
 /// `id`, no `attempts` (SQS counts receives; the job id is the
 /// `MessageId`).
-fn payload(name: &str, uuid: &str) -> String {
+pub(crate) fn payload(name: &str, uuid: &str) -> String {
     // The serialized command's class name, its length in bytes as PHP
     // counts it (one backslash each, before JSON escapes them).
     let length = format!("App\\Jobs\\{name}").len();
@@ -463,69 +463,117 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
 
-/// Two daemons drain 300 jobs (visibility 3 s, `--concurrency=4`) while
-/// each in turn is SIGKILLed, the first started again: no job is lost
-/// (every job ends, the queue empties: the messages a killed daemon held
-/// run again once their visibility lapses), no job ever runs twice at once
-/// (each run holds a `flock` on its job's lock file: a second run while
-/// one holds it records an overlap), and only what a killed daemon held
-/// runs again: at most its 4 slots' messages each (it never receives more
-/// than it can start), each once more. The issue asks for 10,000 jobs;
-/// 300 keep the test short (the drain runs at moto's pace).
+/// A stop condition's case: the queue, its jobs (by name), the worker's
+/// arguments, its exit status and stop reason, and how many jobs it ran.
+type StopCase<'a> = (&'a str, &'a [&'a str], &'a [&'a str], i32, &'a str, usize);
+
+/// Every stop condition of `queue:work` on SQS, each on a queue of its
+/// own with two or three messages and `--sleep=1`: the worker exits with
+/// the status and logs the stop reason it does on Redis, and leaves the
+/// messages it did not run visible (nothing received and kept in flight):
+/// `--once` runs one job; `--max-jobs=2` with four free slots receives
+/// and runs two; `--max-time=1` stops once the running job (1.5 s) ends;
+/// `--memory=1` stops with 12 after the first job; SIGTERM while a job
+/// runs lets it finish and be deleted, then exits 0; `--stop-when-empty-for=2`
+/// runs what there is, then stops after 2 s without a job. (`--stop-when-empty`
+/// ends most tests here; `restart` is in
+/// [`restart_pause_and_max_exceptions_through_the_cache_on_sqs`].)
 #[test]
-fn sigkills_during_a_drain_lose_nothing_and_never_overlap() {
-    const JOBS: usize = 300;
+fn every_stop_condition_on_sqs_leaves_the_unrun_messages_visible() {
     let Some(moto) = Moto::start() else { return };
-    let url = moto.create_queue("default", 3);
     let scene = Scene::new(
         &moto,
-        3,
-        "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/runs\"\n\
-         flock -n \"$DIR/lock-$LARAVEL_WORKER_JOB_UUID\" sh -c \
-         'sleep 0.02; touch \"$0/done-$1\"' \"$DIR\" \"$LARAVEL_WORKER_JOB_UUID\" \
-         || echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/overlap\"",
+        30,
+        "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
+         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+         *Slow) sleep 1.5;;\n\
+         *Gated) touch \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done;;\n\
+         esac",
     );
-    for n in 0..JOBS {
-        moto.send(&url, &payload("Drain", &format!("u-{n}")), 0);
-    }
-    let done = |dir: &Path| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("done-"))
-            })
-            .count()
+    let queue = |name: &str, jobs: &[&str]| -> String {
+        let url = moto.create_queue(name, 30);
+        for (n, job) in jobs.iter().enumerate() {
+            moto.send(&url, &payload(job, &format!("{name}-{n}")), 0);
+        }
+        url
     };
-    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
-    let mut second = scene.work(&["--concurrency=4", "--sleep=1"]);
-    wait_for("some jobs to end", || done(scene.path()) >= JOBS / 6);
-    first.signal(nix::sys::signal::Signal::SIGKILL);
-    let _ = first.wait_exit();
-    let mut first = scene.work(&["--concurrency=4", "--sleep=1"]);
-    wait_for("more jobs to end", || done(scene.path()) >= JOBS / 2);
-    second.signal(nix::sys::signal::Signal::SIGKILL);
-    let _ = second.wait_exit();
-    wait_for("every job to end", || done(scene.path()) == JOBS);
-    wait_for("the queue to empty", || moto.counts(&url) == (0, 0, 0));
-    first.signal(nix::sys::signal::Signal::SIGTERM);
-    first.expect_exit(0);
-    assert!(
-        !scene.path().join("overlap").exists(),
-        "jobs ran twice at once: {:?}",
-        std::fs::read_to_string(scene.path().join("overlap"))
-    );
-    let runs = std::fs::read_to_string(scene.path().join("runs")).unwrap();
-    let mut counts = std::collections::HashMap::<&str, usize>::new();
-    for uuid in runs.lines() {
-        *counts.entry(uuid).or_default() += 1;
+    let ran_on = |name: &str| -> Vec<String> {
+        scene
+            .ran()
+            .iter()
+            .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
+            .collect()
+    };
+    let cases: [StopCase; 4] = [
+        ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
+        (
+            "max_jobs",
+            &["Quick", "Quick", "Quick"],
+            &["--max-jobs=2", "--concurrency=4"],
+            0,
+            "max_jobs",
+            2,
+        ),
+        (
+            "max_time",
+            &["Slow", "Quick"],
+            &["--max-time=1"],
+            0,
+            "max_time",
+            1,
+        ),
+        (
+            "memory",
+            &["Quick", "Quick"],
+            &["--memory=1"],
+            12,
+            "memory",
+            1,
+        ),
+    ];
+    for (name, jobs, args, code, reason, runs) in cases {
+        let url = queue(name, jobs);
+        let on = format!("--queue={name}");
+        scene
+            .work(&[&[on.as_str(), "--sleep=1"][..], args].concat())
+            .expect_stop(code, reason);
+        let ran = ran_on(name);
+        let distinct: std::collections::HashSet<&String> = ran.iter().collect();
+        assert_eq!((ran.len(), distinct.len()), (runs, runs), "{name}: {ran:?}");
+        let left = (jobs.len() - runs) as u64;
+        assert_eq!(moto.counts(&url), (left, 0, 0), "{name}: the rest visible");
     }
-    assert_eq!(counts.len(), JOBS, "every job ran");
-    let again: Vec<_> = counts.iter().filter(|&(_, &n)| n > 1).collect();
-    assert!(
-        again.len() <= 2 * 4 && again.iter().all(|&(_, &n)| n == 2),
-        "only the killed daemons' messages run again, once: {again:?}"
+
+    let url = queue("term", &["Gated", "Quick"]);
+    let mut d = scene.work(&["--queue=term", "--sleep=1"]);
+    wait_for("the gated job to start", || {
+        scene.path().join("started").exists()
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_log(&["signal received", "SIGTERM"]);
+    assert_eq!(
+        moto.counts(&url),
+        (1, 0, 1),
+        "the running job still in flight"
     );
+    std::fs::write(scene.path().join("go"), "").unwrap();
+    d.expect_stop(0, "interrupted");
+    assert_eq!(ran_on("term"), vec!["term-0"]);
+    assert_eq!(
+        moto.counts(&url),
+        (1, 0, 0),
+        "the job ended and was deleted"
+    );
+
+    let url = queue("empty_for", &["Quick"]);
+    let started = Instant::now();
+    scene
+        .work(&["--queue=empty_for", "--sleep=1", "--stop-when-empty-for=2"])
+        .expect_stop(0, "empty_for");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(2), "stopped after {took:?}");
+    assert_eq!(ran_on("empty_for"), vec!["empty_for-0"]);
+    assert_eq!(moto.counts(&url), (0, 0, 0));
 }
 
 /// The payload's own limits hold on SQS as on Redis: a job over its
@@ -850,6 +898,63 @@ fn the_app_s_sqs_connection_is_read_with_app() {
             rows[0].exception
         );
     }
+}
+
+/// A job the Laravel test app (8.83) dispatched, run in the app through
+/// the PHP bridge on SQS: the app's own SQS connection needs the AWS PHP
+/// SDK, which is not installed here, so the app dispatches the job to its
+/// Redis queue and the test sends that payload to SQS as `SqsQueue` writes
+/// it (the same JSON, without the `id` and `attempts` only
+/// `RedisQueue::createPayloadArray` adds). The worker, reading the app's
+/// `sqs` connection (`--app`), hands the body to the bridge, and the job's
+/// `handle()` runs in the app: its record names the job's tag, its data,
+/// attempt 1 (the receive count) and the bridge's job class; the message
+/// is deleted and nothing failed. The job's `$this->job->getQueue()` is the
+/// queue's name (`LARAVEL_WORKER_QUEUE`), where Laravel's `SqsJob` gives
+/// the queue URL.
+#[test]
+fn a_job_the_app_dispatched_runs_in_the_app_through_the_bridge_on_sqs() {
+    let Some(moto) = Moto::start() else { return };
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let url = moto.create_queue("default", 30);
+    for (from, to) in [
+        (
+            "env('SQS_PREFIX', 'https://sqs.us-east-1.amazonaws.com/your-account-id')",
+            format!("'{}'", moto.prefix()),
+        ),
+        ("env('AWS_ACCESS_KEY_ID')", "'test'".to_string()),
+        ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
+        ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
+    ] {
+        app.edit_config("queue.php", from, &to);
+    }
+    app.dispatch(serde_json::json!([{"kind": "plain", "tag": "on-sqs", "data": {"n": 7}}]));
+    let queued = s.redis.lrange("laravel_database_queues:default");
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let redis_payload = &queued[0];
+    let start = redis_payload.find(",\"id\":\"").expect("an id");
+    let end = redis_payload.find("\"attempts\":0").expect("attempts") + "\"attempts\":0".len();
+    let body = format!("{}{}", &redis_payload[..start], &redis_payload[end..]);
+    let parsed: serde_json::Value = serde_json::from_str(&body).expect(&body);
+    assert_eq!(parsed["displayName"], "App\\Jobs\\PlainJob");
+    assert!(parsed.get("id").is_none() && parsed.get("attempts").is_none());
+    let id = moto.send(&url, &body, 0);
+
+    let config = app.config_from_app(&s, common::laravel::Transport::PerJob);
+    let flag = app.app_flag();
+    s.run(&config, &["sqs", &flag, "--stop-when-empty", "--sleep=0"]);
+    let runs = app.events("handle", "on-sqs");
+    assert_eq!(runs.len(), 1, "{:?}", app.records());
+    let run = &runs[0];
+    assert_eq!(run["attempt"], 1, "{run}");
+    assert_eq!(run["data"], serde_json::json!({"n": 7}), "{run}");
+    assert_eq!(run["runner"], "LaravelWorker\\BridgeJob", "{run}");
+    assert_eq!(run["queue"], "default", "the name, not the URL: {run}");
+    assert_eq!(moto.counts(&url), (0, 0, 0), "message {id} deleted");
+    assert!(s.failed_rows().is_empty());
 }
 
 /// The Redis parity tests' job kinds on SQS, beside the ones above: a job
