@@ -522,3 +522,173 @@ fn a_failure_while_the_failed_store_is_down_comes_back_after_retry_after() {
         rows[0].exception
     );
 }
+
+/// A job running three times `retry_after` in the daemon while a real
+/// `php artisan queue:work database` (Laravel 8.83) polls the same SQLite
+/// table runs once: the renewals keep `reserved_at` within `retry_after`,
+/// so PHP never finds the row expired (it would run the app's `TimedJob`,
+/// which records its start in the app, and print a `Processing` line).
+#[test]
+fn a_job_running_three_times_retry_after_beside_queue_work_runs_once() {
+    let s = common::Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    // The app's default database (DB_DATABASE) holds jobs beside failed_jobs.
+    let jobs = JobsTable::sqlite(&s.path("failed.sqlite"));
+    app.set_env("QUEUE_CONNECTION", "database");
+    app.set_env("DB_QUEUE_RETRY_AFTER", "4");
+    app.dispatch(serde_json::json!([{"kind": "timed", "tag": "long"}]));
+    assert_eq!(jobs.rows().len(), 1);
+    let dir = s.dir.path();
+    let script = "touch \"$DIR/started\"; while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
+    let failed_url = format!("sqlite://{}", s.path("failed.sqlite").display());
+    let config = config(dir, &jobs, &failed_url, 4, script);
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+    let mut daemon = Daemon::start(&args, &[]);
+    common::wait_until("the job to start", || dir.join("started").exists());
+    let reserved_at = jobs.rows()[0].reserved_at.unwrap();
+    let php = app.queue_work_on("database", &["--sleep=0.2", "--tries=1"]);
+    common::wait_until("reserved_at to move past 3 x retry_after", || {
+        jobs.rows()
+            .first()
+            .is_some_and(|r| r.reserved_at.unwrap_or(0) >= reserved_at + 12)
+    });
+    std::fs::write(dir.join("go"), "").unwrap();
+    common::wait_until("the row to be deleted", || jobs.rows().is_empty());
+    daemon.signal(Signal::SIGTERM);
+    daemon.expect_exit(0);
+    php.signal(Signal::SIGTERM);
+    let mut php = php;
+    assert!(php.wait().success(), "{}", php.output());
+    let out = php.output();
+    assert!(
+        !out.contains("Processing"),
+        "queue:work took the job:\n{out}"
+    );
+    let starts = app
+        .records()
+        .iter()
+        .filter(|r| r["event"] == "start")
+        .count();
+    assert_eq!(starts, 0, "the app ran the job");
+    assert_eq!(daemon.stdout.join("\n").matches(" DONE").count(), 1);
+    let failed = FailedDb::Sqlite(failed_url);
+    assert_eq!(failed.rows().len(), 0);
+}
+
+/// Every stop condition of `queue:work` on the database queue, each on a
+/// queue of its own in one SQLite table: the worker exits with the status
+/// and logs the stop reason it does on Redis, and the rows it did not run
+/// stay in the table, available (none reserved and kept): `--once` runs
+/// one job; `--max-jobs=2` with four free slots reserves and runs two;
+/// `--max-time=1` stops once the running job (1.5 s) ends; `--memory=1`
+/// stops with 12 after the first job; SIGTERM while a job runs lets it
+/// finish and be deleted, then exits 0; `--stop-when-empty-for=2` runs
+/// what there is, then stops after 2 s without a job (`--stop-when-empty`
+/// ends the other tests of this file).
+#[test]
+fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let dir = dir.path();
+    let jobs = JobsTable::sqlite(&dir.join("database.sqlite"));
+    let failed = FailedDb::sqlite(&dir.join("failed.sqlite"));
+    let script = "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
+                  case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
+                  *Slow) sleep 1.5;;\n\
+                  *Gated) touch \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done;;\n\
+                  esac";
+    let config = config(dir, &jobs, failed.url(), 90, script);
+    let queue = |name: &str, kinds: &[&str]| {
+        for (n, kind) in kinds.iter().enumerate() {
+            jobs.insert(name, &payload(kind, &format!("{name}-{n}")), 0, None, now());
+        }
+    };
+    let ran_on = |name: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.join("ran"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
+            .collect()
+    };
+    let left_on = |name: &str| -> (usize, usize) {
+        let rows: Vec<_> = jobs
+            .rows()
+            .into_iter()
+            .filter(|r| r.queue == name)
+            .collect();
+        let reserved = rows.iter().filter(|r| r.reserved_at.is_some()).count();
+        (rows.len(), reserved)
+    };
+    let work = |extra: &[&str]| {
+        let args = ["--config", config.to_str().unwrap(), "work", "--sleep=1"];
+        Daemon::start(&[&args[..], extra].concat(), &[])
+    };
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], i32, &'a str, usize);
+    let cases: [Case; 4] = [
+        ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
+        (
+            "max_jobs",
+            &["Quick", "Quick", "Quick"],
+            &["--max-jobs=2", "--concurrency=4"],
+            0,
+            "max_jobs",
+            2,
+        ),
+        (
+            "max_time",
+            &["Slow", "Quick"],
+            &["--max-time=1"],
+            0,
+            "max_time",
+            1,
+        ),
+        (
+            "memory",
+            &["Quick", "Quick"],
+            &["--memory=1"],
+            12,
+            "memory",
+            1,
+        ),
+    ];
+    for (name, kinds, args, code, reason, runs) in cases {
+        queue(name, kinds);
+        let on = format!("--queue={name}");
+        work(&[&[on.as_str()][..], args].concat()).expect_stop(code, reason);
+        let ran = ran_on(name);
+        let distinct: std::collections::HashSet<&String> = ran.iter().collect();
+        assert_eq!((ran.len(), distinct.len()), (runs, runs), "{name}: {ran:?}");
+        assert_eq!(
+            left_on(name),
+            (kinds.len() - runs, 0),
+            "{name}: the rest available"
+        );
+    }
+
+    queue("term", &["Gated", "Quick"]);
+    let mut d = work(&["--queue=term"]);
+    common::wait_until("the gated job to start", || dir.join("started").exists());
+    d.signal(Signal::SIGTERM);
+    d.wait_log(&["signal received", "SIGTERM"]);
+    assert_eq!(left_on("term"), (2, 1), "the running job still reserved");
+    std::fs::write(dir.join("go"), "").unwrap();
+    d.expect_stop(0, "interrupted");
+    assert_eq!(ran_on("term"), vec!["term-0"]);
+    assert_eq!(left_on("term"), (1, 0), "the job ended and was deleted");
+
+    queue("empty_for", &["Quick"]);
+    let started = std::time::Instant::now();
+    work(&["--queue=empty_for", "--stop-when-empty-for=2"]).expect_stop(0, "empty_for");
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(2),
+        "stopped after {took:?}"
+    );
+    assert_eq!(ran_on("empty_for"), vec!["empty_for-0"]);
+    assert_eq!(left_on("empty_for"), (0, 0));
+    assert_eq!(failed.rows().len(), 0);
+}
