@@ -692,3 +692,77 @@ fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() 
     assert_eq!(left_on("empty_for"), (0, 0));
     assert_eq!(failed.rows().len(), 0);
 }
+
+/// Timeouts and the drain deadline on the database queue, as on Redis: a
+/// job over its payload `timeout` has its handler killed (the worker goes
+/// on) and, out of tries, is failed with Laravel's timeout exception; a
+/// job still running when a SIGTERM's drain deadline (`drain_timeout = 1`)
+/// passes has its handler killed and is released, its row available again
+/// at once with the attempt counted, and the worker exits 0.
+#[test]
+fn timeouts_and_the_drain_deadline_kill_only_the_handler_on_the_database_queue() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let dir = dir.path();
+    let jobs = JobsTable::sqlite(&dir.join("database.sqlite"));
+    let failed = FailedDb::sqlite(&dir.join("failed.sqlite"));
+    let script = "echo $$ > \"$DIR/pid-$LARAVEL_WORKER_JOB_UUID\"; touch \"$DIR/started\"; \
+                  sleep 300; echo end >> \"$DIR/ended\"";
+    let config = config(dir, &jobs, failed.url(), 90, script);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text += "\n[worker]\ndrain_timeout = 1\nkill_grace = 1\n";
+    std::fs::write(&config, text).unwrap();
+    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
+
+    let slow = payload("Slow", "u-slow").replace("\"timeout\":null", "\"timeout\":1");
+    jobs.insert("default", &slow, 0, None, now());
+    let mut d = Daemon::start(
+        &[&args[..], &["--stop-when-empty", "--tries=1"]].concat(),
+        &[],
+    );
+    d.expect_stop(0, "empty");
+    common::wait_dead(read_pid(&dir.join("pid-u-slow")));
+    assert_eq!(jobs.rows(), vec![], "the timed-out job left the table");
+    let rows = failed.rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].exception.contains("TimeoutExceededException")
+            && rows[0].exception.contains("has timed out"),
+        "{}",
+        rows[0].exception
+    );
+
+    std::fs::remove_file(dir.join("started")).unwrap();
+    jobs.insert("default", &payload("Endless", "u-endless"), 0, None, now());
+    let mut d = Daemon::start(&[&args[..], &["--tries=3"]].concat(), &[]);
+    common::wait_until("the endless job to start", || dir.join("started").exists());
+    d.signal(Signal::SIGTERM);
+    d.expect_exit(0);
+    assert!(
+        d.stderr_text().contains("drain deadline passed"),
+        "{}",
+        d.stderr_text()
+    );
+    common::wait_dead(read_pid(&dir.join("pid-u-endless")));
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 1, "released: {rows:?}");
+    assert_eq!(
+        (rows[0].attempts, rows[0].reserved_at),
+        (1, None),
+        "{rows:?}"
+    );
+    assert!(rows[0].available_at <= now(), "available at once: {rows:?}");
+    assert!(!dir.join("ended").exists(), "no handler ran to its end");
+    assert_eq!(failed.rows().len(), 1, "nothing more failed");
+}
+
+/// The process id a handler wrote to `path`.
+fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
