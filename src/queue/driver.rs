@@ -159,7 +159,9 @@ impl Queue {
 
     /// Waits up to `wait` (`None`: for ever) for a job pushed to any of
     /// `queues`; true when one may have come. A driver without a wake-up
-    /// of its own sleeps the wait out.
+    /// of its own sleeps the wait out. `horizon`: how long a receive may
+    /// stay in flight before the worker may stop (SQS cuts its long polls
+    /// to it, see [`SqsQueue::block_on_notify`]).
     ///
     /// # Errors
     /// The queue cannot be reached.
@@ -167,11 +169,12 @@ impl Queue {
         &self,
         queues: &[Arc<QueueKeys>],
         wait: Option<Duration>,
+        horizon: Option<Duration>,
     ) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.block_on_notify(queues, wait).await?),
             // Long polls on every queue at once.
-            Queue::Sqs(q) => Ok(q.block_on_notify(queues, wait).await?),
+            Queue::Sqs(q) => Ok(q.block_on_notify(queues, wait, horizon).await?),
             // No wake-up on a table: the wait is `--sleep`, then the next poll.
             Queue::Database(_) => {
                 match wait {
@@ -290,6 +293,22 @@ impl Queue {
             Queue::Sqs(_) => Err(QueueError::Unsupported(
                 "the SQS queue keeps no failure records while the failed job store is down",
             )),
+        }
+    }
+
+    /// What the queue received for this worker and holds unstarted, once
+    /// its receives in flight have ended (waiting at most `within`): on
+    /// SQS, the messages of long polls still in flight when the loop
+    /// stopped (see [`SqsQueue::take_received`]); Redis and the database
+    /// hold nothing between pops.
+    pub async fn take_received(
+        &self,
+        queues: &[Arc<QueueKeys>],
+        within: Duration,
+    ) -> Vec<ReservedJob> {
+        match self {
+            Queue::Sqs(q) => q.take_received(queues, within).await,
+            Queue::Redis(_) | Queue::Database(_) => Vec::new(),
         }
     }
 

@@ -35,12 +35,13 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::balance::Balanced;
+use super::balance::{Balanced, changed_or_never};
 use super::cache_signals::CacheSignals;
 use super::drain::{Deadline, InFlight};
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait, fetch_limit, idle_wait};
 use super::progress::{Poll, Progress};
+use super::received;
 use super::stop::{self, StopReason};
 use super::{Services, task, unrecorded};
 use crate::lifecycle::Pulse;
@@ -401,6 +402,7 @@ impl Daemon {
             &active,
             &counts,
             self.idle_wait,
+            self.progress.poll_horizon(&self.services.options),
             interrupted,
             move || should_run(&control, down_file.as_deref()),
         );
@@ -485,6 +487,13 @@ impl Daemon {
         }
         self.pulse.stopping(reason.as_str());
         self.services.events.stopping(reason);
+        let stopped = std::time::Instant::now();
+        let (queue, limit) = (&self.services.queue, self.deadline.limit);
+        let take = received::take(queue, &self.queues, &self.permits, limit, reason);
+        for (job, permit) in self.pulse.during(None, take).await {
+            self.dispatch(job, permit);
+        }
+        self.deadline.shorten_by(stopped.elapsed());
         self.in_flight.drain(&self.deadline, &self.pulse).await;
         self.pulse.exit();
     }
@@ -567,15 +576,6 @@ fn poll_of(reserved: &Reserved, skipped_busy: bool) -> Poll {
         Reserved::Failed => Poll::Failed,
         Reserved::Nothing { .. } if !skipped_busy => Poll::Empty,
         Reserved::Jobs(_) | Reserved::Nothing { .. } => Poll::Found,
-    }
-}
-
-/// Resolves when `room` (a balanced worker's room watch) resolves; never
-/// without one.
-async fn changed_or_never(room: Option<impl std::future::Future<Output = ()>>) {
-    match room {
-        Some(room) => room.await,
-        None => std::future::pending().await,
     }
 }
 

@@ -40,6 +40,16 @@ pub struct Deadline {
     pub passed: Option<watch::Sender<bool>>,
 }
 
+impl Deadline {
+    /// Takes `spent` off the limit: the stop's time already used before
+    /// the drain (see `worker::received`), so the whole stop keeps within it.
+    pub fn shorten_by(&mut self, spent: Duration) {
+        if let Some(limit) = &mut self.limit {
+            *limit = limit.saturating_sub(spent);
+        }
+    }
+}
+
 impl InFlight {
     /// Tickets for a job about to start: `[start, settled]`, dropped as its
     /// handler call begins and once its fate is in the queue, and one held

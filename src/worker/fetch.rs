@@ -55,6 +55,7 @@ pub async fn next_jobs(
     queues: &[Arc<QueueKeys>],
     counts: &[usize],
     idle: IdleWait,
+    horizon: Option<Duration>,
     interrupted: impl Future<Output = ()>,
     may_take: impl Fn() -> bool,
 ) -> crate::queue::QueueResult<Fetched> {
@@ -69,7 +70,7 @@ pub async fn next_jobs(
         return Ok(Fetched::Empty { waited: false });
     };
     let woken = tokio::select! {
-        woken = queue.block_on_notify(queues, wait) => woken?,
+        woken = queue.block_on_notify(queues, wait, horizon) => woken?,
         () = interrupted => false,
     };
     if woken && may_take() {

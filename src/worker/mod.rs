@@ -43,6 +43,7 @@ pub mod outcome;
 pub mod overflow;
 pub mod process;
 pub mod progress;
+pub mod received;
 pub mod settle;
 pub mod starts;
 pub mod stop;

@@ -96,6 +96,13 @@ impl Progress {
         self.found
     }
 
+    /// How long a receive may stay in flight before a foreseen stop (see
+    /// [`super::stop::poll_horizon`]), as of now.
+    pub fn poll_horizon(&self, options: &super::options::WorkerOptions) -> Option<Duration> {
+        let (idle_for, ran_for) = (self.last_job_at.elapsed(), self.started.elapsed());
+        super::stop::poll_horizon(options, idle_for, ran_for)
+    }
+
     /// What the stop decision needs, with the signals the loop read:
     /// `quit`, `tripped`, `restarted`; `in_flight`: a job is still running;
     /// `memory`: read the resident memory (`--memory` is on), again unless

@@ -149,6 +149,31 @@ pub fn decide(options: &WorkerOptions, seen: &Seen) -> Option<StopReason> {
     None
 }
 
+/// How long a receive of the idle wait may stay in flight before a stop
+/// condition may end the worker: `--sleep` with `--stop-when-empty` (the
+/// stop comes right after that wait), the rest of `--stop-when-empty-for`
+/// (`idle_for`: how long no job has run) and of `--max-time` (`ran_for`:
+/// how long the loop has run). `None` when no stop is foreseen: a signal
+/// or a restart comes when it comes. An SQS long poll longer than this
+/// would outlive the worker (see `worker::received`).
+pub fn poll_horizon(
+    options: &WorkerOptions,
+    idle_for: Duration,
+    ran_for: Duration,
+) -> Option<Duration> {
+    let mut limits = Vec::with_capacity(3);
+    if options.stop_when_empty {
+        limits.push(options.sleep);
+    }
+    if !options.stop_when_empty_for.is_zero() {
+        limits.push(options.stop_when_empty_for.saturating_sub(idle_for));
+    }
+    if !options.max_time.is_zero() {
+        limits.push(options.max_time.saturating_sub(ran_for));
+    }
+    limits.into_iter().min()
+}
+
 /// `--stop-when-empty`, or `--stop-when-empty-for` with no job in flight
 /// for that long, while the queue has been unreachable for
 /// [`UNREACHABLE_POLLS`] polls in a row.
@@ -314,5 +339,24 @@ mod tests {
         };
         assert_eq!(decide(&empty_for, &running), None);
         assert_eq!(decide(&WorkerOptions::default(), &unreachable), None);
+    }
+
+    #[test]
+    fn the_poll_horizon_is_the_nearest_foreseen_stop() {
+        let secs = Duration::from_secs;
+        let none = options(|_| {});
+        assert_eq!(poll_horizon(&none, secs(5), secs(50)), None);
+        let empty = options(|o| {
+            o.stop_when_empty = true;
+            o.sleep = secs(3);
+        });
+        assert_eq!(poll_horizon(&empty, secs(5), secs(50)), Some(secs(3)));
+        let all = options(|o| {
+            o.stop_when_empty_for = secs(10);
+            o.max_time = secs(60);
+        });
+        assert_eq!(poll_horizon(&all, secs(4), secs(50)), Some(secs(6)));
+        assert_eq!(poll_horizon(&all, secs(4), secs(58)), Some(secs(2)));
+        assert_eq!(poll_horizon(&all, secs(40), secs(70)), Some(secs(0)));
     }
 }

@@ -331,6 +331,59 @@ fn an_idle_worker_long_polls_every_queue_and_picks_up_a_push() {
     assert_eq!(scene.ran().len(), 1, "{:?}", scene.ran());
 }
 
+/// A worker stopping while idle waits for the long poll it has in flight
+/// (SQS would go on with it after the worker left, taking a message sent
+/// meanwhile for nobody: it came back after the visibility timeout with a
+/// receive counted, and failed unrun at `--tries=1`): a message sent just
+/// after a SIGTERM is received by that poll and run, then the worker exits
+/// 0; after `--max-jobs` the message a poll brings is handed back unrun,
+/// visible again at once.
+#[test]
+fn a_worker_stopping_while_idle_runs_what_its_long_poll_brings() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let scene = Scene::new(
+        &moto,
+        30,
+        "echo \"$LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"",
+    );
+    let config = scene.config.to_str().unwrap();
+    let polls = ("RUST_LOG", "info,laravel_worker::queue::sqs::receive=debug");
+    let args = ["--config", config, "work", "--sleep=3", "--tries=1"];
+    let mut d = Daemon::start(&args, &[polls]);
+    d.wait_log(&["long poll sent"]);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.wait_log(&["signal received", "SIGTERM"]);
+    moto.send(&url, &payload("Late", "u-late"), 0);
+    d.expect_stop(0, "interrupted");
+    assert_eq!(scene.ran(), vec!["u-late"], "the job the poll brought ran");
+    assert_eq!(moto.counts(&url), (0, 0, 0), "and was deleted");
+
+    // --max-jobs=1: the first job ends the run; a second queue's poll,
+    // in flight meanwhile, brings a message that is handed back.
+    let other = moto.create_queue("other", 30);
+    let args = [
+        "--config",
+        config,
+        "work",
+        "--queue=default,other",
+        "--sleep=3",
+    ];
+    let mut d = Daemon::start(
+        &[&args[..], &["--max-jobs=1", "--tries=1"]].concat(),
+        &[polls],
+    );
+    d.wait_log(&["long poll sent", "other"]);
+    moto.send(&url, &payload("First", "u-first"), 0);
+    moto.send(&other, &payload("Second", "u-second"), 0);
+    d.expect_stop(0, "max_jobs");
+    let ran = scene.ran();
+    assert_eq!(ran.len(), 2, "one more job ran: {ran:?}");
+    let left = moto.counts(&url).0 + moto.counts(&other).0;
+    let in_flight = moto.counts(&url).2 + moto.counts(&other).2;
+    assert_eq!((left, in_flight), (1, 0), "the other handed back, visible");
+}
+
 /// A FIFO queue: `push` sends with a message group (the queue name) and a
 /// fresh deduplication id (a UUID) each time, as Laravel 12.27+ sends a
 /// string job (SQS refuses a FIFO send without a group), and the worker

@@ -15,7 +15,12 @@
 //!   its queue meanwhile (the poll answers as soon as a message is there),
 //!   and what it receives is held for the next pop of its queue. An idle
 //!   worker so sends one request per queue every 20 s, whatever `--sleep`
-//!   is, and picks up a push within a round trip.
+//!   is, and picks up a push within a round trip;
+//! - SQS goes on with a poll whose client has gone, so no poll may outlive
+//!   the worker: a poll is no longer than the time before a foreseen stop
+//!   (`--stop-when-empty`'s `--sleep`, the rest of `--stop-when-empty-for`
+//!   or `--max-time`), and a stopping worker waits for the polls still in
+//!   flight and takes what they bring ([`SqsQueue::take_received`]).
 //!
 //! When SQS handed a message out is known only to lie between the
 //! receive's request and its answer: up to 20 s apart on a long poll. A
@@ -124,10 +129,12 @@ impl SqsQueue {
         Ok(self.jobs(queue, &url, fresh))
     }
 
-    /// The idle wait: keeps a long poll (20 s, one message) in flight on
-    /// every queue of `queues` until one brings a message (true) or `wait`
-    /// is over (false; `None`: no limit). Polls in flight at the end keep
-    /// going (see the module's notes).
+    /// The idle wait: keeps a long poll (20 s, one message; no longer than
+    /// `horizon`, the time before the worker may stop) in flight on every
+    /// queue of `queues` until one brings a message (true) or `wait` is
+    /// over (false; `None`: no limit). Polls in flight at the end keep
+    /// going (see the module's notes); a stopping worker waits for them
+    /// ([`Self::take_received`]).
     ///
     /// # Errors
     /// A long poll failed (SQS refused it or could not be reached).
@@ -135,7 +142,13 @@ impl SqsQueue {
         &self,
         queues: &[Arc<QueueKeys>],
         wait: Option<Duration>,
+        horizon: Option<Duration>,
     ) -> Result<bool> {
+        // A poll no longer than the time before a stop may come (rounded up,
+        // at least 1 s): one that outlived the worker would take a message
+        // for nobody.
+        let poll_secs = horizon.map_or(MAX_WAIT, |h| h.as_secs_f64().ceil() as u64);
+        let poll_secs = poll_secs.clamp(1, MAX_WAIT);
         let urls: Vec<String> = queues.iter().map(|q| self.url_of(&q.name)).collect();
         let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
         loop {
@@ -154,7 +167,7 @@ impl SqsQueue {
                     }
                     if !entry.polling {
                         entry.polling = true;
-                        tokio::spawn(self.clone().long_poll(url.clone()));
+                        tokio::spawn(self.clone().long_poll(url.clone(), poll_secs));
                     }
                 }
             }
@@ -165,10 +178,56 @@ impl SqsQueue {
         }
     }
 
-    /// One long poll of `url`, its outcome left in the queue's [`Held`].
-    async fn long_poll(self, url: String) {
+    /// The messages this worker's long polls received and no pop took, once
+    /// no poll of `queues` is in flight any more or `within` has passed (a
+    /// poll ends at most 20 s after it was sent). A worker about to stop
+    /// takes them (see `worker::received`), so that no message is left in
+    /// flight for nobody; a poll still in flight at `within` is left to
+    /// SQS, which shows what it took again after the visibility timeout.
+    pub async fn take_received(
+        &self,
+        queues: &[Arc<QueueKeys>],
+        within: Duration,
+    ) -> Vec<ReservedJob> {
+        let urls: Vec<String> = queues.iter().map(|q| self.url_of(&q.name)).collect();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let polled = self.inner.polled.notified();
+            tokio::pin!(polled);
+            polled.as_mut().enable();
+            let polling = {
+                let all = self.held();
+                urls.iter()
+                    .any(|url| all.get(url).is_some_and(|e| e.polling))
+            };
+            if !polling {
+                break;
+            }
+            tokio::select! {
+                () = &mut polled => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        let mut jobs = Vec::new();
+        for (queue, url) in queues.iter().zip(&urls) {
+            let held: Vec<Received> = match self.held().get_mut(url) {
+                Some(entry) => entry.messages.drain(..).collect(),
+                None => Vec::new(),
+            };
+            if !held.is_empty() {
+                let fresh = self.still_ours(url, held).await;
+                jobs.extend(self.jobs(queue, url, fresh));
+            }
+        }
+        jobs
+    }
+
+    /// One long poll of `url` (up to `wait_secs`), its outcome left in the
+    /// queue's [`Held`].
+    async fn long_poll(self, url: String, wait_secs: u64) {
+        tracing::debug!(queue = %url, wait_secs, "long poll sent");
         let sent = Instant::now();
-        let answer = self.receive(&url, 1, MAX_WAIT).await;
+        let answer = self.receive(&url, 1, wait_secs).await;
         let answered = Instant::now();
         {
             let mut all = self.held();

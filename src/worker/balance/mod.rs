@@ -164,3 +164,12 @@ pub async fn changed(changes: Option<watch::Receiver<u64>>) {
         None => std::future::pending().await,
     }
 }
+
+/// Resolves when `room` (a balanced worker's room watch) resolves; never
+/// without one (a worker that is not balanced).
+pub async fn changed_or_never(room: Option<impl Future<Output = ()>>) {
+    match room {
+        Some(room) => room.await,
+        None => std::future::pending().await,
+    }
+}
