@@ -432,12 +432,7 @@ fn the_keda_queries_count_the_backlog_the_gauge_counts() {
 #[test]
 fn a_reserve_that_waited_for_the_sqlite_lock_renews_in_time() {
     use sqlx::Connection;
-    let dir = tempfile::Builder::new()
-        .prefix("lw-dbw-")
-        .tempdir()
-        .unwrap();
-    let jobs = JobsTable::sqlite(&dir.path().join("database.sqlite"));
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let (dir, jobs, failed) = sqlite_tables();
     let script = "echo run >> \"$DIR/runs\"; touch \"$DIR/started\"; \
                   while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
     let config = config(dir.path(), &jobs, failed.url(), 6, script);
@@ -479,12 +474,7 @@ fn a_reserve_that_waited_for_the_sqlite_lock_renews_in_time() {
 /// `failed_jobs` (attempted too many times): nothing is lost.
 #[test]
 fn a_failure_while_the_failed_store_is_down_comes_back_after_retry_after() {
-    let dir = tempfile::Builder::new()
-        .prefix("lw-dbw-")
-        .tempdir()
-        .unwrap();
-    let jobs = JobsTable::sqlite(&dir.path().join("database.sqlite"));
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let (dir, jobs, failed) = sqlite_tables();
     let script = "exit 3";
     // A SQLite file in a folder that does not exist cannot be opened: the
     // store is down at once (a server that refuses connections is down
@@ -589,13 +579,8 @@ fn a_job_running_three_times_retry_after_beside_queue_work_runs_once() {
 /// ends the other tests of this file).
 #[test]
 fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() {
-    let dir = tempfile::Builder::new()
-        .prefix("lw-dbw-")
-        .tempdir()
-        .unwrap();
-    let dir = dir.path();
-    let jobs = JobsTable::sqlite(&dir.join("database.sqlite"));
-    let failed = FailedDb::sqlite(&dir.join("failed.sqlite"));
+    let (tmp, jobs, failed) = sqlite_tables();
+    let dir = tmp.path();
     let script = "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
                   case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
                   *Slow) sleep 1.5;;\n\
@@ -701,13 +686,8 @@ fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() 
 /// at once with the attempt counted, and the worker exits 0.
 #[test]
 fn timeouts_and_the_drain_deadline_kill_only_the_handler_on_the_database_queue() {
-    let dir = tempfile::Builder::new()
-        .prefix("lw-dbw-")
-        .tempdir()
-        .unwrap();
-    let dir = dir.path();
-    let jobs = JobsTable::sqlite(&dir.join("database.sqlite"));
-    let failed = FailedDb::sqlite(&dir.join("failed.sqlite"));
+    let (tmp, jobs, failed) = sqlite_tables();
+    let dir = tmp.path();
     let script = "echo $$ > \"$DIR/pid-$LARAVEL_WORKER_JOB_UUID\"; touch \"$DIR/started\"; \
                   sleep 300; echo end >> \"$DIR/ended\"";
     let config = config(dir, &jobs, failed.url(), 90, script);
@@ -765,4 +745,16 @@ fn read_pid(path: &Path) -> i32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// A temporary directory with a SQLite `jobs` table (`database.sqlite`)
+/// and a `failed_jobs` table (`failed.sqlite`) in it.
+fn sqlite_tables() -> (tempfile::TempDir, JobsTable, FailedDb) {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-dbw-")
+        .tempdir()
+        .unwrap();
+    let jobs = JobsTable::sqlite(&dir.path().join("database.sqlite"));
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    (dir, jobs, failed)
 }
