@@ -100,7 +100,10 @@ impl DatabaseStore {
                 Ok(mut pool) => *pool = fresh,
                 Err(poisoned) => *poisoned.into_inner() = fresh,
             },
-            Err(e) => tracing::warn!("cannot reopen the failed jobs database: {e:#}"),
+            Err(e) => tracing::warn!(
+                "cannot reopen the failed jobs database: {}",
+                crate::error_chain::error_chain(e.as_ref())
+            ),
         }
     }
 

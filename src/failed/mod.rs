@@ -331,7 +331,8 @@ impl Fallback {
         result
             .inspect_err(|e| {
                 tracing::warn!(
-                    "the failed jobs fallback in Redis cannot be used, so only the table is: {e:#}"
+                    "the failed jobs fallback in Redis cannot be used, so only the table is: {}",
+                    crate::error_chain::error_chain(e.as_ref())
                 );
             })
             .ok()

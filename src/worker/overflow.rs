@@ -137,8 +137,9 @@ pub async fn open(job: ReservedJob, services: &Services) -> Opened {
             tracing::warn!(
                 id = %job.id(),
                 pointer = %pointer,
-                "cannot read the job's payload from the cache store ({e:#}): handed back, \
-                 visible again in {delay} s"
+                "cannot read the job's payload from the cache store ({}): handed back, \
+                 visible again in {delay} s",
+                crate::error_chain::error_chain(e.as_ref())
             );
             Opened {
                 job,
@@ -203,7 +204,8 @@ pub async fn forget_after(key: &str, verdict: &Verdict, settled: Settled, servic
     if let Err(e) = services.cache.forget(key).await {
         tracing::warn!(
             pointer = key,
-            "cannot forget the payload of a deleted SQS job from the cache store: {e:#}"
+            "cannot forget the payload of a deleted SQS job from the cache store: {}",
+            crate::error_chain::error_chain(e.as_ref())
         );
     }
 }

@@ -384,6 +384,41 @@ fn a_worker_stopping_while_idle_runs_what_its_long_poll_brings() {
     assert_eq!((left, in_flight), (1, 0), "the other handed back, visible");
 }
 
+/// An overflow pointer whose cache store cannot be reached (a SQLite cache
+/// table in a folder that does not exist) is no verdict on the job: it is
+/// neither run nor failed, but handed back, and SQS shows it again after
+/// the visibility timeout, for when the store is back.
+#[test]
+fn an_overflow_pointer_whose_store_cannot_be_reached_is_handed_back() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let script = "echo \"$LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"";
+    let scene = Scene::with_cache(&moto, 30, script, |dir| {
+        let missing = dir.join("no-such-dir/cache.sqlite");
+        format!(
+            "store = \"database\"\nurl = \"sqlite://{}\"\nprefix = \"laravel-cache-\"",
+            missing.display()
+        )
+    });
+    moto.send(&url, &pointer("u-away"), 0);
+    let mut d = scene.work(&["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    d.expect_stop(0, "empty");
+    assert!(scene.ran().is_empty(), "never run: {:?}", scene.ran());
+    assert_eq!(scene.failed.rows().len(), 0, "not failed");
+    assert_eq!(moto.counts(&url), (0, 0, 1), "handed back, hidden for now");
+    let log = d.stderr_text();
+    let said = log
+        .lines()
+        .find(|l| l.contains("cannot read the job's payload"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(said.contains("laravel:sqs-payloads:u-away"), "{said}");
+    assert_eq!(
+        said.matches("unable to open database file").count(),
+        1,
+        "the cause once: {said}"
+    );
+}
+
 /// A FIFO queue: `push` sends with a message group (the queue name) and a
 /// fresh deduplication id (a UUID) each time, as Laravel 12.27+ sends a
 /// string job (SQS refuses a FIFO send without a group), and the worker
