@@ -436,7 +436,7 @@ pub async fn call<T: redis::FromRedisValue>(
     conn: &mut RedisConn,
 ) -> redis::RedisResult<T> {
     match cmd.query_async(conn).await {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+        Err(e) if crate::redis::is_noscript(&e) => {
             script.prepare_invoke().load_async(conn).await?;
             cmd.query_async(conn).await
         }

@@ -14,7 +14,7 @@ use super::member::{DIGEST_AT, MemberDigest, MemberRef};
 use super::migrated::{Migrated, MigratedFrom, MigrationLog};
 use super::payload::{Payload, PayloadError};
 use super::scripts::{self, name_denied_script_command};
-use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget};
+use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget, is_noscript};
 use bytes::Bytes;
 
 /// SHA1 of [`scripts::POP`]: the pop goes as `EVALSHA`, so neither the
@@ -56,11 +56,6 @@ impl PopCall<'_> {
 enum ScriptBy {
     Sha,
     Text,
-}
-
-/// Redis answered `NOSCRIPT`: it does not know the script by its SHA1.
-fn is_noscript(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 /// Redis refused `EVALSHA` itself to this ACL user (not a command inside
@@ -345,8 +340,8 @@ impl RedisQueue {
         pipe.ignore_errors();
         let mut replies: Vec<RedisResult<Value>> = pipe.query_async(&mut self.conn()).await?;
         let answer = match replies.pop().unwrap_or(Ok(Value::Nil)) {
-            Err(e) if refuses_evalsha(&e) || is_noscript(&e) => {
-                if refuses_evalsha(&e) {
+            Err(e) if is_noscript(&e) || refuses_evalsha(&e) => {
+                if !is_noscript(&e) {
                     tracing::info!("the queue Redis refuses EVALSHA to this user: pops go as EVAL");
                     self.pop_by_text.store(true, Ordering::Relaxed);
                 }

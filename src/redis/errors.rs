@@ -29,6 +29,13 @@ pub fn is_permanent(e: &RedisError) -> bool {
     .any(|needle| text.contains(needle))
 }
 
+/// True when Redis answered `NOSCRIPT`: it does not know a script by its
+/// SHA1 (a restart, a `SCRIPT FLUSH`, a failover), so the `EVALSHA` did
+/// not run.
+pub fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 /// True when the server answered in something other than the Redis
 /// protocol (RESP): another service on the port, such as an HTTP server.
 pub fn speaks_no_redis(e: &RedisError) -> bool {

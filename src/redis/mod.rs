@@ -59,7 +59,7 @@ mod tls;
 mod tls_probe;
 
 pub use conn::{RedisConn, open};
-pub use errors::{is_permanent, name_denied_in_scripts, speaks_no_redis};
+pub use errors::{is_noscript, is_permanent, name_denied_in_scripts, speaks_no_redis};
 pub use purpose::{COMMAND_TIMEOUT, Purpose};
 pub use target::{RedisTarget, SentinelOptions, Topology};
 pub use tls::TlsOptions;

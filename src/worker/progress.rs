@@ -99,6 +99,9 @@ impl Progress {
     /// How long a receive may stay in flight before a foreseen stop (see
     /// [`super::stop::poll_horizon`]), as of now.
     pub fn poll_horizon(&self, options: &super::options::WorkerOptions) -> Option<Duration> {
+        if !super::stop::foresees_a_stop(options) {
+            return None;
+        }
         let (idle_for, ran_for) = (self.last_job_at.elapsed(), self.started.elapsed());
         super::stop::poll_horizon(options, idle_for, ran_for)
     }

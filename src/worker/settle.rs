@@ -245,7 +245,8 @@ async fn record_failure(
             None
         }
         Logged::StoreDown(e) => {
-            let kept = if services.queue.parks_failures() {
+            let parks = services.queue.parks_failures();
+            let then = if parks {
                 "the record is kept in Redis and written to the store when it is back"
             } else {
                 "the job stays reserved and comes back after retry_after, when the store \
@@ -255,11 +256,11 @@ async fn record_failure(
                 job = job.display_name(),
                 id = %job.id(),
                 store = services.failed.describe(),
-                unrecorded = %job.queue.unrecorded,
-                "cannot record the failed job: {}; {kept}",
+                unrecorded = parks.then_some(job.queue.unrecorded.as_str()),
+                "cannot record the failed job: {}; {then}",
                 crate::error_chain::error_chain(e.as_ref())
             );
-            if !services.queue.parks_failures() {
+            if !parks {
                 return Some(Written::LeftReserved);
             }
             let kept = bytes::Bytes::from(crate::failed::unrecorded_record::encode(&record));

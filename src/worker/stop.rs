@@ -161,17 +161,21 @@ pub fn poll_horizon(
     idle_for: Duration,
     ran_for: Duration,
 ) -> Option<Duration> {
-    let mut limits = Vec::with_capacity(3);
-    if options.stop_when_empty {
-        limits.push(options.sleep);
-    }
-    if !options.stop_when_empty_for.is_zero() {
-        limits.push(options.stop_when_empty_for.saturating_sub(idle_for));
-    }
-    if !options.max_time.is_zero() {
-        limits.push(options.max_time.saturating_sub(ran_for));
-    }
-    limits.into_iter().min()
+    let empty_for = options.stop_when_empty_for;
+    [
+        options.stop_when_empty.then_some(options.sleep),
+        (!empty_for.is_zero()).then(|| empty_for.saturating_sub(idle_for)),
+        (!options.max_time.is_zero()).then(|| options.max_time.saturating_sub(ran_for)),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}
+
+/// Whether any stop condition can be foreseen in time (see
+/// [`poll_horizon`]): without one, the loop need not read the clock for it.
+pub fn foresees_a_stop(options: &WorkerOptions) -> bool {
+    options.stop_when_empty || !options.stop_when_empty_for.is_zero() || !options.max_time.is_zero()
 }
 
 /// `--stop-when-empty`, or `--stop-when-empty-for` with no job in flight
