@@ -29,7 +29,9 @@ use common::jobs_table::{JobsTable, Shape};
 use common::laravel::{self, App, Transport};
 use serde_json::Value;
 
-use super::laravel_parity::{APP_KEY, ARGS, DIFFERENT, TOO_LATE, scenario, tag_of};
+use super::laravel_parity::{
+    APP_KEY, ARGS, FailedRows, TOO_LATE, scenario, split_named_differences, tag_of,
+};
 
 /// The database of one parity test.
 enum Server {
@@ -86,7 +88,7 @@ struct Round {
     delays: BTreeMap<String, i64>,
     /// failed_jobs: tag → (connection, queue, first exception line,
     /// payload with the uuid masked).
-    failed: BTreeMap<String, (String, String, String, String)>,
+    failed: FailedRows,
     /// The keys of Redis DB 0 (locks) and DB 1 (the cache), uuids masked.
     keys: (Vec<String>, Vec<String>),
 }
@@ -195,21 +197,7 @@ fn run_scenario(server: &Server, name: &str, php: bool) -> Vec<Round> {
 
 /// Drops the named differences from a round, returning them apart.
 fn split_differences(round: &mut Round) -> Vec<String> {
-    let mut apart = vec![];
-    round.records.retain(|r| {
-        let v: Value = serde_json::from_str(r).unwrap();
-        let different = v["event"] == "failed" && DIFFERENT.contains(&v["tag"].as_str().unwrap());
-        if different {
-            apart.push(r.clone());
-        }
-        !different
-    });
-    for tag in DIFFERENT {
-        if let Some(row) = round.failed.remove(*tag) {
-            apart.push(format!("{tag}: {}", row.2));
-        }
-    }
-    apart
+    split_named_differences(&mut round.records, &mut round.failed)
 }
 
 /// Runs the scenario with both workers on `server` and compares them.

@@ -612,35 +612,7 @@ fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() 
         let args = ["--config", config.to_str().unwrap(), "work", "--sleep=1"];
         Daemon::start(&[&args[..], extra].concat(), &[])
     };
-    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], i32, &'a str, usize);
-    let cases: [Case; 4] = [
-        ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
-        (
-            "max_jobs",
-            &["Quick", "Quick", "Quick"],
-            &["--max-jobs=2", "--concurrency=4"],
-            0,
-            "max_jobs",
-            2,
-        ),
-        (
-            "max_time",
-            &["Slow", "Quick"],
-            &["--max-time=1"],
-            0,
-            "max_time",
-            1,
-        ),
-        (
-            "memory",
-            &["Quick", "Quick"],
-            &["--memory=1"],
-            12,
-            "memory",
-            1,
-        ),
-    ];
-    for (name, kinds, args, code, reason, runs) in cases {
+    for (name, kinds, args, code, reason, runs) in common::STOP_CASES {
         queue(name, kinds);
         let on = format!("--queue={name}");
         work(&[&[on.as_str()][..], args].concat()).expect_stop(code, reason);

@@ -86,7 +86,7 @@ struct Round {
     delayed: BTreeMap<String, (i64, i64)>,
     /// failed_jobs: tag → (connection, queue, first exception line,
     /// payload with uuid and id masked).
-    failed: BTreeMap<String, (String, String, String, String)>,
+    failed: FailedRows,
     /// Keys of DB 0 and DB 1, uuids masked.
     keys: (Vec<String>, Vec<String>),
 }
@@ -211,10 +211,24 @@ fn laravel_worker(_: &App, s: &Scene, config: &Path) {
     s.run(config, &args);
 }
 
+/// A round's failed_jobs rows: tag → (connection, queue, first exception
+/// line, payload with its ids masked).
+pub(crate) type FailedRows = BTreeMap<String, (String, String, String, String)>;
+
 /// Drops the named differences from a round, returning them apart.
 fn split_differences(round: &mut Round) -> Vec<String> {
+    split_named_differences(&mut round.records, &mut round.failed)
+}
+
+/// Drops the named differences ([`DIFFERENT`]) from a round's job
+/// records and failed rows, returning them apart (this test's and the
+/// database queue's parity test's rounds).
+pub(crate) fn split_named_differences(
+    records: &mut Vec<String>,
+    failed: &mut FailedRows,
+) -> Vec<String> {
     let mut apart = vec![];
-    round.records.retain(|r| {
+    records.retain(|r| {
         let v: Value = serde_json::from_str(r).unwrap();
         let different = v["event"] == "failed" && DIFFERENT.contains(&v["tag"].as_str().unwrap());
         if different {
@@ -223,7 +237,7 @@ fn split_differences(round: &mut Round) -> Vec<String> {
         !different
     });
     for tag in DIFFERENT {
-        if let Some(row) = round.failed.remove(*tag) {
+        if let Some(row) = failed.remove(*tag) {
             apart.push(format!("{tag}: {}", row.2));
         }
     }

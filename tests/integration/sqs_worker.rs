@@ -551,10 +551,6 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
 
-/// A stop condition's case: the queue, its jobs (by name), the worker's
-/// arguments, its exit status and stop reason, and how many jobs it ran.
-type StopCase<'a> = (&'a str, &'a [&'a str], &'a [&'a str], i32, &'a str, usize);
-
 /// Every stop condition of `queue:work` on SQS, each on a queue of its
 /// own with two or three messages and `--sleep=1`: the worker exits with
 /// the status and logs the stop reason it does on Redis, and leaves the
@@ -592,34 +588,7 @@ fn every_stop_condition_on_sqs_leaves_the_unrun_messages_visible() {
             .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
             .collect()
     };
-    let cases: [StopCase; 4] = [
-        ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
-        (
-            "max_jobs",
-            &["Quick", "Quick", "Quick"],
-            &["--max-jobs=2", "--concurrency=4"],
-            0,
-            "max_jobs",
-            2,
-        ),
-        (
-            "max_time",
-            &["Slow", "Quick"],
-            &["--max-time=1"],
-            0,
-            "max_time",
-            1,
-        ),
-        (
-            "memory",
-            &["Quick", "Quick"],
-            &["--memory=1"],
-            12,
-            "memory",
-            1,
-        ),
-    ];
-    for (name, jobs, args, code, reason, runs) in cases {
+    for (name, jobs, args, code, reason, runs) in common::STOP_CASES {
         let url = queue(name, jobs);
         let on = format!("--queue={name}");
         scene
