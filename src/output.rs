@@ -69,7 +69,7 @@ impl Reporter {
     }
 
     fn laravel8_line(&self, job: &ReservedJob, status: &str) {
-        let time = Local::now().format("%Y-%m-%d %H:%M:%S");
+        let time = local_seconds();
         let name = crate::escape::control(job.display_name());
         let id = crate::escape::control(&job.id()).into_owned();
         let word = format!("{status}:");
@@ -78,7 +78,7 @@ impl Reporter {
     }
 
     fn artisan_line(&self, job: &ReservedJob, outcome: Outcome, took: Duration) {
-        let time = Local::now().format("%Y-%m-%d %H:%M:%S");
+        let time = local_seconds();
         // Outside text: a newline or an escape sequence must not reach the terminal raw.
         let name = crate::escape::control(job.display_name());
         let run_time = run_time_for_humans(took);
@@ -148,6 +148,24 @@ impl Reporter {
         }
         self.out.push(&Value::Object(log).to_string());
     }
+}
+
+/// The local time to the second as artisan's lines give it
+/// (`2026-11-21 12:00:00`), formatted once per second and per thread: a
+/// busy worker writes thousands of lines a second, and the formatting
+/// cost more than the line around it.
+fn local_seconds() -> String {
+    thread_local! {
+        static LAST: std::cell::RefCell<(i64, String)> = const { std::cell::RefCell::new((i64::MIN, String::new())) };
+    }
+    let now = Local::now();
+    LAST.with_borrow_mut(|(second, text)| {
+        if *second != now.timestamp() {
+            *second = now.timestamp();
+            *text = now.format("%Y-%m-%d %H:%M:%S").to_string();
+        }
+        text.clone()
+    })
 }
 
 impl JobEvents for Reporter {

@@ -102,6 +102,8 @@ pub struct RedisQueue {
     /// Fetches in progress that may end in a wait on the notify lists (see
     /// [`Self::waiting_for_jobs`]).
     fetching: Arc<AtomicUsize>,
+    /// Names the key each pop may set large jobs aside under.
+    set_aside_keys: Arc<super::set_aside::SetAsideKeys>,
     prefix: String,
     /// Seconds a reservation lasts; `None` turns reclaiming off.
     retry_after: Option<u64>,
@@ -217,6 +219,7 @@ impl RedisQueue {
             pop_by_text: Arc::default(),
             migrated: Arc::new(MigrationLog::default()),
             fetching: Arc::new(AtomicUsize::new(0)),
+            set_aside_keys: Arc::new(super::set_aside::SetAsideKeys::new()),
             prefix: options.prefix,
             retry_after: options.retry_after,
             block_for: options.block_for,
@@ -291,7 +294,7 @@ impl RedisQueue {
             }
         }
         let expiry = now + self.retry_after.unwrap_or(0) as i64;
-        let set_aside = format!("{}:popped:{}", queue.ready, uuid::Uuid::new_v4().simple());
+        let set_aside = self.set_aside_keys.next(&queue.ready);
         let call = PopCall {
             queue,
             set_aside: &set_aside,

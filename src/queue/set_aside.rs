@@ -9,12 +9,44 @@
 //! attempt nor a run; `queue:work`, which reads the job from the pop's own
 //! reply, runs it under the same settings.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use redis::{RedisResult, Value};
 
 use super::keys::QueueKeys;
 use super::redis_queue::{RedisQueue, SET_ASIDE_PIECE};
 use super::scripts;
 use super::scripts::name_denied_script_command;
+
+/// Names the key under which one pop may set its large jobs aside:
+/// `{ready}:popped:` and 32 hex digits, unique across workers (a random
+/// half drawn once per worker) and across this worker's pops (a count).
+/// Each pop used to draw a fresh UUID, a `getrandom` system call per pop
+/// for a key that only a large job ever uses.
+pub(super) struct SetAsideKeys {
+    /// Drawn once, when the queue connects.
+    worker: u64,
+    /// Pops named so far.
+    pops: AtomicU64,
+}
+
+impl SetAsideKeys {
+    /// A fresh random half; the count starts at 0.
+    pub(super) fn new() -> Self {
+        SetAsideKeys {
+            worker: rand::random(),
+            pops: AtomicU64::new(0),
+        }
+    }
+
+    /// The key for the next pop on the queue whose ready list is `ready`
+    /// (on a cluster it carries the queue's hash tag, so it lives in the
+    /// queue's slot, as the pop script needs).
+    pub(super) fn next(&self, ready: &str) -> String {
+        let pop = self.pops.fetch_add(1, Ordering::Relaxed);
+        format!("{ready}:popped:{:016x}{pop:016x}", self.worker)
+    }
+}
 
 /// What the pop's reply says of one set-aside job.
 struct SetAside {
@@ -224,7 +256,24 @@ struct Member<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::eviction_note;
+    use super::{SetAsideKeys, eviction_note};
+
+    #[test]
+    fn set_aside_keys_differ_per_pop_and_per_worker() {
+        let one = SetAsideKeys::new();
+        let other = SetAsideKeys::new();
+        let ready = "laravel_database_queues:{default}";
+        let first = one.next(ready);
+        let second = one.next(ready);
+        assert_ne!(first, second);
+        assert_ne!(first, other.next(ready));
+        for key in [&first, &second] {
+            let (queue, tail) = key.rsplit_once(":popped:").unwrap();
+            assert_eq!(queue, ready);
+            assert_eq!(tail.len(), 32, "{key}");
+            assert!(tail.bytes().all(|b| b.is_ascii_hexdigit()), "{key}");
+        }
+    }
 
     #[test]
     fn the_eviction_note_says_what_the_policy_evicts() {
