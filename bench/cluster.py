@@ -43,7 +43,8 @@ keep coming). Measured over exec to exit of the worker:
     calls per job of each command (the sampler's LLEN and the script's
     INFO left out), the commands' own time per job (`usec`), and
     `total_reads_processed` per job (the reads of a client's input: one
-    per round trip the server sees, when clients do not pipeline).
+    per round trip the server sees, when clients do not pipeline), and
+    `INFO errorstats` (error replies such as MOVED and ASK).
 
 A warm-up drain of N/10 jobs on each setup comes first and is not counted.
 The idle CPU of each server over 5 s (the cluster bus's pings and cron)
@@ -143,21 +144,24 @@ class Node:
         return out
 
     def counters(self):
-        """(CPU s, {command: (calls, usec)}, reads processed)."""
+        """(CPU s, {command: (calls, usec)}, reads processed, {error
+        reply kind (MOVED, ASK, ...): count})."""
         cpu = self.cpu()
         stats = {}
         for k, v in self.info("commandstats").items():
             fields = dict(p.split("=", 1) for p in v.split(","))
             stats[k[len("cmdstat_"):]] = (int(fields["calls"]), int(fields["usec"]))
         reads = int(self.info("stats").get("total_reads_processed", 0))
-        return cpu, stats, reads
+        errors = {k[len("errorstat_"):]: int(v.split("=", 1)[1])
+                  for k, v in self.info("errorstats").items()}
+        return cpu, stats, reads, errors
 
 
 def counted(before, after, n):
     """Per job between two `counters()`: (CPU µs, {command: calls},
-    command µs, reads)."""
-    cpu0, s0, r0 = before
-    cpu1, s1, r1 = after
+    command µs, reads, {error reply kind: count over the run})."""
+    cpu0, s0, r0, e0 = before
+    cpu1, s1, r1, e1 = after
     calls = {}
     usec = 0
     for name, (c1, u1) in s1.items():
@@ -167,7 +171,8 @@ def counted(before, after, n):
         if c1 > c0:
             calls[name] = (c1 - c0) / n
         usec += u1 - u0
-    return (cpu1 - cpu0) * 1e6 / n, calls, usec / n, (r1 - r0) / n
+    errors = {k: v - e0.get(k, 0) for k, v in e1.items() if v > e0.get(k, 0)}
+    return (cpu1 - cpu0) * 1e6 / n, calls, usec / n, (r1 - r0) / n, errors
 
 
 # ---------------------------------------------------------------- the setups
@@ -401,9 +406,9 @@ driver = "null"
                 f"released, {left} left on {ready}")
         nodes = {}
         for node in setup.nodes:
-            cpu, calls, usec, reads = counted(before[node.port], after[node.port], n)
+            cpu, calls, usec, reads, errors = counted(before[node.port], after[node.port], n)
             nodes[node.port] = {"cpu_us": cpu, "calls": calls, "command_us": usec,
-                                "reads": reads}
+                                "reads": reads, "errors": errors}
         return {"wall": n / wall, "steady": steady(samples, n),
                 "daemon_us": daemon_cpu * 1e6 / n, "nodes": nodes,
                 "load": os.getloadavg()[0]}
@@ -455,6 +460,9 @@ driver = "null"
                     "reads": median(v["reads"] for v in vs),
                     "calls": {c: median(v["calls"].get(c, 0) for v in vs) for c in names},
                     "idle_ms_per_s": idle[node.port],
+                    # error replies (MOVED, ASK, ...) summed over the repetitions
+                    "errors": {k: sum(v["errors"].get(k, 0) for v in vs)
+                               for k in sorted({k for v in vs for k in v["errors"]})},
                 })
             out["setups"].append({
                 "setup": s.name, "jobs_per_s": median(r["wall"] for r in rs),
@@ -492,6 +500,11 @@ def per_thousand(v):
     return f"{v:,.0f}" if v >= 10 else f"{v:.2g}"
 
 
+def errors(node):
+    """The error replies (MOVED, ASK, ...) over every repetition, or none."""
+    return ", ".join(f"{k} {v}" for k, v in node.get("errors", {}).items()) or "none"
+
+
 def holds(node):
     return ", ".join(node["holds"]) or "none of these keys"
 
@@ -521,7 +534,8 @@ def table(results):
     out.append("Per job on each server (`INFO commandstats` and `INFO stats` before and after; "
                "the sampler's LLEN and the script's INFO left out): calls of each command "
                "(those a Lua script makes counted too: the pop script's LPOPs and ZADD), "
-               "the commands' own time, reads of client input (about one per round trip); "
+               "the commands' own time, reads of client input (about one per round trip), "
+               "error replies (MOVED, ASK, ...) over all repetitions; "
                "idle CPU over 5 s before the repetitions:")
     out.append("")
     for s in results["setups"]:
@@ -532,6 +546,7 @@ def table(results):
             out.append(f"- {s['setup']} :{node['port']} ({holds(node)}): {total:.3f} "
                        f"calls/job (per 1,000 jobs: {calls or 'none'}); commands' time "
                        f"{node['command_us']:.1f} µs/job; {node['reads']:.2f} reads/job; "
+                       f"error replies: {errors(node)}; "
                        f"idle {node['idle_ms_per_s']:.1f} ms CPU/s")
     loads = [x for s in results["setups"] for x in s["load"]]
     if loads:
