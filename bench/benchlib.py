@@ -8,7 +8,7 @@
 * `/proc` readings: `status_kib` (VmHWM, VmRSS), `pss_kib`, `cpu_seconds`,
   `children`, and `wait_all`, which samples peak memory and CPU time until
   processes exit;
-* `Redis`: a minimal RESP client over a unix socket, and the key names of a
+* `Redis`: a minimal RESP client over a unix socket or TCP, and the key names of a
   Laravel queue (`keys`);
 * job payloads in Laravel's format (`job_payload`, `string_job`, `Payloads`)
   and `push`, which queues them as the worker's push does;
@@ -249,12 +249,17 @@ def wait_all(procs, timeout):
 # ---------------------------------------------------------------- redis
 
 class Redis:
-    """A minimal RESP client over a redis-server's unix socket. Errors
-    replied by the server raise RuntimeError."""
+    """A minimal RESP client over a redis-server's unix socket (`path`), or
+    over TCP when `path` is a (host, port) pair. Errors replied by the
+    server raise RuntimeError."""
 
     def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
+        if isinstance(path, tuple):
+            self.sock = socket.create_connection(path)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(path)
         self.buf = b""
 
     @staticmethod

@@ -32,7 +32,7 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
-Three parts run only when `--only` names them, never in the default run:
+Four parts run only when `--only` names them, never in the default run:
 `balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
 mixed load; 8 slots, 10 s of load in quick, 30 s in full), `pool_memory`
 (bench/pool_memory.py's setups: a PHP bridge pool with and without
@@ -40,9 +40,14 @@ idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
 idle_timeout 2 s) and `database` (bench/database.py's rows: the database
 queue against `queue:work database` on SQLite, PostgreSQL and MariaDB,
 1500 jobs per row in quick, 10,000 in full, and the MariaDB deadlock row,
-4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full). They use
-this run's Redis and binary (--binary, else the release build) and print
-their tables after the others.
+4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full) and
+`cluster` (bench/cluster.py: Redis's CPU per job on one server and on each
+master of a 3-master Redis Cluster, and of another whose cache keys are on
+the queue's master; private servers on 127.0.0.1 TCP ports, 4000 jobs in
+quick, 30,000 in full, warm no-op c=32 with 8 processes, and the commands
+per job each server served). They use this run's Redis (the
+cluster part its own servers), payload and binary (--binary, else the
+release build) and print their tables after the others.
 
 Throughput is measured two ways: "steady" (the ready list sampled every 5 ms,
 jobs/s while it falls from 90 % to 10 % of its start length: process start-up
@@ -67,6 +72,7 @@ import threading
 import time
 
 import balance
+import cluster
 import database
 import pool_memory
 from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
@@ -628,6 +634,12 @@ class Bench(Lab):
             self.args.databases.split(",")).rows()
         self.flush()
 
+    def cluster_rows(self):
+        """bench/cluster.py's setups: one redis-server and a 3-master
+        cluster of its own (TCP on 127.0.0.1), Redis's CPU per job on each."""
+        self.results["extra"]["cluster"] = cluster.ClusterBench(
+            self, self.size["jobs"], self.size["reps"]).rows()
+
     # -- report
 
     def machine(self):
@@ -718,7 +730,13 @@ class Bench(Lab):
                   "same run; per repetition: each repetition's ratio, their median):\n")
             for text in database.table(x["database"]):
                 print(text)
-        if "balance" in x or "pool_memory" in x or "database" in x:
+        if "cluster" in x:
+            print("\nRedis's CPU per job, one server and a 3-master cluster (bench/cluster.py; "
+                  "Redis CPU/job: the server's, or each master's, utime + stime over exec to exit "
+                  "of the worker, per job; × one server: against the one server's):\n")
+            for text in cluster.table(x["cluster"]):
+                print(text)
+        if "balance" in x or "pool_memory" in x or "database" in x or "cluster" in x:
             print()
         print(f"- took {self.results['seconds']:.0f} s")
 
@@ -750,6 +768,8 @@ class Bench(Lab):
             self.pool_memory_rows()
         if self.named("database"):
             self.database_rows()
+        if self.named("cluster"):
+            self.cluster_rows()
         self.results["load_end"] = load()
         self.results["seconds"] = time.monotonic() - t0
         self.report()
@@ -873,7 +893,9 @@ def main():
                                    "(bench/balance.py's rows), pool_memory "
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
                                    "the database queue against queue:work database on SQLite, "
-                                   "PostgreSQL and MariaDB, and the MariaDB deadlock row)")
+                                   "PostgreSQL and MariaDB, and the MariaDB deadlock row), "
+                                   "cluster (bench/cluster.py: Redis's CPU per job on one "
+                                   "server and per master of a 3-master Redis Cluster)")
     ap.add_argument("--databases", default="sqlite,postgres,mariadb",
                     help="with --only database: which of sqlite, postgres, mariadb")
     ap.add_argument("--json", help="also write the results to this file")
