@@ -57,7 +57,7 @@ impl<'a> Request<'a> {
         decode_command: bool,
     ) -> serde_json::Result<Self> {
         let job = inv.job;
-        let payload = String::from_utf8_lossy(&job.reserved);
+        let payload = crate::escape::lossy(&job.reserved);
         let parsed = job.payload.as_ref().ok().filter(|_| decode_command);
         let metadata = CallMetadata::of(inv);
         if job.reserved.len() < STREAM_AT {

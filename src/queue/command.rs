@@ -688,7 +688,7 @@ impl Key<'_> {
 /// Writes `bytes` as a JSON string; bytes that are not UTF-8 are replaced.
 fn write_str(out: &mut Vec<u8>, bytes: &[u8]) {
     // Writing to a Vec cannot fail.
-    let _ = serde_json::to_writer(out, &*String::from_utf8_lossy(bytes));
+    let _ = serde_json::to_writer(out, &*crate::escape::lossy(bytes));
 }
 
 /// The length of `bytes` up to where a UTF-8 character may still be
