@@ -231,10 +231,20 @@ class Bench(Lab):
     def throughput_rows(self):
         n, np_ = self.size["jobs"], self.size["process_jobs"]
         rows = []
+        # Reserve ahead (issue 29): --concurrency above and equal to the
+        # pool's size, this build against --baseline, in the same reps; the
+        # bridge row too when both are named.
+        ahead_bins = [("", self.bin)]
+        ahead_baselines = (self.args.baseline or []) if self.named("ahead") else []
+        for i, baseline in enumerate(ahead_baselines):
+            label = " (baseline)" if len(self.args.baseline) == 1 else f" (baseline {i + 1})"
+            ahead_bins.append((label, os.path.abspath(baseline)))
         if self.app:
             rows += [("queue:work", "queue:work x1", n, lambda: self.queue_work(1)),
-                     ("queue:work", "queue:work x2", n, lambda: self.queue_work(2)),
-                     ("bridge", "bridge persistent x2, c=2", n, self.bridge)]
+                     ("queue:work", "queue:work x2", n, lambda: self.queue_work(2))]
+            rows += [("bridge", f"bridge persistent x2, c=2{label}", n,
+                      lambda binary=binary: self.bridge(binary))
+                     for label, binary in ahead_bins]
         for c in (1, 8, 32, 64):
             rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
         bins = [("", self.bin)]
@@ -248,13 +258,6 @@ class Bench(Lab):
                                  self.warm_row(c, horizon=mode, binary=binary)))
             rows.append(("horizon", f"warm no-op, c={c}, [horizon] refused", n,
                          lambda c=c: self.warm_row(c, horizon="refused")))
-        # Reserve ahead (issue 29): --concurrency above and equal to the
-        # pool's size, this build against --baseline, in the same reps.
-        ahead_bins = [("", self.bin)]
-        ahead_baselines = (self.args.baseline or []) if self.named("ahead") else []
-        for i, baseline in enumerate(ahead_baselines):
-            label = " (baseline)" if len(self.args.baseline) == 1 else f" (baseline {i + 1})"
-            ahead_bins.append((label, os.path.abspath(baseline)))
         for c, p in ((1, 1), (32, 8), (32, 32)):
             for label, binary in ahead_bins:
                 rows.append(("ahead", f"warm no-op, c={c}, processes={p}{label}", n,
@@ -307,10 +310,11 @@ class Bench(Lab):
                             stdout=self.out_file(), stderr=subprocess.STDOUT)
                 for _ in range(count)]
 
-    def bridge(self):
+    def bridge(self, binary=None):
         cfg = self.config("bridge", self.handler_persistent(
             ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
-        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2")]
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2",
+                            binary=binary)]
 
     def warm_row(self, c, horizon="off", binary=None, processes=None):
         handlers = self.handler_persistent([self.warm], processes or c)
@@ -904,8 +908,9 @@ def main():
                                      "target/release, built first unless --no-build)")
     ap.add_argument("--baseline", action="append",
                     help="another laravel-worker binary: the horizon rows (the first one "
-                         "given) and the ahead rows (each one given; repeat the flag) run "
-                         "with it too, in the same repetitions (before/after)")
+                         "given) and, when ahead is named, the ahead and bridge rows (each one "
+                         "given; repeat the flag) run with it too, in the same repetitions "
+                         "(before/after)")
     args = ap.parse_args()
     bench = Bench(args)
     return run_guarded(bench.run, bench.cleanup)
