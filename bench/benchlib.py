@@ -31,6 +31,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -324,6 +325,35 @@ class Redis:
 
     def close(self):
         self.sock.close()
+
+
+class LengthSampler:
+    """Samples a list's length every `interval` seconds on a connection of
+    its own, from a thread, until `stop()`, which returns the samples as
+    (monotonic time, length) and closes the connection."""
+
+    def __init__(self, address, key, interval):
+        self.redis = Redis(address)
+        self.key = key
+        self.interval = interval
+        self.samples = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.done.is_set():
+            self.samples.append((time.monotonic(), self.redis.cmd("LLEN", self.key)))
+            time.sleep(self.interval)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        self.redis.close()
+        return self.samples
 
 
 def start_redis_server(path, directory, *extra):

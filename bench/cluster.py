@@ -55,10 +55,10 @@ import os
 import socket
 import statistics
 import subprocess
-import threading
 import time
 
-from benchlib import PREFIX, PROCS, QUEUE, Redis, cpu_seconds, log, push, wait_all
+from benchlib import (PREFIX, PROCS, QUEUE, LengthSampler, Redis, cpu_seconds, log, push,
+                      wait_all)
 
 HOST = "127.0.0.1"
 CACHE_PREFIX = "laravel_cache"
@@ -373,27 +373,16 @@ driver = "null"
         self.prepare(setup, n)
         ready = setup.ready()
         queue_node = setup.owner(ready)
-        sampler = Redis((HOST, queue_node.port))
-        samples = []
-        done = threading.Event()
-
-        def sample():
-            while not done.is_set():
-                samples.append((time.monotonic(), sampler.cmd("LLEN", ready)))
-                time.sleep(0.02)
-
+        sampler = LengthSampler((HOST, queue_node.port), ready, 0.02)
         before = {node.port: node.counters() for node in setup.nodes}
         t0 = time.monotonic()
         worker = self.lab.worker(setup.config, "--stop-when-empty", "--sleep=0",
                                  f"--concurrency={self.concurrency}")
-        thread = threading.Thread(target=sample, daemon=True)
-        thread.start()
+        sampler.start()
         try:
             _, daemon_cpu = wait_all([worker], timeout=max(600, n / 50))
         finally:
-            done.set()
-            thread.join()
-            sampler.close()
+            samples = sampler.stop()
         wall = time.monotonic() - t0
         after = {node.port: node.counters() for node in setup.nodes}
         if worker.returncode != 0:

@@ -75,7 +75,7 @@ import balance
 import cluster
 import database
 import pool_memory
-from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, Redis, cpu_seconds,
+from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, LengthSampler, Redis, cpu_seconds,
                       keys, log, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
                       string_job, wait_all)
 
@@ -197,27 +197,15 @@ class Bench(Lab):
         exit; returns (steady jobs/s, wall jobs/s, peak KiB, CPU seconds of
         the worker processes themselves, handlers not counted). Redis's own
         CPU seconds over the same time are left in `last_redis_cpu`."""
-        ready = keys(QUEUE)[0]
-        sampler = Redis(self.sock)
-        samples = []
-        done = threading.Event()
-
-        def sample():
-            while not done.is_set():
-                samples.append((time.monotonic(), sampler.cmd("LLEN", ready)))
-                time.sleep(0.005)
-
+        sampler = LengthSampler(self.sock, keys(QUEUE)[0], 0.005)
         t0 = time.monotonic()
         redis_cpu = cpu_seconds(self.redis_proc.pid)
         procs = start()
-        thread = threading.Thread(target=sample, daemon=True)
-        thread.start()
+        sampler.start()
         try:
             peak, cpu = wait_all(procs, timeout)
         finally:
-            done.set()
-            thread.join()
-            sampler.close()
+            samples = sampler.stop()
         wall = time.monotonic() - t0
         self.last_redis_cpu = cpu_seconds(self.redis_proc.pid) - redis_cpu
         for p in procs:
