@@ -2,7 +2,8 @@
 //! output) before it is printed, so it cannot forge a line of its own or
 //! steer the terminal.
 //!
-//! [`capped`] bounds what one log value may take.
+//! [`capped`] bounds what one log value may take; [`lossy`] reads bytes
+//! from outside as text.
 //!
 //! [`control`] is the one rule, used by the artisan job lines and by every
 //! log line (see [`log_fields`]). JSON output needs nothing more: serde
@@ -20,7 +21,8 @@ use tracing_subscriber::fmt::format::{Writer, debug_fn};
 ///
 /// Checked with [`std::str::from_utf8`] first, which reads ASCII a word at
 /// a time: `from_utf8_lossy` reads every byte, and a worker runs it on each
-/// job's payload (a tenth of a no-op job's instructions went to it).
+/// job's payload (3.5 % of the daemon's instructions at `--concurrency=32`
+/// went to it with no-op jobs).
 pub fn lossy(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
