@@ -146,11 +146,16 @@ pub enum Handler {
 
 impl Handler {
     /// Runs one call. Never fails: every error becomes an [`Outcome`].
+    ///
+    /// The process and HTTP calls are boxed: their futures are the largest,
+    /// and unboxed every job's future would be as large, a warm process's
+    /// included (the job's future is copied whole into its task). A process
+    /// start or an HTTP request costs far more than the allocation.
     pub async fn call(&self, invocation: &Invocation<'_>) -> Outcome {
         match self {
-            Handler::Subprocess(h) => h.call(invocation).await,
+            Handler::Subprocess(h) => Box::pin(h.call(invocation)).await,
             Handler::Persistent(h) => h.call(invocation).await,
-            Handler::Http(h) => h.call(invocation).await,
+            Handler::Http(h) => Box::pin(h.call(invocation)).await,
         }
     }
 

@@ -164,9 +164,11 @@ impl PersistentHandler {
                 Err(CallError::NotDelivered(why)) => {
                     log_not_delivered(&process, inv, &why);
                     last_stderr = process.stderr_tail();
-                    self.pool.end(process).await;
+                    // Boxed, as the failure below: ending a process is
+                    // rare, and its future would be in every call's.
+                    Box::pin(self.pool.end(process)).await;
                 }
-                Err(error) => return self.failed(error, process, inv).await,
+                Err(error) => return Box::pin(self.failed(error, process, inv)).await,
             }
         }
         let (name, how) = (

@@ -25,6 +25,12 @@ use super::redis_queue::{HeadAge, QueueSizes, RedisQueue, WaitingForJobs};
 use super::sqs::SqsQueue;
 
 /// A queue connection, whichever driver serves it.
+///
+/// In the calls each job makes (pop, delete, release, hand back, renew),
+/// the database's and SQS's futures are boxed: they are many times the
+/// Redis ones (sqlx's, the AWS SDK's), and unboxed each job's future on
+/// Redis would carry their size, copied whole into every job's task. A
+/// commit or an HTTPS request costs far more than the allocation.
 // One per worker, held behind `Arc<Services>`: the size never travels.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
@@ -152,8 +158,8 @@ impl Queue {
     pub async fn pop(&self, queue: &Arc<QueueKeys>, count: usize) -> QueueResult<Vec<ReservedJob>> {
         match self {
             Queue::Redis(q) => Ok(q.pop(queue, count).await?),
-            Queue::Database(q) => Ok(q.pop_jobs(queue, count).await?),
-            Queue::Sqs(q) => Ok(q.pop_jobs(queue, count).await?),
+            Queue::Database(q) => Ok(Box::pin(q.pop_jobs(queue, count)).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.pop_jobs(queue, count)).await?),
         }
     }
 
@@ -174,7 +180,7 @@ impl Queue {
         match self {
             Queue::Redis(q) => Ok(q.block_on_notify(queues, wait).await?),
             // Long polls on every queue at once.
-            Queue::Sqs(q) => Ok(q.block_on_notify(queues, wait, horizon).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.block_on_notify(queues, wait, horizon)).await?),
             // No wake-up on a table: the wait is `--sleep`, then the next poll.
             Queue::Database(_) => {
                 match wait {
@@ -214,8 +220,8 @@ impl Queue {
     pub async fn delete_settled(&self, job: &ReservedJob, ended: Ending<'_>) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.delete_settled(job, ended).await?),
-            Queue::Database(q) => Ok(q.delete_job(job).await?),
-            Queue::Sqs(q) => Ok(q.delete_job(job).await?),
+            Queue::Database(q) => Ok(Box::pin(q.delete_job(job)).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.delete_job(job)).await?),
         }
     }
 
@@ -237,8 +243,8 @@ impl Queue {
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.release(job, delay).await?),
-            Queue::Database(q) => Ok(q.release_job(job, delay).await?),
-            Queue::Sqs(q) => Ok(q.release_job(job, delay).await?),
+            Queue::Database(q) => Ok(Box::pin(q.release_job(job, delay)).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.release_job(job, delay)).await?),
         }
     }
 
@@ -250,8 +256,8 @@ impl Queue {
     pub async fn hand_back(&self, job: &ReservedJob, delay: u64) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.hand_back(job, delay).await?),
-            Queue::Database(q) => Ok(q.hand_back_job(job).await?),
-            Queue::Sqs(q) => Ok(q.hand_back_job(job, delay).await?),
+            Queue::Database(q) => Ok(Box::pin(q.hand_back_job(job)).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.hand_back_job(job, delay)).await?),
         }
     }
 
@@ -263,8 +269,8 @@ impl Queue {
     pub async fn renew(&self, job: &ReservedJob) -> QueueResult<bool> {
         match self {
             Queue::Redis(q) => Ok(q.renew(job).await?),
-            Queue::Database(q) => Ok(q.renew_job(job).await?),
-            Queue::Sqs(q) => Ok(q.renew_job(job).await?),
+            Queue::Database(q) => Ok(Box::pin(q.renew_job(job)).await?),
+            Queue::Sqs(q) => Ok(Box::pin(q.renew_job(job)).await?),
         }
     }
 

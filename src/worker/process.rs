@@ -141,10 +141,12 @@ pub async fn decide(
             exception,
             failed_hook: true,
         },
-        Outcome::Exception(e) => after_exception(job, payload, limits, e, false, services).await,
+        Outcome::Exception(e) => {
+            Box::pin(after_exception(job, payload, limits, e, false, services)).await
+        }
         Outcome::TimedOut(e) => {
             let e = e.for_version(services.laravel, name);
-            after_exception(job, payload, limits, e, true, services).await
+            Box::pin(after_exception(job, payload, limits, e, true, services)).await
         }
         // Never: `into_parts` took the fault off. Released as a protocol
         // error would be, should it ever come.

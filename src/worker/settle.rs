@@ -124,7 +124,10 @@ pub async fn settle(
             exception,
             failed_hook,
         } => {
-            let (written, hook_may_run, recorded) = fail(job, exception, services).await;
+            // Boxed, as the failed hook below: a failure's futures (the
+            // failed store's, a handler call's) are most of this one's
+            // size, and every job's settlement would carry them unboxed.
+            let (written, hook_may_run, recorded) = Box::pin(fail(job, exception, services)).await;
             let hook = failed_hook
                 .then_some(route)
                 .flatten()
@@ -139,7 +142,13 @@ pub async fn settle(
     drop(settled);
     report(job, done);
     if let Some((route, exception)) = hook {
-        call_failed_hook(job, route, &exception.to_string(), services).await;
+        Box::pin(call_failed_hook(
+            job,
+            route,
+            &exception.to_string(),
+            services,
+        ))
+        .await;
     }
     match done {
         Written::Done => landed,
