@@ -716,18 +716,21 @@ class Bench(Lab):
             m = x["pool_memory"]
             for text in pool_memory.table(m["rows"], m["jobs"]):
                 print(text)
-        if "database" in x:
-            print("\nThe database queue (bench/database.py's rows; jobs/s = jobs / exec to exit "
-                  "of the one worker process; × queue:work: against queue:work's median of the "
-                  "same run; per repetition: each repetition's ratio, their median):\n")
-            for text in database.table(x["database"]):
-                print(text)
-        if "cluster" in x:
-            print("\nRedis's CPU per job, one server and a 3-master cluster (bench/cluster.py; "
-                  "Redis CPU/job: the server's, or each master's, utime + stime over exec to exit "
-                  "of the worker, per job; × one server: against the one server's):\n")
-            for text in cluster.table(x["cluster"]):
-                print(text)
+        parts = (
+            ("database", database.table,
+             "The database queue (bench/database.py's rows; jobs/s = jobs / exec to exit "
+             "of the one worker process; × queue:work: against queue:work's median of the "
+             "same run; per repetition: each repetition's ratio, their median):"),
+            ("cluster", cluster.table,
+             "Redis's CPU per job, one server and a 3-master cluster (bench/cluster.py; "
+             "Redis CPU/job: the server's, or each master's, utime + stime over exec to exit "
+             "of the worker, per job; × one server: against the one server's):"),
+        )
+        for key, table, heading in parts:
+            if key in x:
+                print(f"\n{heading}\n")
+                for text in table(x[key]):
+                    print(text)
         if "balance" in x or "pool_memory" in x or "database" in x or "cluster" in x:
             print()
         print(f"- took {self.results['seconds']:.0f} s")
