@@ -16,8 +16,7 @@ cloned with fresh uuid/id) through:
   * the same, concurrency 1 and 8, with `[horizon] enabled` off and on in
     turn (the cost of Horizon's records), and on with Horizon's records sent
     to a second redis-server that refuses every write (`maxmemory 1`,
-    noeviction); with `--baseline BIN` the off and on rows run again with
-    that binary (an earlier build), interleaved in the same repetitions;
+    noeviction);
   * laravel-worker + a keep-alive HTTP/1.1 no-op endpoint (a small asyncio
     server on 127.0.0.1), concurrency 32;
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
@@ -25,6 +24,9 @@ cloned with fresh uuid/id) through:
   * the ceiling: redis-benchmark running the worker's pop script
     (src/queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
     unpipelined and pipelined (-P 16).
+
+With `--baseline BIN` (repeatable) every laravel-worker row runs again with
+each such binary (an earlier build), interleaved in the same repetitions.
 
 Then: pickup latency of an idle worker with default settings (push -> the
 handler reading the request, timestamps on both sides), time from exec to the
@@ -219,40 +221,40 @@ class Bench(Lab):
     def throughput_rows(self):
         n, np_ = self.size["jobs"], self.size["process_jobs"]
         rows = []
-        # Reserve ahead (issue 29): --concurrency above and equal to the
-        # pool's size, this build against --baseline, in the same reps; the
-        # bridge row too when both are named.
-        ahead_bins = [("", self.bin)]
-        ahead_baselines = (self.args.baseline or []) if self.named("ahead") else []
-        for i, baseline in enumerate(ahead_baselines):
+        # Every laravel-worker row runs this build and then each --baseline,
+        # in the same repetitions (before/after).
+        bins = [("", self.bin)]
+        for i, baseline in enumerate(self.args.baseline or []):
             label = " (baseline)" if len(self.args.baseline) == 1 else f" (baseline {i + 1})"
-            ahead_bins.append((label, os.path.abspath(baseline)))
+            bins.append((label, os.path.abspath(baseline)))
         if self.app:
             rows += [("queue:work", "queue:work x1", n, lambda: self.queue_work(1)),
                      ("queue:work", "queue:work x2", n, lambda: self.queue_work(2))]
-            rows += [("bridge", f"bridge persistent x2, c=2{label}", n,
-                      lambda binary=binary: self.bridge(binary))
-                     for label, binary in ahead_bins]
-        for c in (1, 8, 32, 64):
-            rows.append(("warm", f"warm no-op, c={c}", n, lambda c=c: self.warm_row(c)))
-        bins = [("", self.bin)]
-        if self.args.baseline and self.wanted("horizon"):
-            bins.append((" (baseline)", os.path.abspath(self.args.baseline[0])))
+        for label, binary in bins:
+            if self.app:
+                rows.append(("bridge", f"bridge persistent x2, c=2{label}", n,
+                             lambda binary=binary: self.bridge(binary)))
+            for c in (1, 8, 32, 64):
+                rows.append(("warm", f"warm no-op, c={c}{label}", n,
+                             lambda c=c, binary=binary: self.warm_row(c, binary=binary)))
         for c in (1, 8):
             for label, binary in bins:
-                for mode in ("off", "on"):
+                for mode in ("off", "on", "refused"):
                     rows.append(("horizon", f"warm no-op, c={c}, [horizon] {mode}{label}", n,
                                  lambda c=c, mode=mode, binary=binary:
                                  self.warm_row(c, horizon=mode, binary=binary)))
-            rows.append(("horizon", f"warm no-op, c={c}, [horizon] refused", n,
-                         lambda c=c: self.warm_row(c, horizon="refused")))
+        # Reserve ahead (issue 29): --concurrency above and equal to the
+        # pool's size.
         for c, p in ((1, 1), (32, 8), (32, 32)):
-            for label, binary in ahead_bins:
+            for label, binary in bins:
                 rows.append(("ahead", f"warm no-op, c={c}, processes={p}{label}", n,
                              lambda c=c, p=p, binary=binary:
                              self.warm_row(c, binary=binary, processes=p)))
-        rows.append(("http", "HTTP keep-alive no-op, c=32", n, lambda: self.http_row(32)))
-        rows.append(("process", "/bin/true per job, c=8", np_, lambda: self.process_row(8)))
+        for label, binary in bins:
+            rows.append(("http", f"HTTP keep-alive no-op, c=32{label}", n,
+                         lambda binary=binary: self.http_row(32, binary)))
+            rows.append(("process", f"/bin/true per job, c=8{label}", np_,
+                         lambda binary=binary: self.process_row(8, binary)))
         rows = [(name, count, run) for key, name, count, run in rows
                 if (self.named(key) if key == "ahead" else self.wanted(key))]
         results = {name: [] for name, _, _ in rows}
@@ -327,14 +329,16 @@ class Bench(Lab):
         self.http_proc = PROCS.start([sys.executable, self.http_py], stdout=subprocess.PIPE)
         self.http_port = int(self.http_proc.stdout.readline())
 
-    def http_row(self, c):
+    def http_row(self, c, binary=None):
         cfg = self.config("http", f'[[handlers]]\nmatch = "*"\n'
                                   f'url = "http://127.0.0.1:{self.http_port}/"\n\n')
-        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
+                            binary=binary)]
 
-    def process_row(self, c):
+    def process_row(self, c, binary=None):
         cfg = self.config("true", '[[handlers]]\nmatch = "*"\ncommand = ["/bin/true"]\n\n')
-        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}")]
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
+                            binary=binary)]
 
     def spawn_loop(self, n):
         walls = []
@@ -883,8 +887,7 @@ def main():
                                    "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
                                    "delayed, pickup; and, run only when named: ahead (warm "
-                                   "no-op at c=1/processes=1, c=32/8 and c=32/32, with "
-                                   "--baseline too), balance "
+                                   "no-op at c=1/processes=1, c=32/8 and c=32/32), balance "
                                    "(bench/balance.py's rows), pool_memory "
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
                                    "the database queue against queue:work database on SQLite, "
@@ -898,9 +901,8 @@ def main():
     ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "
                                      "target/release, built first unless --no-build)")
     ap.add_argument("--baseline", action="append",
-                    help="another laravel-worker binary: the horizon rows (the first one "
-                         "given) and, when ahead is named, the ahead and bridge rows (each one "
-                         "given; repeat the flag) run with it too, in the same repetitions "
+                    help="another laravel-worker binary (repeat the flag for more): every "
+                         "laravel-worker row runs with each one too, in the same repetitions "
                          "(before/after)")
     args = ap.parse_args()
     bench = Bench(args)

@@ -30,7 +30,8 @@ use common::laravel::{self, App, Transport};
 use serde_json::Value;
 
 use super::laravel_parity::{
-    APP_KEY, ARGS, FailedRows, TOO_LATE, scenario, split_named_differences, tag_of,
+    APP_KEY, ARGS, FailedRows, TOO_LATE, cache_keys, round_records, scenario,
+    split_named_differences, tag_of,
 };
 
 /// The database of one parity test.
@@ -105,17 +106,7 @@ impl Run<'_> {
     fn observe(&self, previous: usize) -> Round {
         let scene = self.app.scene().display().to_string();
         let all = self.app.records();
-        let mut records: Vec<String> = all[previous..]
-            .iter()
-            .map(|r| {
-                let mut r = r.clone();
-                for volatile in ["time", "pid", "runner"] {
-                    r.as_object_mut().unwrap().remove(volatile);
-                }
-                r.to_string()
-            })
-            .collect();
-        records.sort();
+        let records = round_records(&all[previous..]);
         let (mut rows, mut delays) = (BTreeMap::new(), BTreeMap::new());
         for row in self.jobs.rows() {
             let tag = tag_of(&serde_json::from_str(&row.payload).unwrap());
@@ -139,15 +130,7 @@ impl Run<'_> {
                 (tag_of(&p), (row.connection, row.queue, first_line, payload))
             })
             .collect();
-        let mask = |keys: Vec<String>| -> Vec<String> {
-            keys.into_iter()
-                .map(|k| match k.find("job-exceptions:") {
-                    Some(at) => format!("{}job-exceptions:<uuid>", &k[..at]),
-                    None => k,
-                })
-                .collect()
-        };
-        let keys = (mask(self.s.redis.keys(0)), mask(self.s.redis.keys(1)));
+        let keys = cache_keys(&self.s.redis);
         Round {
             records,
             rows,

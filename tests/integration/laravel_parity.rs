@@ -110,17 +110,7 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
     let all = app.records();
     // Records of this round only: the log keeps growing.
     let new = &all[previous.len()..];
-    let mut records: Vec<String> = new
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            for volatile in ["time", "pid", "runner"] {
-                r.as_object_mut().unwrap().remove(volatile);
-            }
-            r.to_string()
-        })
-        .collect();
-    records.sort();
+    let records = round_records(new);
 
     let last_start = |tag: &str| -> i64 {
         all.iter()
@@ -164,6 +154,34 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
         })
         .collect();
 
+    Round {
+        records,
+        delayed,
+        failed,
+        keys: cache_keys(&s.redis),
+    }
+}
+
+/// A round's job log records, without what changes from run to run
+/// (time, pid, runner), sorted: the workers run jobs in parallel.
+pub(crate) fn round_records(new: &[Value]) -> Vec<String> {
+    let mut records: Vec<String> = new
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for volatile in ["time", "pid", "runner"] {
+                r.as_object_mut().unwrap().remove(volatile);
+            }
+            r.to_string()
+        })
+        .collect();
+    records.sort();
+    records
+}
+
+/// The keys of databases 0 and 1 (queue and cache), each
+/// `job-exceptions:<uuid>` key's uuid masked.
+pub(crate) fn cache_keys(redis: &common::RedisServer) -> (Vec<String>, Vec<String>) {
     let mask = |keys: Vec<String>| -> Vec<String> {
         keys.into_iter()
             .map(|k| match k.find("job-exceptions:") {
@@ -172,12 +190,7 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
             })
             .collect()
     };
-    Round {
-        records,
-        delayed,
-        failed,
-        keys: (mask(s.redis.keys(0)), mask(s.redis.keys(1))),
-    }
+    (mask(redis.keys(0)), mask(redis.keys(1)))
 }
 
 /// Runs the scenario round by round with `work` (one worker run to its
