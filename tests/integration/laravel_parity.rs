@@ -224,6 +224,16 @@ fn laravel_worker(_: &App, s: &Scene, config: &Path) {
     s.run(config, &args);
 }
 
+/// The tags of the scenario's jobs that end in `failed_jobs`, sorted.
+pub(crate) const FAILED_TAGS: &[&str] = &[
+    "chain-fail.a",
+    "doomed",
+    "max-ex",
+    "self",
+    "str-fail",
+    "uniq-fail",
+];
+
 /// A round's failed_jobs rows: tag → (connection, queue, first exception
 /// line, payload with its ids masked).
 pub(crate) type FailedRows = BTreeMap<String, (String, String, String, String)>;
@@ -296,20 +306,8 @@ fn queue_work_and_laravel_worker_leave_the_same_results() {
     // The scenario did what it is meant to (not just the same twice).
     let last = &ours[2];
     assert!(last.keys.0.is_empty(), "drained: {:?}", last.keys);
-    let failed_tags: Vec<&String> = php[2].failed.keys().collect();
-    assert_eq!(
-        failed_tags,
-        [
-            "chain-fail.a",
-            "doomed",
-            "max-ex",
-            "self",
-            "str-fail",
-            "uniq-fail"
-        ]
-        .iter()
-        .collect::<Vec<_>>()
-    );
+    let failed_tags: Vec<&str> = php[2].failed.keys().map(String::as_str).collect();
+    assert_eq!(failed_tags, FAILED_TAGS);
 
     // $this->fail($e) records the job's own exception, as queue:work does
     // (compared with the other rows above).
