@@ -207,6 +207,22 @@ def cpu_seconds(pid):
         return None
 
 
+def machine_counters():
+    """(CPU seconds the whole machine spent busy, context switches) since
+    boot, from /proc/stat: every process's user and system time, interrupts
+    included, idle and iowait left out."""
+    busy, switches = 0, 0
+    with open("/proc/stat") as f:
+        for line in f:
+            parts = line.split()
+            if parts[0] == "cpu":
+                user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, parts[1:9])
+                busy = user + nice + system + irq + softirq + steal
+            elif parts[0] == "ctxt":
+                switches = int(parts[1])
+    return busy / os.sysconf("SC_CLK_TCK"), switches
+
+
 def children(pid):
     """The live (not zombie) children of `pid`."""
     found = []
@@ -599,12 +615,13 @@ driver = "null"
 {handlers}""")
         return path
 
-    def handler_persistent(self, command, processes, match="*"):
+    def handler_persistent(self, command, processes, match="*", pipeline=False):
         """A [[handlers]] entry (TOML text): `command` persistent, a pool
-        of `processes`."""
+        of `processes`, pipelined when `pipeline`."""
         cmd = ", ".join(json.dumps(c) for c in command)
         return (f'[[handlers]]\nmatch = {json.dumps(match)}\ncommand = [{cmd}]\n'
-                f'mode = "persistent"\nprocesses = {processes}\n\n')
+                f'mode = "persistent"\nprocesses = {processes}\n'
+                + ('pipeline = true\n' if pipeline else '') + '\n')
 
     def worker_env(self):
         env = dict(os.environ)

@@ -78,7 +78,7 @@ import cluster
 import database
 import pool_memory
 from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, LengthSampler, Redis, cpu_seconds,
-                      keys, log, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
+                      keys, log, machine_counters, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
                       string_job, wait_all)
 
 SIZES = {
@@ -198,10 +198,14 @@ class Bench(Lab):
         """Starts processes with `start()`, samples the ready list until they
         exit; returns (steady jobs/s, wall jobs/s, peak KiB, CPU seconds of
         the worker processes themselves, handlers not counted). Redis's own
-        CPU seconds over the same time are left in `last_redis_cpu`."""
+        CPU seconds over the same time are left in `last_redis_cpu`, and the
+        whole machine's busy CPU seconds and context switches in
+        `last_machine` (daemon, handlers, Redis, kernel and whatever else
+        ran)."""
         sampler = LengthSampler(self.sock, keys(QUEUE)[0], 0.005)
         t0 = time.monotonic()
         redis_cpu = cpu_seconds(self.redis_proc.pid)
+        machine = machine_counters()
         procs = start()
         sampler.start()
         try:
@@ -210,6 +214,8 @@ class Bench(Lab):
             samples = sampler.stop()
         wall = time.monotonic() - t0
         self.last_redis_cpu = cpu_seconds(self.redis_proc.pid) - redis_cpu
+        after = machine_counters()
+        self.last_machine = (after[0] - machine[0], after[1] - machine[1])
         for p in procs:
             if p.returncode not in (0, None):
                 log(f"warning: {p.args[:4]} exited with {p.returncode}")
@@ -250,6 +256,13 @@ class Bench(Lab):
                 rows.append(("ahead", f"warm no-op, c={c}, processes={p}{label}", n,
                              lambda c=c, p=p, binary=binary:
                              self.warm_row(c, binary=binary, processes=p)))
+        # Pipelined pools (`pipeline = true`): the current build only (an
+        # earlier one refuses the key).
+        rows.append(("ahead", "warm no-op, c=32, processes=8, pipeline", n,
+                     lambda: self.warm_row(32, processes=8, pipeline=True)))
+        rows.append(("ahead", "PHP bridge x2, c=4", n, lambda: self.bridge(c=4)))
+        rows.append(("ahead", "PHP bridge x2, c=4, pipeline", n,
+                     lambda: self.bridge(c=4, pipeline=True)))
         for label, binary in bins:
             rows.append(("http", f"HTTP keep-alive no-op, c=32{label}", n,
                          lambda binary=binary: self.http_row(32, binary)))
@@ -275,11 +288,15 @@ class Bench(Lab):
                     log(f"WARNING: {name}: {done} of {count} jobs done, {other} failed or released")
                 load = os.getloadavg()[0]
                 redis_us = self.last_redis_cpu * 1e6 / count
-                results[name].append((steady, wall, peak, load, cpu * 1e6 / count, redis_us))
+                machine_us = self.last_machine[0] * 1e6 / count
+                switches = self.last_machine[1] / count
+                results[name].append((steady, wall, peak, load, cpu * 1e6 / count, redis_us,
+                                      machine_us, switches))
                 log(f"[rep {rep + 1}] {name}: {count} jobs, steady {fmt(steady)} jobs/s, "
                     f"wall {wall:.0f} jobs/s, peak RSS {peak / 1024:.1f} MiB, "
                     f"worker CPU {cpu * 1e6 / count:.0f} µs/job, "
-                    f"Redis CPU {redis_us:.0f} µs/job, load {load:.2f}")
+                    f"Redis CPU {redis_us:.0f} µs/job, machine CPU {machine_us:.0f} µs/job, "
+                    f"{switches:.1f} context switches/job, load {load:.2f}")
         for name, count, _ in rows:
             runs = results[name]
             self.results["rows"].append({
@@ -290,6 +307,8 @@ class Bench(Lab):
                 "load": median([r[3] for r in runs]),
                 "cpu_us_per_job": median([r[4] for r in runs]),
                 "redis_us_per_job": median([r[5] for r in runs]),
+                "machine_us_per_job": median([r[6] for r in runs]),
+                "switches_per_job": median([r[7] for r in runs]),
             })
         if self.wanted("process"):
             self.spawn_loop(np_)
@@ -300,19 +319,21 @@ class Bench(Lab):
                             stdout=self.out_file(), stderr=subprocess.STDOUT)
                 for _ in range(count)]
 
-    def bridge(self, binary=None):
-        cfg = self.config("bridge", self.handler_persistent(
-            ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2))
-        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", "--concurrency=2",
+    def bridge(self, binary=None, c=2, pipeline=False):
+        cfg = self.config(f"bridge-c{c}-{pipeline}", self.handler_persistent(
+            ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2,
+            pipeline=pipeline))
+        return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 
-    def warm_row(self, c, horizon="off", binary=None, processes=None):
-        handlers = self.handler_persistent([self.warm], processes or c)
+    def warm_row(self, c, horizon="off", binary=None, processes=None, pipeline=False):
+        handlers = self.handler_persistent([self.warm], processes or c, pipeline=pipeline)
         if horizon != "off":
             handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n'
         if horizon == "refused":
             handlers += f'url = "unix://{self.refusing_redis()}?db=0"\n'
-        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}", handlers + "\n")
+        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}-{pipeline}",
+                          handlers + "\n")
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 
@@ -671,14 +692,16 @@ class Bench(Lab):
         print()
         if rows:
             print("| row | jobs | jobs/s (steady) | jobs/s (wall) | × queue:work x1 | × ceiling "
-                  "| peak RSS | worker CPU/job | Redis CPU/job | load |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                  "| peak RSS | worker CPU/job | Redis CPU/job | machine CPU/job "
+                  "| switches/job | load |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for r in rows:
                 rate = r["steady"] or r["wall"]
                 print(f"| {r['row']} | {r['jobs']:,} | {fmt(r['steady'])} | {fmt(r['wall'])} | "
                       f"{ratio(rate, base)} | {ratio(rate, ceil)} | "
                       f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | "
-                      f"{usec(r.get('redis_us_per_job'))} | {r['load']:.2f} |")
+                      f"{usec(r.get('redis_us_per_job'))} | {usec(r.get('machine_us_per_job'))} | "
+                      f"{switches(r.get('switches_per_job'))} | {r['load']:.2f} |")
         x = self.results["extra"]
         print()
         if "pickup" in x:
@@ -859,6 +882,10 @@ def median(values):
 
 def usec(us):
     return "" if us is None else f"{us:.0f} µs"
+
+
+def switches(n):
+    return "" if n is None else f"{n:.1f}"
 
 
 def mib(kib):

@@ -282,6 +282,7 @@ fn command_handler(
                 max_memory_mb: pool.max_memory_mb,
                 kill_grace: settings.kill_grace,
                 reserve_ahead: pool.reserve_ahead,
+                pipeline: pool.pipeline,
             },
             decode_command: command.decode_command,
         })),

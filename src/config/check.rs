@@ -104,6 +104,7 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
         ("min_processes", h.min_processes.is_some()),
         ("idle_timeout", h.idle_timeout.is_some()),
         ("reserve_ahead", h.reserve_ahead.is_some()),
+        ("pipeline", h.pipeline.is_some()),
         ("max_jobs", h.max_jobs.is_some()),
         ("max_memory", h.max_memory.is_some()),
         ("env", h.env.is_some()),

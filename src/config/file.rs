@@ -368,6 +368,9 @@ pub struct HandlerEntry {
     /// Persistent mode: jobs reserved ahead of the free processes, each
     /// waiting for one (default: one per process; 0: only what can start).
     pub reserve_ahead: Option<usize>,
+    /// Persistent mode: write a busy process's next request before it
+    /// answers (default false).
+    pub pipeline: Option<bool>,
     /// Persistent mode: calls before a process is replaced (0 = never).
     pub max_jobs: Option<u64>,
     /// Persistent mode: resident MB above which a process is replaced.

@@ -63,6 +63,9 @@ pub struct PoolSpec {
     /// Jobs reserved ahead of the free processes, each waiting for one
     /// (`reserve_ahead`); `None`: one per process.
     pub reserve_ahead: Option<usize>,
+    /// Whether a busy process is sent its next request before it answers
+    /// (`pipeline`, default false).
+    pub pipeline: bool,
     /// Calls before a process is replaced (`max_jobs`; 0: never).
     pub max_jobs: u64,
     /// Resident MB above which a process is replaced (`max_memory`; 0: no
@@ -102,6 +105,7 @@ impl HandlerSpec {
                     min_processes: entry.min_processes.unwrap_or(0),
                     idle_timeout: entry.idle_timeout.map(Duration::from_secs),
                     reserve_ahead: entry.reserve_ahead,
+                    pipeline: entry.pipeline.unwrap_or(false),
                     max_jobs: entry.max_jobs.unwrap_or(0),
                     max_memory_mb: entry.max_memory.unwrap_or(0),
                 },

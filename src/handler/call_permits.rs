@@ -10,8 +10,16 @@
 //! start. Shrinking below the calls in flight
 //! takes nothing from them: no new call starts until they are fewer than
 //! the new size.
+//!
+//! A pipelined pool (`pipeline = true`, see [`super::pipeline`]) lets a
+//! waiting call take another way in, a place behind a busy process:
+//! [`CallPermits::acquire_or`] waits for whichever comes first. Such a call
+//! stays counted among the waiting until the process is handed to it, with
+//! the permit of the call ahead ([`CallPermit`]s are owned, so they can
+//! change hands).
 
-use std::sync::Mutex;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
@@ -27,22 +35,35 @@ pub struct CallPermits {
 struct Count {
     size: usize,
     taken: usize,
-    /// Calls waiting in [`CallPermits::acquire`].
+    /// Calls waiting in [`CallPermits::acquire`], or holding a
+    /// [`Waiting`] mark.
     waiting: usize,
 }
 
 /// A permit taken for one call; freed (and announced) when dropped.
-pub struct CallPermit<'a> {
-    permits: &'a CallPermits,
+#[derive(Debug)]
+pub struct CallPermit {
+    permits: Arc<CallPermits>,
 }
 
 /// One call counted among the waiting while it is in
-/// [`CallPermits::acquire`], however that ends (a dropped call too).
-struct Waiting<'a> {
-    permits: &'a CallPermits,
+/// [`CallPermits::acquire`], or while it waits behind a busy process
+/// after [`CallPermits::acquire_or`], however that ends (a dropped call
+/// too).
+#[derive(Debug)]
+pub struct Waiting {
+    permits: Arc<CallPermits>,
 }
 
-impl Drop for Waiting<'_> {
+/// What [`CallPermits::acquire_or`] got first.
+pub enum Acquired<T> {
+    /// A free permit.
+    Permit(CallPermit),
+    /// The other way in, the call still counted among the waiting.
+    Other(T, Waiting),
+}
+
+impl Drop for Waiting {
     fn drop(&mut self) {
         self.permits.count().waiting -= 1;
         self.permits.freed.notify_waiters();
@@ -67,31 +88,59 @@ impl CallPermits {
     }
 
     /// A free slot now, if there is one.
-    pub fn try_take(&self) -> Option<CallPermit<'_>> {
+    pub fn try_take(self: &Arc<Self>) -> Option<CallPermit> {
         let mut count = self.count();
         (count.taken < count.size).then(|| {
             count.taken += 1;
-            CallPermit { permits: self }
+            CallPermit {
+                permits: Arc::clone(self),
+            }
         })
     }
 
     /// Waits for a free slot and takes it; counted among the waiting
     /// meanwhile (see [`Self::room`]).
-    pub async fn acquire(&self) -> CallPermit<'_> {
+    pub async fn acquire(self: &Arc<Self>) -> CallPermit {
+        match self.acquire_or(|| None::<Infallible>).await {
+            Acquired::Permit(permit) => permit,
+            Acquired::Other(never, _) => match never {},
+        }
+    }
+
+    /// Waits for a free slot or for `other` to give something, whichever
+    /// comes first (a free slot when both are there); `other` is asked
+    /// again at each [`Self::announce`], permit freed or size grown. The
+    /// call is counted among the waiting meanwhile, and still after
+    /// `other` gave (until the [`Waiting`] mark is dropped).
+    pub async fn acquire_or<T>(
+        self: &Arc<Self>,
+        mut other: impl FnMut() -> Option<T>,
+    ) -> Acquired<T> {
         if let Some(slot) = self.try_take() {
-            return slot;
+            return Acquired::Permit(slot);
         }
         self.count().waiting += 1;
-        let _waiting = Waiting { permits: self };
+        let waiting = Waiting {
+            permits: Arc::clone(self),
+        };
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
             if let Some(slot) = self.try_take() {
-                return slot;
+                return Acquired::Permit(slot);
+            }
+            if let Some(got) = other() {
+                return Acquired::Other(got, waiting);
             }
             freed.await;
         }
+    }
+
+    /// Wakes the calls waiting in [`Self::acquire_or`] to ask their other
+    /// way in again (a place behind a busy process opened).
+    pub fn announce(&self) {
+        self.freed.notify_waiters();
     }
 
     /// How many more calls may come now: the free permits, plus `ahead`
@@ -135,7 +184,7 @@ impl CallPermits {
     }
 }
 
-impl Drop for CallPermit<'_> {
+impl Drop for CallPermit {
     fn drop(&mut self) {
         self.permits.count().taken -= 1;
         self.permits.freed.notify_waiters();
@@ -148,7 +197,7 @@ mod tests {
 
     #[test]
     fn a_shrink_waits_for_the_calls_in_flight() {
-        let permits = CallPermits::new(2);
+        let permits = std::sync::Arc::new(CallPermits::new(2));
         let (a, b) = (permits.try_take().unwrap(), permits.try_take().unwrap());
         permits.resize(1);
         assert_eq!((permits.taken(), permits.room(0)), (2, 0));

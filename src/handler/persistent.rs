@@ -30,27 +30,65 @@
 //! new process and costs no attempt. A process that dies after reading it
 //! is an exception for that job, with its exit status and stderr tail.
 //!
+//! In a pipelined pool (`pipeline = true`, [`super::pipeline`]) a call
+//! that finds every process busy writes its request behind one's call in
+//! flight and takes the process over when that call's answer is in; its
+//! time limit runs from then.
+//!
 //! A process is also replaced when a call times out (its group is killed),
 //! after `max_jobs` calls, or when its resident memory passes `max_memory`
 //! MB after a call. End of stdin tells it to exit. How many processes run,
 //! and when idle ones are stopped, is the [`Pool`]'s business; one
 //! process's pipes are [`super::warm`]'s.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::call_permits::{CallPermit, Waiting};
 use super::capture::Tail;
 use super::child::detail;
-use super::pool::{Pool, PoolSettings};
+use super::pipeline::{AheadEnded, Behind};
+use super::pool::{Pool, PoolSettings, Taken};
 use super::request_line::Request;
-use super::warm::{CallError, Process, Spawn};
+use super::warm::{CallError, Handoff, Process, Spawn};
 use super::{FaultKind, Invocation, Outcome, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Processes a call is offered to when each one dies before reading the
 /// request; after that the call is an exception (the handler cannot start).
 const DELIVERY_TRIES: usize = 3;
+
+/// A call whose request reached a process: the process, the permit it
+/// holds, and the answer or why there is none.
+struct Exchanged {
+    process: Process,
+    permit: CallPermit,
+    answer: Result<Vec<u8>, CallError>,
+}
+
+/// Why a call has no process to settle with.
+enum Unsent {
+    /// Its outcome is known already (the handler cannot start, or the
+    /// process it was written behind read it and ended).
+    Outcome(Outcome),
+    /// The request never reached a process: try another.
+    Retry,
+}
+
+/// `exchange` with `limit` as its time limit (none when `None`).
+async fn within<T>(
+    limit: Option<Duration>,
+    exchange: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, exchange)
+            .await
+            .unwrap_or(Err(CallError::TimedOut)),
+        None => exchange.await,
+    }
+}
 
 /// Settings of a persistent handler.
 #[derive(Debug, Clone)]
@@ -117,10 +155,10 @@ impl PersistentHandler {
         &self.pool
     }
 
-    /// Runs one call on a warm process (starting one if none is idle).
+    /// Runs one call on a warm process (starting one if none is idle), or
+    /// behind a busy one in a pipelined pool.
     pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
         self.pool.start();
-        let _slot = self.pool.acquire().await;
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
         let request = match Request::new(call, inv, self.decode_command) {
             Ok(request) => request,
@@ -133,27 +171,26 @@ impl PersistentHandler {
         };
         let mut last_stderr = Tail::default();
         for _ in 0..DELIVERY_TRIES {
-            let mut process = match self.pool.checkout() {
-                Ok(p) => p,
-                Err(e) => {
-                    let what = format!("{:?}: {e}", self.pool.program());
-                    return Outcome::Exception(JobException::new(
-                        HANDLER_FAILED,
-                        format!("cannot start handler {what}"),
-                    ))
-                    .with_fault(FaultKind::CannotStart, what);
+            let exchanged = match self.pool.take().await {
+                Taken::Free(permit) => self.exchange(permit, call, &request, inv).await,
+                // Boxed: only a pipelined pool's calls take this way.
+                Taken::Behind(behind, waiting) => {
+                    Box::pin(self.exchange_behind(behind, waiting, call, &request, inv)).await
                 }
             };
-            let exchanged = match inv.timeout {
-                Some(limit) => tokio::time::timeout(limit, process.exchange(call, &request))
-                    .await
-                    .unwrap_or(Err(CallError::TimedOut)),
-                None => process.exchange(call, &request).await,
+            let Exchanged {
+                mut process,
+                permit,
+                answer,
+            } = match exchanged {
+                Ok(exchanged) => exchanged,
+                Err(Unsent::Outcome(outcome)) => return outcome,
+                Err(Unsent::Retry) => continue,
             };
-            match exchanged {
+            match answer {
                 Ok(answer) => {
                     process.calls += 1;
-                    self.pool.check_in(process);
+                    self.pool.finish(process, permit);
                     return request::parse(&answer).unwrap_or_else(|| {
                         Outcome::Exception(JobException::new(
                             HANDLER_FAILED,
@@ -182,6 +219,99 @@ impl PersistentHandler {
                 .with_detail(detail(&how, &last_stderr)),
         )
         .with_fault(FaultKind::Died, format!("the handler {how} (job {name})"))
+    }
+
+    /// Sends the request to a free process (or a new one) and waits for its
+    /// answer, within the time limit; offers the place behind meanwhile.
+    async fn exchange(
+        &self,
+        permit: CallPermit,
+        call: u64,
+        request: &Request<'_>,
+        inv: &Invocation<'_>,
+    ) -> Result<Exchanged, Unsent> {
+        let mut process = match self.pool.checkout() {
+            Ok(p) => p,
+            Err(e) => {
+                let what = format!("{:?}: {e}", self.pool.program());
+                return Err(Unsent::Outcome(
+                    Outcome::Exception(JobException::new(
+                        HANDLER_FAILED,
+                        format!("cannot start handler {what}"),
+                    ))
+                    .with_fault(FaultKind::CannotStart, what),
+                ));
+            }
+        };
+        let answer = within(inv.timeout, async {
+            let sent = process.send(request).await?;
+            self.pool.offer_place(&mut process);
+            process.answer(call, sent).await
+        })
+        .await;
+        Ok(Exchanged {
+            process,
+            permit,
+            answer,
+        })
+    }
+
+    /// Sends the request behind a busy process's call, waits for that call
+    /// to end, then for this one's answer within the time limit.
+    async fn exchange_behind(
+        &self,
+        behind: Behind<Handoff>,
+        waiting: Waiting,
+        call: u64,
+        request: &Request<'_>,
+        inv: &Invocation<'_>,
+    ) -> Result<Exchanged, Unsent> {
+        let (pid, job, id) = (behind.pid, inv.job.display_name(), inv.job.id());
+        let handed = match behind.send(request).await {
+            Ok(sent) => behind.handed(sent).await.map(|handoff| (handoff, sent)),
+            Err(e) => {
+                tracing::info!(
+                    pid,
+                    job,
+                    %id,
+                    "the handler process could not be sent the request behind its call ({e}); \
+                     the job goes to another process"
+                );
+                return Err(Unsent::Retry);
+            }
+        };
+        drop(waiting);
+        let (handoff, sent) = match handed {
+            Ok(handed) => handed,
+            Err(AheadEnded::Unread) => {
+                tracing::info!(
+                    pid,
+                    job,
+                    %id,
+                    "the handler process ended while the call before this one ran, \
+                     without reading this request; the job goes to another process"
+                );
+                return Err(Unsent::Retry);
+            }
+            Err(AheadEnded::Read) => {
+                let how = "read this request ahead, then ended while the call before it ran";
+                return Err(Unsent::Outcome(Outcome::Exception(JobException::new(
+                    HANDLER_FAILED,
+                    format!("{job}: the handler process (pid {pid}) {how}"),
+                ))));
+            }
+        };
+        let mut process = handoff.process;
+        let answer = within(inv.timeout, async {
+            self.pool.offer_place(&mut process);
+            process.answer(call, sent).await
+        })
+        .await;
+        Ok(Exchanged {
+            process,
+            permit: handoff.permit,
+            answer,
+        })
     }
 
     /// The outcome of a call whose process timed out, broke the protocol

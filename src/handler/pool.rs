@@ -20,6 +20,10 @@
 //! counts (size, minimum, alive, busy, idle) to whoever watches (the
 //! metrics gauges, an autoscaler in the worker).
 //!
+//! In a pipelined pool (`pipeline = true`), a call that finds every
+//! process busy may also take a place behind one ([`Pool::take`], see
+//! [`super::pipeline`]).
+//!
 //! A keeper task ([`Pool::start`]) retires the idle processes and starts
 //! the minimum; without an idle timeout and with a minimum of 0 (the
 //! defaults) it never has anything to do and processes live until the
@@ -33,8 +37,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::call_permits::{CallPermit, CallPermits};
-use super::warm::{Census, Process, Spawn};
+use super::call_permits::{Acquired, CallPermit, CallPermits, Waiting};
+use super::pipeline::{Behind, Pipeline};
+use super::warm::{Census, Handoff, Process, Spawn};
 
 /// How long the keeper waits before trying again to start the minimum
 /// after a process could not be started.
@@ -60,6 +65,19 @@ pub struct PoolSettings {
     /// worker reserves that many jobs ahead of the free processes, so the
     /// next job is ready as a call ends; `None`: one per process (the size).
     pub reserve_ahead: Option<usize>,
+    /// Whether a busy process is sent its next request before it answers
+    /// (`pipeline`, see [`super::pipeline`]).
+    pub pipeline: bool,
+}
+
+/// What a call gets from [`Pool::take`].
+#[derive(Debug)]
+pub enum Taken {
+    /// A permit: the call checks out a process ([`Pool::checkout`]).
+    Free(CallPermit),
+    /// A place behind a busy process, the call counted among the waiting
+    /// until the process is handed to it.
+    Behind(Behind<Handoff>, Waiting),
 }
 
 /// A pool's counts at one moment.
@@ -82,7 +100,9 @@ pub struct PoolStats {
 pub struct Pool {
     spawn: Spawn,
     settings: PoolSettings,
-    permits: CallPermits,
+    permits: Arc<CallPermits>,
+    /// The places behind busy processes, when pipelined.
+    pipeline: Option<Arc<Pipeline<Handoff>>>,
     min: AtomicUsize,
     census: Arc<Census>,
     /// Idle processes, longest idle first.
@@ -105,7 +125,8 @@ impl Pool {
     pub fn new(spawn: Spawn, settings: PoolSettings) -> Self {
         Pool {
             spawn,
-            permits: CallPermits::new(settings.size),
+            permits: Arc::new(CallPermits::new(settings.size)),
+            pipeline: settings.pipeline.then(Arc::default),
             min: AtomicUsize::new(settings.min),
             settings,
             census: Arc::default(),
@@ -178,9 +199,57 @@ impl Pool {
             .unwrap_or_else(|| self.permits.size())
     }
 
-    /// Waits for a slot for one call.
-    pub async fn acquire(&self) -> CallPermit<'_> {
-        self.permits.acquire().await
+    /// Waits for a slot for one call: a free permit or, when pipelined,
+    /// a place behind a busy process, whichever comes first.
+    pub async fn take(&self) -> Taken {
+        let Some(pipeline) = &self.pipeline else {
+            return Taken::Free(self.permits.acquire().await);
+        };
+        match self.permits.acquire_or(|| pipeline.take_place()).await {
+            Acquired::Permit(permit) => Taken::Free(permit),
+            Acquired::Other(behind, waiting) => Taken::Behind(behind, waiting),
+        }
+    }
+
+    /// Offers a place behind the call now in flight on `process` (its
+    /// request written), when the pool is pipelined and the process will
+    /// take another call after this one: not due for recycling, and not
+    /// above the size.
+    pub fn offer_place(&self, process: &mut Process) {
+        let Some(pipeline) = &self.pipeline else {
+            return;
+        };
+        let s = &self.settings;
+        let worn = s.max_jobs > 0 && process.calls + 2 > s.max_jobs;
+        if worn
+            || self.census.members() > self.permits.size()
+            || process.above_memory(s.max_memory_mb)
+        {
+            return;
+        }
+        process.set_lead(pipeline.open(process.pid, process.input()));
+        self.permits.announce();
+    }
+
+    /// Ends the call whose answer is in: hands `process` and `permit` to
+    /// the call behind it, if one took its place, else takes the process
+    /// back ([`Self::check_in`]) and frees the permit.
+    pub fn finish(&self, mut process: Process, permit: CallPermit) {
+        let Some(behind) = process.close_lead() else {
+            self.check_in(process);
+            return;
+        };
+        if let Err(handoff) = behind.send(Handoff { process, permit }) {
+            // The call behind is gone (abandoned), its request perhaps in
+            // the pipe: the process would run it for nobody. Dropping it
+            // kills its group.
+            tracing::info!(
+                pid = handoff.process.pid,
+                "the call behind was abandoned; ending its handler process"
+            );
+            drop(handoff);
+            self.changed.notify_one();
+        }
     }
 
     fn idle(&self) -> MutexGuard<'_, VecDeque<Idle>> {
@@ -251,15 +320,21 @@ impl Pool {
     }
 
     /// Ends a process at once (it broke the protocol or died mid-call).
-    pub async fn end(&self, process: Process) {
+    /// A call behind it hears of it once it has ended.
+    pub async fn end(&self, mut process: Process) {
+        let behind = process.close_lead();
         process.end().await;
+        drop(behind);
         self.changed.notify_one();
     }
 
     /// Stops a process whose call ran past its time limit (SIGTERM, then
-    /// SIGKILL after `grace`); returns the last signal sent.
-    pub async fn kill(&self, process: Process, grace: Duration) -> nix::sys::signal::Signal {
+    /// SIGKILL after `grace`); returns the last signal sent. A call behind
+    /// it hears of it once it has ended.
+    pub async fn kill(&self, mut process: Process, grace: Duration) -> nix::sys::signal::Signal {
+        let behind = process.close_lead();
         let signal = process.kill(grace).await;
+        drop(behind);
         self.changed.notify_one();
         signal
     }

@@ -1,7 +1,8 @@
 //! One warm process of a persistent handler: started with an answer pipe
-//! on its file descriptor 3, sent one request at a time on its stdin, its
-//! answers read from fd 3 and its stdout and stderr logged line by line
-//! (see [`super::persistent`] for the protocol). A [`Census`] counts the
+//! on its file descriptor 3, sent requests on its stdin (one at a time, or
+//! one more behind the call in flight in a [pipelined](super::pipeline)
+//! pool), its answers read from fd 3 in order and its stdout and stderr
+//! logged line by line (see [`super::persistent`] for the protocol). A [`Census`] counts the
 //! processes of a [`Pool`](super::pool::Pool): alive until reaped, and
 //! members of the pool until retired.
 
@@ -13,14 +14,17 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde::Deserialize;
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::BufReader;
 use tokio::net::unix::pipe;
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
 
+use super::call_permits::CallPermit;
 use super::capture::{Keep, Tail, next_line, shown};
 use super::child::{ANSWER_LIMIT, describe, env_value};
+use super::input::{Input, Sent};
 use super::metadata;
+use super::pipeline::Lead;
 use super::process_group::{self, Environment};
 use super::request_line::Request;
 use crate::memory::MemoryProbe;
@@ -111,12 +115,11 @@ pub struct Process {
     /// Its pid (0 if it could not be read).
     pub pid: u32,
     group: Option<Pid>,
-    stdin: ChildStdin,
+    /// Its stdin, shared with a call written behind the one in flight.
+    input: Arc<Input>,
     /// What its fd 3 reader passes on: lines read while a call was in
     /// flight, then the end of the stream.
     answers: mpsc::Receiver<Answer>,
-    /// The `call` in flight, 0 when none; shared with the fd 3 reader.
-    in_flight: Arc<AtomicU64>,
     /// Set by the fd 3 reader when the process broke the protocol while
     /// idle (it has killed the process group then).
     broken: Arc<AtomicBool>,
@@ -127,11 +130,25 @@ pub struct Process {
     /// Kills the group when the process is dropped: abandoned mid-call
     /// (drain deadline) or left idle in the pool when the worker exits.
     guard: process_group::GroupKill,
+    /// Its offer of a place behind the call in flight (pipelined pools);
+    /// after `guard`, so a dropped process is killed before the call
+    /// behind hears of it.
+    lead: Option<Lead<Handoff>>,
     /// Its place in its pool's census.
     counted: Counted,
     /// The SIGCHLD count when it was last seen alive (see
     /// [`super::child_exits`]).
     exits_seen: Option<u64>,
+}
+
+/// What a call whose answer is in hands to the call written behind it
+/// (see [`super::pipeline`]): the process, and the call's permit.
+#[derive(Debug)]
+pub struct Handoff {
+    /// The process, now the call behind's.
+    pub process: Process,
+    /// The permit of the call ahead, passed on.
+    pub permit: CallPermit,
 }
 
 /// One event of a process's fd 3.
@@ -188,7 +205,8 @@ impl Process {
             .ok_or_else(|| std::io::Error::other("no stdin"))?;
         let pid = child.id().unwrap_or(0);
         let stderr = log_output(&mut child, pid, spawn.output_limit);
-        let in_flight = Arc::new(AtomicU64::new(0));
+        let outstanding = Arc::new(AtomicU64::new(0));
+        let input = Arc::new(Input::new(stdin, Arc::clone(&outstanding)));
         let broken = Arc::new(AtomicBool::new(false));
         // Room for one line: a process that floods fd 3 waits on the pipe.
         let (sender, answers) = mpsc::channel(1);
@@ -197,7 +215,7 @@ impl Process {
             pid,
             group,
             sender,
-            Arc::clone(&in_flight),
+            outstanding,
             Arc::clone(&broken),
         ));
         tracing::debug!(pid, "handler process started");
@@ -205,13 +223,13 @@ impl Process {
             child,
             pid,
             group,
-            stdin,
+            input,
             answers,
-            in_flight,
             broken,
             stderr,
             calls: 0,
             guard: process_group::GroupKill::new(group),
+            lead: None,
             counted: Counted::new(census),
             exits_seen: super::child_exits::count(),
         })
@@ -252,27 +270,36 @@ impl Process {
             }
         }
     }
-    /// Sends request `call` (the text `line`) and waits for its answer.
-    pub async fn exchange(
-        &mut self,
-        call: u64,
-        request: &Request<'_>,
-    ) -> Result<Vec<u8>, CallError> {
-        // Before the write: a quick answer must find its call in flight.
-        self.in_flight.store(call, Ordering::SeqCst);
-        let written = match request.write_to(&mut self.stdin).await {
-            Ok(sent) => self.stdin.flush().await.map(|()| sent),
-            Err(e) => Err(e),
-        };
-        let sent = match written {
-            Ok(sent) => sent,
-            Err(e) => {
-                self.in_flight.store(0, Ordering::SeqCst);
-                return Err(CallError::NotDelivered(format!(
-                    "could not be sent the request ({e})"
-                )));
-            }
-        };
+    /// Its stdin.
+    pub fn input(&self) -> &Arc<Input> {
+        &self.input
+    }
+
+    /// Keeps `lead`, its offer of a place behind the call in flight.
+    pub fn set_lead(&mut self, lead: Lead<Handoff>) {
+        self.lead = Some(lead);
+    }
+
+    /// Takes back its offer of a place behind the call in flight, if any;
+    /// returns the call that took it.
+    pub fn close_lead(&mut self) -> Option<oneshot::Sender<Handoff>> {
+        self.lead.take().and_then(Lead::close)
+    }
+
+    /// Writes `request`; returns where it starts, for [`Self::answer`].
+    ///
+    /// # Errors
+    /// `NotDelivered`: the pipe cannot be written.
+    pub async fn send(&mut self, request: &Request<'_>) -> Result<Sent, CallError> {
+        self.input
+            .send(request)
+            .await
+            .map_err(|e| CallError::NotDelivered(format!("could not be sent the request ({e})")))
+    }
+
+    /// Waits for the answer to call `call`, the request `sent` (answers
+    /// come in the order of the requests).
+    pub async fn answer(&mut self, call: u64, sent: Sent) -> Result<Vec<u8>, CallError> {
         let answer = tokio::select! {
             answer = self.answers.recv() => answer,
             // Its fd 3 may outlive it (held by a process it started): an
@@ -282,7 +309,6 @@ impl Process {
                 .await
                 .unwrap_or(None),
         };
-        self.in_flight.store(0, Ordering::SeqCst);
         let line = match answer {
             Some(Answer::Line(line)) => line,
             Some(Answer::End) | None => return Err(self.ended_without_answer(sent).await),
@@ -308,8 +334,8 @@ impl Process {
 
     /// fd 3 ended before an answer: waits for the process to end (killing
     /// it after the grace period's worth of waiting) and tells whether it
-    /// had read any of the `sent` bytes of the request.
-    async fn ended_without_answer(&mut self, sent: usize) -> CallError {
+    /// had read any of the request `sent`.
+    async fn ended_without_answer(&mut self, sent: Sent) -> CallError {
         // A process that closed fd 3 but lives on is of no further use.
         let status = match tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
             Ok(status) => status.ok(),
@@ -320,9 +346,7 @@ impl Process {
         };
         process_group::kill_leftovers(self.group);
         let how = describe(status);
-        // The stdin pipe holds what nobody read; our request was written
-        // last, so if that many bytes are left, none of it was read.
-        if unread_bytes(&self.stdin).is_some_and(|n| n >= sent) {
+        if !self.input.was_read(sent) {
             CallError::NotDelivered(how)
         } else {
             CallError::Died(format!("sent no answer on fd 3; the process {how}"))
@@ -353,7 +377,7 @@ impl Process {
         let Process {
             mut child,
             group,
-            stdin,
+            input,
             mut guard,
             mut counted,
             ..
@@ -361,7 +385,7 @@ impl Process {
         counted.leave();
         // The task below ends the process; the guard must not kill it now.
         guard.disarm();
-        drop(stdin);
+        drop(input);
         tokio::spawn(async move {
             if tokio::time::timeout(grace, child.wait()).await.is_err() {
                 process_group::terminate(&mut child, group, Duration::ZERO).await;
@@ -411,25 +435,16 @@ fn log_output(child: &mut Child, pid: u32, limit: usize) -> Arc<Mutex<Tail>> {
     stderr
 }
 
-/// Bytes written to a pipe and not read yet (`FIONREAD`, which Linux
-/// answers on either end of a pipe).
-fn unread_bytes(stdin: &ChildStdin) -> Option<usize> {
-    let mut n: nix::libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer, which points at
-    // `n`; the descriptor is open for as long as `stdin` lives.
-    let r = unsafe { nix::libc::ioctl(stdin.as_raw_fd(), nix::libc::FIONREAD, &mut n) };
-    (r == 0).then(|| usize::try_from(n).unwrap_or(0))
-}
-
-/// Reads a process's fd 3: passes on each line read while a call is in
-/// flight, and the end of the stream. A line while none is in flight is a
-/// protocol error: logged, the process marked broken and its group killed.
+/// Reads a process's fd 3: passes on each line read while a request is
+/// outstanding (taking one off the count), and the end of the stream. A
+/// line while none is outstanding is a protocol error: logged, the process
+/// marked broken and its group killed.
 async fn read_answers(
     receiver: pipe::Receiver,
     pid: u32,
     group: Option<Pid>,
     answers: mpsc::Sender<Answer>,
-    in_flight: Arc<AtomicU64>,
+    outstanding: Arc<AtomicU64>,
     broken: Arc<AtomicBool>,
 ) {
     let mut reader = BufReader::new(receiver);
@@ -441,7 +456,9 @@ async fn read_answers(
                 return;
             }
         };
-        if in_flight.load(Ordering::SeqCst) == 0 {
+        let answered =
+            outstanding.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if answered.is_err() {
             tracing::error!(
                 pid,
                 "handler protocol error: it wrote a line on fd 3 while no request was in flight: {}; \

@@ -77,6 +77,12 @@ impl Handler {
         self.set("reserve_ahead", n)
     }
 
+    /// `pipeline = true`: a busy process gets its next request before it
+    /// answers.
+    pub fn pipeline(self) -> Self {
+        self.set("pipeline", true)
+    }
+
     /// `min_processes`: warm processes started at once and kept.
     pub fn min_processes(self, n: i64) -> Self {
         self.set("min_processes", n)

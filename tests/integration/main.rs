@@ -52,6 +52,7 @@ mod metrics;
 mod notify;
 mod outages;
 mod persistent;
+mod pipeline;
 mod pools;
 mod protocol;
 mod reclaim;

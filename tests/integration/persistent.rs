@@ -11,14 +11,14 @@ use common::{Failed, Handler, Job, Payload, QueueState, Scene, Score};
 use serde_json::Value;
 
 /// Responds `done` to every request.
-const DONE: &str = "answer '{\"action\":\"done\"}'";
+pub const DONE: &str = "answer '{\"action\":\"done\"}'";
 
 /// A scene with a persistent handler in sh that logs `PID <request>` per
 /// call, then runs `respond`, which must answer once with
 /// `answer '{"action":…}'` (it adds the request's `call` number, the
 /// request's first key, as `$CALL`); `tune` adds settings to the handler
 /// entry. Kill grace: one second.
-fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, PathBuf) {
+pub fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, PathBuf) {
     let s = Scene::new();
     let script = s.script(
         "p.sh",
@@ -34,7 +34,7 @@ fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, PathBuf
 }
 
 /// (pid, request) per call, from the job log.
-fn calls(s: &Scene) -> Vec<(String, Value)> {
+pub fn calls(s: &Scene) -> Vec<(String, Value)> {
     s.log()
         .iter()
         .map(|l| {
@@ -45,7 +45,7 @@ fn calls(s: &Scene) -> Vec<(String, Value)> {
 }
 
 /// The processes that served calls.
-fn pids(s: &Scene) -> BTreeSet<String> {
+pub fn pids(s: &Scene) -> BTreeSet<String> {
     calls(s).into_iter().map(|(pid, _)| pid).collect()
 }
 
