@@ -11,6 +11,7 @@ cloned with fresh uuid/id) through:
 
   * `php artisan queue:work redis --sleep=0 --stop-when-empty`, 1 and 2 processes;
   * laravel-worker + the PHP bridge (persistent, 2 processes, concurrency 2);
+    with `ahead` named, also concurrency 4, without and with `pipeline = true`;
   * laravel-worker + a warm no-op persistent handler (mawk answering on fd 3),
     concurrency 1, 8, 32, 64 (as many processes as slots);
   * the same, concurrency 1 and 8, with `[horizon] enabled` off and on in
@@ -260,9 +261,15 @@ class Bench(Lab):
         # earlier one refuses the key).
         rows.append(("ahead", "warm no-op, c=32, processes=8, pipeline", n,
                      lambda: self.warm_row(32, processes=8, pipeline=True)))
-        rows.append(("ahead", "PHP bridge x2, c=4", n, lambda: self.bridge(c=4)))
-        rows.append(("ahead", "PHP bridge x2, c=4, pipeline", n,
-                     lambda: self.bridge(c=4, pipeline=True)))
+        # The window as wide as the free slots (24), without and with it.
+        rows.append(("ahead", "warm no-op, c=32, processes=8, reserve_ahead=24", n,
+                     lambda: self.warm_row(32, processes=8, ahead=24)))
+        rows.append(("ahead", "warm no-op, c=32, processes=8, pipeline, reserve_ahead=24", n,
+                     lambda: self.warm_row(32, processes=8, pipeline=True, ahead=24)))
+        if self.app:
+            rows.append(("ahead", "PHP bridge x2, c=4", n, lambda: self.bridge(c=4)))
+            rows.append(("ahead", "PHP bridge x2, c=4, pipeline", n,
+                         lambda: self.bridge(c=4, pipeline=True)))
         for label, binary in bins:
             rows.append(("http", f"HTTP keep-alive no-op, c=32{label}", n,
                          lambda binary=binary: self.http_row(32, binary)))
@@ -326,13 +333,15 @@ class Bench(Lab):
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 
-    def warm_row(self, c, horizon="off", binary=None, processes=None, pipeline=False):
+    def warm_row(self, c, horizon="off", binary=None, processes=None, pipeline=False, ahead=None):
         handlers = self.handler_persistent([self.warm], processes or c, pipeline=pipeline)
+        if ahead is not None:
+            handlers = handlers.rstrip("\n") + f"\nreserve_ahead = {ahead}\n\n"
         if horizon != "off":
             handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n'
         if horizon == "refused":
             handlers += f'url = "unix://{self.refusing_redis()}?db=0"\n'
-        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}-{pipeline}",
+        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}-{pipeline}-{ahead}",
                           handlers + "\n")
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
@@ -914,7 +923,9 @@ def main():
                                    "(warm no-op with [horizon] off and on), http, process "
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
                                    "delayed, pickup; and, run only when named: ahead (warm "
-                                   "no-op at c=1/processes=1, c=32/8 and c=32/32), balance "
+                                   "no-op at c=1/processes=1, c=32/8 and c=32/32; c=32/8 with "
+                                   "pipeline = true and reserve_ahead = 24; the bridge at c=4 "
+                                   "with and without pipeline), balance "
                                    "(bench/balance.py's rows), pool_memory "
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
                                    "the database queue against queue:work database on SQLite, "
