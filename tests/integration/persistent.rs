@@ -469,15 +469,23 @@ fn a_crash_costs_the_started_job_and_the_reserve_ahead_window() {
     let (s, config) = warm("touch \"$DIR/started\"; sleep 300", |h| {
         h.processes(1).reserve_ahead(2)
     });
+    crash_with_the_window_full(&s, &config);
+}
+
+/// Eight jobs for one process that hangs (it touches `started`) with
+/// `reserve_ahead = 2` at `--concurrency=6`: SIGKILLs the worker once the
+/// window is full, and checks that one job started, three are reserved
+/// (it and the two ahead) and five were never taken.
+pub fn crash_with_the_window_full(s: &Scene, config: &std::path::Path) {
     s.push_on("default", &Job::numbered("App\\Jobs\\Hang@handle", 8));
-    let mut worker = s.work(&config, &["--concurrency=6", "--sleep=0"]);
+    let mut worker = s.work(config, &["--concurrency=6", "--sleep=0"]);
     s.wait_for_file("started");
     let reserved = "laravel_database_queues:default:reserved";
     common::wait_until("the window filled", || s.redis.zcard(reserved) >= 3);
     worker.signal(nix::sys::signal::Signal::SIGKILL);
     worker.wait_exit();
 
-    assert_eq!(calls(&s).len(), 1, "one process, one call");
+    assert_eq!(calls(s).len(), 1, "one process, one call");
     assert_eq!(s.redis.zcard(reserved), 3, "the running job and two ahead");
     assert_eq!(s.redis.llen("laravel_database_queues:default"), 5);
 }

@@ -4,7 +4,7 @@
 //! before the process read it.
 
 use crate::common;
-use crate::persistent::{DONE, calls, pids};
+use crate::persistent::{DONE, calls, crash_with_the_window_full, pids};
 
 use std::path::PathBuf;
 
@@ -47,6 +47,24 @@ fn runs(s: &Scene) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// Pushes `App\Jobs\<ahead>` and `App\Jobs\Next` and runs a worker with
+/// one pipelined process at `--concurrency=2` (with `args` added) until the
+/// queue is empty; the handler runs `on_ahead` for the first job's run
+/// request and answers done to the others. Returns the two jobs.
+fn ahead_and_behind(ahead: &str, on_ahead: &str, args: &[&str]) -> (Scene, Job, Job) {
+    let (s, config) = pipelined(
+        &format!("case \"$line\" in {RUN}*{ahead}*) {on_ahead} ;; *) {DONE} ;; esac"),
+        |h| h.processes(1),
+    );
+    let first = Job::laravel8(&format!("App\\Jobs\\{ahead}"));
+    let next = Job::laravel8("App\\Jobs\\Next");
+    s.push_on("default", [&first, &next]);
+    let mut all = vec!["--stop-when-empty", "--sleep=0", "--concurrency=2"];
+    all.extend_from_slice(args);
+    s.run(&config, &all);
+    (s, first, next)
+}
+
 /// With one process and `--concurrency=2`, the second job's request is in
 /// the process's stdin while the first one runs: the handler waits for it
 /// before answering the first (it would wait forever without pipelining).
@@ -83,26 +101,9 @@ fn the_next_request_is_in_stdin_before_the_answer() {
 /// to a new process, on its first attempt, and runs once.
 #[test]
 fn a_timeout_ahead_costs_the_request_behind_nothing() {
-    let (s, config) = pipelined(
-        &format!(
-            "case \"$line\" in *Slow*) queued; touch \"$DIR/queued\"; sleep 300 ;; *) {DONE} ;; esac"
-        ),
-        |h| h.processes(1),
-    );
-    let (slow, next) = (
-        Job::laravel8("App\\Jobs\\Slow"),
-        Job::laravel8("App\\Jobs\\Next"),
-    );
-    s.push_on("default", [&slow, &next]);
-    let args = [
-        "--stop-when-empty",
-        "--sleep=0",
-        "--concurrency=2",
-        "--tries=3",
-        "--timeout=1",
-        "--backoff=60",
-    ];
-    s.run(&config, &args);
+    let on_slow = "queued; touch \"$DIR/queued\"; sleep 300";
+    let args = ["--tries=3", "--timeout=1", "--backoff=60"];
+    let (s, slow, _) = ahead_and_behind("Slow", on_slow, &args);
     assert!(s.path("queued").exists(), "Next waited behind Slow");
     let calls = calls(&s);
     let runs = runs(&s);
@@ -120,22 +121,7 @@ fn a_timeout_ahead_costs_the_request_behind_nothing() {
 /// first attempt.
 #[test]
 fn a_crash_ahead_sends_the_unread_request_behind_to_a_new_process() {
-    let (s, config) = pipelined(
-        &format!("case \"$line\" in {RUN}*Crash*) queued; exit 7 ;; *) {DONE} ;; esac"),
-        |h| h.processes(1),
-    );
-    let (crash, next) = (
-        Job::laravel8("App\\Jobs\\Crash"),
-        Job::laravel8("App\\Jobs\\Next"),
-    );
-    s.push_on("default", [&crash, &next]);
-    let args = [
-        "--stop-when-empty",
-        "--sleep=0",
-        "--concurrency=2",
-        "--tries=1",
-    ];
-    s.run(&config, &args);
+    let (s, crash, _) = ahead_and_behind("Crash", "queued; exit 7", &["--tries=1"]);
     let row = Failed::job(&crash).containing("exited with status 7");
     s.assert_state(QueueState::empty().failed([row]));
     let runs = runs(&s);
@@ -154,24 +140,8 @@ fn a_crash_ahead_sends_the_unread_request_behind_to_a_new_process() {
 /// it (its attempt counted), never a second delivery.
 #[test]
 fn a_request_read_ahead_by_a_process_that_dies_is_an_exception() {
-    let (s, config) = pipelined(
-        &format!(
-            "case \"$line\" in {RUN}*Crash*) queued; IFS= read -r ahead; exit 7 ;; *) {DONE} ;; esac"
-        ),
-        |h| h.processes(1),
-    );
-    let (crash, next) = (
-        Job::laravel8("App\\Jobs\\Crash"),
-        Job::laravel8("App\\Jobs\\Next"),
-    );
-    s.push_on("default", [&crash, &next]);
-    let args = [
-        "--stop-when-empty",
-        "--sleep=0",
-        "--concurrency=2",
-        "--tries=1",
-    ];
-    s.run(&config, &args);
+    let on_crash = "queued; IFS= read -r ahead; exit 7";
+    let (s, crash, next) = ahead_and_behind("Crash", on_crash, &["--tries=1"]);
     let mut rows = vec![
         Failed::job(&crash).containing("exited with status 7"),
         Failed::job(&next).containing("read this request ahead"),
@@ -201,17 +171,7 @@ fn a_crash_costs_the_started_job_and_the_window_when_pipelined() {
     let (s, config) = pipelined("touch \"$DIR/started\"; sleep 300", |h| {
         h.processes(1).reserve_ahead(2)
     });
-    s.push_on("default", &Job::numbered("App\\Jobs\\Hang@handle", 8));
-    let mut worker = s.work(&config, &["--concurrency=6", "--sleep=0"]);
-    s.wait_for_file("started");
-    let reserved = "laravel_database_queues:default:reserved";
-    common::wait_until("the window filled", || s.redis.zcard(reserved) >= 3);
-    worker.signal(nix::sys::signal::Signal::SIGKILL);
-    worker.wait_exit();
-
-    assert_eq!(calls(&s).len(), 1, "one process, one call");
-    assert_eq!(s.redis.zcard(reserved), 3, "the running job and two ahead");
-    assert_eq!(s.redis.llen("laravel_database_queues:default"), 5);
+    crash_with_the_window_full(&s, &config);
 }
 
 /// `max_jobs` holds: a process due for recycling takes no request behind
