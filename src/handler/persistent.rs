@@ -302,11 +302,8 @@ impl PersistentHandler {
             }
         };
         let mut process = handoff.process;
-        let answer = within(inv.timeout, async {
-            self.pool.offer_place(&mut process);
-            process.answer(call, sent).await
-        })
-        .await;
+        self.pool.offer_place(&mut process);
+        let answer = within(inv.timeout, process.answer(call, sent)).await;
         Ok(Exchanged {
             process,
             permit: handoff.permit,

@@ -130,7 +130,8 @@ impl<T> Pipeline<T> {
     fn remove(&self, id: u64) -> Option<oneshot::Sender<T>> {
         let mut places = self.places();
         let at = places.iter().position(|p| p.lead == id)?;
-        places.swap_remove(at).behind
+        // `remove`, not `swap_remove`: places stay in the order offered.
+        places.remove(at).behind
     }
 }
 

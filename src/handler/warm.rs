@@ -2,9 +2,9 @@
 //! on its file descriptor 3, sent requests on its stdin (one at a time, or
 //! one more behind the call in flight in a [pipelined](super::pipeline)
 //! pool), its answers read from fd 3 in order and its stdout and stderr
-//! logged line by line (see [`super::persistent`] for the protocol). A [`Census`] counts the
-//! processes of a [`Pool`](super::pool::Pool): alive until reaped, and
-//! members of the pool until retired.
+//! logged line by line (see [`super::persistent`] for the protocol). A
+//! [`Census`] counts the processes of a [`Pool`](super::pool::Pool): alive
+//! until reaped, and members of the pool until retired.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -290,7 +290,7 @@ impl Process {
     ///
     /// # Errors
     /// `NotDelivered`: the pipe cannot be written.
-    pub async fn send(&mut self, request: &Request<'_>) -> Result<Sent, CallError> {
+    pub async fn send(&self, request: &Request<'_>) -> Result<Sent, CallError> {
         self.input
             .send(request)
             .await
