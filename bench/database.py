@@ -345,7 +345,10 @@ class MariaDb:
         data = os.path.join(self.dir, "data")
         self.socket = os.path.join(self.dir, "mariadb.sock")
         logfile = os.path.join(self.dir, "mariadb.log")
-        user = ["--user=root"] if os.geteuid() == 0 else []
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(tmp)
+        # root needs --user; temporary tables go to our own directory, not the shared /tmp
+        user = (["--user=root"] if os.geteuid() == 0 else []) + [f"--tmpdir={tmp}"]
         with open(logfile, "w") as lf:
             subprocess.run([find("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
                             "--auth-root-authentication-method=normal", "--skip-test-db",

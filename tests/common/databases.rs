@@ -340,6 +340,11 @@ impl MariaDb {
             .unwrap();
         let data = dir.path().join("data");
         let log = dir.path().join("mariadb.log");
+        // Its own directory for temporary tables: with the shared /tmp, a
+        // bootstrap once failed deleting its own temporary file (CI, stop 36).
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let tmpdir = format!("--tmpdir={}", tmp.display());
         let user: &[&str] = if running_as_root() {
             &["--user=root"]
         } else {
@@ -355,6 +360,7 @@ impl MariaDb {
                 "--skip-test-db",
                 "--skip-name-resolve",
             ])
+            .arg(&tmpdir)
             .args(user);
         set_up(&mut install, "mariadb-install-db", &log);
 
@@ -374,6 +380,7 @@ impl MariaDb {
                 "--innodb-buffer-pool-size=16M",
                 "--innodb-flush-log-at-trx-commit=0",
             ])
+            .arg(&tmpdir)
             .args(user)
             .current_dir(dir.path())
             .stdin(Stdio::null())
