@@ -271,6 +271,7 @@ fn command_handler(
             spawn: Spawn {
                 command: command.command.clone(),
                 environment,
+                scheduling: command.scheduling,
                 output_limit: settings.output_limit,
                 connection: settings.connection.clone(),
             },
@@ -294,7 +295,8 @@ fn command_handler(
                 Arc::clone(result_dir),
                 environment,
             )
-            .decoding_command(command.decode_command),
+            .decoding_command(command.decode_command)
+            .scheduled(command.scheduling),
         ),
     })
 }

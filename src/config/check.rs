@@ -4,6 +4,7 @@
 use anyhow::{Context, bail};
 
 use super::HandlerEntry;
+use crate::handler::scheduling::Scheduling;
 use crate::worker::options::{MAX_MEMORY_MB, MAX_PROCESSES};
 
 /// Checks every entry (see [`transport`]) and its `mode`.
@@ -62,6 +63,14 @@ fn command(h: &HandlerEntry, cmd: &[String]) -> anyhow::Result<()> {
         );
     }
     pool_keys(h)?;
+    if let Some(policy) = &h.scheduling
+        && Scheduling::from_name(policy).is_none()
+    {
+        bail!(
+            "[[handlers]] match = {name:?}: scheduling = {policy:?}: expected one of {}",
+            Scheduling::NAMES.map(|n| format!("{n:?}")).join(", ")
+        );
+    }
     for (var, value) in h.env.iter().flatten() {
         if var.is_empty() || var.contains(['=', '\0']) {
             bail!("[[handlers]] match = {name:?}: env: {var:?} is not a variable name");
@@ -110,6 +119,7 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
         ("env", h.env.is_some()),
         ("env_clear", h.env_clear.is_some()),
         ("decode_command", h.decode_command.is_some()),
+        ("scheduling", h.scheduling.is_some()),
     ] {
         if set {
             bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");

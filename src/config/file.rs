@@ -401,6 +401,10 @@ pub struct HandlerEntry {
     /// saves the decoding, and for a job of many megabytes twice its size
     /// in the worker's memory.
     pub decode_command: Option<bool>,
+    /// Command handlers: the Linux scheduling policy of the handler's
+    /// processes: `"batch"` (default), `"other"` or `"idle"`
+    /// ([`crate::handler::scheduling::Scheduling`]).
+    pub scheduling: Option<String>,
     /// Faults of this handler itself, in a row, that trip it (default
     /// `[worker] trip_after`; 0 = never).
     pub trip_after: Option<u32>,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::file::{HandlerEntry, Transport};
 use crate::handler::BreakerSettings;
 use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::handler::scheduling::Scheduling;
 
 /// One `[[handlers]]` entry, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,9 @@ pub struct CommandSpec {
     pub env_clear: bool,
     /// Pass `data.command` decoded to JSON (`decode_command`, default true).
     pub decode_command: bool,
+    /// The scheduling policy of its processes (`scheduling`, default
+    /// batch).
+    pub scheduling: Scheduling,
 }
 
 /// The warm processes of a persistent handler.
@@ -95,6 +99,11 @@ impl HandlerSpec {
             env: entry.env.clone().unwrap_or_default(),
             env_clear: entry.env_clear.unwrap_or(false),
             decode_command: entry.decodes_command(),
+            scheduling: entry
+                .scheduling
+                .as_deref()
+                .and_then(Scheduling::from_name)
+                .unwrap_or_default(),
         };
         let transport = match transport {
             Transport::Process => TransportSpec::Process(command()),

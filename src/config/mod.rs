@@ -1056,6 +1056,14 @@ mod tests {
                 "env_clear applies to command",
             ),
             (
+                "url = \"http://a/\"\nscheduling = \"batch\"",
+                "scheduling applies to command",
+            ),
+            (
+                "command = [\"x\"]\nscheduling = \"fifo\"",
+                "scheduling = \"fifo\": expected one of \"batch\", \"other\", \"idle\"",
+            ),
+            (
                 "command = [\"x\"]\nenv = { \"A=B\" = \"1\" }",
                 "not a variable name",
             ),

@@ -12,6 +12,7 @@ use tokio::process::Command;
 
 use super::capture::Tail;
 use super::process_group::{self, Environment};
+use super::scheduling::Scheduling;
 
 /// Bytes of one answer of a handler: a persistent process's answer line on
 /// fd 3, or a process handler's result file. A longer one is never held
@@ -27,15 +28,16 @@ pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
 /// The command for a handler process: `program[0]` run with the rest as
 /// its arguments (no shell), in its own process group tied to the daemon
 /// ([`process_group::isolate`]), seeing what `environment` lets through,
-/// with stdin, stdout and stderr piped.
+/// under the `scheduling` policy, with stdin, stdout and stderr piped.
 ///
 /// # Panics
 /// Never; an empty `program` is refused by the config loader.
-pub fn command(program: &[String], environment: &Environment) -> Command {
+pub fn command(program: &[String], environment: &Environment, scheduling: Scheduling) -> Command {
     let mut cmd = Command::new(&program[0]);
     cmd.args(&program[1..]);
     // First: it may clear the environment.
     process_group::isolate(&mut cmd, environment);
+    scheduling.apply(&mut cmd);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

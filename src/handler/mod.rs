@@ -27,6 +27,7 @@ pub mod process_group;
 pub mod request;
 pub mod request_line;
 pub mod router;
+pub mod scheduling;
 pub mod subprocess;
 pub mod warm;
 

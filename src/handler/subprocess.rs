@@ -46,6 +46,7 @@ use super::capture::{Tail, read_tail};
 use super::child::{ANSWER_LIMIT, describe, detail, env_value};
 use super::metadata::CallMetadata;
 use super::process_group::Environment;
+use super::scheduling::Scheduling;
 use super::{FaultKind, Invocation, Outcome, child, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
@@ -67,6 +68,8 @@ pub struct SubprocessHandler {
     calls: AtomicU64,
     /// Write `data.command`, decoded to JSON, to a command file per call.
     decode_command: bool,
+    /// The scheduling policy of its processes.
+    scheduling: Scheduling,
 }
 
 /// A command file, created at its first write: readable by the daemon's
@@ -132,7 +135,15 @@ impl SubprocessHandler {
             environment,
             calls: AtomicU64::new(0),
             decode_command: true,
+            scheduling: Scheduling::default(),
         }
+    }
+
+    /// The scheduling policy its processes run under (default
+    /// [`Scheduling::Batch`]).
+    pub fn scheduled(mut self, scheduling: Scheduling) -> Self {
+        self.scheduling = scheduling;
+        self
     }
 
     /// Whether each call gets `data.command` decoded to JSON in a command
@@ -287,7 +298,7 @@ impl SubprocessHandler {
         result_path: &PathBuf,
         command_path: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
-        let mut cmd = child::command(&self.command, &self.environment);
+        let mut cmd = child::command(&self.command, &self.environment, self.scheduling);
         for (field, value) in CallMetadata::of(inv).fields() {
             if let Some(value) = value {
                 cmd.env(field.env, env_value(&value.text()).as_ref());

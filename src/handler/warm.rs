@@ -27,6 +27,7 @@ use super::metadata;
 use super::pipeline::Lead;
 use super::process_group::{self, Environment};
 use super::request_line::Request;
+use super::scheduling::Scheduling;
 use crate::memory::MemoryProbe;
 
 /// Bytes of an offending line quoted in a protocol error.
@@ -47,6 +48,8 @@ pub struct Spawn {
     pub command: Vec<String>,
     /// What the processes see of the daemon's environment.
     pub environment: Environment,
+    /// The scheduling policy they run under.
+    pub scheduling: Scheduling,
     /// Bytes kept of one stdout or stderr line, and of the stderr tail
     /// quoted in a failure (`[worker] output_limit`).
     pub output_limit: usize,
@@ -189,7 +192,7 @@ impl Process {
     pub fn spawn(spawn: &Spawn, census: &Arc<Census>) -> std::io::Result<Process> {
         let (sender, receiver) = pipe::pipe()?;
         let write_end: OwnedFd = sender.into_blocking_fd()?;
-        let mut cmd = super::child::command(&spawn.command, &spawn.environment);
+        let mut cmd = super::child::command(&spawn.command, &spawn.environment, spawn.scheduling);
         cmd.env("LARAVEL_WORKER_PROTOCOL", "persistent").env(
             metadata::CONNECTION.env,
             env_value(&spawn.connection).as_ref(),

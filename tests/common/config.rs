@@ -51,6 +51,12 @@ impl Handler {
         self.set("decode_command", decode)
     }
 
+    /// `scheduling = policy`: the Linux scheduling policy of the handler's
+    /// processes ("batch", "other", "idle").
+    pub fn scheduling(self, policy: &str) -> Self {
+        self.set("scheduling", policy)
+    }
+
     /// Only jobs whose name matches `pattern` (default `*`).
     pub fn matching(self, pattern: &str) -> Self {
         self.set("match", pattern)

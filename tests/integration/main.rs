@@ -61,6 +61,7 @@ mod redis_acl;
 mod redis_cluster;
 mod redis_sentinel;
 mod redis_tls;
+mod scheduling;
 mod secrets_in_messages;
 mod sqs_fleet;
 mod sqs_worker;
