@@ -54,10 +54,12 @@ impl Scheduling {
         }
     }
 
-    /// Makes `cmd`'s process run under this policy. Any process may lower
-    /// its own policy to these three, so the call is not expected to fail;
-    /// if it does (a seccomp filter refusing it), the handler runs under the
-    /// policy it inherited rather than not at all.
+    /// Makes `cmd`'s process run under this policy. From `SCHED_OTHER` or
+    /// `SCHED_BATCH` (a worker started normally) any process may switch to
+    /// these three. Linux may refuse the call: a worker itself started
+    /// under `SCHED_IDLE` without room in its `RLIMIT_NICE`, or a seccomp
+    /// filter. Then the handler runs under the policy it inherited rather
+    /// than not at all.
     pub fn apply(self, cmd: &mut Command) {
         let policy = self.policy();
         // SAFETY: runs in the forked child before exec and only makes the
