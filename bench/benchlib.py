@@ -615,13 +615,17 @@ driver = "null"
 {handlers}""")
         return path
 
-    def handler_persistent(self, command, processes, match="*", pipeline=False):
+    def handler_persistent(self, command, processes, match="*", pipeline=False,
+                           decode_command=True):
         """A [[handlers]] entry (TOML text): `command` persistent, a pool
-        of `processes`, pipelined when `pipeline`."""
+        of `processes`, pipelined when `pipeline`; without
+        `decode_command`, `decode_command = false` (as the book configures
+        the PHP bridge, which reads the payload itself)."""
         cmd = ", ".join(json.dumps(c) for c in command)
         return (f'[[handlers]]\nmatch = {json.dumps(match)}\ncommand = [{cmd}]\n'
                 f'mode = "persistent"\nprocesses = {processes}\n'
-                + ('pipeline = true\n' if pipeline else '') + '\n')
+                + ('pipeline = true\n' if pipeline else '')
+                + ('' if decode_command else 'decode_command = false\n') + '\n')
 
     def worker_env(self):
         env = dict(os.environ)

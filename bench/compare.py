@@ -10,7 +10,9 @@ payload, dispatched once through the tests' app in tests/laravel/ and
 cloned with fresh uuid/id) through:
 
   * `php artisan queue:work redis --sleep=0 --stop-when-empty`, 1 and 2 processes;
-  * laravel-worker + the PHP bridge (persistent, 2 processes, concurrency 2);
+  * laravel-worker + the PHP bridge (persistent, 2 processes, concurrency 2,
+    `decode_command = false` as the book configures it; once more with the
+    default `true`, this build only, for what decoding costs);
     with `ahead` named, also concurrency 4, without and with `pipeline = true`;
   * laravel-worker + a warm no-op persistent handler (mawk answering on fd 3),
     concurrency 1, 8, 32, 64 (as many processes as slots);
@@ -241,6 +243,11 @@ class Bench(Lab):
             if self.app:
                 rows.append(("bridge", f"bridge persistent x2, c=2{label}", n,
                              lambda binary=binary: self.bridge(binary)))
+            if self.app and not label:
+                # The default `decode_command = true`, which the book tells
+                # bridge users to turn off: what not doing so costs.
+                rows.append(("bridge", "bridge persistent x2, c=2, decode_command = true", n,
+                             lambda: self.bridge(decode_command=True)))
             for c in (1, 8, 32, 64):
                 rows.append(("warm", f"warm no-op, c={c}{label}", n,
                              lambda c=c, binary=binary: self.warm_row(c, binary=binary)))
@@ -326,10 +333,13 @@ class Bench(Lab):
                             stdout=self.out_file(), stderr=subprocess.STDOUT)
                 for _ in range(count)]
 
-    def bridge(self, binary=None, c=2, pipeline=False):
-        cfg = self.config(f"bridge-c{c}-{pipeline}", self.handler_persistent(
+    def bridge(self, binary=None, c=2, pipeline=False, decode_command=False):
+        """The PHP bridge, 2 processes, configured as the book says
+        (`decode_command = false`: it reads the payload itself), unless
+        `decode_command`."""
+        cfg = self.config(f"bridge-c{c}-{pipeline}-{decode_command}", self.handler_persistent(
             ["php", os.path.join(ROOT, "php", "laravel-worker-bridge.php"), f"--app={self.app}"], 2,
-            pipeline=pipeline))
+            pipeline=pipeline, decode_command=decode_command))
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 

@@ -23,8 +23,11 @@
 //! What PHP's `unserialize()` refuses (a malformed value, a key that is not
 //! an integer or a string, `b:2;`) is refused here too; like PHP, an integer
 //! out of range saturates and bytes after the value are ignored. The text is
-//! read twice, without building a tree: once to check it and find which
-//! arrays are lists, once to write the JSON. Nesting is limited to
+//! read without building a tree. Most commands' arrays are lists (keys 0,
+//! 1, 2…, or none), so [`decode`] first writes every array as a list in one
+//! pass; the first key that says otherwise (or anything PHP would refuse)
+//! drops that output, and the text is read twice: once to check it and
+//! find which arrays are lists, once to write the JSON. Nesting is limited to
 //! [`MAX_DEPTH`] levels, so no input can exhaust the stack, and the output
 //! is at most a few times the size of the input.
 
@@ -155,18 +158,15 @@ pub fn unserialize(text: &[u8]) -> Result<Box<RawValue>, CommandError> {
 }
 
 fn read_value(text: Text<'_>) -> Result<Box<RawValue>, CommandError> {
-    // Pass 1: check everything and note which arrays are lists.
-    let lists = check(text)?;
-    // Pass 2: write. It reads what pass 1 accepted, so it cannot fail
-    // except on a bug, which then shows as an error, not as bad JSON.
     let size = match text {
         Text::Plain(bytes) | Text::JsonEscaped(bytes) => bytes.len(),
     };
-    let out = Vec::with_capacity(size + size / 8);
-    let mut write = Reader::new(text, Pass::write(lists, out));
-    write.run()?;
-    let Pass::Write { out, .. } = write.pass else {
-        unreachable!("pass 2 keeps its pass")
+    let out = match write_guessing_lists(text, Vec::with_capacity(size + size / 8)) {
+        Ok(out) => out,
+        Err(mut out) => {
+            out.clear();
+            write_checked(text, out)?
+        }
     };
     let json = String::from_utf8(out).map_err(|e| CommandError::Malformed(e.to_string()))?;
     // Re-reading the output costs one more pass and guarantees valid JSON
@@ -174,9 +174,40 @@ fn read_value(text: Text<'_>) -> Result<Box<RawValue>, CommandError> {
     RawValue::from_string(json).map_err(|e| CommandError::Malformed(e.to_string()))
 }
 
+/// One pass that writes every array as a list: the whole JSON when that
+/// held, else (a key that is not the next index, or text PHP would refuse)
+/// `Err` with the output buffer back, for [`write_checked`] to reuse.
+fn write_guessing_lists(text: Text<'_>, out: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
+    let mut guess = Reader::new(text, Pass::Guess(out));
+    let done = guess.run();
+    let Pass::Guess(out) = guess.pass else {
+        unreachable!("the guessing pass keeps its pass")
+    };
+    match done {
+        Ok(()) => Ok(out),
+        Err(_) => Err(out),
+    }
+}
+
+/// Two passes: pass 1 checks everything and notes which arrays are lists;
+/// pass 2 writes to `out`. Pass 2 reads what pass 1 accepted, so it cannot
+/// fail except on a bug, which then shows as an error, not as bad JSON.
+fn write_checked(text: Text<'_>, out: Vec<u8>) -> Result<Vec<u8>, CommandError> {
+    let lists = check(text)?;
+    let mut write = Reader::new(text, Pass::write(lists, out));
+    write.run()?;
+    let Pass::Write { out, .. } = write.pass else {
+        unreachable!("pass 2 keeps its pass")
+    };
+    Ok(out)
+}
+
 enum Pass {
     /// Pass 1: one entry per array, in the order they open: is it a list?
     Check(Vec<bool>),
+    /// The single pass of [`write_guessing_lists`]: every array written as
+    /// a list, into the output.
+    Guess(Vec<u8>),
     /// Pass 2: the list flags of pass 1, the next to use, and the output.
     Write {
         lists: Vec<bool>,
@@ -259,7 +290,7 @@ impl<'a, 's> Reader<'a, 's> {
     fn out(&mut self) -> Option<&mut Vec<u8>> {
         match &mut self.pass {
             Pass::Check(_) => None,
-            Pass::Write { out, .. } => Some(out),
+            Pass::Guess(out) | Pass::Write { out, .. } => Some(out),
         }
     }
 
@@ -338,11 +369,24 @@ impl<'a, 's> Reader<'a, 's> {
                 let (kind, at) = (top.kind, top.at - 1);
                 let key = self.key()?;
                 if let Some(Open {
-                    kind: Kind::Array { list, .. },
+                    kind:
+                        Kind::Array {
+                            list,
+                            written_as_list,
+                            ..
+                        },
                     ..
                 }) = open.last_mut()
                 {
                     *list = *list && key.index() == Some(at);
+                    if *written_as_list && !*list {
+                        // The guessing pass guessed wrong (the two passes
+                        // never do: pass 1 saw these keys).
+                        return Err(CommandError::Malformed(format!(
+                            "the array before byte {} is not a list",
+                            self.input.position()
+                        )));
+                    }
                 }
                 if !first || matches!(kind, Kind::Object) {
                     self.raw(",");
@@ -454,6 +498,7 @@ impl<'a, 's> Reader<'a, 's> {
                 *next += 1;
                 (0, flag)
             }
+            Pass::Guess(_) => (0, true),
         };
         self.raw(if written_as_list { "[" } else { "{" });
         Ok(Open {
@@ -775,6 +820,39 @@ mod tests {
             read(b"a:1:{i:0;a:2:{i:0;N;i:7;N;}}").unwrap(),
             json!([{"0": null, "7": null}]),
             "each array is judged on its own"
+        );
+    }
+
+    #[test]
+    fn an_array_found_not_to_be_a_list_late_is_written_as_an_object() {
+        // The single pass writes `[` first; these turn out otherwise at
+        // their last key, or inside a list, or with a list inside.
+        for (text, want) in [
+            (
+                &b"a:3:{i:0;N;i:1;b:1;s:1:\"x\";i:2;}"[..],
+                json!({"0": null, "1": true, "x": 2}),
+            ),
+            (
+                b"a:2:{i:0;a:2:{i:0;N;i:2;N;}i:1;a:0:{}}",
+                json!([{"0": null, "2": null}, []]),
+            ),
+            (
+                b"a:2:{i:0;a:1:{i:0;N;}i:5;a:1:{i:0;N;}}",
+                json!({"0": [null], "5": [null]}),
+            ),
+            (
+                b"O:3:\"Foo\":2:{s:1:\"a\";a:1:{i:0;i:1;}s:1:\"b\";a:1:{i:1;i:1;}}",
+                json!({"__class": "Foo", "a": [1], "b": {"1": 1}}),
+            ),
+        ] {
+            assert_eq!(read(text).unwrap(), want);
+        }
+        // Inside a command, the same as the two passes write it in pieces.
+        let command = b"O:3:\"Foo\":2:{s:1:\"a\";a:2:{i:0;N;s:1:\"k\";N;}s:1:\"b\";a:0:{}}";
+        let got = same_every_way(command).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&got).unwrap(),
+            json!({"__class": "Foo", "a": {"0": null, "k": null}, "b": []})
         );
     }
 
