@@ -68,12 +68,21 @@ impl Reporter {
         self
     }
 
+    /// `[time][id] Status:    Name`, put together in one buffer (two per
+    /// job, so without the formatting machinery).
     fn laravel8_line(&self, job: &ReservedJob, status: &str) {
         let time = local_seconds();
         let name = crate::escape::control(job.display_name());
-        let id = crate::escape::control(&job.id()).into_owned();
-        let word = format!("{status}:");
-        let line = format!("[{time}][{id}] {word:<LARAVEL8_STATUS_WIDTH$} {name}");
+        let job_id = job.id();
+        let id = crate::escape::control(&job_id);
+        let mut line =
+            String::with_capacity(time.len() + id.len() + LARAVEL8_STATUS_WIDTH + name.len() + 6);
+        for part in ["[", &time, "][", &id, "] ", status, ":"] {
+            line.push_str(part);
+        }
+        let padding = LARAVEL8_STATUS_WIDTH.saturating_sub(status.len() + 1);
+        line.extend(std::iter::repeat_n(' ', padding + 1));
+        line.push_str(&name);
         self.out.push(&line);
     }
 
