@@ -25,9 +25,11 @@
 //! out of range saturates and bytes after the value are ignored. The text is
 //! read without building a tree. Most commands' arrays are lists (keys 0,
 //! 1, 2…, or none), so [`decode`] first writes every array as a list in one
-//! pass; the first key that says otherwise (or anything PHP would refuse)
-//! drops that output, and the text is read twice: once to check it and
-//! find which arrays are lists, once to write the JSON. Nesting is limited to
+//! pass, turning an array into an object when its first key is not 0 (as
+//! an array with string keys). An array whose keys stop counting later, or
+//! anything PHP would refuse, drops that output, and the text is read
+//! twice: once to check it and find which arrays are lists, once to write
+//! the JSON. Nesting is limited to
 //! [`MAX_DEPTH`] levels, so no input can exhaust the stack, and the output
 //! is at most a few times the size of the input.
 
@@ -174,9 +176,10 @@ fn read_value(text: Text<'_>) -> Result<Box<RawValue>, CommandError> {
     RawValue::from_string(json).map_err(|e| CommandError::Malformed(e.to_string()))
 }
 
-/// One pass that writes every array as a list: the whole JSON when that
-/// held, else (a key that is not the next index, or text PHP would refuse)
-/// `Err` with the output buffer back, for [`write_checked`] to reuse.
+/// One pass that writes every array as a list, or as an object when its
+/// first key is not 0: the whole JSON when that held, else (a later key
+/// that is not the next index, or text PHP would refuse) `Err` with the
+/// output buffer back, for [`write_checked`] to reuse.
 fn write_guessing_lists(text: Text<'_>, out: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
     let mut guess = Reader::new(text, Pass::Guess(out));
     let done = guess.run();
@@ -206,7 +209,7 @@ enum Pass {
     /// Pass 1: one entry per array, in the order they open: is it a list?
     Check(Vec<bool>),
     /// The single pass of [`write_guessing_lists`]: every array written as
-    /// a list, into the output.
+    /// a list (or an object from its first key), into the output.
     Guess(Vec<u8>),
     /// Pass 2: the list flags of pass 1, the next to use, and the output.
     Write {
@@ -366,28 +369,9 @@ impl<'a, 's> Reader<'a, 's> {
                 let first = top.at == 0;
                 top.at += 1;
                 top.left -= 1;
-                let (kind, at) = (top.kind, top.at - 1);
+                let at = top.at - 1;
                 let key = self.key()?;
-                if let Some(Open {
-                    kind:
-                        Kind::Array {
-                            list,
-                            written_as_list,
-                            ..
-                        },
-                    ..
-                }) = open.last_mut()
-                {
-                    *list = *list && key.index() == Some(at);
-                    if *written_as_list && !*list {
-                        // The guessing pass guessed wrong (the two passes
-                        // never do: pass 1 saw these keys).
-                        return Err(CommandError::Malformed(format!(
-                            "the array before byte {} is not a list",
-                            self.input.position()
-                        )));
-                    }
-                }
+                let kind = self.judge_key(top, &key, at, first)?;
                 if !first || matches!(kind, Kind::Object) {
                     self.raw(",");
                 }
@@ -407,6 +391,54 @@ impl<'a, 's> Reader<'a, 's> {
                 }
                 break;
             }
+        }
+    }
+
+    /// Notes whether `key`, entry `at` of `top`, keeps an array a list;
+    /// returns how `top` is written from here on. The guessing pass writes
+    /// every array as a list: one found not to be at its first key (an
+    /// array with string keys) becomes an object on the spot, its `[` being
+    /// the last byte written; one found later ends the pass. The two passes
+    /// meet neither case: pass 1 saw these keys.
+    fn judge_key(
+        &mut self,
+        top: &mut Open,
+        key: &Key<'_>,
+        at: usize,
+        first: bool,
+    ) -> Result<Kind, CommandError> {
+        if let Kind::Array {
+            list,
+            written_as_list,
+            ..
+        } = &mut top.kind
+        {
+            *list = *list && key.index() == Some(at);
+            if *written_as_list && !*list {
+                if !(first && self.reopen_as_object()) {
+                    return Err(CommandError::Malformed(format!(
+                        "the array before byte {} is not a list",
+                        self.input.position()
+                    )));
+                }
+                *written_as_list = false;
+            }
+        }
+        Ok(top.kind)
+    }
+
+    /// In the guessing pass, turns the `[` just written into `{`; `false`
+    /// in any other pass, or when the last byte is not that `[`.
+    fn reopen_as_object(&mut self) -> bool {
+        match &mut self.pass {
+            Pass::Guess(out) => match out.last_mut() {
+                Some(last @ b'[') => {
+                    *last = b'{';
+                    true
+                }
+                _ => false,
+            },
+            Pass::Check(_) | Pass::Write { .. } => false,
         }
     }
 
@@ -824,7 +856,7 @@ mod tests {
     }
 
     #[test]
-    fn an_array_found_not_to_be_a_list_late_is_written_as_an_object() {
+    fn an_array_found_not_to_be_a_list_is_written_as_an_object() {
         // The single pass writes `[` first; these turn out otherwise at
         // their last key, or inside a list, or with a list inside.
         for (text, want) in [
@@ -839,6 +871,11 @@ mod tests {
             (
                 b"a:2:{i:0;a:1:{i:0;N;}i:5;a:1:{i:0;N;}}",
                 json!({"0": [null], "5": [null]}),
+            ),
+            // Found at the first key: turned into an object in the pass.
+            (
+                b"a:3:{i:0;a:1:{s:1:\"k\";N;}i:1;a:1:{i:3;N;}i:2;a:0:{}}",
+                json!([{"k": null}, {"3": null}, []]),
             ),
             (
                 b"O:3:\"Foo\":2:{s:1:\"a\";a:1:{i:0;i:1;}s:1:\"b\";a:1:{i:1;i:1;}}",
