@@ -636,43 +636,33 @@ fn through_horizon(job: Job) -> Job {
 }
 
 /// What Horizon's `StoreJob` listener (`RedisJobRepository::pushed`)
-/// writes for `job` after the push: the `pending` record, the recent and
-/// pending entries, the pending expiry.
+/// writes for `job` after the push, in its order: the recent and pending
+/// entries, the `pending` record, the pending expiry. Horizon sends them as
+/// one pipeline, which Redis runs back to back; one script here, so that a
+/// worker's write never lands between two of them, as it could not there.
 fn write_pushed_record(s: &Scene, job: &Job) {
-    let key = format!("{P}{}", job.uuid());
+    const PUSHED: &str = "redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2]) \
+        redis.call('ZADD', KEYS[3], ARGV[1], ARGV[2]) \
+        redis.call('HSET', KEYS[1], 'id', ARGV[2], 'connection', 'redis', \
+          'queue', 'default', 'name', ARGV[3], 'status', 'pending', \
+          'payload', ARGV[4], 'created_at', ARGV[5], 'updated_at', ARGV[5]) \
+        redis.call('EXPIREAT', KEYS[1], ARGV[6])";
     let at = format!("{}.5678", now());
     let name = job.get("displayName");
     let _: () = s.redis.cmd(&[
-        "HSET",
-        &key,
-        "id",
+        "EVAL",
+        PUSHED,
+        "3",
+        &format!("{P}{}", job.uuid()),
+        &format!("{P}recent_jobs"),
+        &format!("{P}pending_jobs"),
+        &format!("-{at}"),
         &job.uuid(),
-        "connection",
-        "redis",
-        "queue",
-        "default",
-        "name",
         name.as_str().unwrap(),
-        "status",
-        "pending",
-        "payload",
         &job.build(),
-        "created_at",
         &at,
-        "updated_at",
-        &at,
+        &(now() + 3600).to_string(),
     ]);
-    for list in ["recent_jobs", "pending_jobs"] {
-        let _: () = s.redis.cmd(&[
-            "ZADD",
-            &format!("{P}{list}"),
-            &format!("-{at}"),
-            &job.uuid(),
-        ]);
-    }
-    let _: () = s
-        .redis
-        .cmd(&["EXPIREAT", &key, &(now() + 3600).to_string()]);
 }
 
 fn status(s: &Scene, job: &Job) -> Option<String> {
