@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::exception::JobException;
 use crate::queue::ReservedJob;
-use crate::worker::{JobEvents, Outcome, Settled, Verdict};
+use crate::worker::{JobEvents, Outcome, Settled, StopReason, Verdict};
 
 pub use lines::Lines;
 
@@ -216,6 +216,12 @@ impl JobEvents for Reporter {
         } else {
             self.artisan_line(job, outcome, took);
         }
+    }
+
+    /// The lines still waiting for the writer go out before the worker
+    /// exits.
+    fn stopped(&self, _reason: StopReason) {
+        self.out.flush();
     }
 }
 

@@ -1,13 +1,15 @@
 //! The job lines bound for standard output, written together.
 //!
 //! Rust's standard output writes each line as it comes: one `write` call per
-//! line, and, for a supervisor reading the pipe, one wake-up each. Under load
-//! the job tasks that end in one pass of the (single-threaded) runtime each
-//! add a line here, and a writer task that runs after them sends them in one
-//! call. Lines stay whole and in order: they are appended and written under
-//! one lock. The buffer is bounded ([`WRITE_AT`]): past it, the line that
-//! crosses it writes the whole buffer at once. Whatever is left when the
-//! last holder goes (the worker's exit) is written then.
+//! line, and, for a supervisor reading the pipe, one wake-up each. Here the
+//! first line into an empty buffer starts a short wait ([`WRITE_AFTER`]),
+//! and a writer task sends every line added meanwhile in one call: under
+//! load one call carries the lines of many jobs, and a line is never more
+//! than a few milliseconds late. Lines stay whole and in order: they are
+//! appended and written under one lock. The buffer is bounded
+//! ([`WRITE_AT`]): past it, the line that crosses it writes the whole
+//! buffer at once. Whatever is left when the worker stops is written then
+//! ([`Lines::flush`], and once more as the last holder goes).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,6 +19,10 @@ use tokio::sync::Notify;
 /// Bytes after which the buffer is written at once, not at the writer's
 /// next turn.
 pub const WRITE_AT: usize = 64 * 1024;
+
+/// How long the writer waits after the first line of a batch, so that the
+/// lines of the jobs that end meanwhile join the same write.
+pub const WRITE_AFTER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Lines waiting for the writer task.
 #[derive(Debug)]
@@ -88,13 +94,13 @@ fn write_out(pending: &mut Vec<u8>) {
     pending.clear();
 }
 
-/// The writer: each time lines are queued, lets the other ready tasks run
-/// first (their lines join the same write), then writes them all. Ends
-/// when the buffer is gone.
+/// The writer: each time lines are queued, waits [`WRITE_AFTER`] (the lines
+/// added meanwhile join the same write), then writes them all. Ends when
+/// the buffer is gone.
 async fn write_when_queued(lines: std::sync::Weak<Lines>, queued: Arc<Notify>) {
     loop {
         queued.notified().await;
-        tokio::task::yield_now().await;
+        tokio::time::sleep(WRITE_AFTER).await;
         match lines.upgrade() {
             Some(lines) => lines.flush(),
             None => return,
@@ -106,14 +112,20 @@ async fn write_when_queued(lines: std::sync::Weak<Lines>, queued: Arc<Notify>) {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn lines_wait_for_the_writer_and_a_full_buffer_goes_at_once() {
         let lines = Lines::stdout();
         lines.push("first");
         lines.push("second");
         assert_eq!(lines.pending().as_slice(), b"first\nsecond\n");
-        tokio::task::yield_now().await;
-        tokio::task::yield_now().await;
+        tokio::time::sleep(WRITE_AFTER / 2).await;
+        lines.push("third");
+        assert_eq!(
+            lines.pending().as_slice(),
+            b"first\nsecond\nthird\n",
+            "still within the wait"
+        );
+        tokio::time::sleep(WRITE_AFTER).await;
         assert!(lines.pending().is_empty(), "the writer wrote them");
         let long = "x".repeat(WRITE_AT);
         lines.push(&long);

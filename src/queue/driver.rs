@@ -90,6 +90,15 @@ impl Queue {
         }
     }
 
+    /// Whether a job's settle write may overlap the next reservation (its
+    /// slot given back as the write is sent, see `worker::slot`): true on
+    /// Redis, where both go over the queue's one multiplexed connection
+    /// and the reservation no longer waits a round trip for the write's
+    /// answer. The database and SQS drivers settle first, as before.
+    pub fn overlaps_settles(&self) -> bool {
+        matches!(self, Queue::Redis(_))
+    }
+
     /// Whether a payload of this driver carries its `id` and `attempts`
     /// (only `RedisQueue::createPayloadArray` adds them).
     pub fn counts_in_payload(&self) -> bool {

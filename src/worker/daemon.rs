@@ -42,6 +42,7 @@ use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait, fetch_limit, idle_wait};
 use super::progress::{Poll, Progress};
 use super::received;
+use super::slot::{Settling, Slot};
 use super::stop::{self, StopReason};
 use super::{Services, task, unrecorded};
 use crate::lifecycle::Pulse;
@@ -89,8 +90,10 @@ pub struct Daemon {
     sleep_after_wait: Duration,
     /// One permit per `--concurrency` slot (`max_processes` when
     /// balanced); a job task holds its permit until it is settled and has
-    /// rested (`--rest`).
+    /// rested (`--rest`), or until its settle write is sent (see [`Slot`]).
     permits: Arc<Semaphore>,
+    /// Room for the jobs settling after they gave their slot back.
+    settling: Settling,
     /// With `[worker] balance`: the slots of each queue and their rounds.
     balanced: Option<Balanced>,
     /// The job tasks not yet ended.
@@ -119,6 +122,7 @@ impl Daemon {
             .map(|q| services.queue.keys(q))
             .collect();
         let permits = Arc::new(Semaphore::new(options.slots()));
+        let settling = Settling::new(options.slots());
         let balanced =
             (options.balance.clone()).map(|policy| Balanced::new(policy, options.queues.clone()));
         let (idle_wait, sleep_after_wait) = idle_wait(services.queue.block_for(), options.sleep);
@@ -132,6 +136,7 @@ impl Daemon {
             idle_wait,
             sleep_after_wait,
             permits,
+            settling,
             balanced,
             in_flight: InFlight::default(),
             deadline: Deadline::default(),
@@ -230,6 +235,9 @@ impl Daemon {
         let mut permits = self.more_free_slots(permit);
         match self.reserve(permits.len()).await {
             Reserved::Jobs(jobs) => {
+                if self.services.options.slots() == 1 {
+                    self.settling.until_none().await;
+                }
                 for job in jobs {
                     // The fetch never returns more jobs than permits.
                     let Some(permit) = permits.pop() else { break };
@@ -459,6 +467,7 @@ impl Daemon {
     /// holds a slot of its queue as long.
     fn dispatch(&mut self, job: ReservedJob, permit: OwnedSemaphorePermit) {
         let queue_slot = self.balanced.as_ref().and_then(|b| b.take(&job.queue.name));
+        let slot = Slot::new(permit, queue_slot, self.settling.clone());
         self.progress.job_started();
         self.services.events.reserved(&job);
         let services = Arc::clone(&self.services);
@@ -468,14 +477,13 @@ impl Daemon {
             // Boxed: the job's future is several KiB (every stage a job
             // goes through, the handler call's included); unboxed, the
             // runtime would copy it whole at each move of the task.
-            Box::pin(task::run_job(job, &services, tickets)).await;
+            let slot = Box::pin(task::run_job(job, &services, tickets, slot)).await;
             drop(settling);
             drop(counted);
             if !services.options.rest.is_zero() {
                 tokio::time::sleep(services.options.rest).await;
             }
-            drop(permit);
-            drop(queue_slot);
+            drop(slot);
         });
     }
 

@@ -10,6 +10,8 @@
 //!   its payload from the cache store;
 //! - [`lease`]: keep the reservation alive while the handler runs;
 //! - [`settle`]: carry out the decision in Redis and the failed store;
+//! - [`slot`]: a job's `--concurrency` slot, given back when it is settled
+//!   or, for a plain delete or release, as that write is sent;
 //! - [`starts`]: the reserved jobs not yet handed to their handler;
 //! - [`task`]: one job's task, run handler → settle → settled event;
 //! - [`verdict`]: what becomes of a job (delete, release, fail, hand back);
@@ -45,6 +47,7 @@ pub mod process;
 pub mod progress;
 pub mod received;
 pub mod settle;
+pub mod slot;
 pub mod starts;
 pub mod stop;
 pub mod task;

@@ -12,6 +12,7 @@ use super::events::JobEvents;
 use super::overflow::{self, Opened};
 use super::process::decide;
 use super::settle::settle;
+use super::slot::Slot;
 use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::{JobException, WORKER_STOPPED};
@@ -19,12 +20,19 @@ use crate::queue::{Queue, ReservedJob};
 
 /// Runs `job` to its end: decide (runs the handler), settle, report.
 /// `tickets`: dropped as the handler call begins, and once the job's fate
-/// is in Redis.
+/// is in Redis. `slot`: the job's `--concurrency` slot, given back as the
+/// settle write is sent when that write is all that is left to do (see
+/// [`Slot`]), else returned, for the caller to give back after `--rest`.
 ///
 /// If the drain deadline passes first, the handler call is abandoned (its
 /// process group is killed as the call is dropped) and the job released at
 /// once, the attempt counted, as a reclaim after a crash would count it.
-pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]) {
+pub async fn run_job(
+    job: ReservedJob,
+    services: &Services,
+    tickets: [Ticket; 2],
+    mut slot: Slot,
+) -> Slot {
     let [ticket, settled] = tickets;
     let started = Instant::now();
     // An SQS overflow pointer becomes its payload before the job is routed.
@@ -50,6 +58,9 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
             },
         },
     };
+    if may_free_early(&job, &verdict, services) {
+        slot.free_for_settling();
+    }
     let outcome = settle(&job, route, &verdict, services, settled).await;
     if let Some(key) = forget {
         overflow::forget_after(&key, &verdict, outcome, services).await;
@@ -58,6 +69,24 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
         .events
         .settled(&job, &verdict, outcome, started.elapsed());
     after_job(job, &services.queue).await;
+    slot
+}
+
+/// Whether `job` may give its slot back as its settle write is sent (see
+/// [`Slot`]): the verdict is one queue write, `--rest` is zero, the queue
+/// is Redis ([`Queue::overlaps_settles`]), and the job is not large (a
+/// second large job is not reserved while the first one's memory is held).
+fn may_free_early(job: &ReservedJob, verdict: &super::Verdict, services: &Services) -> bool {
+    verdict.is_single_write()
+        && services.options.rest.is_zero()
+        && services.queue.overlaps_settles()
+        && !is_large(job)
+}
+
+/// At least [`LARGE_JOB`](crate::memory::LARGE_JOB) bytes, its copies
+/// together.
+fn is_large(job: &ReservedJob) -> bool {
+    job.raw.len() + job.reserved.len() >= crate::memory::LARGE_JOB
 }
 
 /// Ends a job's life: drops it and, when it was large
@@ -67,7 +96,7 @@ pub async fn run_job(job: ReservedJob, services: &Services, tickets: [Ticket; 2]
 /// largest message it carried) and the allocator returns its free pages to
 /// the system ([`trim`](crate::memory::trim)).
 async fn after_job(job: ReservedJob, queue: &Queue) {
-    let large = job.raw.len() + job.reserved.len() >= crate::memory::LARGE_JOB;
+    let large = is_large(&job);
     drop(job);
     if large {
         queue.renew_connection().await;

@@ -19,6 +19,15 @@ pub const DONE: &str = "answer '{\"action\":\"done\"}'";
 /// request's first key, as `$CALL`); `tune` adds settings to the handler
 /// entry. Kill grace: one second.
 pub fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, PathBuf) {
+    warm_with(respond, tune, |config| config)
+}
+
+/// [`warm`], with `settings` added to the config.
+pub fn warm_with(
+    respond: &str,
+    tune: impl FnOnce(Handler) -> Handler,
+    settings: impl FnOnce(common::config::Config<'_>) -> common::config::Config<'_>,
+) -> (Scene, PathBuf) {
     let s = Scene::new();
     let script = s.script(
         "p.sh",
@@ -29,7 +38,7 @@ pub fn warm(respond: &str, tune: impl FnOnce(Handler) -> Handler) -> (Scene, Pat
         ),
     );
     let handler = tune(Handler::command(&script).persistent());
-    let config = s.config().kill_grace(1).handler(handler).write();
+    let config = settings(s.config().kill_grace(1).handler(handler)).write();
     (s, config)
 }
 
@@ -521,4 +530,59 @@ fn job_lines_stay_whole_and_in_order_under_load() {
     for (uuid, statuses) in &seen {
         assert_eq!(statuses, &["starting", "success"], "{uuid}");
     }
+}
+
+/// A job's slot is given back as its delete is sent, so that the next
+/// reservation overlaps the delete's round trip; with one slot the lines
+/// still come one job after the other, as `queue:work` prints them: 300
+/// jobs at `--concurrency=1` give each job's `starting` and `success` in
+/// turn, in the queue's order.
+#[test]
+fn at_concurrency_one_each_job_ends_before_the_next_starts() {
+    let (s, config) = warm(DONE, |h| h);
+    let jobs = Job::numbered("App\\Jobs\\Quick@handle", 300);
+    s.push_on("default", &jobs);
+    let d = s.run(&config, &["--sleep=0", "--stop-when-empty", "--json"]);
+    let seen: Vec<(String, String)> = d
+        .stdout
+        .iter()
+        .map(|line| {
+            let event: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+            let field = |name: &str| event[name].as_str().unwrap_or_default().to_string();
+            (field("uuid"), field("status"))
+        })
+        .collect();
+    let expected: Vec<(String, String)> = jobs
+        .iter()
+        .flat_map(|job| ["starting", "success"].map(|status| (job.uuid(), status.to_string())))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+/// The jobs that gave their slot back before they were settled are at
+/// most as many as the slots: when Redis refuses every delete (an ACL
+/// without `ZREM`), each is retried while its reservation lasts, and the
+/// worker at `--concurrency=2` runs four jobs (two on slots given back,
+/// two that keep theirs), then nothing more until a reservation runs out
+/// (`retry_after = 4`) and frees a slot.
+#[test]
+fn jobs_settling_on_a_freed_slot_are_at_most_as_many_as_the_slots() {
+    let retry_after = 4;
+    let (s, config) = warm_with(DONE, |h| h.processes(2), |c| c.retry_after(retry_after));
+    let _: () = s.redis.cmd(&["ACL", "SETUSER", "default", "-zrem"]);
+    s.push_on("default", &Job::numbered("App\\Jobs\\Kept@handle", 10));
+    let mut worker = s.work(&config, &["--concurrency=2", "--sleep=0"]);
+    common::wait_until("four jobs ran", || calls(&s).len() >= 4);
+    let fourth = std::time::Instant::now();
+    common::wait_until("a fifth job ran", || calls(&s).len() >= 5);
+    let waited = fourth.elapsed();
+    worker.signal(nix::sys::signal::Signal::SIGKILL);
+    worker.wait_exit();
+    assert!(
+        waited >= std::time::Duration::from_secs(2),
+        "the fifth job started {waited:?} after the fourth, before any reservation ran out"
+    );
+    let log = worker.stderr_text();
+    assert!(log.contains("cannot delete the job"), "{log}");
 }

@@ -1,0 +1,132 @@
+//! A job's place among the worker's `--concurrency` slots, and when it is
+//! given back.
+//!
+//! A slot is taken when the job is reserved and, as a rule, given back once
+//! the job is settled and `--rest` has passed. One case gives it back
+//! sooner: a job whose handler has answered and whose last step is a
+//! single queue write (deleted, released or handed back, `--rest` zero)
+//! frees its slot as that write is sent. The next reservation then goes
+//! out with it, in the same write to Redis, instead of a round trip later:
+//! at `--concurrency=1` that is one round trip per job instead of two.
+//!
+//! The number of jobs settling on a freed slot is bounded by the number of
+//! slots ([`Settling`]): when Redis takes reservations but not the writes
+//! that settle (each of which is retried while the reservation lasts), the
+//! worker does not go on reserving jobs it cannot settle.
+//! A failed job keeps its slot to the end: it may write to the failed
+//! store and call the handler once more (the `failed()` hook). So does a
+//! large job (its memory is given back before the next is reserved), and
+//! every job on the database and SQS queues.
+//!
+//! With one slot, the job reserved early starts only once the job before
+//! has reported its end ([`Settling::until_none`]): the reservation's
+//! round trip overlaps the settle write's, but the lines stay in order.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::balance::SlotTicket;
+
+/// The permits of the jobs that gave their slot back before they were
+/// settled: as many as there are slots.
+#[derive(Debug, Clone)]
+pub struct Settling {
+    room: Arc<Semaphore>,
+    slots: u32,
+}
+
+impl Settling {
+    /// Room for `slots` jobs settling at once on freed slots.
+    pub fn new(slots: usize) -> Self {
+        let slots = u32::try_from(slots).unwrap_or(u32::MAX).min(MAX_ROOM);
+        Settling {
+            room: Arc::new(Semaphore::new(slots as usize)),
+            slots,
+        }
+    }
+
+    /// Resolves once no job is settling on a freed slot, that is once each
+    /// such job has been settled and reported (its
+    /// [`settled`](super::events::JobEvents::settled) event emitted).
+    /// With one slot the loop waits so before it starts the job it
+    /// reserved meanwhile: the jobs' lines come one job after the other,
+    /// as `queue:work`'s do.
+    pub async fn until_none(&self) {
+        // The semaphore is never closed; if it were, there would be
+        // nothing to wait for.
+        let _all = self.room.acquire_many(self.slots).await;
+    }
+}
+
+/// The most jobs settling on freed slots (a semaphore's limit, far above
+/// any `--concurrency`).
+const MAX_ROOM: u32 = 1 << 20;
+
+/// A job's slot: the `--concurrency` permit and, when balanced, its
+/// queue's share. Dropping it gives both back.
+pub struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    queue_slot: Option<SlotTicket>,
+    /// Held instead of the slot once [`Slot::free_for_settling`] gave it back.
+    settling: Option<OwnedSemaphorePermit>,
+    room: Settling,
+}
+
+impl Slot {
+    /// The slot `permit` (and `queue_slot`, when balanced), which may be
+    /// given back early within `room`.
+    pub fn new(
+        permit: OwnedSemaphorePermit,
+        queue_slot: Option<SlotTicket>,
+        room: Settling,
+    ) -> Self {
+        Slot {
+            permit: Some(permit),
+            queue_slot,
+            settling: None,
+            room,
+        }
+    }
+
+    /// Gives the slot back before the job's settle write is sent, if
+    /// fewer jobs than there are slots are settling that way already;
+    /// otherwise the job keeps it until it is dropped.
+    pub fn free_for_settling(&mut self) {
+        if self.settling.is_some() {
+            return;
+        }
+        if let Ok(settling) = Arc::clone(&self.room.room).try_acquire_owned() {
+            self.settling = Some(settling);
+            self.permit = None;
+            self.queue_slot = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_is_freed_early_only_within_the_settling_room() {
+        let permits = Arc::new(Semaphore::new(2));
+        let room = Settling::new(1);
+        let take = || Arc::clone(&permits).try_acquire_owned().unwrap();
+        let mut first = Slot::new(take(), None, room.clone());
+        let mut second = Slot::new(take(), None, room.clone());
+        assert_eq!(permits.available_permits(), 0);
+        first.free_for_settling();
+        assert_eq!(permits.available_permits(), 1, "the first slot is free");
+        second.free_for_settling();
+        assert_eq!(
+            permits.available_permits(),
+            1,
+            "no settling room left: the second keeps its slot"
+        );
+        drop(first);
+        drop(second);
+        assert_eq!(permits.available_permits(), 2);
+        assert_eq!(room.room.available_permits(), 1);
+    }
+}
