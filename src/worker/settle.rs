@@ -21,6 +21,7 @@ use chrono::Utc;
 
 use super::Services;
 use super::process::invocation;
+use super::slot::Slot;
 use super::starts::Ticket;
 use super::verdict::Verdict;
 use crate::exception::JobException;
@@ -90,18 +91,20 @@ enum Written {
 /// failed mode when the verdict asks for the `failed()` hook. Returns what
 /// Redis did. `settled` is dropped once the job's fate is in Redis (and the
 /// failed store), before that hook: a hook the drain deadline cuts short
-/// leaves nothing reserved.
+/// leaves nothing reserved. `slot`: the job's slot, taken back when a
+/// delete it gave it back for fails once ([`Slot::take_back`]).
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
     verdict: &Verdict,
     services: &Services,
     settled: Ticket,
+    slot: &mut Slot,
 ) -> Settled {
     let queue = &services.queue;
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
-            retry("delete", job, || {
+            retry("delete", job, Some(slot), || {
                 queue.delete_settled(job, Ending::Completed)
             })
             .await,
@@ -109,12 +112,12 @@ pub async fn settle(
             None,
         ),
         Verdict::Release { delay, .. } => (
-            retry("release", job, || queue.release(job, *delay)).await,
+            retry("release", job, None, || queue.release(job, *delay)).await,
             Settled::Released { delay: *delay },
             None,
         ),
         Verdict::HandBack { delay, .. } => (
-            retry("hand back", job, || queue.hand_back(job, *delay)).await,
+            retry("hand back", job, None, || queue.hand_back(job, *delay)).await,
             Settled::Released { delay: *delay },
             None,
         ),
@@ -214,7 +217,10 @@ async fn fail(
     }
     let ended = Ending::Failed { exception: &text };
     (
-        retry("delete", job, || services.queue.delete_settled(job, ended)).await,
+        retry("delete", job, None, || {
+            services.queue.delete_settled(job, ended)
+        })
+        .await,
         true,
         true,
     )
@@ -276,7 +282,7 @@ async fn record_failure(
             let at = record.failed_at.timestamp();
             drop(record);
             Some(
-                retry("keep the failure of", job, || {
+                retry("keep the failure of", job, None, || {
                     services.queue.park_failure(job, kept.clone(), at)
                 })
                 .await,
@@ -296,8 +302,15 @@ async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, ser
 /// Runs a Redis write until it reaches Redis or `job`'s lease runs out,
 /// pausing 100 ms, doubling up to [`MAX_PAUSE`], between tries. The first
 /// failure is logged as a warning, the rest at debug level (the outcome is
-/// logged by the caller).
-async fn retry<F, Fut>(what: &str, job: &ReservedJob, mut write: F) -> Written
+/// logged by the caller). After the first failure the job takes back
+/// `slot`, if it gave it back: while the queue refuses or cannot be
+/// reached, the loop does not poll it in that slot.
+async fn retry<F, Fut>(
+    what: &str,
+    job: &ReservedJob,
+    mut slot: Option<&mut Slot>,
+    mut write: F,
+) -> Written
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = crate::queue::QueueResult<bool>>,
@@ -318,6 +331,9 @@ where
                     id = %job.id(),
                     "cannot {what} the job in the queue (trying again while the reservation lasts): {e}"
                 );
+                if let Some(slot) = slot.as_mut() {
+                    slot.take_back().await;
+                }
             }
             Err(e) => tracing::debug!(id = %job.id(), "cannot {what} the job in the queue: {e}"),
         }

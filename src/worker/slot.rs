@@ -3,16 +3,18 @@
 //!
 //! A slot is taken when the job is reserved and, as a rule, given back once
 //! the job is settled and `--rest` has passed. One case gives it back
-//! sooner: a job whose handler has answered and whose last step is a
-//! single queue write (deleted, released or handed back, `--rest` zero)
-//! frees its slot as that write is sent. The next reservation then goes
-//! out with it, in the same write to Redis, instead of a round trip later:
-//! at `--concurrency=1` that is one round trip per job instead of two.
+//! sooner: a job whose handler has answered and whose last step is its
+//! delete frees its slot as the delete is sent (on Redis, `--rest` zero).
+//! The next reservation then goes out while the delete is in flight,
+//! instead of a round trip later: at `--concurrency=1` a job costs one
+//! round trip's wait instead of two. A release keeps its slot: it must
+//! land before the next poll, which may have to find the job again.
 //!
-//! The number of jobs settling on a freed slot is bounded by the number of
-//! slots ([`Settling`]): when Redis takes reservations but not the writes
-//! that settle (each of which is retried while the reservation lasts), the
-//! worker does not go on reserving jobs it cannot settle.
+//! If that delete fails once (the queue refuses it, or cannot be reached),
+//! the job takes a slot back before it tries again ([`Slot::take_back`]):
+//! while the queue is away the loop does not go on polling it in that
+//! slot. The jobs settling on a freed slot are at most as many as the
+//! slots ([`Settling`]).
 //! A failed job keeps its slot to the end: it may write to the failed
 //! store and call the handler once more (the `failed()` hook). So does a
 //! large job (its memory is given back before the next is reserved), and
@@ -20,7 +22,7 @@
 //!
 //! With one slot, the job reserved early starts only once the job before
 //! has reported its end ([`Settling::until_none`]): the reservation's
-//! round trip overlaps the settle write's, but the lines stay in order.
+//! round trip overlaps the delete's, but the lines stay in order.
 
 use std::sync::Arc;
 
@@ -66,6 +68,8 @@ const MAX_ROOM: u32 = 1 << 20;
 /// A job's slot: the `--concurrency` permit and, when balanced, its
 /// queue's share. Dropping it gives both back.
 pub struct Slot {
+    /// The `--concurrency` permits, to take one back.
+    slots: Arc<Semaphore>,
     permit: Option<OwnedSemaphorePermit>,
     queue_slot: Option<SlotTicket>,
     /// Held instead of the slot once [`Slot::free_for_settling`] gave it back.
@@ -82,10 +86,25 @@ impl Slot {
         room: Settling,
     ) -> Self {
         Slot {
+            slots: Arc::clone(permit.semaphore()),
             permit: Some(permit),
             queue_slot,
             settling: None,
             room,
+        }
+    }
+
+    /// After a failed try of the write it was given back for: waits for a
+    /// `--concurrency` slot and holds it again (its queue's share, when
+    /// balanced, stays given back), leaving the settling room. Nothing
+    /// when the slot was never given back.
+    pub async fn take_back(&mut self) {
+        if self.settling.is_none() {
+            return;
+        }
+        if let Ok(permit) = Arc::clone(&self.slots).acquire_owned().await {
+            self.permit = Some(permit);
+            self.settling = None;
         }
     }
 
@@ -108,8 +127,8 @@ impl Slot {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_slot_is_freed_early_only_within_the_settling_room() {
+    #[tokio::test]
+    async fn a_slot_is_freed_early_only_within_the_settling_room() {
         let permits = Arc::new(Semaphore::new(2));
         let room = Settling::new(1);
         let take = || Arc::clone(&permits).try_acquire_owned().unwrap();
@@ -124,9 +143,13 @@ mod tests {
             1,
             "no settling room left: the second keeps its slot"
         );
+        second.take_back().await;
+        assert_eq!(permits.available_permits(), 1, "it never gave it back");
+        first.take_back().await;
+        assert_eq!(permits.available_permits(), 0, "the first took one back");
+        assert_eq!(room.room.available_permits(), 1, "and left the room");
         drop(first);
         drop(second);
         assert_eq!(permits.available_permits(), 2);
-        assert_eq!(room.room.available_permits(), 1);
     }
 }

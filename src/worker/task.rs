@@ -61,7 +61,7 @@ pub async fn run_job(
     if may_free_early(&job, &verdict, services) {
         slot.free_for_settling();
     }
-    let outcome = settle(&job, route, &verdict, services, settled).await;
+    let outcome = settle(&job, route, &verdict, services, settled, &mut slot).await;
     if let Some(key) = forget {
         overflow::forget_after(&key, &verdict, outcome, services).await;
     }
@@ -72,12 +72,14 @@ pub async fn run_job(
     slot
 }
 
-/// Whether `job` may give its slot back as its settle write is sent (see
-/// [`Slot`]): the verdict is one queue write, `--rest` is zero, the queue
-/// is Redis ([`Queue::overlaps_settles`]), and the job is not large (a
-/// second large job is not reserved while the first one's memory is held).
-fn may_free_early(job: &ReservedJob, verdict: &super::Verdict, services: &Services) -> bool {
-    verdict.is_single_write()
+/// Whether `job` may give its slot back as its delete is sent (see
+/// [`Slot`]): the verdict is a delete (a release must land before the next
+/// poll, which may have to find the job again), `--rest` is zero, the
+/// queue is Redis ([`Queue::overlaps_settles`]), and the job is not large
+/// (a second large job is not reserved while the first one's memory is
+/// held).
+fn may_free_early(job: &ReservedJob, verdict: &Verdict, services: &Services) -> bool {
+    matches!(verdict, Verdict::Delete)
         && services.options.rest.is_zero()
         && services.queue.overlaps_settles()
         && !is_large(job)

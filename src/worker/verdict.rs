@@ -45,16 +45,3 @@ pub enum Verdict {
     /// the job belongs to whoever reclaims it.
     LeaseLost,
 }
-
-impl Verdict {
-    /// True when carrying the verdict out is one queue write and nothing
-    /// more (delete, release, hand back): no failed store, no `failed()`
-    /// hook. Such a job may give its slot back as that write is sent
-    /// ([`Slot`](super::slot::Slot)).
-    pub fn is_single_write(&self) -> bool {
-        matches!(
-            self,
-            Verdict::Delete | Verdict::Release { .. } | Verdict::HandBack { .. }
-        )
-    }
-}
