@@ -565,7 +565,9 @@ fn at_concurrency_one_each_job_ends_before_the_next_starts() {
 /// back: when Redis refuses every delete (an ACL without `ZREM`), each is
 /// retried while its reservation lasts, and the worker at
 /// `--concurrency=2` runs three or four jobs, then nothing more until a
-/// reservation runs out (`retry_after = 4`) and frees a slot.
+/// reservation runs out (`retry_after = 4`) and frees a slot. Either rule
+/// alone keeps this so (the slot taken back is what this test shows; the
+/// room's bound alone is the unit test in `src/worker/slot.rs`).
 #[test]
 fn jobs_settling_on_a_freed_slot_are_at_most_as_many_as_the_slots() {
     let retry_after = 4;
