@@ -92,7 +92,7 @@ enum Written {
 /// Redis did. `settled` is dropped once the job's fate is in Redis (and the
 /// failed store), before that hook: a hook the drain deadline cuts short
 /// leaves nothing reserved. `slot`: the job's slot, taken back when a
-/// delete it gave it back for fails once ([`Slot::take_back`]).
+/// delete it gave it back for fails once ([`Slot::reclaim`]).
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
@@ -302,9 +302,10 @@ async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, ser
 /// Runs a Redis write until it reaches Redis or `job`'s lease runs out,
 /// pausing 100 ms, doubling up to [`MAX_PAUSE`], between tries. The first
 /// failure is logged as a warning, the rest at debug level (the outcome is
-/// logged by the caller). After the first failure the job takes back
-/// `slot`, if it gave it back: while the queue refuses or cannot be
-/// reached, the loop does not poll it in that slot.
+/// logged by the caller). After the first failure the job asks for
+/// `slot` back, if it gave it back, and holds the next slot given back,
+/// while it goes on trying on schedule: while the queue refuses or cannot
+/// be reached, the loop does not poll it in that slot.
 async fn retry<F, Fut>(
     what: &str,
     job: &ReservedJob,
@@ -317,6 +318,7 @@ where
 {
     let mut pause = Duration::from_millis(100);
     let mut failed = false;
+    let mut reclaim = None;
     loop {
         match write().await {
             Ok(true) => return Written::Done,
@@ -331,9 +333,7 @@ where
                     id = %job.id(),
                     "cannot {what} the job in the queue (trying again while the reservation lasts): {e}"
                 );
-                if let Some(slot) = slot.as_mut() {
-                    slot.take_back().await;
-                }
+                reclaim = slot.as_ref().and_then(|slot| slot.reclaim()).map(Box::pin);
             }
             Err(e) => tracing::debug!(id = %job.id(), "cannot {what} the job in the queue: {e}"),
         }
@@ -345,7 +345,23 @@ where
         if left.is_some_and(|left| left.is_zero()) {
             return Written::LeftReserved;
         }
-        tokio::time::sleep(left.map_or(pause, |left| left.min(pause))).await;
+        let pause_over = tokio::time::sleep(left.map_or(pause, |left| left.min(pause)));
+        tokio::pin!(pause_over);
+        let mut paused = false;
+        if let Some(waiting) = reclaim.as_mut() {
+            tokio::select! {
+                () = &mut pause_over => paused = true,
+                permit = waiting => {
+                    if let (Some(slot), Some(permit)) = (slot.as_mut(), permit) {
+                        slot.hold(permit);
+                    }
+                    reclaim = None;
+                }
+            }
+        }
+        if !paused {
+            pause_over.await;
+        }
         pause = (pause * 2).min(MAX_PAUSE);
     }
 }

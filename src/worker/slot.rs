@@ -11,9 +11,10 @@
 //! land before the next poll, which may have to find the job again.
 //!
 //! If that delete fails once (the queue refuses it, or cannot be reached),
-//! the job takes a slot back before it tries again ([`Slot::take_back`]):
-//! while the queue is away the loop does not go on polling it in that
-//! slot. The jobs settling on a freed slot are at most as many as the
+//! the job asks for a slot back ([`Slot::reclaim`]) and holds the next one
+//! given back while it goes on trying: while the queue is away the loop
+//! does not go on polling it in that slot, and the delete is not held up
+//! by jobs that hold every slot. The jobs settling on a freed slot are at most as many as the
 //! slots ([`Settling`]).
 //! A failed job keeps its slot to the end: it may write to the failed
 //! store and call the handler once more (the `failed()` hook). So does a
@@ -94,18 +95,25 @@ impl Slot {
         }
     }
 
-    /// After a failed try of the write it was given back for: waits for a
-    /// `--concurrency` slot and holds it again (its queue's share, when
-    /// balanced, stays given back), leaving the settling room. Nothing
-    /// when the slot was never given back.
-    pub async fn take_back(&mut self) {
-        if self.settling.is_none() {
-            return;
-        }
-        if let Ok(permit) = Arc::clone(&self.slots).acquire_owned().await {
-            self.permit = Some(permit);
-            self.settling = None;
-        }
+    /// After a failed try of the write it was given back for: a wait for
+    /// a `--concurrency` slot, in line with the loop's own (the semaphore
+    /// is fair), to be handed to [`Slot::hold`]. `None` when the slot was
+    /// never given back. The wait owns what it needs, so the write can go
+    /// on being tried while it waits: a job that waits for its slot must
+    /// not stop trying its delete, or its reservation could run out while
+    /// longer jobs hold every slot.
+    pub fn reclaim(&self) -> Option<impl Future<Output = Option<OwnedSemaphorePermit>> + use<>> {
+        self.settling.as_ref()?;
+        let slots = Arc::clone(&self.slots);
+        Some(async move { slots.acquire_owned().await.ok() })
+    }
+
+    /// Holds `permit`, a `--concurrency` slot won by [`Slot::reclaim`],
+    /// again (its queue's share, when balanced, stays given back), leaving
+    /// the settling room.
+    pub fn hold(&mut self, permit: OwnedSemaphorePermit) {
+        self.permit = Some(permit);
+        self.settling = None;
     }
 
     /// Gives the slot back before the job's settle write is sent, if
@@ -143,9 +151,9 @@ mod tests {
             1,
             "no settling room left: the second keeps its slot"
         );
-        second.take_back().await;
-        assert_eq!(permits.available_permits(), 1, "it never gave it back");
-        first.take_back().await;
+        assert!(second.reclaim().is_none(), "it never gave it back");
+        let permit = first.reclaim().unwrap().await.unwrap();
+        first.hold(permit);
         assert_eq!(permits.available_permits(), 0, "the first took one back");
         assert_eq!(room.room.available_permits(), 1, "and left the room");
         drop(first);

@@ -561,13 +561,12 @@ fn at_concurrency_one_each_job_ends_before_the_next_starts() {
 }
 
 /// The jobs that gave their slot back before they were settled are at
-/// most as many as the slots, and a job whose delete fails takes a slot
+/// most as many as the slots, and a job whose delete fails asks for a slot
 /// back: when Redis refuses every delete (an ACL without `ZREM`), each is
 /// retried while its reservation lasts, and the worker at
 /// `--concurrency=2` runs three or four jobs, then nothing more until a
-/// reservation runs out (`retry_after = 4`) and frees a slot. Either rule
-/// alone keeps this so (the slot taken back is what this test shows; the
-/// room's bound alone is the unit test in `src/worker/slot.rs`).
+/// reservation runs out (`retry_after = 4`) and frees a slot. (The room's
+/// bound alone is the unit test in `src/worker/slot.rs`.)
 #[test]
 fn jobs_settling_on_a_freed_slot_are_at_most_as_many_as_the_slots() {
     let retry_after = 4;
@@ -587,4 +586,42 @@ fn jobs_settling_on_a_freed_slot_are_at_most_as_many_as_the_slots() {
     );
     let log = worker.stderr_text();
     assert!(log.contains("cannot delete the job"), "{log}");
+}
+
+/// A job whose delete fails once after it gave its slot back goes on
+/// trying while longer jobs hold every slot: it does not wait for a slot
+/// before it tries again, so its delete lands within its reservation and
+/// it runs once. `--concurrency=2`, 2 processes, none reserved ahead:
+/// `Held` holds one slot; `Quick` ends,
+/// its delete is refused (`ZREM` denied) and `Held2` takes the freed slot;
+/// `ZREM` is allowed again while both are held.
+#[test]
+fn a_delete_refused_once_is_retried_while_other_jobs_hold_every_slot() {
+    let respond = format!(
+        "case \"$line\" in *Held*) while [ ! -f \"$DIR/go\" ]; do sleep 0.01; done;; esac; {DONE}"
+    );
+    let tune = |h: Handler| h.processes(2).reserve_ahead(0);
+    let (s, config) = warm_with(&respond, tune, |c| c.retry_after(30));
+    let _: () = s.redis.cmd(&["ACL", "SETUSER", "default", "-zrem"]);
+    let [held, quick, held2] = Job::named(["Held", "Quick", "Held2"]);
+    s.push_on("default", [&held, &quick, &held2]);
+    let mut worker = s.work(&config, &["--concurrency=2", "--sleep=0"]);
+    worker.wait_log(&["cannot delete the job", "Quick"]);
+    let _: () = s.redis.cmd(&["ACL", "SETUSER", "default", "+zrem"]);
+    let key = format!("{}:reserved", common::q("default"));
+    let reserved = || -> Vec<String> { s.redis.cmd(&["ZRANGE", &key, "0", "-1"]) };
+    common::wait_until("Quick deleted while Held and Held2 run", || {
+        !reserved().iter().any(|p| p.contains(&quick.id()))
+    });
+    s.touch("go");
+    common::wait_until("all done", || calls(&s).len() == 3 && reserved().is_empty());
+    worker.signal(nix::sys::signal::Signal::SIGTERM);
+    worker.expect_exit(0);
+    let ran = |job: &Job| {
+        calls(&s)
+            .iter()
+            .filter(|(_, request)| request.to_string().contains(&job.id()))
+            .count()
+    };
+    assert_eq!((ran(&held), ran(&quick), ran(&held2)), (1, 1, 1));
 }
