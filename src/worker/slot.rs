@@ -14,8 +14,8 @@
 //! the job asks for a slot back ([`Slot::reclaim`]) and holds the next one
 //! given back while it goes on trying: while the queue is away the loop
 //! does not go on polling it in that slot, and the delete is not held up
-//! by jobs that hold every slot. The jobs settling on a freed slot are at most as many as the
-//! slots ([`Settling`]).
+//! by jobs that hold every slot. The jobs settling on a freed slot are at
+//! most as many as the slots ([`Settling`]).
 //! A failed job keeps its slot to the end: it may write to the failed
 //! store and call the handler once more (the `failed()` hook). So does a
 //! large job (its memory is given back before the next is reserved), and
