@@ -273,6 +273,12 @@ class Bench(Lab):
                      lambda: self.warm_row(32, processes=8, ahead=24)))
         rows.append(("ahead", "warm no-op, c=32, processes=8, pipeline, reserve_ahead=24", n,
                      lambda: self.warm_row(32, processes=8, pipeline=True, ahead=24)))
+        # The no-op handler never reads `command`: what its decoding costs.
+        rows.append(("ahead", "warm no-op, c=32, processes=8, decode_command = false", n,
+                     lambda: self.warm_row(32, processes=8, decode_command=False)))
+        rows.append(("ahead", "warm no-op, c=32, processes=8, reserve_ahead=24, "
+                              "decode_command = false", n,
+                     lambda: self.warm_row(32, processes=8, ahead=24, decode_command=False)))
         if self.app:
             rows.append(("ahead", "PHP bridge x2, c=4", n, lambda: self.bridge(c=4)))
             rows.append(("ahead", "PHP bridge x2, c=4, pipeline", n,
@@ -343,15 +349,18 @@ class Bench(Lab):
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
 
-    def warm_row(self, c, horizon="off", binary=None, processes=None, pipeline=False, ahead=None):
-        handlers = self.handler_persistent([self.warm], processes or c, pipeline=pipeline)
+    def warm_row(self, c, horizon="off", binary=None, processes=None, pipeline=False, ahead=None,
+                 decode_command=True):
+        handlers = self.handler_persistent([self.warm], processes or c, pipeline=pipeline,
+                                           decode_command=decode_command)
         if ahead is not None:
             handlers = handlers.rstrip("\n") + f"\nreserve_ahead = {ahead}\n\n"
         if horizon != "off":
             handlers += '[horizon]\nenabled = true\nprefix = "laravel_horizon:"\n'
         if horizon == "refused":
             handlers += f'url = "unix://{self.refusing_redis()}?db=0"\n'
-        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}-{pipeline}-{ahead}",
+        cfg = self.config(f"warm{c}-p{processes or c}-horizon-{horizon}-{pipeline}-{ahead}"
+                          f"-{decode_command}",
                           handlers + "\n")
         return [self.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
                             binary=binary)]
@@ -934,7 +943,8 @@ def main():
                                    "(/bin/true and the spawn loop), ceiling, first_poll, backlog, "
                                    "delayed, pickup; and, run only when named: ahead (warm "
                                    "no-op at c=1/processes=1, c=32/8 and c=32/32; c=32/8 with "
-                                   "pipeline = true and reserve_ahead = 24; the bridge at c=4 "
+                                   "pipeline = true and reserve_ahead = 24, and without "
+                                   "decode_command; the bridge at c=4 "
                                    "with and without pipeline), balance "
                                    "(bench/balance.py's rows), pool_memory "
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
