@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 
-use super::HandlerEntry;
+use super::{HandlerEntry, Transport};
 use crate::handler::scheduling::Scheduling;
 use crate::worker::options::{MAX_MEMORY_MB, MAX_PROCESSES};
 
@@ -49,20 +49,18 @@ fn transport(h: &HandlerEntry) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A command handler's keys: a program, at least one process, usable
+/// A command handler's keys: a program, a pool's keys only when persistent, usable
 /// `env` entries, and none of the HTTP keys.
 fn command(h: &HandlerEntry, cmd: &[String]) -> anyhow::Result<()> {
     let name = &h.pattern;
     if cmd.is_empty() || cmd[0].is_empty() {
         bail!("[[handlers]] match = {name:?}: command is empty");
     }
-    if h.processes == Some(0) {
-        bail!(
-            "[[handlers]] match = {name:?}: processes = 0: a persistent handler needs \
-             at least 1 process"
-        );
+    if h.transport() == Transport::Persistent {
+        pool_keys(h)?;
+    } else {
+        not_pool_keys(h)?;
     }
-    pool_keys(h)?;
     if let Some(policy) = &h.scheduling
         && Scheduling::from_name(policy).is_none()
     {
@@ -139,13 +137,46 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks a persistent pool's `min_processes` (at most `processes`) and
-/// `idle_timeout` (at least 1 second).
+/// A command handler without `mode = "persistent"` runs one process per
+/// job: the pool's keys would mean nothing there, so an entry that sets
+/// one is refused rather than quietly run another way than it says.
+///
+/// # Errors
+/// The first pool key set, naming the entry.
+fn not_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
+    for (key, set) in [
+        ("processes", h.processes.is_some()),
+        ("min_processes", h.min_processes.is_some()),
+        ("idle_timeout", h.idle_timeout.is_some()),
+        ("reserve_ahead", h.reserve_ahead.is_some()),
+        ("pipeline", h.pipeline.is_some()),
+        ("max_jobs", h.max_jobs.is_some()),
+        ("max_memory", h.max_memory.is_some()),
+    ] {
+        if set {
+            bail!(
+                "[[handlers]] match = {:?}: {key} applies to mode = \"persistent\" only \
+                 (this entry runs one process per job)",
+                h.pattern
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks a persistent pool's `processes` (at least 1), `min_processes`
+/// (at most `processes`) and `idle_timeout` (at least 1 second).
 ///
 /// # Errors
 /// The first problem found, naming the entry and the key.
 fn pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
     let name = &h.pattern;
+    if h.processes == Some(0) {
+        bail!(
+            "[[handlers]] match = {name:?}: processes = 0: a persistent handler needs \
+             at least 1 process"
+        );
+    }
     let size = h.processes.unwrap_or(1);
     if let Some(min) = h.min_processes
         && min > size

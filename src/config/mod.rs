@@ -1072,4 +1072,35 @@ mod tests {
             assert!(e.contains(expected), "{keys}: {e}");
         }
     }
+
+    #[test]
+    fn pool_keys_need_persistent_mode() {
+        let handler = |keys: &str| {
+            resolve(&format!(
+                "[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"*\"\ncommand = [\"x\"]\n{keys}"
+            ))
+            .map_err(|e| e.to_string())
+        };
+        for key in [
+            "processes = 4",
+            "min_processes = 1",
+            "idle_timeout = 60",
+            "reserve_ahead = 2",
+            "pipeline = true",
+            "max_jobs = 500",
+            "max_memory = 128",
+        ] {
+            let name = key.split(' ').next().unwrap_or_default();
+            for mode in ["", "mode = \"process\"\n"] {
+                let e = handler(&format!("{mode}{key}")).unwrap_err();
+                assert!(
+                    e.contains(&format!("{name} applies to mode = \"persistent\" only")),
+                    "{mode}{key}: {e}"
+                );
+            }
+            handler(&format!("mode = \"persistent\"\n{key}")).unwrap();
+        }
+        let e = handler("mode = \"persistent\"\nprocesses = 0").unwrap_err();
+        assert!(e.contains("processes = 0"), "{e}");
+    }
 }
