@@ -105,23 +105,22 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
              use token_env (bearer token) or secret_env (signature)"
         );
     }
-    for (key, set) in [
-        ("mode", h.mode.is_some()),
-        ("processes", h.processes.is_some()),
-        ("min_processes", h.min_processes.is_some()),
-        ("idle_timeout", h.idle_timeout.is_some()),
-        ("reserve_ahead", h.reserve_ahead.is_some()),
-        ("pipeline", h.pipeline.is_some()),
-        ("max_jobs", h.max_jobs.is_some()),
-        ("max_memory", h.max_memory.is_some()),
+    let mode = h.mode.is_some().then_some("mode");
+    let others = [
         ("env", h.env.is_some()),
         ("env_clear", h.env_clear.is_some()),
         ("decode_command", h.decode_command.is_some()),
         ("scheduling", h.scheduling.is_some()),
-    ] {
-        if set {
-            bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
-        }
+    ]
+    .into_iter()
+    .filter_map(|(key, set)| set.then_some(key));
+    if let Some(key) = mode
+        .into_iter()
+        .chain(pool_keys_set(h))
+        .chain(others)
+        .next()
+    {
+        bail!("[[handlers]] match = {name:?}: {key} applies to command handlers only");
     }
     if h.connect_timeout == Some(0) {
         bail!("[[handlers]] match = {name:?}: connect_timeout must be at least 1 second");
@@ -144,7 +143,20 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
 /// # Errors
 /// The first pool key set, naming the entry.
 fn not_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
-    for (key, set) in [
+    if let Some(key) = pool_keys_set(h).next() {
+        bail!(
+            "[[handlers]] match = {:?}: {key} applies to mode = \"persistent\" only \
+             (this entry runs one process per job)",
+            h.pattern
+        );
+    }
+    Ok(())
+}
+
+/// The names of the persistent pool's keys that an entry sets, in the
+/// config reference's order.
+fn pool_keys_set(h: &HandlerEntry) -> impl Iterator<Item = &'static str> {
+    [
         ("processes", h.processes.is_some()),
         ("min_processes", h.min_processes.is_some()),
         ("idle_timeout", h.idle_timeout.is_some()),
@@ -152,16 +164,9 @@ fn not_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
         ("pipeline", h.pipeline.is_some()),
         ("max_jobs", h.max_jobs.is_some()),
         ("max_memory", h.max_memory.is_some()),
-    ] {
-        if set {
-            bail!(
-                "[[handlers]] match = {:?}: {key} applies to mode = \"persistent\" only \
-                 (this entry runs one process per job)",
-                h.pattern
-            );
-        }
-    }
-    Ok(())
+    ]
+    .into_iter()
+    .filter_map(|(key, set)| set.then_some(key))
 }
 
 /// Checks a persistent pool's `processes` (at least 1), `min_processes`
