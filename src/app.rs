@@ -148,8 +148,9 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
                 .await
                 .with_context(|| {
                     format!(
-                        "cannot connect to the cache Redis ({})",
-                        connection.describe()
+                        "cannot connect to the cache Redis ({}){}",
+                        connection.describe(),
+                        cache_store_hint(&settings.driver)
                     )
                 })?;
             CacheStore::Redis(RedisCache::new(
@@ -164,6 +165,22 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
         }
         CacheSettings::None => CacheStore::None,
     })
+}
+
+/// What to add to a refused cache Redis's error when the queue itself is
+/// not on Redis: the cache store is then Redis only because nothing named
+/// another (`[cache] store` is `redis` by default, where Laravel's own
+/// default is the `database` store since 11 and `file` before), so the
+/// operator of a database or SQS queue learns which key to set.
+fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
+    match driver {
+        QueueDriverSettings::Redis => "",
+        QueueDriverSettings::Database(_) | QueueDriverSettings::Sqs(_) => {
+            "; the queue is not on Redis, but the cache store is: set [cache] store \
+             (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \
+             --env-file or --app to read it from the app"
+        }
+    }
 }
 
 /// Opens the failed-job store `settings` name (`[failed]`). The database

@@ -730,3 +730,44 @@ fn sqlite_tables() -> (tempfile::TempDir, JobsTable, FailedDb) {
     let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
     (dir, jobs, failed)
 }
+
+/// A database queue whose config names no cache store: the store is then
+/// the default, Redis, and a Redis that is not there stops the worker at
+/// start (exit 1). The error names the cache Redis's address and says
+/// which key picks the app's own store, and the row is left as it was.
+#[test]
+fn a_database_queue_with_the_default_cache_store_and_no_redis_says_what_to_set() {
+    let (tmp, jobs, failed) = sqlite_tables();
+    let dir = tmp.path();
+    let config = config(dir, &jobs, failed.url(), 90, "true");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("[cache]\nstore = \"none\"\n", "")).unwrap();
+    let id = jobs.insert("default", &payload("Good", "u-good"), 0, None, now());
+
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--stop-when-empty",
+    ];
+    let mut d = Daemon::start(&args, &[]);
+    d.wait_exit();
+    d.expect_exit(1);
+    let err = d.stderr_text();
+    let socket = dir.join("no-redis.sock").display().to_string();
+    assert!(
+        err.contains("cannot connect to the cache Redis") && err.contains(&socket),
+        "the error names the cache Redis: {err}"
+    );
+    assert!(
+        err.contains("set [cache] store (the app's CACHE_STORE)"),
+        "the error says which key picks another store: {err}"
+    );
+    let rows = jobs.rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].id, rows[0].attempts, rows[0].reserved_at),
+        (id, 0, None),
+        "the row untouched"
+    );
+}
