@@ -168,10 +168,11 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
 }
 
 /// What to add to a refused cache Redis's error when the queue itself is
-/// not on Redis: the cache store is then Redis only because nothing named
-/// another (`[cache] store` is `redis` by default, where Laravel's own
-/// default is the `database` store since 11 and `file` before), so the
-/// operator of a database or SQS queue learns which key to set.
+/// not on Redis. There the cache store is most often Redis only because
+/// nothing named another (`[cache] store` is `redis` by default, where
+/// Laravel's own default is the `database` store since 11 and `file`
+/// before), so the operator of a database or SQS queue learns which key
+/// picks the app's store.
 fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
     match driver {
         QueueDriverSettings::Redis => "",

@@ -59,7 +59,7 @@ fn command(h: &HandlerEntry, cmd: &[String]) -> anyhow::Result<()> {
     if h.transport() == Transport::Persistent {
         pool_keys(h)?;
     } else {
-        not_pool_keys(h)?;
+        no_pool_keys(h)?;
     }
     if let Some(policy) = &h.scheduling
         && Scheduling::from_name(policy).is_none()
@@ -142,7 +142,7 @@ fn http(h: &HandlerEntry, url: &str) -> anyhow::Result<()> {
 ///
 /// # Errors
 /// The first pool key set, naming the entry.
-fn not_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
+fn no_pool_keys(h: &HandlerEntry) -> anyhow::Result<()> {
     if let Some(key) = pool_keys_set(h).next() {
         bail!(
             "[[handlers]] match = {:?}: {key} applies to mode = \"persistent\" only \

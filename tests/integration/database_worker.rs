@@ -741,7 +741,12 @@ fn a_database_queue_with_the_default_cache_store_and_no_redis_says_what_to_set()
     let dir = tmp.path();
     let config = config(dir, &jobs, failed.url(), 90, "true");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("[cache]\nstore = \"none\"\n", "")).unwrap();
+    let no_cache = "[cache]\nstore = \"none\"\n";
+    assert!(
+        text.contains(no_cache),
+        "the helper's config names a store: {text}"
+    );
+    std::fs::write(&config, text.replace(no_cache, "")).unwrap();
     let id = jobs.insert("default", &payload("Good", "u-good"), 0, None, now());
 
     let args = [
