@@ -73,23 +73,85 @@ impl Pool {
                     None => Pool::Sqlite(SqlitePool::connect_lazy_with(options)),
                 }
             }
-            Some("mysql" | "mariadb") => {
-                let url = url.replacen("mariadb://", "mysql://", 1);
-                Pool::MySql(MySqlPool::connect_lazy_with(quiet(
-                    MySqlConnectOptions::from_str(&url)?,
-                )))
-            }
-            Some("postgres" | "postgresql" | "pgsql") => {
-                let url = url.replacen("pgsql://", "postgres://", 1);
-                Pool::Postgres(PgPool::connect_lazy_with(quiet(
-                    PgConnectOptions::from_str(&url)?,
-                )))
-            }
+            Some("mysql" | "mariadb") => Pool::MySql(
+                server_pool()
+                    .connect_lazy_with(quiet(MySqlConnectOptions::from_str(&mysql_url(url))?)),
+            ),
+            Some("postgres" | "postgresql" | "pgsql") => Pool::Postgres(
+                server_pool()
+                    .connect_lazy_with(quiet(PgConnectOptions::from_str(&postgres_url(url))?)),
+            ),
             _ => anyhow::bail!(
                 "database URL must start with sqlite://, mysql://, mariadb:// or postgres://"
             ),
         })
     }
+
+    /// Opens one connection to the server `url` names, outside any pool,
+    /// and closes it: the way to learn why a pool found no connection
+    /// (sqlx's pool tries again while a server refuses, and reports only
+    /// that its wait ran out). Nothing to do for SQLite, which has no
+    /// server. Waits at most [`SERVER_ACQUIRE_TIMEOUT`].
+    ///
+    /// # Errors
+    /// What the connect met: `Io` with `ConnectionRefused` for a port
+    /// nobody listens on, the server's own refusal (a wrong password, no
+    /// such database), or `Io` with `TimedOut` for a server that does not
+    /// answer in time.
+    pub(crate) async fn connect_once(url: &str) -> Result<(), sqlx::Error> {
+        use sqlx::{ConnectOptions, Connection};
+        let connect = async {
+            match url.split_once("://").map(|(scheme, _)| scheme) {
+                Some("mysql" | "mariadb") => {
+                    let options = MySqlConnectOptions::from_str(&mysql_url(url))?;
+                    options.connect().await?.close().await
+                }
+                Some("postgres" | "postgresql" | "pgsql") => {
+                    let options = PgConnectOptions::from_str(&postgres_url(url))?;
+                    options.connect().await?.close().await
+                }
+                _ => Ok(()),
+            }
+        };
+        match tokio::time::timeout(SERVER_ACQUIRE_TIMEOUT, connect).await {
+            Ok(done) => done,
+            Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the server did not answer a connect within {} s",
+                    SERVER_ACQUIRE_TIMEOUT.as_secs()
+                ),
+            ))),
+        }
+    }
+}
+
+/// How long a statement on a MySQL/MariaDB or PostgreSQL pool waits for a
+/// connection (sqlx's default is 30 s). While the server refuses
+/// connections, sqlx's pool tries again with pauses that double up to a
+/// fifth of this wait: 2 s keeps them under 0.4 s, so a pool reconnects
+/// within a fraction of a second of a restarted server's return (with
+/// 30 s, waits of 2.56 s then 5.12 s let reservations lapse), and a server
+/// that is down is reported within seconds, not after 30.
+pub(crate) const SERVER_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The pool options of a server database (see [`SERVER_ACQUIRE_TIMEOUT`]).
+/// sqlx's "time to acquire exceeded slow threshold" goes to DEBUG: after
+/// an outage the worker's own line says what failed and why.
+fn server_pool<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .acquire_timeout(SERVER_ACQUIRE_TIMEOUT)
+        .acquire_slow_level(log::LevelFilter::Debug)
+}
+
+/// A `mysql://` or `mariadb://` URL as sqlx reads it.
+fn mysql_url(url: &str) -> String {
+    url.replacen("mariadb://", "mysql://", 1)
+}
+
+/// A `postgres://`, `postgresql://` or `pgsql://` URL as sqlx reads it.
+fn postgres_url(url: &str) -> String {
+    url.replacen("pgsql://", "postgres://", 1)
 }
 
 /// `options` with sqlx's own slow-statement lines at DEBUG: under a busy

@@ -29,6 +29,7 @@ pub mod skip;
 pub mod sqlite;
 pub mod sqs;
 pub mod state;
+pub mod tcp_gate;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

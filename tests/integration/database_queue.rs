@@ -502,7 +502,7 @@ fn php_workers_and_the_driver_share_one_table() {
     let got = ok(&rt, Kind::Sqlite, q.reserve("default", 3, now));
     assert_eq!(got.len(), 3, "{:?}", t.rows());
     for r in &got {
-        let keys = payload_keys(&r.payload);
+        let keys = payload_keys(std::str::from_utf8(&r.payload).unwrap());
         assert!(keys.contains(&"displayName".to_string()), "{keys:?}");
         assert!(
             !keys.contains(&"id".to_string()) && !keys.contains(&"attempts".to_string()),
@@ -517,7 +517,12 @@ fn php_workers_and_the_driver_share_one_table() {
     ok(
         &rt,
         Kind::Sqlite,
-        q.push("default", &got[1].payload, 0, now),
+        q.push(
+            "default",
+            std::str::from_utf8(&got[1].payload).unwrap(),
+            0,
+            now,
+        ),
     );
     assert!(ok(&rt, Kind::Sqlite, q.hand_back(got[2].handle)));
     for _ in 0..3 {

@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 
 /// A payload as Laravel's `createPayload` writes it for the database
 /// driver: no `id`, no `attempts` (the row counts them).
-fn payload(name: &str, uuid: &str) -> String {
+pub(crate) fn payload(name: &str, uuid: &str) -> String {
     format!(
         r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
     )
@@ -31,7 +31,13 @@ fn now() -> i64 {
 /// A config file for a worker on `jobs` (retry_after `retry_after` s) with
 /// failed jobs in `failed`, and one handler for every job: `script`, a
 /// shell script run with `DIR` set to `dir`.
-fn config(dir: &Path, jobs: &JobsTable, failed: &str, retry_after: u64, script: &str) -> PathBuf {
+pub(crate) fn config(
+    dir: &Path,
+    jobs: &JobsTable,
+    failed: &str,
+    retry_after: u64,
+    script: &str,
+) -> PathBuf {
     let script_path = dir.join("handler.sh");
     std::fs::write(
         &script_path,
@@ -60,16 +66,16 @@ fn config(dir: &Path, jobs: &JobsTable, failed: &str, retry_after: u64, script: 
 
 /// The databases of one test, each with a `jobs` table and a `failed_jobs`
 /// table of its own.
-struct Databases {
-    dir: tempfile::TempDir,
+pub(crate) struct Databases {
+    pub(crate) dir: tempfile::TempDir,
     _postgres: Option<Postgres>,
     _mariadb: Option<MariaDb>,
     /// `(name, jobs table, failed store)`.
-    each: Vec<(&'static str, JobsTable, FailedDb)>,
+    pub(crate) each: Vec<(&'static str, JobsTable, FailedDb)>,
 }
 
 impl Databases {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lw-dbw-")
             .tempdir()

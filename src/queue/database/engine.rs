@@ -87,12 +87,23 @@ pub fn mark(engine: Engine, n: usize) -> String {
 /// `column` as a signed 64-bit integer, which every engine decodes into an
 /// `i64` (MySQL's columns are unsigned, PostgreSQL's `integer` and
 /// `smallint` narrower).
+///
+/// SQLite keeps what a row holds whatever the column's type (a text
+/// `'abc'`, a real `1.5`), so its value is cast too: as PHP's `(int)` reads
+/// those (`0`, `1`), where an `i64` decode would fail on the row.
 pub fn int(engine: Engine, column: &str) -> String {
     match engine {
-        Engine::Sqlite => column.to_string(),
+        Engine::Sqlite => format!("CAST({column} AS INTEGER)"),
         Engine::MySql | Engine::MariaDb => format!("CAST({column} AS SIGNED)"),
         Engine::Postgres => format!("CAST({column} AS BIGINT)"),
     }
+}
+
+/// A row's `attempts` as Laravel counts it: [`int`] of the column, a NULL
+/// read as 0 (`DatabaseJobRecord::increment` adds one to PHP's `null`, so
+/// a row pushed without a count runs once, not for ever).
+pub fn attempts_count(engine: Engine, column: &str) -> String {
+    format!("COALESCE({}, 0)", int(engine, column))
 }
 
 /// Whether `table` is a plain identifier, or `schema.table` of two.

@@ -110,6 +110,8 @@ const DEADLOCK: &str = "the server ended the transaction (deadlock or lock wait 
 const NO_TABLE: &str = "no such table or column: create the jobs table with Laravel's \
      migration (php artisan queue:table, or make:queue-table since 11.x, then migrate) and \
      check DB_QUEUE_TABLE";
+const WRONG_CREDENTIALS: &str = "access denied: check DB_USERNAME and DB_PASSWORD";
+const NO_DATABASE: &str = "no such database: check DB_DATABASE";
 const DENIED: &str = "the database user lacks a permission on the jobs table (SELECT, \
      INSERT, UPDATE, DELETE)";
 
@@ -120,6 +122,10 @@ fn postgres_error(sqlstate: &str) -> (ErrorKind, Option<&'static str>) {
         "25006" => (ErrorKind::Unavailable, Some(READ_ONLY_SERVER)),
         "42P01" | "42703" => (ErrorKind::Refused, Some(NO_TABLE)),
         "42501" => (ErrorKind::Refused, Some(DENIED)),
+        // invalid_password, invalid_authorization_specification: the
+        // same answer on every try, as MySQL's 1045.
+        "28P01" | "28000" => (ErrorKind::Refused, Some(WRONG_CREDENTIALS)),
+        "3D000" => (ErrorKind::Refused, Some(NO_DATABASE)),
         _ => match sqlstate.get(..2) {
             // Connection exception, insufficient resources, operator
             // intervention (shutdown), system error.
@@ -142,14 +148,8 @@ fn mysql_error(number: u16) -> (ErrorKind, Option<&'static str>) {
         1205 | 1213 => (ErrorKind::Unavailable, Some(DEADLOCK)),
         1146 | 1054 => (ErrorKind::Refused, Some(NO_TABLE)),
         1142 | 1143 | 1044 => (ErrorKind::Refused, Some(DENIED)),
-        1045 => (
-            ErrorKind::Refused,
-            Some("access denied: check DB_USERNAME and DB_PASSWORD"),
-        ),
-        1049 => (
-            ErrorKind::Refused,
-            Some("no such database: check DB_DATABASE"),
-        ),
+        1045 => (ErrorKind::Refused, Some(WRONG_CREDENTIALS)),
+        1049 => (ErrorKind::Refused, Some(NO_DATABASE)),
         // Syntax, out of range (the attempts column), data too long.
         1064 | 1264 | 1406 | 1366 => (ErrorKind::Refused, None),
         // Server shutdown, connection killed, gone away, lost, and anything
@@ -200,7 +200,9 @@ mod tests {
         for code in ["08006", "53300", "25006", "40P01", "57P01", "55P03"] {
             assert_eq!(postgres_error(code).0, ErrorKind::Unavailable, "{code}");
         }
-        for code in ["42P01", "42703", "42501", "22003"] {
+        for code in [
+            "42P01", "42703", "42501", "22003", "28P01", "28000", "3D000",
+        ] {
             assert_eq!(postgres_error(code).0, ErrorKind::Refused, "{code}");
         }
         for n in [1040, 1290, 1836, 1205, 1213, 2006, 1927, 1053] {

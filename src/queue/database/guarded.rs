@@ -41,7 +41,10 @@ impl DatabaseQueue {
             }
             q.execute(p).await.map(|done| done.rows_affected())
         });
-        done.map(|n| n > 0).map_err(|e| self.error(&e, doing))
+        match done {
+            Ok(n) => Ok(n > 0),
+            Err(e) => Err(self.explained(e, doing).await),
+        }
     }
 
     /// Renews the reservation: `reserved_at = now` (UNIX seconds), so no
@@ -125,7 +128,10 @@ impl DatabaseQueue {
                 Err(e) => Err(e),
             }
         });
-        ids.map_err(|e| self.error(&e, "delete jobs from"))
+        match ids {
+            Ok(ids) => Ok(ids),
+            Err(e) => Err(self.explained(e, "delete jobs from").await),
+        }
     }
 
     /// Releases the job back onto its queue as Laravel's
@@ -152,6 +158,10 @@ impl DatabaseQueue {
         let insert = self.insert_sql();
         let available = available_at(now, delay_secs);
         let sqlite = self.engine() == Engine::Sqlite;
+        // The bytes as read; a payload that is not UTF-8 is failed, never
+        // released, so the lossy text is only ever written for a row that
+        // a hostile writer made.
+        let payload = String::from_utf8_lossy(&reservation.payload);
         let done: std::result::Result<bool, sqlx::Error> = on_pool!(&self.pool(), |p| async {
             let mut tx = if sqlite {
                 p.begin_with("BEGIN IMMEDIATE").await?
@@ -170,7 +180,7 @@ impl DatabaseQueue {
                     .bind(h.attempts)
                     .bind(available)
                     .bind(now)
-                    .bind(reservation.payload.as_str())
+                    .bind(payload.as_ref())
                     .execute(&mut *tx)
                     .await?;
             }
@@ -178,7 +188,10 @@ impl DatabaseQueue {
             Ok(gone > 0)
         }
         .await);
-        done.map_err(|e| self.error(&e, "release a job onto"))
+        match done {
+            Ok(released) => Ok(released),
+            Err(e) => Err(self.explained(e, "release a job onto").await),
+        }
     }
 
     /// Hands a reserved row that never started back, uncounted: `reserved_at

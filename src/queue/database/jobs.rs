@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use super::error::{DatabaseQueueError, ErrorKind};
 use super::queue::{DatabaseQueue, DatabaseReservation, ReservationHandle};
 use crate::queue::job::{Lease, Reservation};
@@ -32,7 +30,7 @@ impl DatabaseQueue {
         Ok(rows
             .into_iter()
             .map(|row| {
-                let raw = Bytes::from(row.payload.into_bytes());
+                let raw = row.payload;
                 ReservedJob {
                     queue: Arc::clone(queue),
                     payload: Payload::parse_stored(raw.clone()),
@@ -68,7 +66,7 @@ impl DatabaseQueue {
         let reservation = DatabaseReservation {
             handle: handle(job)?,
             queue: job.queue.name.clone(),
-            payload: String::from_utf8_lossy(&job.raw).into_owned(),
+            payload: job.raw.clone(),
             at_attempts_limit: false,
         };
         self.release(&reservation, delay, now()).await

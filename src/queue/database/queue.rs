@@ -68,8 +68,9 @@ pub struct DatabaseReservation {
     /// The `queue` column.
     pub queue: String,
     /// The `payload` column, bytes as stored (the worker never rewrites
-    /// them; database payloads have no `id` nor `attempts` key).
-    pub payload: String,
+    /// them; database payloads have no `id` nor `attempts` key), UTF-8 or
+    /// not; empty for a NULL.
+    pub payload: bytes::Bytes,
     /// The row's `attempts` was already the largest its column holds (255
     /// for a MySQL `tinyint unsigned`): it was reserved without counting,
     /// and the worker must fail it rather than run it, as Laravel 12.54+
@@ -122,6 +123,10 @@ impl DatabaseQueue {
                 &place,
             )
         };
+        // One plain connect first: a server that refuses (nobody on the
+        // port, a wrong password) is named at once, where the pool would
+        // only say that its wait for a connection ran out.
+        Pool::connect_once(&spec.url).await.map_err(failed)?;
         let server = server::identify(&pool).await.map_err(failed)?;
         let attempts = server::attempts_column(&pool, &spec.table)
             .await
@@ -137,6 +142,22 @@ impl DatabaseQueue {
                     ),
                 )
             })?;
+        if !server::id_is_primary_key(&pool, &spec.table)
+            .await
+            .map_err(failed)?
+        {
+            return Err(DatabaseQueueError::new(
+                ErrorKind::Refused,
+                format!(
+                    "the queue table {} in {place} has no primary key on its id column \
+                     (Laravel's migration makes id the table's only key): a row without \
+                     an id, or two rows with one, cannot be reserved or deleted alone and \
+                     would run again and again; make id the primary key, or recreate the \
+                     table with php artisan queue:table (make:queue-table since 11.x)",
+                    spec.table
+                ),
+            ));
+        }
         let queue = DatabaseQueue {
             inner: Arc::new(Inner {
                 deletes: std::sync::OnceLock::new(),
@@ -318,6 +339,21 @@ impl DatabaseQueue {
             self.reconnect();
         }
         error
+    }
+
+    /// The error of `doing` that `e` says, as [`Self::error`]; a pool that
+    /// found no connection in time is asked why, by one plain connect
+    /// (see [`Pool::connect_once`]): "connection refused" or the server's
+    /// own refusal is reported instead of the wait that ran out.
+    pub(super) async fn explained(&self, e: sqlx::Error, doing: &str) -> DatabaseQueueError {
+        let e = match e {
+            sqlx::Error::PoolTimedOut => match Pool::connect_once(&self.inner.url).await {
+                Err(cause) => cause,
+                Ok(()) => e,
+            },
+            e => e,
+        };
+        self.error(&e, doing)
     }
 
     /// Replaces the pool with a fresh lazy one: the next statement opens a

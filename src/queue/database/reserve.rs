@@ -11,6 +11,14 @@
 //! roll the reserve back and leave the row first in line forever, as
 //! before Laravel 12.54).
 //!
+//! Columns are read as PHP's PDO reads them, so that no row can stop the
+//! queue by being unreadable: `attempts` cast to an integer (a NULL counts
+//! as 0, a SQLite text `'abc'` as 0, `1.5` as 1) and written back as one;
+//! `payload` taken as the bytes stored, whatever the column's type (a BLOB,
+//! MariaDB's `LONGBLOB`) and whether or not they are UTF-8. A payload that
+//! is no job (NULL, not JSON) is then failed by the worker like any
+//! malformed payload, with the reason, and the rows behind it run.
+//!
 //! - PostgreSQL: one statement, `WITH picked AS (SELECT … FOR UPDATE SKIP
 //!   LOCKED) UPDATE … FROM picked RETURNING` (the CTE keeps the count read,
 //!   to tell a counted attempt from one at the limit).
@@ -22,15 +30,34 @@
 //!   upgrade fails at once with "database is locked" when another
 //!   connection wrote in between; the busy timeout does not help there).
 
+use bytes::Bytes;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::engine::Engine;
+use super::engine::{self, Engine};
 use super::error::Result;
 use super::pool::on_pool;
 use super::queue::{DatabaseQueue, DatabaseReservation, ReservationHandle};
 
 /// A row picked by a reserve: `id`, `attempts` before the reserve, payload.
-type Picked = (i64, i64, String);
+type Picked = (i64, i64, Bytes);
+
+/// The picked row `r` (`id`, `attempts`, `payload` in that order). The
+/// payload is read as bytes without sqlx's type check, which would refuse
+/// a BLOB or non-UTF-8 text (and with it every row behind this one); a
+/// NULL payload is empty, which the worker fails as a malformed payload.
+fn picked<R: Row>(r: &R) -> std::result::Result<Picked, sqlx::Error>
+where
+    usize: sqlx::ColumnIndex<R>,
+    i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<Vec<u8>>: for<'r> sqlx::Decode<'r, R::Database>,
+{
+    let payload: Option<Vec<u8>> = r.try_get_unchecked(2)?;
+    Ok((
+        r.try_get(0)?,
+        r.try_get(1)?,
+        Bytes::from(payload.unwrap_or_default()),
+    ))
+}
 
 impl DatabaseQueue {
     /// Reserves up to `max` rows of `queue` at `now` (UNIX seconds), oldest
@@ -54,7 +81,10 @@ impl DatabaseQueue {
             Engine::Postgres => self.reserve_postgres(queue, max, now, expired).await,
             _ => self.reserve_in_transaction(queue, max, now, expired).await,
         };
-        let mut picked = picked.map_err(|e| self.error(&e, "reserve from"))?;
+        let mut picked = match picked {
+            Ok(picked) => picked,
+            Err(e) => return Err(self.explained(e, "reserve from").await),
+        };
         picked.sort_by_key(|(id, _, _)| *id);
         let limit = self.attempts_limit();
         Ok(picked
@@ -86,9 +116,11 @@ impl DatabaseQueue {
         )
     }
 
-    /// `attempts` + 1, or as it is at the column's limit (bound to `mark`).
-    fn counted_attempts(column: &str, mark: &str) -> String {
-        format!("CASE WHEN {column} >= {mark} THEN {column} ELSE {column} + 1 END")
+    /// `count` + 1, or as it is at the column's limit (bound to `mark`):
+    /// the `attempts` a reserve writes, `count` being the row's count as
+    /// read ([`engine::attempts_count`]).
+    fn counted_attempts(count: &str, mark: &str) -> String {
+        format!("CASE WHEN {count} >= {mark} THEN {count} ELSE {count} + 1 END")
     }
 
     /// PostgreSQL's reserve: one statement.
@@ -104,14 +136,15 @@ impl DatabaseQueue {
         };
         let t = self.quoted();
         let sql = format!(
-            "WITH picked AS (SELECT id, attempts FROM {t} WHERE {candidates} \
+            "WITH picked AS (SELECT id, {count} AS attempts FROM {t} WHERE {candidates} \
              ORDER BY id LIMIT {max}{lock}) \
              UPDATE {t} AS j SET reserved_at = $1, attempts = {attempts} \
              FROM picked WHERE j.id = picked.id \
              RETURNING CAST(j.id AS BIGINT), CAST(picked.attempts AS BIGINT), j.payload",
             candidates = self.candidates(3),
             lock = self.lock(),
-            attempts = Self::counted_attempts("j.attempts", "$2"),
+            count = engine::attempts_count(Engine::Postgres, "attempts"),
+            attempts = Self::counted_attempts("picked.attempts", "$2"),
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(now)
@@ -122,7 +155,7 @@ impl DatabaseQueue {
             .fetch_all(&pool)
             .await?
             .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .map(picked)
             .collect()
     }
 
@@ -140,7 +173,7 @@ impl DatabaseQueue {
             "SELECT {id}, {attempts}, payload FROM {t} WHERE {candidates} \
              ORDER BY id LIMIT {max}{lock}",
             id = self.int("id"),
-            attempts = self.int("attempts"),
+            attempts = engine::attempts_count(self.engine(), "attempts"),
             candidates = self.candidates(1),
             lock = self.lock(),
         );
@@ -159,7 +192,7 @@ impl DatabaseQueue {
                 .fetch_all(&mut *tx)
                 .await?
                 .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .map(picked)
                 .collect::<std::result::Result<_, sqlx::Error>>()?;
             if !picked.is_empty() {
                 let update = self.mark_reserved_sql(picked.len());
@@ -179,7 +212,8 @@ impl DatabaseQueue {
         format!(
             "UPDATE {t} SET reserved_at = ?, attempts = {attempts} WHERE id IN ({ids})",
             t = self.quoted(),
-            attempts = Self::counted_attempts("attempts", "?"),
+            attempts =
+                Self::counted_attempts(&engine::attempts_count(self.engine(), "attempts"), "?"),
             ids = vec!["?"; n].join(", ")
         )
     }

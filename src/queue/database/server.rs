@@ -140,6 +140,53 @@ pub(super) async fn attempts_column(
     }))
 }
 
+/// Whether `id` alone is the primary key of `table` (`schema.table` or a
+/// table of the connection's database/schema), as Laravel's migration
+/// makes it. Without it a row may have no `id` or share one, and the
+/// worker could neither reserve nor delete it alone: it would run again
+/// and again (a NULL `id` matches no `WHERE id = ?`).
+pub(super) async fn id_is_primary_key(pool: &Pool, table: &str) -> Result<bool, sqlx::Error> {
+    let (schema, name) = match table.split_once('.') {
+        Some((s, n)) => (Some(s), n),
+        None => (None, table),
+    };
+    if let Pool::Sqlite(p) = pool {
+        // `pk` numbers the key's columns from 1; a column declared
+        // `INTEGER PRIMARY KEY` is the rowid and never NULL, any other
+        // key column must say NOT NULL (SQLite lets a key hold NULLs).
+        let sql = "SELECT COUNT(CASE WHEN name = 'id' AND pk = 1 \
+                   AND (\"notnull\" = 1 OR upper(type) = 'INTEGER') THEN 1 END), \
+                   COUNT(CASE WHEN pk > 0 THEN 1 END) FROM pragma_table_info(?)";
+        let (id, keys): (i64, i64) = sqlx::query_as(sql).bind(name).fetch_one(p).await?;
+        return Ok(id == 1 && keys == 1);
+    }
+    // information_schema's names are of types of their own (PostgreSQL's
+    // `sql_identifier`): compared as text.
+    let (text, schema_now, m1, m2) = match pool {
+        Pool::Postgres(_) => ("TEXT", "CAST(current_schema() AS TEXT)", "$1", "$2"),
+        _ => ("CHAR", "DATABASE()", "?", "?"),
+    };
+    let sql = format!(
+        "SELECT COUNT(CASE WHEN CAST(k.column_name AS {text}) = 'id' THEN 1 END), COUNT(*) \
+         FROM information_schema.table_constraints c \
+         JOIN information_schema.key_column_usage k \
+         ON k.constraint_name = c.constraint_name AND k.table_schema = c.table_schema \
+         AND k.table_name = c.table_name \
+         WHERE c.constraint_type = 'PRIMARY KEY' \
+         AND CAST(c.table_schema AS {text}) = COALESCE(CAST({m1} AS {text}), {schema_now}) \
+         AND CAST(c.table_name AS {text}) = {m2}"
+    );
+    let (id, keys): (i64, i64) = on_pool!(pool, |p| {
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(schema)
+            .bind(name)
+            .fetch_one(p)
+            .await?;
+        (row.try_get(0)?, row.try_get(1)?)
+    });
+    Ok(id == 1 && keys == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
