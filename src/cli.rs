@@ -241,19 +241,24 @@ pub struct WorkArgs {
     #[arg(long)]
     pub stop_when_empty: bool,
     /// Stop once no job has run for this many seconds (0 = off).
-    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        default_value_t = 0,
+        value_name = "SECONDS"
+    )]
     pub stop_when_empty_for: u64,
     /// Seconds before a job that threw is retried; a list like 1,5,10 gives one per attempt.
-    #[arg(long, default_value = "0")]
+    #[arg(long, allow_negative_numbers = true, default_value = "0")]
     pub backoff: String,
     /// Deprecated alias of --backoff (the larger of the two is used).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub delay: u64,
     /// Stop after this many jobs (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub max_jobs: u64,
     /// Stop after this many seconds (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0)]
     pub max_time: u64,
     /// Work even in maintenance mode.
     #[arg(long)]
@@ -262,22 +267,22 @@ pub struct WorkArgs {
     #[arg(long, default_value_t = 128, allow_negative_numbers = true)]
     pub memory: i64,
     /// Seconds to sleep when no job is available (fractions allowed).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 3.0)]
     pub sleep: f64,
     /// Seconds to rest after each job (fractions allowed).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     pub rest: f64,
     /// Seconds a job may run when it sets no timeout (0 = no limit).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 60)]
     pub timeout: u64,
     /// Attempts allowed when the job sets no maxTries (0 = unlimited).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub tries: u64,
     /// Print Laravel's JSON event lines instead of artisan lines.
     #[arg(long)]
     pub json: bool,
     /// Jobs run at once by this worker.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=crate::worker::options::MAX_PROCESSES as u64))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=crate::worker::options::MAX_PROCESSES as u64))]
     pub concurrency: u64,
     /// Slots per queue (`[worker] balance` and its companions).
     #[command(flatten)]

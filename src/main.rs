@@ -11,7 +11,10 @@ use tracing_subscriber::EnvFilter;
 const FATAL: u8 = 1;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     init_logging(&cli);
 
     // One thread is enough: jobs run in their own processes, and a single
@@ -81,6 +84,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints clap's message for `e` and gives the exit status: 0 for `--help`
+/// and `--version`, 1 for a bad command line, as artisan exits on an
+/// option it refuses (a flag's bad value is a bad configuration: the same
+/// status as a bad value in the config file).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(FATAL),
+    }
+}
+
+/// The log filter of `level` when `RUST_LOG` is unset. At the default
+/// level sqlx's pool keeps its own lines ("error occurred while testing the
+/// connection on-release", "ping on idle connection returned error") to
+/// itself: during a database outage they doubled the worker's warnings,
+/// whose own lines name the failed statement and its cause. `-v` shows them.
+fn default_filter(level: &str) -> String {
+    match level {
+        "info" => format!("{level},sqlx_core::pool=error"),
+        _ => level.to_string(),
+    }
+}
+
 /// Logs to stderr at `RUST_LOG`'s level (a non-empty one wins over -q/-v;
 /// an empty one counts as unset), without colours unless stderr is a
 /// terminal; outside text (displayNames, handler output) cannot break a
@@ -92,7 +120,7 @@ fn init_logging(cli: &Cli) {
                 .ok()
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
-                .unwrap_or_else(|| EnvFilter::new(cli.log_level())),
+                .unwrap_or_else(|| EnvFilter::new(default_filter(cli.log_level()))),
         )
         .with_writer(std::io::stderr)
         .fmt_fields(laravel_worker::log_fields())

@@ -63,10 +63,21 @@ pub fn payload(name: &str, data: &str, counted: bool) -> anyhow::Result<String> 
 /// Pushes `args.count` jobs (delayed by `args.delay` seconds when set).
 ///
 /// # Errors
-/// Bad `--data`, a `--delay` over [`MAX_SECONDS`] (`work`'s bound: the
+/// An empty queue name or `--job`, bad `--data`, a `--delay` over [`MAX_SECONDS`] (`work`'s bound: the
 /// due time, now + delay in signed 64-bit, would wrap to "due now"), or
 /// Redis errors.
 pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
+    // An empty queue name is a queue no worker serves (Laravel's push
+    // falls back to the connection's default queue; here it must be
+    // named), and an empty --job a payload no worker can route.
+    anyhow::ensure!(
+        !args.queue.trim().is_empty(),
+        "the queue name is empty: name the queue to push to (e.g. default)"
+    );
+    anyhow::ensure!(
+        !args.job.trim().is_empty(),
+        "--job is empty: give the job's displayName (e.g. App\\Jobs\\SendInvoice)"
+    );
     anyhow::ensure!(
         args.delay <= MAX_SECONDS,
         "--delay must be a number of seconds from 0 to {MAX_SECONDS}, not {}",

@@ -135,8 +135,20 @@ pub fn memory_mb(value: i64) -> anyhow::Result<u64> {
 /// every entry: seconds, each at most [`MAX_SECONDS`].
 ///
 /// # Errors
-/// An entry above [`MAX_SECONDS`], naming the flag.
+/// An entry that is not a whole number of seconds from 0 to
+/// [`MAX_SECONDS`] (`-2`, `x`, an empty one), naming the flag.
 pub fn backoff_seconds(backoff: &str, delay: u64) -> anyhow::Result<Vec<u64>> {
+    // Each entry a whole number of seconds: PHP's (int) would read `-2` as
+    // a release into the past and `x` as 0; neither is what was meant.
+    if let Some(bad) = backoff
+        .split(',')
+        .map(str::trim)
+        .find(|entry| entry.is_empty() || !entry.bytes().all(|b| b.is_ascii_digit()))
+    {
+        anyhow::bail!(
+            "--backoff entries must be seconds from 0 to {MAX_SECONDS}, not {bad:?} (in {backoff:?})"
+        );
+    }
     let mut list = crate::queue::payload::parse_backoff(backoff);
     if let Some(&b) = list.iter().find(|&&b| b > MAX_SECONDS) {
         anyhow::bail!("--backoff entries must be seconds from 0 to {MAX_SECONDS}, not {b}");

@@ -67,13 +67,22 @@ impl Limits {
 }
 
 /// `job`'s payload, or the failure of a job that cannot run: a payload
-/// that cannot be read, or a job its queue refuses (a database row at its
-/// `attempts` column's limit, failed with Laravel 12.54's QueryException).
+/// that cannot be read or names no job (neither `job` nor `displayName`:
+/// Laravel's `fire` finds no class to call, and no handler is matched for
+/// it, not even a catch-all), or a job its queue refuses (a database row
+/// at its `attempts` column's limit, failed with Laravel 12.54's
+/// QueryException).
 fn runnable<'a>(job: &'a ReservedJob, services: &Services) -> Result<&'a Payload, Verdict> {
-    let payload = job.payload.as_ref().map_err(|e| Verdict::Fail {
-        exception: JobException::new(INVALID_PAYLOAD, format!("Unable to run the job: {e}.")),
+    let invalid = |why: &dyn std::fmt::Display| Verdict::Fail {
+        exception: JobException::new(INVALID_PAYLOAD, format!("Unable to run the job: {why}.")),
         failed_hook: false,
-    })?;
+    };
+    let payload = job.payload.as_ref().map_err(|e| invalid(e))?;
+    if payload.display_name().is_none() {
+        return Err(invalid(
+            &"the payload names no job (neither job nor displayName)",
+        ));
+    }
     match services.queue.refusal(job) {
         Some(refusal) => Err(Verdict::Fail {
             exception: JobException::new(QUERY_EXCEPTION, refusal),

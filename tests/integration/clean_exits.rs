@@ -301,3 +301,32 @@ fn a_service_that_is_not_redis_is_named_at_start() {
         assert!(!log.contains("attempt=2"), "{url}: retried:\n{log}");
     }
 }
+
+/// A negative number or a bad `--backoff` entry on `work`'s command line
+/// exits 1 with a message naming the flag, as the book says (before:
+/// clap's "unexpected argument '-1'" and exit 2, and `--backoff 1,-2` was
+/// taken); an empty queue name or `--job` on `push` is refused and
+/// nothing is pushed.
+#[test]
+fn bad_numbers_and_empty_names_on_the_command_line_exit_1_naming_the_flag() {
+    let s = Scene::new();
+    let config = s.config().recording("exit 0").write();
+    let cases: [(&[&str], &str); 6] = [
+        (&["work", "--sleep", "-1"], "--sleep"),
+        (&["work", "--tries", "-1"], "--tries"),
+        (&["work", "--backoff", "1,-2"], "--backoff"),
+        (&["work", "--backoff", "-1"], "--backoff"),
+        (
+            &["push", "", "--job", "App\\Jobs\\A"],
+            "queue name is empty",
+        ),
+        (&["push", "default", "--job", ""], "--job is empty"),
+    ];
+    for (args, named) in cases {
+        let mut d = Daemon::cli(&config, args);
+        d.expect_exit(1);
+        let text = format!("{}\n{}", d.stdout.join("\n"), d.stderr_text());
+        assert!(text.contains(named), "{args:?} names {named}: {text}");
+    }
+    assert!(s.redis.keys(0).is_empty(), "{:?}", s.redis.keys(0));
+}

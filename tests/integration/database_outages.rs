@@ -139,10 +139,12 @@ fn a_database_back_within_retry_after_gets_the_delete_in_time() {
         common::now(),
     );
 
+    // RUST_LOG empty: the worker's own default filter, as an operator
+    // who sets none gets it.
     let work = |config: &Path| {
         Daemon::start(
             &["--config", config.to_str().unwrap(), "work", "--sleep=0"],
-            &[],
+            &[("RUST_LOG", "")],
         )
     };
     let mut a = work(&first);
@@ -180,4 +182,10 @@ fn a_database_back_within_retry_after_gets_the_delete_in_time() {
             .any(|l| l.contains("cannot delete") && l.contains("Connection refused")),
         "the failed deletes name the cause:\n{log}"
     );
+    for sqlx_own in ["on-release", "slow threshold", "ping on idle"] {
+        assert!(
+            !log.contains(sqlx_own),
+            "the worker's lines say it, not sqlx's ({sqlx_own}):\n{log}"
+        );
+    }
 }

@@ -36,8 +36,8 @@ fn runs(dir: &std::path::Path) -> Vec<String> {
 
 /// On SQLite, whose columns hold any type: a payload stored as a BLOB runs,
 /// an `attempts` of `'abc'` counts as 0 and one of `1.5` as 1 (PHP's
-/// `(int)`), and a payload of bytes that are not UTF-8 is failed with the
-/// reason. The odd row is fourth of seven at `--concurrency=4`, and every
+/// `(int)`), and a payload of bytes that are not UTF-8, or one that names
+/// no job, is failed with the reason. The odd row is fourth of seven at `--concurrency=4`, and every
 /// good row behind it runs (before: every reserve failed on the row, and
 /// none of the six ran).
 #[test]
@@ -67,6 +67,9 @@ fn odd_sqlite_rows_run_or_fail_and_never_stop_the_queue() {
     insert(&format!("CAST({} AS BLOB)", literal(jobs.kind, &blob)), "0");
     insert(&literal(jobs.kind, &payload("Text", "u-text")), "'abc'");
     insert(&literal(jobs.kind, &payload("Real", "u-real")), "1.5");
+    // JSON, but no job: neither `job` nor `displayName` (the worker's
+    // catch-all handler ran it before).
+    insert("'{\"uuid\":\"u-none\",\"data\":{}}'", "0");
 
     let args = ["--config", config.to_str().unwrap(), "work"];
     let extra = [
@@ -88,12 +91,19 @@ fn odd_sqlite_rows_run_or_fail_and_never_stop_the_queue() {
         d.stderr_text()
     );
     let rows = failed.rows();
-    assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(rows[0].connection, "database");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row.connection, "database");
+        assert!(
+            row.exception.contains("payload"),
+            "the reason names the payload: {}",
+            row.exception
+        );
+    }
     assert!(
-        rows[0].exception.contains("payload"),
-        "the reason names the payload: {}",
-        rows[0].exception
+        rows.iter()
+            .any(|r| r.uuid == "u-none" && r.exception.contains("names no job")),
+        "{rows:?}"
     );
 }
 

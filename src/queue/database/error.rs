@@ -112,6 +112,9 @@ const NO_TABLE: &str = "no such table or column: create the jobs table with Lara
      check DB_QUEUE_TABLE";
 const WRONG_CREDENTIALS: &str = "access denied: check DB_USERNAME and DB_PASSWORD";
 const NO_DATABASE: &str = "no such database: check DB_DATABASE";
+const CONSTRAINT: &str = "the table refuses the row Laravel's insert writes: a column \
+     Laravel's jobs migration does not make is NOT NULL without a default (Laravel 5.x's \
+     reserved column), or a constraint of its own; give the column a default or drop it";
 const DENIED: &str = "the database user lacks a permission on the jobs table (SELECT, \
      INSERT, UPDATE, DELETE)";
 
@@ -126,6 +129,8 @@ fn postgres_error(sqlstate: &str) -> (ErrorKind, Option<&'static str>) {
         // same answer on every try, as MySQL's 1045.
         "28P01" | "28000" => (ErrorKind::Refused, Some(WRONG_CREDENTIALS)),
         "3D000" => (ErrorKind::Refused, Some(NO_DATABASE)),
+        // not_null_violation, check_violation, foreign_key_violation.
+        "23502" | "23514" | "23503" => (ErrorKind::Refused, Some(CONSTRAINT)),
         _ => match sqlstate.get(..2) {
             // Connection exception, insufficient resources, operator
             // intervention (shutdown), system error.
@@ -150,6 +155,8 @@ fn mysql_error(number: u16) -> (ErrorKind, Option<&'static str>) {
         1142 | 1143 | 1044 => (ErrorKind::Refused, Some(DENIED)),
         1045 => (ErrorKind::Refused, Some(WRONG_CREDENTIALS)),
         1049 => (ErrorKind::Refused, Some(NO_DATABASE)),
+        // Column cannot be null, field has no default value.
+        1048 | 1364 => (ErrorKind::Refused, Some(CONSTRAINT)),
         // Syntax, out of range (the attempts column), data too long.
         1064 | 1264 | 1406 | 1366 => (ErrorKind::Refused, None),
         // Server shutdown, connection killed, gone away, lost, and anything
@@ -186,6 +193,7 @@ fn sqlite_error(primary: i32) -> (ErrorKind, Option<&'static str>) {
         ),
         // IOERR, CORRUPT, FULL, PROTOCOL: the disk or the file.
         10 | 11 | 13 | 15 => (ErrorKind::Unavailable, None),
+        19 => (ErrorKind::Refused, Some(CONSTRAINT)),
         // ERROR (no such table, no such column) and the rest.
         _ => (ErrorKind::Refused, Some(NO_TABLE)),
     }
@@ -215,6 +223,14 @@ mod tests {
             assert_eq!(sqlite_error(code).0, ErrorKind::Unavailable, "{code}");
         }
         assert_eq!(sqlite_error(1).0, ErrorKind::Refused);
+        // A NOT NULL column Laravel does not fill is no missing table.
+        for hint in [
+            sqlite_error(19).1,
+            postgres_error("23502").1,
+            mysql_error(1364).1,
+        ] {
+            assert_eq!(hint, Some(CONSTRAINT));
+        }
         assert_eq!(
             classify(&sqlx::Error::PoolTimedOut).0,
             ErrorKind::Unavailable

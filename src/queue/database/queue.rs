@@ -150,10 +150,11 @@ impl DatabaseQueue {
                 ErrorKind::Refused,
                 format!(
                     "the queue table {} in {place} has no primary key on its id column \
-                     (Laravel's migration makes id the table's only key): a row without \
-                     an id, or two rows with one, cannot be reserved or deleted alone and \
-                     would run again and again; make id the primary key, or recreate the \
-                     table with php artisan queue:table (make:queue-table since 11.x)",
+                     (or is a view; Laravel's migration makes id the table's only key): a \
+                     row without an id, or two rows with one, cannot be reserved or deleted \
+                     alone and would run again and again; make id the primary key, or \
+                     recreate the table with php artisan queue:table (make:queue-table \
+                     since 11.x)",
                     spec.table
                 ),
             ));
@@ -246,7 +247,7 @@ impl DatabaseQueue {
         let place = match s.engine {
             Engine::Sqlite => self.inner.place.clone(),
             _ => {
-                let host = self.inner.place.split('/').next().unwrap_or_default();
+                let host = server_host(&self.inner.place);
                 format!("database {} on {host}", s.database)
             }
         };
@@ -492,6 +493,12 @@ impl DatabaseQueue {
     }
 }
 
+/// The host part of a server's place (`host/database`, see
+/// [`pool::place`]), where a unix socket's host is a path of its own.
+fn server_host(place: &str) -> &str {
+    place.rsplit_once('/').map_or(place, |(host, _)| host)
+}
+
 /// `available_at` of a job delayed `delay_secs` after `now`, held at the
 /// largest time a PostgreSQL `integer` column holds (2038-01-19): a longer
 /// delay is refused by no table.
@@ -503,6 +510,12 @@ pub(super) fn available_at(now: i64, delay_secs: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_unix_socket_is_the_host_of_its_place() {
+        assert_eq!(server_host("/run/postgresql/app"), "/run/postgresql");
+        assert_eq!(server_host("db.internal:5432/app"), "db.internal:5432");
+    }
 
     #[test]
     fn a_delay_past_2038_is_held_at_the_largest_integer_time() {
