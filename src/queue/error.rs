@@ -21,5 +21,20 @@ pub enum QueueError {
     Unsupported(&'static str),
 }
 
+impl QueueError {
+    /// Whether the queue answered and refused the operation, so that the
+    /// same call gets the same answer until the table or the configuration
+    /// is fixed (a database column that refuses Laravel's insert, a missing
+    /// column): trying again while a reservation lasts only delays the job.
+    /// Redis's and SQS's errors count as passing states here, as before.
+    pub fn is_refused(&self) -> bool {
+        match self {
+            QueueError::Redis(_) | QueueError::Sqs(_) => false,
+            QueueError::Database(e) => !e.is_unavailable(),
+            QueueError::Unsupported(_) => true,
+        }
+    }
+}
+
 /// What a queue operation returns.
 pub type QueueResult<T> = Result<T, QueueError>;

@@ -327,6 +327,15 @@ where
                     after_failure: failed,
                 };
             }
+            Err(e) if e.is_refused() => {
+                tracing::error!(
+                    job = job.display_name(),
+                    id = %job.id(),
+                    "the queue refused to {what} the job, and would refuse every try: {e}; \
+                     the job stays reserved and comes back after retry_after"
+                );
+                return Written::LeftReserved;
+            }
             Err(e) if !failed => {
                 tracing::warn!(
                     job = job.display_name(),

@@ -222,3 +222,53 @@ fn a_jobs_table_without_a_primary_key_on_id_is_refused_at_start() {
         assert_eq!(jobs.count(), 1, "{name}: the row is left as it was");
     }
 }
+
+/// A release that the table refuses, and would refuse on every try (a
+/// Laravel 5.x table's `reserved` column, NOT NULL without a default, which
+/// Laravel's insert since 5.3 does not fill), is given up at once with the
+/// reason: the job stays reserved, to come back after `retry_after`, and
+/// the worker moves on (before: the release was tried again for the whole
+/// `retry_after`, its slot held, with the migration's hint).
+#[test]
+fn a_release_the_table_always_refuses_is_given_up_at_once() {
+    let dbs = Databases::start();
+    let (name, jobs, failed) = &dbs.each[0];
+    let dir = dbs.dir.path().join("sqlite-refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    // SQLite adds a NOT NULL column only with a default: the table is
+    // made again with the 5.x column as it was.
+    jobs.execute("DROP TABLE jobs");
+    jobs.execute(
+        "CREATE TABLE jobs (id integer not null primary key autoincrement, \
+         queue varchar not null, payload text not null, attempts integer not null, \
+         reserved integer not null, reserved_at integer, available_at integer not null, \
+         created_at integer not null)",
+    );
+    let now = common::now();
+    jobs.execute(&format!(
+        "INSERT INTO jobs (queue, attempts, reserved, reserved_at, available_at, created_at, \
+         payload) VALUES ('default', 0, 0, NULL, {now}, {now}, {})",
+        literal(jobs.kind, &payload("Flaky", "u-flaky"))
+    ));
+    let config = config(&dir, jobs, failed.url(), 90, "exit 3");
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+            "--sleep=0",
+            "--tries=3",
+        ],
+        &[],
+    );
+    d.expect_stop(0, "empty");
+    let log = d.stderr_text();
+    assert!(
+        log.contains("refused to release the job") && log.contains("NOT NULL"),
+        "{name}: the refusal is named once, with the reason:\n{log}"
+    );
+    assert!(!log.contains("trying again"), "{name}: {log}");
+    assert_eq!(jobs.count(), 1, "{name}: the row stays, reserved");
+    assert!(failed.rows().is_empty(), "{name}");
+}
