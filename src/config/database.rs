@@ -256,6 +256,7 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
         endpoint: sqs.endpoint.clone(),
         visibility,
         overflow: Overflow {
+            enabled: sqs.overflow_enabled.unwrap_or(false),
             elsewhere: sqs
                 .overflow_store
                 .clone()

@@ -28,6 +28,7 @@
 //! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
 //! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
+//! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
@@ -309,6 +310,7 @@ fn sqs_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> SqsLayer {
             .get("AWS_ENDPOINT_URL_SQS")
             .or_else(|| vars.get("AWS_ENDPOINT_URL")),
         queue: vars.get("SQS_QUEUE"),
+        overflow_enabled: vars.raw("SQS_OVERFLOW_ENABLED").map(|v| php_truthy(&v)),
         overflow_store: vars.get("SQS_OVERFLOW_STORE"),
         overflow_delete_after_processing: None,
     }
@@ -350,6 +352,17 @@ fn url_database(url: &str) -> Option<i64> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = rest.split(['?', '#']).next()?.split_once('/')?.1;
     path.trim_matches('/').parse().ok()
+}
+
+/// Whether a variable's value is true where PHP tests it as a boolean
+/// (`if ($config['enabled'])`): `env()`'s `true`/`false`/`null` (with or
+/// without parentheses) as such, else any string but `""` and `"0"`.
+fn php_truthy(raw: &str) -> bool {
+    match super::phpdotenv::env_value(raw) {
+        EnvValue::Bool(b) => b,
+        EnvValue::Null => false,
+        EnvValue::Str(s) => !(s.is_empty() || s == "0"),
+    }
 }
 
 fn cluster_flag(value: &str) -> Option<bool> {
