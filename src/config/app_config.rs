@@ -345,9 +345,9 @@ fn redis_url(conn: &Value) -> anyhow::Result<(Option<String>, Option<String>)> {
 /// (see [`DbConnection::url`]).
 ///
 /// # Errors
-/// None today; kept fallible for the callers' `?`.
+/// A `url` Laravel refuses as malformed (see [`DbConnection::url`]).
 fn database_url(conn: &Value, app: &Path) -> anyhow::Result<Option<String>> {
-    Ok(db_connection(conn).url(Some(app)))
+    db_connection(conn).url(Some(app))
 }
 
 /// A `database.connections.X` array of the answer as a [`DbConnection`];

@@ -107,6 +107,13 @@ pub fn layer_for_app(
     let cache = cache_layer(&vars)?;
     let redis = redis_layer(&vars)?;
     let database = database_layer(&vars, app)?;
+    let failed_url = match vars.get("DB_CONNECTION") {
+        Some(name) => match DbConnection::from_env(&name, &|k: &str| vars.get(k)) {
+            Some(conn) => conn.url(app)?,
+            None => None,
+        },
+        None => None,
+    };
     let app_slug = vars
         .get("APP_NAME")
         .map(|n| slug_with(&n, conventions.separator));
@@ -127,10 +134,7 @@ pub fn layer_for_app(
             ..cache
         },
         failed: FailedLayer {
-            url: vars
-                .get("DB_CONNECTION")
-                .and_then(|name| DbConnection::from_env(&name, &|k: &str| vars.get(k)))
-                .and_then(|conn| conn.url(app)),
+            url: failed_url,
             ..FailedLayer::default()
         },
         database,
@@ -264,7 +268,8 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
 /// known.
 ///
 /// # Errors
-/// A `DB_QUEUE_RETRY_AFTER` that is neither seconds nor null.
+/// A `DB_QUEUE_RETRY_AFTER` that is neither seconds nor null; a `DB_URL`
+/// Laravel would refuse as malformed (see [`DbConnection::url`]).
 fn database_layer<F: Fn(&str) -> Option<String>>(
     vars: &Vars<'_, F>,
     app: Option<&std::path::Path>,
@@ -282,7 +287,10 @@ fn database_layer<F: Fn(&str) -> Option<String>>(
         None => None,
     };
     Ok(DatabaseLayer {
-        url: queue_db_connection(&get).and_then(|conn| conn.url(app)),
+        url: match queue_db_connection(&get) {
+            Some(conn) => conn.url(app)?,
+            None => None,
+        },
         table: get("DB_QUEUE_TABLE"),
         queue: get("DB_QUEUE"),
         retry_after,
