@@ -220,8 +220,10 @@ pub fn check_redis_only_keys(layer: &Layer, driver: &str) -> anyhow::Result<()> 
 /// read from `[cache]`, unless `overflow_store` names another store.
 ///
 /// # Errors
-/// No prefix, or a visibility timeout SQS refuses (below 2 s the worker
-/// cannot renew it in time; above 43,200 s SQS refuses it).
+/// No prefix, a visibility timeout SQS refuses (below 2 s the worker
+/// cannot renew it in time; above 43,200 s SQS refuses it), or what
+/// [`super::sqs::check`] refuses (a prefix, endpoint or region every call
+/// would fail on, a key without its secret).
 pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
     let sqs = &layer.sqs;
     // The store the worker reads (`[cache] store`, default `redis`): the
@@ -246,7 +248,7 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
              be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
         );
     }
-    Ok(SqsQueueSpec {
+    let spec = SqsQueueSpec {
         prefix,
         suffix: sqs.suffix.clone().unwrap_or_default(),
         region: sqs.region.clone().unwrap_or_else(|| "us-east-1".into()),
@@ -263,7 +265,9 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
                 .filter(|store| !store.is_empty() && *store != cache_store),
             delete_after_processing: sqs.overflow_delete_after_processing.unwrap_or(true),
         },
-    })
+    };
+    super::sqs::check(&spec)?;
+    Ok(spec)
 }
 
 /// One connection of `config/database.php`, as Laravel holds it (every

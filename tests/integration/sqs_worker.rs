@@ -1296,3 +1296,184 @@ fn the_keda_trigger_counts_the_backlog_the_gauge_counts() {
     d.expect_exit(0);
     drop(cache);
 }
+
+/// A config file for a worker on SQS with `sqs` as its `[sqs]` section,
+/// no failed store, no cache and a handler that does nothing.
+fn sqs_config(dir: &Path, name: &str, sqs: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "[queue]\nconnection = \"sqs\"\n\n[sqs]\n{sqs}\n\n[failed]\ndriver = \"null\"\n\n\
+             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"true\"]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Issue 47, 12: settings every SQS call would fail on are refused at
+/// start, exit status 1, the message naming the key: a user name or
+/// password in the prefix or endpoint (never shown), an empty or non-URL
+/// prefix, an empty or invalid region, an `ftp://` endpoint, a key
+/// without its secret, a missing `AWS_PROFILE` when the default chain
+/// would read it. None needs SQS: nothing is called.
+#[test]
+fn sqs_settings_every_call_would_fail_on_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "prefix = \"http://127.0.0.1:9/123456789012\"\nendpoint = \"http://127.0.0.1:9\"";
+    let keys = "key = \"test\"\nsecret = \"test\"";
+    let cases = [
+        (
+            "prefix = \"https://lw:Sup3rPw@sqs.us-east-1.amazonaws.com/1\"".to_string(),
+            "[sqs] prefix (SQS_PREFIX) holds a user name or password",
+        ),
+        (
+            "prefix = \"http://127.0.0.1:9/1\"\nendpoint = \"http://lw:Sup3r/Pw@127.0.0.1:9\""
+                .to_string(),
+            "[sqs] endpoint (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL) holds a user name",
+        ),
+        (
+            "prefix = \"\"".to_string(),
+            "[sqs] prefix (SQS_PREFIX) is empty",
+        ),
+        ("prefix = \"queues\"".to_string(), "is not a URL"),
+        (format!("{ok}\nregion = \"\""), "AWS_DEFAULT_REGION"),
+        (
+            format!("{ok}\nregion = \"us east 1\""),
+            "is not an AWS region",
+        ),
+        (
+            "prefix = \"http://127.0.0.1:9/1\"\nendpoint = \"ftp://127.0.0.1:9\"".to_string(),
+            "the scheme must be http:// or https://",
+        ),
+        (
+            format!("{ok}\nkey = \"AKIALW\""),
+            "[sqs] key (AWS_ACCESS_KEY_ID) is set without [sqs] secret",
+        ),
+    ];
+    for (i, (sqs, says)) in cases.iter().enumerate() {
+        let sqs = if sqs.contains("key =") || sqs.contains("secret =") {
+            sqs.clone()
+        } else {
+            format!("{sqs}\n{keys}")
+        };
+        let config = sqs_config(dir.path(), &format!("c{i}.toml"), &sqs);
+        let mut d = Daemon::start(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "work",
+                "--stop-when-empty",
+            ],
+            &[],
+        );
+        let code = d.code();
+        let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+        assert_eq!(code, Some(1), "{sqs}:\n{said}");
+        assert!(said.contains(says), "{sqs}: no {says:?} in:\n{said}");
+        assert!(
+            !said.contains("Sup3r"),
+            "{sqs}: the password is in:\n{said}"
+        );
+    }
+
+    // SQS_PREFIX from the environment, with a password.
+    let config = sqs_config(dir.path(), "env.toml", keys);
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+        ],
+        &[(
+            "SQS_PREFIX",
+            "https://lw:Sup3rPw@sqs.us-east-1.amazonaws.com/1",
+        )],
+    );
+    let code = d.code();
+    let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("SQS_PREFIX") && !said.contains("Sup3r"),
+        "{said}"
+    );
+
+    // No key and secret: the default chain would read AWS_PROFILE's profile.
+    let config = sqs_config(dir.path(), "profile.toml", ok);
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+        ],
+        &[
+            ("AWS_PROFILE", "lw-no-such-profile"),
+            (
+                "AWS_CONFIG_FILE",
+                dir.path().join("aws-config").to_str().unwrap(),
+            ),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                dir.path().join("aws-credentials").to_str().unwrap(),
+            ),
+        ],
+    );
+    let code = d.code();
+    let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("AWS_PROFILE=\"lw-no-such-profile\" names a profile that is in neither"),
+        "{said}"
+    );
+}
+
+/// Issue 47, 12: an error of the SDK is one readable line (AWS's code and
+/// message, or the cause of a failed connection), never its debug dump of
+/// the request and answer, and the queue is named once ("SQS …", not
+/// "SQS SQS …").
+#[test]
+fn sqs_errors_are_one_readable_line() {
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let refusing = format!("http://127.0.0.1:{}", common::redis_topologies::free_port());
+    for (endpoint, says) in [
+        (moto.endpoint.clone(), "NonExistentQueue"),
+        (refusing, "Connection refused"),
+    ] {
+        let config = sqs_config(
+            dir.path(),
+            "errors.toml",
+            &format!(
+                "prefix = \"{}\"\nendpoint = \"{endpoint}\"\nkey = \"test\"\nsecret = \"test\"",
+                moto.prefix()
+            ),
+        );
+        let mut d = Daemon::start(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "work",
+                "--queue=no-such-queue",
+                "--sleep=1",
+            ],
+            &[],
+        );
+        let line = d.wait_log(&["cannot reserve a job"]);
+        let _ = nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM);
+        d.wait_exit();
+        assert!(line.contains(says), "{says:?} in {line}");
+        assert!(line.len() < 700, "{} characters: {line}", line.len());
+        for dump in [
+            "SQS SQS",
+            "ServiceError",
+            "DispatchFailure(",
+            "raw:",
+            "Os {",
+        ] {
+            assert!(!line.contains(dump), "{dump:?} in {line}");
+        }
+    }
+}
