@@ -44,8 +44,12 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
         QueueDriverSettings::Redis => open_redis_queue(settings).await,
         QueueDriverSettings::Database(spec) => open_database_queue(spec).await,
         // No call at open: the first receive tells whether SQS answers (the
-        // loop logs and backs off while it does not).
-        QueueDriverSettings::Sqs(spec) => Ok(crate::queue::sqs::SqsQueue::open(spec).await.into()),
+        // loop logs and backs off while it does not). A profile the
+        // credential chain would miss is named first.
+        QueueDriverSettings::Sqs(spec) => {
+            crate::config::sqs::check_profile(spec, |var| std::env::var(var).ok())?;
+            Ok(crate::queue::sqs::SqsQueue::open(spec).await.into())
+        }
     }
 }
 

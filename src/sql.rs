@@ -163,10 +163,18 @@ fn quiet<O: sqlx::ConnectOptions>(options: O) -> O {
 }
 
 /// Where `url` points, for messages and the banner: the SQLite path, or
-/// `host/database` with no user, password nor options.
+/// `host/database` with no user, password nor options. A user part cut
+/// by a raw `/`, `?` or `#` in its password (the host part then holds no
+/// `@`, one comes later) is hidden up to the last `@`, however the URL
+/// reads.
 pub(crate) fn place(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return String::new();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let rest = match rest.rfind('@') {
+        Some(at) if at > authority_end && !rest[..authority_end].contains('@') => &rest[at + 1..],
+        _ => rest,
     };
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
     if scheme == "sqlite" {
@@ -196,6 +204,14 @@ mod tests {
             "db.internal:3306/app"
         );
         assert_eq!(place("postgres://u:p%40ss@pg/app"), "pg/app");
+        // Issue 47, 4: a password with a raw `/`, `?` or `#`.
+        for cut in [
+            "postgres://lw:pa/wrongPW@pg:5432/app",
+            "postgres://lw:pa?wrongPW@pg:5432/app",
+            "postgres://lw:pa#wrongPW@pg:5432/app",
+        ] {
+            assert_eq!(place(cut), "pg:5432/app", "{cut}");
+        }
         assert_eq!(place("postgres:///app?host=/tmp/s&user=x"), "/tmp/s/app");
         assert_eq!(
             place("sqlite:///srv/app/database.sqlite"),

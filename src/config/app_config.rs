@@ -345,9 +345,9 @@ fn redis_url(conn: &Value) -> anyhow::Result<(Option<String>, Option<String>)> {
 /// (see [`DbConnection::url`]).
 ///
 /// # Errors
-/// None today; kept fallible for the callers' `?`.
+/// A `url` Laravel refuses as malformed (see [`DbConnection::url`]).
 fn database_url(conn: &Value, app: &Path) -> anyhow::Result<Option<String>> {
-    Ok(db_connection(conn).url(Some(app)))
+    db_connection(conn).url(Some(app))
 }
 
 /// A `database.connections.X` array of the answer as a [`DbConnection`];
@@ -499,7 +499,9 @@ fn queue_connection(
 
 /// An `sqs` queue connection's keys, as `SqsConnector` reads them;
 /// `endpoint` is what a local or compatible SQS is given as (every other
-/// key goes to the `SqsClient`). Its `overflow.store` (13.9+) counts only
+/// key goes to the `SqsClient`). Its `overflow.enabled` (13.9+; absent
+/// before, so off) decides whether pointer bodies are followed; its
+/// `overflow.store` counts only
 /// when it is not the app's default cache store `cache_default` (`null`
 /// is that store), which the worker reads as `[cache]`.
 fn sqs_connection(conn: &Value, cache_default: Option<String>, layer: &mut Layer) {
@@ -512,6 +514,15 @@ fn sqs_connection(conn: &Value, cache_default: Option<String>, layer: &mut Layer
     layer.sqs.token = key("token");
     layer.sqs.endpoint = key("endpoint");
     let overflow = &conn["overflow"];
+    // `enabled` as PHP tests it: a boolean, or what `env()` left there.
+    layer.sqs.overflow_enabled = Some(match &overflow["enabled"] {
+        Value::Bool(b) => *b,
+        Value::Null => false,
+        Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(s) => !(s.is_empty() || s == "0"),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    });
     layer.sqs.overflow_store = text(&overflow["store"])
         .filter(|store| !store.is_empty() && Some(store) != cache_default.as_ref());
     layer.sqs.overflow_delete_after_processing = overflow["delete_after_processing"].as_bool();

@@ -220,8 +220,10 @@ pub fn check_redis_only_keys(layer: &Layer, driver: &str) -> anyhow::Result<()> 
 /// read from `[cache]`, unless `overflow_store` names another store.
 ///
 /// # Errors
-/// No prefix, or a visibility timeout SQS refuses (below 2 s the worker
-/// cannot renew it in time; above 43,200 s SQS refuses it).
+/// No prefix, a visibility timeout SQS refuses (below 2 s the worker
+/// cannot renew it in time; above 43,200 s SQS refuses it), or what
+/// [`super::sqs::check`] refuses (a prefix, endpoint or region every call
+/// would fail on, a key without its secret).
 pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
     let sqs = &layer.sqs;
     // The store the worker reads (`[cache] store`, default `redis`): the
@@ -246,7 +248,7 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
              be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
         );
     }
-    Ok(SqsQueueSpec {
+    let spec = SqsQueueSpec {
         prefix,
         suffix: sqs.suffix.clone().unwrap_or_default(),
         region: sqs.region.clone().unwrap_or_else(|| "us-east-1".into()),
@@ -256,13 +258,16 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
         endpoint: sqs.endpoint.clone(),
         visibility,
         overflow: Overflow {
+            enabled: sqs.overflow_enabled.unwrap_or(false),
             elsewhere: sqs
                 .overflow_store
                 .clone()
                 .filter(|store| !store.is_empty() && *store != cache_store),
             delete_after_processing: sqs.overflow_delete_after_processing.unwrap_or(true),
         },
-    })
+    };
+    super::sqs::check(&spec)?;
+    Ok(spec)
 }
 
 /// One connection of `config/database.php`, as Laravel holds it (every
@@ -315,21 +320,31 @@ impl DbConnection {
     /// is unset (`127.0.0.1`, 3306 or 5432, `laravel`, `root`), a relative
     /// SQLite file below `app` (the default `database/database.sqlite`,
     /// `database_path('database.sqlite')`). `None`: a driver the worker
-    /// does not run, an unreadable `url`, `:memory:` (a file no other
+    /// does not run, a `url` without `://`, `:memory:` (a file no other
     /// process sees), or a SQLite connection without a file and no `app`.
-    pub fn url(&self, app: Option<&Path>) -> Option<String> {
+    ///
+    /// # Errors
+    /// A `url` Laravel refuses as malformed, or one whose user part a raw
+    /// `/`, `?`, `#` or `@` cuts (see [`parse_url`]); the message never
+    /// shows the URL.
+    pub fn url(&self, app: Option<&Path>) -> anyhow::Result<Option<String>> {
         let mut conn = self.clone();
         if let Some(url) = conn.url.take() {
-            conn = conn.merged_with_url(&url)?;
+            match conn.merged_with_url(&url)? {
+                Some(merged) => conn = merged,
+                None => return Ok(None),
+            }
         }
-        let driver = conn.driver.as_deref()?;
+        let Some(driver) = conn.driver.as_deref() else {
+            return Ok(None);
+        };
         if driver == "sqlite" {
-            return sqlite_url(conn.database.as_deref(), app);
+            return Ok(sqlite_url(conn.database.as_deref(), app));
         }
         let (scheme, default_port) = match driver {
             "mysql" | "mariadb" => ("mysql", "3306"),
             "pgsql" => ("postgres", "5432"),
-            _ => return None,
+            _ => return Ok(None),
         };
         let host = conn.host.unwrap_or_else(|| "127.0.0.1".into());
         let port = conn.port.unwrap_or_else(|| default_port.into());
@@ -341,7 +356,7 @@ impl DbConnection {
             .unwrap_or_default();
         let database = encode(&database);
         // A socket: MySQL's `unix_socket`, PostgreSQL's host directory.
-        Some(match (driver, conn.socket) {
+        Ok(Some(match (driver, conn.socket) {
             ("mysql" | "mariadb", Some(socket)) => format!(
                 "{scheme}://{user}{pass}@localhost/{database}?socket={}",
                 encode(&socket)
@@ -351,61 +366,161 @@ impl DbConnection {
                 encode(&host)
             ),
             _ => format!("{scheme}://{user}{pass}@{host}:{port}/{database}"),
-        })
+        }))
     }
 
     /// This connection with what `url` names replacing its parts
-    /// (`ConfigurationUrlParser::parseConfiguration`); `None` when the
-    /// URL cannot be read.
-    fn merged_with_url(mut self, url: &str) -> Option<DbConnection> {
+    /// (`ConfigurationUrlParser::parseConfiguration`: PHP's `parse_url`,
+    /// then `rawurldecode` of each part); `None` when `url` has no
+    /// `scheme://`.
+    ///
+    /// # Errors
+    /// As [`parse_url`].
+    fn merged_with_url(mut self, url: &str) -> anyhow::Result<Option<DbConnection>> {
+        // `sqlite:///x` (and `sqlite3:///x`) is the relative file `x`:
+        // Laravel gives `parse_url` a host, `null`, to make it parse.
         let sqlite = url
             .strip_prefix("sqlite:///")
-            .or_else(|| url.strip_prefix("sqlite3:///"));
-        let url = match sqlite {
-            Some(rest) => format!("sqlite://null/{rest}"),
-            None => url.to_string(),
-        };
-        let (scheme, rest) = url.split_once("://")?;
-        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
+            .map(|rest| format!("sqlite://null/{rest}"))
+            .or_else(|| {
+                url.strip_prefix("sqlite3:///")
+                    .map(|rest| format!("sqlite3://null/{rest}"))
+            });
+        let url = sqlite.as_deref().unwrap_or(url);
+        let Some(parts) = parse_url(url)? else {
+            return Ok(None);
         };
         let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
-        let driver = match scheme {
+        let driver = match parts.scheme {
             "postgres" | "postgresql" => "pgsql",
             "sqlite3" => "sqlite",
             "mysql2" => "mysql",
             other => other,
         };
         self.driver = Some(driver.to_string());
-        if let Some(userinfo) = userinfo {
-            let (user, pass) = match userinfo.split_once(':') {
-                Some((u, p)) => (u, Some(p)),
-                None => (userinfo, None),
-            };
+        if let Some(user) = parts.user {
             self.username = Some(decode(user));
-            self.password = pass.map(decode).or(self.password);
         }
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
-            _ => (hostport, None),
-        };
-        if !host.is_empty() {
-            self.host = Some(decode(host));
+        if let Some(pass) = parts.pass {
+            self.password = Some(decode(pass));
         }
-        self.port = port.map(str::to_string).or(self.port);
-        if !path.is_empty() {
-            self.database = Some(decode(path));
+        self.host = Some(decode(parts.host));
+        if let Some(port) = parts.port {
+            self.port = Some(port.to_string());
         }
-        for pair in query.split('&') {
+        if let Some(database) = parts.path.and_then(|p| p.strip_prefix('/'))
+            && !database.is_empty()
+        {
+            self.database = Some(decode(database));
+        }
+        for pair in parts.query.unwrap_or_default().split('&') {
             if let Some(("unix_socket", socket)) = pair.split_once('=') {
                 self.socket = Some(decode(socket));
             }
         }
-        Some(self)
+        Ok(Some(self))
     }
+}
+
+/// The parts of a `scheme://authority[/path][?query][#fragment]` URL as
+/// PHP's `parse_url` cuts them (still percent-encoded).
+#[derive(Debug, PartialEq, Eq)]
+struct UrlParts<'a> {
+    scheme: &'a str,
+    user: Option<&'a str>,
+    pass: Option<&'a str>,
+    host: &'a str,
+    port: Option<u16>,
+    path: Option<&'a str>,
+    query: Option<&'a str>,
+}
+
+/// What a URL refused by [`parse_url`] is told: never the URL itself,
+/// whose user part holds the password.
+const MALFORMED: &str = "the database URL (DB_URL, DATABASE_URL, or a connection's `url`) is \
+     malformed as Laravel reads it (its ConfigurationUrlParser uses PHP's parse_url: \
+     \"The database configuration URL is malformed\"). The host part ends at the first `/`, \
+     `?` or `#`, so such a character in the user name or password cuts the URL there and \
+     the rest of the password would be read as the port or the database: percent-encode \
+     them in the URL (`/` %2F, `?` %3F, `#` %23, `@` %40, `%` %25; Laravel decodes them), \
+     or set DB_PASSWORD and leave the password out of the URL";
+
+/// `url` cut into its parts as PHP's `parse_url` cuts a URL with an
+/// authority: the authority ends at the first `/`, `?` or `#`; the user
+/// part is what comes before its last `@` (user, then password after the
+/// first `:`); the port is what follows the host's last `:` (digits, at
+/// most 5 characters, 65535 at most; brackets of an IPv6 host excepted);
+/// then the path, `?query` and `#fragment`. `Ok(None)`: no `scheme://`.
+///
+/// # Errors
+/// Where `parse_url` gives false (Laravel then throws "The database
+/// configuration URL is malformed"): no host, or a port that is not a
+/// number (e.g. `postgres://u:pa/ss@h/db`, whose authority is `u:pa`);
+/// and, where PHP would go on with pieces of the password as the host,
+/// port or database, an `@` in the path or fragment, or in the query of
+/// a URL whose authority had none (`postgres://u:12/ss@h/db`: host `u`,
+/// port 12, database `ss@h/db`). The error never shows the URL.
+fn parse_url(url: &str) -> anyhow::Result<Option<UrlParts<'_>>> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(None);
+    };
+    let valid_scheme = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if !valid_scheme {
+        return Ok(None);
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((userinfo, hostport)) => (Some(userinfo), hostport),
+        None => (None, authority),
+    };
+    let (user, pass) = match userinfo.map(|u| u.split_once(':').ok_or(u)) {
+        Some(Ok((user, pass))) => (Some(user), Some(pass)),
+        Some(Err(user)) => (Some(user), None),
+        None => (None, None),
+    };
+    let ipv6 = hostport.starts_with('[') && hostport.ends_with(']');
+    let (host, port) = match hostport.rsplit_once(':').filter(|_| !ipv6) {
+        Some((host, "")) => (host, None),
+        Some((host, port)) => {
+            let digits = port.bytes().take_while(u8::is_ascii_digit).count();
+            let number = port[..digits].parse::<u16>().ok();
+            match number {
+                Some(number) if port.len() <= 5 => (host, Some(number)),
+                _ => anyhow::bail!(MALFORMED),
+            }
+        }
+        None => (hostport, None),
+    };
+    if host.is_empty() {
+        anyhow::bail!(MALFORMED);
+    }
+    let (tail, fragment) = match tail.split_once('#') {
+        Some((tail, fragment)) => (tail, Some(fragment)),
+        None => (tail, None),
+    };
+    let (path, query) = match tail.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (tail, None),
+    };
+    let cut = path.contains('@')
+        || fragment.is_some_and(|f| f.contains('@'))
+        || (userinfo.is_none() && query.is_some_and(|q| q.contains('@')));
+    if cut {
+        anyhow::bail!(MALFORMED);
+    }
+    Ok(Some(UrlParts {
+        scheme,
+        user,
+        pass,
+        host,
+        port,
+        path: Some(path).filter(|p| !p.is_empty()),
+        query,
+    }))
 }
 
 /// `sqlite://` and the file's path: `database` as given when absolute,
@@ -509,8 +624,9 @@ mod tests {
     #[test]
     fn the_skeletons_connections_from_db_variables() {
         let app = Path::new("/srv/app");
-        let url =
-            |pairs: &[(&str, &str)], name: &str| conn(pairs, name).and_then(|c| c.url(Some(app)));
+        let url = |pairs: &[(&str, &str)], name: &str| {
+            conn(pairs, name).and_then(|c| c.url(Some(app)).unwrap())
+        };
         assert_eq!(
             url(&[], "sqlite").as_deref(),
             Some("sqlite:///srv/app/database/database.sqlite")
@@ -546,7 +662,7 @@ mod tests {
         );
         assert_eq!(conn(&[], "sqlsrv"), None);
         assert_eq!(
-            conn(&[], "sqlite").unwrap().url(None),
+            conn(&[], "sqlite").unwrap().url(None).unwrap(),
             None,
             "no app, no file"
         );
@@ -558,7 +674,8 @@ mod tests {
     #[test]
     fn db_url_wins_over_the_parts() {
         let app = Path::new("/srv/app");
-        let url = |pairs: &[(&str, &str)], name: &str| conn(pairs, name).unwrap().url(Some(app));
+        let url =
+            |pairs: &[(&str, &str)], name: &str| conn(pairs, name).unwrap().url(Some(app)).unwrap();
         assert_eq!(
             url(
                 &[
@@ -592,6 +709,70 @@ mod tests {
             Some("mysql://u:p@localhost/q?socket=%2Ftmp%2Fm.sock")
         );
         assert_eq!(url(&[("DB_URL", "no scheme")], "mysql"), None);
+    }
+
+    /// Issue 47, 4: a password with a raw `/`, `?`, `#` or `@` in `DB_URL`
+    /// is read as PHP's `parse_url` reads it (the host part ends at the
+    /// first `/`, `?` or `#`): Laravel refuses most such URLs as
+    /// malformed, and so does the worker, where it used to read the rest
+    /// of the password as the database (and print it); the error never
+    /// shows any part of the URL. `%` is decoded as `rawurldecode` does
+    /// (a `%` not followed by two hex digits stays as it is).
+    #[test]
+    fn a_db_url_password_with_raw_reserved_characters() {
+        let url = |db_url: &str| {
+            conn(&[("DB_URL", db_url), ("DB_PASSWORD", "pw")], "pgsql")
+                .unwrap()
+                .url(None)
+        };
+        for bad in [
+            "postgres://lw:pa/wrongPW-x7@127.0.0.1:5432/lw",
+            "postgres://lw:pa?wrongPW-x7@127.0.0.1:5432/lw",
+            "postgres://lw:pa#wrongPW-x7@127.0.0.1:5432/lw",
+            "postgres://lw:12/wrongPW-x7@127.0.0.1:5432/lw",
+            "postgres://lw:p@ss/wrongPW-x7@127.0.0.1:5432/lw",
+            "postgres://lw:pw@127.0.0.1:5432/lw#wrongPW-x7@x",
+            "postgres://lw:pw@127.0.0.1:99999/lw",
+            "postgres:///lw",
+            "mysql://lw:pa/wrongPW-x7@db/lw?unix_socket=/s",
+        ] {
+            let e = format!("{:#}", url(bad).unwrap_err());
+            assert!(
+                e.contains("malformed") && e.contains("percent-encode"),
+                "{e}"
+            );
+            for part in ["lw:", "wrongPW", "x7", "127.0.0.1", "/lw"] {
+                assert!(!e.contains(part), "{part:?} shown: {e}");
+            }
+        }
+        assert_eq!(
+            url("postgres://lw:pa%2FwrongPW%23x%40y@db.internal:6432/shop")
+                .unwrap()
+                .as_deref(),
+            Some("postgres://lw:pa%2FwrongPW%23x%40y@db.internal:6432/shop"),
+            "the encoded characters are the password's"
+        );
+        assert_eq!(
+            url("postgres://lw:pa%zz%41@db/shop").unwrap().as_deref(),
+            Some("postgres://lw:pa%25zzA@db:5432/shop"),
+            "rawurldecode: %zz stays, %41 is A"
+        );
+        assert_eq!(
+            url("postgres://lw@db:5432/shop").unwrap().as_deref(),
+            Some("postgres://lw:pw@db:5432/shop"),
+            "no password in the URL: DB_PASSWORD's"
+        );
+        assert_eq!(
+            url("postgres://lw:pw@db:5432/shop?sslmode=require&application_name=a@b")
+                .unwrap()
+                .as_deref(),
+            Some("postgres://lw:pw@db:5432/shop"),
+            "an @ in the query of a URL with a user part is the query's"
+        );
+        assert_eq!(
+            url("postgres://lw:pw@[::1]:5433/shop").unwrap().as_deref(),
+            Some("postgres://lw:pw@[::1]:5433/shop")
+        );
     }
 
     #[test]

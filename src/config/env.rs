@@ -28,6 +28,7 @@
 //! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
 //! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
+//! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
@@ -106,6 +107,13 @@ pub fn layer_for_app(
     let cache = cache_layer(&vars)?;
     let redis = redis_layer(&vars)?;
     let database = database_layer(&vars, app)?;
+    let failed_url = match vars.get("DB_CONNECTION") {
+        Some(name) => match DbConnection::from_env(&name, &|k: &str| vars.get(k)) {
+            Some(conn) => conn.url(app)?,
+            None => None,
+        },
+        None => None,
+    };
     let app_slug = vars
         .get("APP_NAME")
         .map(|n| slug_with(&n, conventions.separator));
@@ -126,10 +134,7 @@ pub fn layer_for_app(
             ..cache
         },
         failed: FailedLayer {
-            url: vars
-                .get("DB_CONNECTION")
-                .and_then(|name| DbConnection::from_env(&name, &|k: &str| vars.get(k)))
-                .and_then(|conn| conn.url(app)),
+            url: failed_url,
             ..FailedLayer::default()
         },
         database,
@@ -263,7 +268,8 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
 /// known.
 ///
 /// # Errors
-/// A `DB_QUEUE_RETRY_AFTER` that is neither seconds nor null.
+/// A `DB_QUEUE_RETRY_AFTER` that is neither seconds nor null; a `DB_URL`
+/// Laravel would refuse as malformed (see [`DbConnection::url`]).
 fn database_layer<F: Fn(&str) -> Option<String>>(
     vars: &Vars<'_, F>,
     app: Option<&std::path::Path>,
@@ -281,7 +287,10 @@ fn database_layer<F: Fn(&str) -> Option<String>>(
         None => None,
     };
     Ok(DatabaseLayer {
-        url: queue_db_connection(&get).and_then(|conn| conn.url(app)),
+        url: match queue_db_connection(&get) {
+            Some(conn) => conn.url(app)?,
+            None => None,
+        },
         table: get("DB_QUEUE_TABLE"),
         queue: get("DB_QUEUE"),
         retry_after,
@@ -309,6 +318,7 @@ fn sqs_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> SqsLayer {
             .get("AWS_ENDPOINT_URL_SQS")
             .or_else(|| vars.get("AWS_ENDPOINT_URL")),
         queue: vars.get("SQS_QUEUE"),
+        overflow_enabled: vars.raw("SQS_OVERFLOW_ENABLED").map(|v| php_truthy(&v)),
         overflow_store: vars.get("SQS_OVERFLOW_STORE"),
         overflow_delete_after_processing: None,
     }
@@ -350,6 +360,17 @@ fn url_database(url: &str) -> Option<i64> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = rest.split(['?', '#']).next()?.split_once('/')?.1;
     path.trim_matches('/').parse().ok()
+}
+
+/// Whether a variable's value is true where PHP tests it as a boolean
+/// (`if ($config['enabled'])`): `env()`'s `true`/`false`/`null` (with or
+/// without parentheses) as such, else any string but `""` and `"0"`.
+fn php_truthy(raw: &str) -> bool {
+    match super::phpdotenv::env_value(raw) {
+        EnvValue::Bool(b) => b,
+        EnvValue::Null => false,
+        EnvValue::Str(s) => !(s.is_empty() || s == "0"),
+    }
 }
 
 fn cluster_flag(value: &str) -> Option<bool> {

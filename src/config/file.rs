@@ -166,6 +166,12 @@ pub struct SqsLayer {
     /// only (`[queue] queue` in the file), applied on the `sqs` driver.
     #[serde(skip)]
     pub queue: Option<String>,
+    /// `overflow_enabled` (`SQS_OVERFLOW_ENABLED`, Laravel 13.9+'s
+    /// `overflow.enabled`, default false): follow overflow pointer bodies
+    /// (`{"@pointer":"laravel:sqs-payloads:{uuid}"}`) to their payload in
+    /// the cache store. Off, a pointer body is a payload like any other,
+    /// as Laravel reads it then.
+    pub overflow_enabled: Option<bool>,
     /// `overflow_store` (`SQS_OVERFLOW_STORE`, Laravel 13.9+'s
     /// `overflow.store`): the app's cache store holding the payloads of
     /// overflow pointer bodies; unset or equal to `[cache] store`: that
@@ -186,6 +192,7 @@ impl std::fmt::Debug for SqsLayer {
             .field("key", &self.key)
             .field("endpoint", &self.endpoint)
             .field("queue", &self.queue)
+            .field("overflow_enabled", &self.overflow_enabled)
             .field("overflow_store", &self.overflow_store)
             .field(
                 "overflow_delete_after_processing",
@@ -609,6 +616,7 @@ overlay!(SqsLayer {
     token,
     endpoint,
     queue,
+    overflow_enabled,
     overflow_store,
     overflow_delete_after_processing,
 });

@@ -25,6 +25,7 @@ pub mod known_keys;
 pub mod phpdotenv;
 pub mod redact;
 mod resolve;
+pub mod sqs;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -77,7 +77,8 @@ impl Queue {
         match self {
             Queue::Redis(q) => format!("Redis at {}", q.describe()),
             Queue::Database(q) => format!("database {}", q.describe()),
-            Queue::Sqs(q) => format!("SQS {}", q.describe()),
+            // Its description starts with "SQS" already.
+            Queue::Sqs(q) => q.describe(),
         }
     }
 

@@ -21,10 +21,17 @@
 //! that cannot be reached is not a verdict on the job: it is handed back,
 //! visible again after the visibility timeout.
 //!
-//! Laravel resolves pointers only when the consuming app's
-//! `overflow.enabled` is true, and otherwise runs the pointer as a payload
-//! without a job (failing after its tries); the worker always resolves
-//! them, since a pointer cannot run as it is.
+//! Only Laravel's own pointers are followed, and only where overflow is on
+//! (the app's `overflow.enabled`, `SQS_OVERFLOW_ENABLED` or `[sqs]
+//! overflow_enabled`; off by default, as in Laravel): anyone who may send
+//! to the queue could otherwise name any cache entry (a lock, a session,
+//! a secret) and have the worker read it into a handler or `failed_jobs`
+//! and then forget it. A pointer is Laravel's when its key is
+//! `laravel:sqs-payloads:` and a UUID, the only keys `SqsQueue` writes. Any
+//! other body holding `@pointer`, and every pointer where overflow is off,
+//! is a payload like any other, as Laravel reads it: it names no job, so
+//! it fails as a job that cannot be resolved; no cache entry is read nor
+//! forgotten for it.
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -65,20 +72,41 @@ struct PointerBody {
     job: Option<serde::de::IgnoredAny>,
 }
 
-/// The cache key `raw` points at, when it is an overflow pointer body.
+/// The prefix of the cache keys Laravel's `SqsQueue` puts overflow
+/// payloads under; a UUID follows it.
+pub const POINTER_PREFIX: &str = "laravel:sqs-payloads:";
+
+/// The cache key `raw` points at, when it is an overflow pointer body of
+/// Laravel's: `{"@pointer":"laravel:sqs-payloads:{uuid}"}` (see
+/// [`is_laravel_pointer_key`]).
 pub fn pointer_of(raw: &[u8]) -> Option<String> {
     if raw.len() > MAX_POINTER_BODY || !raw.windows(10).any(|w| w == b"\"@pointer\"") {
         return None;
     }
     let body: PointerBody = serde_json::from_slice(raw).ok()?;
-    (body.job.is_none() && !body.pointer.is_empty()).then_some(body.pointer)
+    (body.job.is_none() && is_laravel_pointer_key(&body.pointer)).then_some(body.pointer)
 }
 
-/// Opens `job`: a message of the SQS driver whose body is an overflow
-/// pointer gets its payload from the cache store (see the module's notes);
-/// any other job is returned as it is.
+/// Whether `key` is one `SqsQueue` writes: [`POINTER_PREFIX`] and a UUID
+/// as `Str::uuid()` spells it (36 characters, hex digits in groups of 8,
+/// 4, 4, 4 and 12 split by `-`; either case).
+pub fn is_laravel_pointer_key(key: &str) -> bool {
+    let Some(uuid) = key.strip_prefix(POINTER_PREFIX) else {
+        return false;
+    };
+    let groups: Vec<&str> = uuid.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(group, len)| group.len() == len && group.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Opens `job`: where overflow is on, a message of the SQS driver whose
+/// body is Laravel's overflow pointer gets its payload from the cache
+/// store (see the module's notes); any other job is returned as it is.
 pub async fn open(job: ReservedJob, services: &Services) -> Opened {
-    let Some(overflow) = services.queue.overflow() else {
+    let Some(overflow) = services.queue.overflow().filter(|o| o.enabled) else {
         return Opened::plain(job);
     };
     let pointer = match job.reservation {
@@ -214,6 +242,34 @@ pub async fn forget_after(key: &str, verdict: &Verdict, settled: Settled, servic
 mod tests {
     use super::*;
 
+    /// Only `laravel:sqs-payloads:` and a UUID is a pointer: any other key
+    /// (a lock, a session, an empty one) leaves the body a payload.
+    #[test]
+    fn only_laravel_s_own_keys_are_pointers() {
+        for key in [
+            "laravel:sqs-payloads:0C4BD4D6-3C2E-4B1A-9D64-5A5B7E6F0A11",
+            "laravel:sqs-payloads:00000000-0000-0000-0000-000000000000",
+        ] {
+            assert!(is_laravel_pointer_key(key), "{key}");
+        }
+        for key in [
+            "",
+            "secret",
+            "laravel:sqs-payloads:",
+            "laravel:sqs-payloads:u-gone",
+            "laravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a11x",
+            "laravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a1g",
+            "laravel:sqs-payloads:0c4bd4d63c2e-4b1a-9d64-5a5b-7e6f0a11",
+            "laravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a11-0000",
+            "illuminate:queue:restart",
+            "xlaravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a11",
+        ] {
+            assert!(!is_laravel_pointer_key(key), "{key}");
+            let body = serde_json::json!({ "@pointer": key }).to_string();
+            assert_eq!(pointer_of(body.as_bytes()), None, "{body}");
+        }
+    }
+
     #[test]
     fn pointer_bodies_as_laravel_writes_them() {
         assert_eq!(
@@ -223,7 +279,9 @@ mod tests {
             Some("laravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a11".to_string())
         );
         assert_eq!(
-            pointer_of(br#"{"uuid":"u","job":"X","@pointer":"k"}"#),
+            pointer_of(
+                br#"{"uuid":"u","job":"X","@pointer":"laravel:sqs-payloads:0c4bd4d6-3c2e-4b1a-9d64-5a5b7e6f0a11"}"#
+            ),
             None
         );
         assert_eq!(pointer_of(br#"{"@pointer":""}"#), None);

@@ -125,3 +125,46 @@ fn passwords_in_an_env_file_that_does_not_parse_are_not_logged() {
         redacted(case, &said, "line 2");
     }
 }
+
+/// Issue 47, 4: a `DB_URL` whose password holds a raw `/`, `?` or `#`
+/// (generated passwords often have one). PHP's `parse_url`, which
+/// Laravel's `ConfigurationUrlParser` uses, ends the host part there, so
+/// Laravel refuses such a URL as malformed (or, with digits before the
+/// `/`, reads the rest of the password as the database); the worker used
+/// to read the rest as the database and print it. It now refuses the URL
+/// at start, exit status 1, saying to percent-encode those characters,
+/// and no part of the password is in anything it writes.
+#[test]
+fn a_db_url_whose_password_holds_a_raw_slash_is_refused_unshown() {
+    for (case, url) in [
+        (
+            "slash",
+            format!("postgres://lw:pa/{PASSWORD}@127.0.0.1:5432/app"),
+        ),
+        (
+            "question mark",
+            format!("postgres://lw:pa?{PASSWORD}@127.0.0.1:5432/app"),
+        ),
+        (
+            "hash",
+            format!("postgres://lw:pa#{PASSWORD}@127.0.0.1:5432/app"),
+        ),
+        (
+            "digits, slash",
+            format!("postgres://lw:12/{PASSWORD}@127.0.0.1:5432/app"),
+        ),
+        (
+            "mysql",
+            format!("mysql://lw:pa/{PASSWORD}@127.0.0.1:3306/app"),
+        ),
+    ] {
+        let env = [
+            ("DB_CONNECTION", "pgsql"),
+            ("DB_URL", url.as_str()),
+            ("QUEUE_CONNECTION", "database"),
+        ];
+        let said = fatal(&[], &env);
+        redacted(case, &said, "malformed");
+        redacted(case, &said, "percent-encode");
+    }
+}

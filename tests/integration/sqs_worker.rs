@@ -89,8 +89,19 @@ impl Scene {
 
     /// `laravel-worker --config CONFIG work ARGS`.
     fn work(&self, args: &[&str]) -> Daemon {
+        self.work_env(args, &[])
+    }
+
+    /// [`Scene::work`] with overflow pointers followed, as an app with
+    /// `SQS_OVERFLOW_ENABLED=true` has them (Laravel 13.9+).
+    fn work_overflow(&self, args: &[&str]) -> Daemon {
+        self.work_env(args, &[("SQS_OVERFLOW_ENABLED", "true")])
+    }
+
+    /// [`Scene::work`] with `env` set.
+    fn work_env(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let config = self.config.to_str().unwrap();
-        Daemon::start(&[&["--config", config, "work"][..], args].concat(), &[])
+        Daemon::start(&[&["--config", config, "work"][..], args].concat(), env)
     }
 
     /// The lines the handler appended to `ran`.
@@ -401,7 +412,7 @@ fn an_overflow_pointer_whose_store_cannot_be_reached_is_handed_back() {
         )
     });
     moto.send(&url, &pointer("u-away"), 0);
-    let mut d = scene.work(&["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    let mut d = scene.work_overflow(&["--stop-when-empty", "--sleep=0", "--tries=1"]);
     d.expect_stop(0, "empty");
     assert!(scene.ran().is_empty(), "never run: {:?}", scene.ran());
     assert_eq!(scene.failed.rows().len(), 0, "not failed");
@@ -411,7 +422,7 @@ fn an_overflow_pointer_whose_store_cannot_be_reached_is_handed_back() {
         .lines()
         .find(|l| l.contains("cannot read the job's payload"))
         .unwrap_or_else(|| panic!("{log}"));
-    assert!(said.contains("laravel:sqs-payloads:u-away"), "{said}");
+    assert!(said.contains(&pointer_key("u-away")), "{said}");
     assert_eq!(
         said.matches("unable to open database file").count(),
         1,
@@ -762,10 +773,30 @@ fn large_payload(name: &str, uuid: &str, size: usize) -> String {
     small.replace(&plain, &format!("\"command\":{command}"))
 }
 
+/// The cache key Laravel 13.9+ puts an overflow payload under,
+/// `laravel:sqs-payloads:{uuid}`, with a UUID made from `tag` (the same
+/// tag, the same UUID).
+fn pointer_key(tag: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    tag.hash(&mut hasher);
+    let h = hasher.finish();
+    format!(
+        "laravel:sqs-payloads:{:08x}-0000-4000-8000-{:012x}",
+        h >> 32,
+        h & 0xffff_ffff_ffff
+    )
+}
+
 /// The body Laravel 13.9+ sends in place of a payload it put in a cache
-/// store (`SqsQueue::overflow`).
-fn pointer(uuid: &str) -> String {
-    format!(r#"{{"@pointer":"laravel:sqs-payloads:{uuid}"}}"#)
+/// store (`SqsQueue::overflow`) under [`pointer_key`]`(tag)`.
+fn pointer(tag: &str) -> String {
+    pointer_body(&pointer_key(tag))
+}
+
+/// `{"@pointer": key}`.
+fn pointer_body(key: &str) -> String {
+    format!(r#"{{"@pointer":"{key}"}}"#)
 }
 
 /// Overflow pointer bodies (Laravel 13.9+) on `cache`: a job whose payload
@@ -799,13 +830,13 @@ fn overflow_pointers_on(redis: bool) {
     let flaky = large_payload("Flaky", "u-flaky", 1000);
     let bad = large_payload("Bad", "u-bad", 1000);
     for (uuid, payload) in [("u-big", &big), ("u-flaky", &flaky), ("u-bad", &bad)] {
-        cache.put(&format!("laravel:sqs-payloads:{uuid}"), payload);
+        cache.put(&pointer_key(uuid), payload);
         moto.send(&url, &pointer(uuid), 0);
     }
     moto.send(&url, &pointer("u-gone"), 0);
 
     scene
-        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .work_overflow(&["--stop-when-empty", "--sleep=0", "--tries=2"])
         .expect_stop(0, "empty");
     let mut ran = scene.ran();
     ran.sort();
@@ -826,7 +857,7 @@ fn overflow_pointers_on(redis: bool) {
     assert_eq!(moto.counts(&url), (0, 0, 0), "every message deleted");
     for uuid in ["u-big", "u-flaky", "u-bad"] {
         assert!(
-            !cache.has(&format!("laravel:sqs-payloads:{uuid}")),
+            !cache.has(&pointer_key(uuid)),
             "{uuid}'s payload forgotten once its job was deleted"
         );
     }
@@ -843,9 +874,9 @@ fn overflow_pointers_on(redis: bool) {
     let store = if redis { "redis" } else { "database" };
     for part in [
         "LaravelWorker\\OverflowPayloadMissingException",
-        "\"laravel:sqs-payloads:u-gone\"",
+        &format!("\"{}\"", pointer_key("u-gone")),
         &format!("the {store} cache store has no such key"),
-        "laravel-cache-laravel:sqs-payloads:u-gone",
+        &format!("laravel-cache-{}", pointer_key("u-gone")),
     ] {
         assert!(
             gone.exception.contains(part),
@@ -856,11 +887,11 @@ fn overflow_pointers_on(redis: bool) {
 
     // A worker without a cache store cannot follow a pointer: it fails the
     // job, saying so, and leaves the payload where it is.
-    cache.put("laravel:sqs-payloads:u-kept", &big);
+    cache.put(&pointer_key("u-kept"), &big);
     moto.send(&url, &pointer("u-kept"), 0);
     let blind = Scene::new(&moto, 30, script);
     blind
-        .work(&["--stop-when-empty", "--sleep=0", "--tries=2"])
+        .work_overflow(&["--stop-when-empty", "--sleep=0", "--tries=2"])
         .expect_stop(0, "empty");
     assert!(blind.ran().is_empty(), "{:?}", blind.ran());
     let rows = blind.failed.rows();
@@ -871,9 +902,75 @@ fn overflow_pointers_on(redis: bool) {
         "{}",
         rows[0].exception
     );
+    assert!(cache.has(&pointer_key("u-kept")), "the payload stays");
+}
+
+/// Issue 47, 5: a message body `{"@pointer": KEY}` is followed only to
+/// Laravel's own keys (`laravel:sqs-payloads:{uuid}`) and only where
+/// overflow is on (`SQS_OVERFLOW_ENABLED`, off by default as in Laravel).
+/// Anyone who may send to the queue can write such a body: a pointer to
+/// another cache entry (here one holding a job's payload), even with
+/// overflow on, and Laravel's own pointer with overflow off, are payloads
+/// like any other. The entries they name are neither read (no handler nor
+/// `failed_jobs` row gets what they hold) nor forgotten.
+#[test]
+fn a_pointer_is_followed_only_to_laravel_s_keys_with_overflow_on() {
+    let Some(moto) = Moto::start() else { return };
+    let url = moto.create_queue("default", 30);
+    let script = "echo \"$LARAVEL_WORKER_MODE $LARAVEL_WORKER_JOB_NAME\" >> \"$DIR/ran\"\n\
+         cat \"$STDIN\" >> \"$DIR/bodies\"";
+    let mut cache = None;
+    let scene = Scene::with_cache(&moto, 30, script, |dir| {
+        let store = AppCache::start(false, dir);
+        let toml = store.toml();
+        cache = Some(store);
+        toml
+    });
+    let cache = cache.unwrap();
+    cache.put("secret-key", &payload("Secret", "u-secret"));
+    cache.put(&pointer_key("u-off"), &payload("Off", "u-off"));
+    let bodies = || std::fs::read_to_string(scene.path().join("bodies")).unwrap_or_default();
+
+    // Overflow on: a pointer to a key that is not Laravel's is a payload.
+    moto.send(&url, &pointer_body("secret-key"), 0);
+    scene
+        .work_overflow(&["--stop-when-empty", "--sleep=0", "--tries=1"])
+        .expect_stop(0, "empty");
+    // Overflow off (the default): Laravel's own pointer is a payload too.
+    moto.send(&url, &pointer("u-off"), 0);
+    scene
+        .work(&["--stop-when-empty", "--sleep=0", "--tries=1"])
+        .expect_stop(0, "empty");
+
+    assert_eq!(moto.counts(&url), (0, 0, 0), "both messages settled");
+    let ran = scene.ran();
     assert!(
-        cache.has("laravel:sqs-payloads:u-kept"),
-        "the payload stays"
+        !ran.iter()
+            .any(|l| l.contains("Secret") || l.contains("Off")),
+        "no cache entry ran as a job: {ran:?}"
+    );
+    let given = bodies();
+    assert!(
+        !given.contains("App\\\\Jobs"),
+        "no handler was given a cache entry: {given}"
+    );
+    for row in scene.failed.rows() {
+        assert!(
+            !row.payload.contains("App\\\\Jobs"),
+            "failed_jobs holds no cache entry: {row:?}"
+        );
+        assert!(
+            row.payload == pointer_body("secret-key") || row.payload == pointer("u-off"),
+            "{row:?}"
+        );
+    }
+    assert!(
+        cache.has("secret-key"),
+        "an entry not ours is never forgotten"
+    );
+    assert!(
+        cache.has(&pointer_key("u-off")),
+        "nor is a payload when overflow is off"
     );
 }
 
@@ -917,6 +1014,7 @@ fn the_app_s_sqs_connection_is_read_with_app() {
         ("env('AWS_SECRET_ACCESS_KEY')", "'test'".to_string()),
         ("env('AWS_ENDPOINT_URL')", format!("'{}'", moto.endpoint)),
         ("env('SQS_OVERFLOW_STORE')", "'file'".to_string()),
+        ("env('SQS_OVERFLOW_ENABLED', false)", "true".to_string()),
     ] {
         app.edit_config("queue.php", from, &to);
     }
@@ -946,7 +1044,7 @@ fn the_app_s_sqs_connection_is_read_with_app() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].payload, pointer("u-elsewhere"));
     for part in [
-        "\"laravel:sqs-payloads:u-elsewhere\"",
+        &format!("\"{}\"", pointer_key("u-elsewhere")),
         "its cache store \"file\"",
     ] {
         assert!(
@@ -1197,4 +1295,185 @@ fn the_keda_trigger_counts_the_backlog_the_gauge_counts() {
     d.signal(nix::sys::signal::Signal::SIGTERM);
     d.expect_exit(0);
     drop(cache);
+}
+
+/// A config file for a worker on SQS with `sqs` as its `[sqs]` section,
+/// no failed store, no cache and a handler that does nothing.
+fn sqs_config(dir: &Path, name: &str, sqs: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "[queue]\nconnection = \"sqs\"\n\n[sqs]\n{sqs}\n\n[failed]\ndriver = \"null\"\n\n\
+             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"true\"]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Issue 47, 12: settings every SQS call would fail on are refused at
+/// start, exit status 1, the message naming the key: a user name or
+/// password in the prefix or endpoint (never shown), an empty or non-URL
+/// prefix, an empty or invalid region, an `ftp://` endpoint, a key
+/// without its secret, a missing `AWS_PROFILE` when the default chain
+/// would read it. None needs SQS: nothing is called.
+#[test]
+fn sqs_settings_every_call_would_fail_on_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = "prefix = \"http://127.0.0.1:9/123456789012\"\nendpoint = \"http://127.0.0.1:9\"";
+    let keys = "key = \"test\"\nsecret = \"test\"";
+    let cases = [
+        (
+            "prefix = \"https://lw:Sup3rPw@sqs.us-east-1.amazonaws.com/1\"".to_string(),
+            "[sqs] prefix (SQS_PREFIX) holds a user name or password",
+        ),
+        (
+            "prefix = \"http://127.0.0.1:9/1\"\nendpoint = \"http://lw:Sup3r/Pw@127.0.0.1:9\""
+                .to_string(),
+            "[sqs] endpoint (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL) holds a user name",
+        ),
+        (
+            "prefix = \"\"".to_string(),
+            "[sqs] prefix (SQS_PREFIX) is empty",
+        ),
+        ("prefix = \"queues\"".to_string(), "is not a URL"),
+        (format!("{ok}\nregion = \"\""), "AWS_DEFAULT_REGION"),
+        (
+            format!("{ok}\nregion = \"us east 1\""),
+            "is not an AWS region",
+        ),
+        (
+            "prefix = \"http://127.0.0.1:9/1\"\nendpoint = \"ftp://127.0.0.1:9\"".to_string(),
+            "the scheme must be http:// or https://",
+        ),
+        (
+            format!("{ok}\nkey = \"AKIALW\""),
+            "[sqs] key (AWS_ACCESS_KEY_ID) is set without [sqs] secret",
+        ),
+    ];
+    for (i, (sqs, says)) in cases.iter().enumerate() {
+        let sqs = if sqs.contains("key =") || sqs.contains("secret =") {
+            sqs.clone()
+        } else {
+            format!("{sqs}\n{keys}")
+        };
+        let config = sqs_config(dir.path(), &format!("c{i}.toml"), &sqs);
+        let mut d = Daemon::start(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "work",
+                "--stop-when-empty",
+            ],
+            &[],
+        );
+        let code = d.code();
+        let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+        assert_eq!(code, Some(1), "{sqs}:\n{said}");
+        assert!(said.contains(says), "{sqs}: no {says:?} in:\n{said}");
+        assert!(
+            !said.contains("Sup3r"),
+            "{sqs}: the password is in:\n{said}"
+        );
+    }
+
+    // SQS_PREFIX from the environment, with a password.
+    let config = sqs_config(dir.path(), "env.toml", keys);
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+        ],
+        &[(
+            "SQS_PREFIX",
+            "https://lw:Sup3rPw@sqs.us-east-1.amazonaws.com/1",
+        )],
+    );
+    let code = d.code();
+    let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("SQS_PREFIX") && !said.contains("Sup3r"),
+        "{said}"
+    );
+
+    // No key and secret: the default chain would read AWS_PROFILE's profile.
+    let config = sqs_config(dir.path(), "profile.toml", ok);
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+        ],
+        &[
+            ("AWS_PROFILE", "lw-no-such-profile"),
+            (
+                "AWS_CONFIG_FILE",
+                dir.path().join("aws-config").to_str().unwrap(),
+            ),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                dir.path().join("aws-credentials").to_str().unwrap(),
+            ),
+        ],
+    );
+    let code = d.code();
+    let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("AWS_PROFILE=\"lw-no-such-profile\" names a profile that is in neither"),
+        "{said}"
+    );
+}
+
+/// Issue 47, 12: an error of the SDK is one readable line (AWS's code and
+/// message, or the cause of a failed connection), never its debug dump of
+/// the request and answer, and the queue is named once ("SQS …", not
+/// "SQS SQS …").
+#[test]
+fn sqs_errors_are_one_readable_line() {
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let refusing = format!("http://127.0.0.1:{}", common::redis_topologies::free_port());
+    for (endpoint, says) in [
+        (moto.endpoint.clone(), "NonExistentQueue"),
+        (refusing, "Connection refused"),
+    ] {
+        let config = sqs_config(
+            dir.path(),
+            "errors.toml",
+            &format!(
+                "prefix = \"{}\"\nendpoint = \"{endpoint}\"\nkey = \"test\"\nsecret = \"test\"",
+                moto.prefix()
+            ),
+        );
+        let mut d = Daemon::start(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "work",
+                "--queue=no-such-queue",
+                "--sleep=1",
+            ],
+            &[],
+        );
+        let line = d.wait_log(&["cannot reserve a job"]);
+        let _ = nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM);
+        d.wait_exit();
+        assert!(line.contains(says), "{says:?} in {line}");
+        assert!(line.len() < 700, "{} characters: {line}", line.len());
+        for dump in [
+            "SQS SQS",
+            "ServiceError",
+            "DispatchFailure(",
+            "raw:",
+            "Os {",
+        ] {
+            assert!(!line.contains(dump), "{dump:?} in {line}");
+        }
+    }
 }

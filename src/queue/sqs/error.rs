@@ -4,7 +4,7 @@
 //! operator the configuration is wrong ([`ErrorKind::Refused`]: no such
 //! queue, no permission, a parameter AWS refuses).
 
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 
 /// Whether trying the same call later can work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl SqsQueueError {
         SqsQueueError {
             kind,
             code,
-            message: format!("cannot {doing}: {}", DisplayErrorContext(e)),
+            message: format!("cannot {doing}: {}", one_line(e)),
         }
     }
 
@@ -95,6 +95,32 @@ impl SqsQueueError {
             )
         )
     }
+}
+
+/// The longest SDK error text a message carries (characters).
+const MAX_SDK_TEXT: usize = 300;
+
+/// What the SDK said, on one readable line: AWS's code and message when
+/// SQS answered with them (`AWS.SimpleQueueService.NonExistentQueue: The
+/// specified queue does not exist.`), else the error and each of its
+/// causes once (`dispatch failure: io error: … Connection refused (os
+/// error 111)`), never the SDK's debug dump of the request and answer;
+/// at most [`MAX_SDK_TEXT`] characters, any URL's password masked.
+fn one_line<E>(e: &SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let text = match (e.code(), e.message()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code.to_string(),
+        _ => crate::error_chain::error_chain(e),
+    };
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut short: String = text.chars().take(MAX_SDK_TEXT).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    crate::config::redact::text(&short)
 }
 
 /// Whether a service error is one that passes: throttling, or a server

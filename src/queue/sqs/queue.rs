@@ -105,12 +105,17 @@ impl SqsQueue {
         }
     }
 
-    /// Where the queues are, for logs: the prefix and region (never a key).
+    /// Where the queues are, for logs: the prefix and region (never a key;
+    /// a URL's password masked, though a user part is refused at start).
     pub fn describe(&self) -> String {
         let spec = &self.inner.spec;
+        let prefix = crate::config::redact::url(&spec.prefix);
         match &spec.endpoint {
-            Some(endpoint) => format!("SQS {} (endpoint {endpoint})", spec.prefix),
-            None => format!("SQS {} ({})", spec.prefix, spec.region),
+            Some(endpoint) => format!(
+                "SQS {prefix} (endpoint {})",
+                crate::config::redact::url(endpoint)
+            ),
+            None => format!("SQS {prefix} ({})", spec.region),
         }
     }
 

@@ -325,11 +325,13 @@ impl SqsQueue {
             .into_iter()
             .filter_map(|Received { message, sent, .. }| {
                 let receipt = message.receipt_handle()?.to_string();
-                let receive_count = message
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(1);
+                let receive_count = receive_count(
+                    message
+                        .attributes()
+                        .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                        .map(String::as_str),
+                    message.message_id().unwrap_or_default(),
+                );
                 let raw = Bytes::from(message.body.unwrap_or_default().into_bytes());
                 Some(ReservedJob {
                     queue: Arc::clone(queue),
@@ -427,6 +429,43 @@ impl SqsQueue {
     }
 }
 
+/// The largest receive count: what an `ApproximateReceiveCount` the worker
+/// cannot read stands for. PHP's `(int)` cast, which `SqsJob::attempts`
+/// applies, saturates a number too large at `PHP_INT_MAX` as well.
+pub const UNREADABLE_RECEIVE_COUNT: u64 = i64::MAX as u64;
+
+/// The attempt number of a message from its `ApproximateReceiveCount`
+/// (`attribute`; the message's id `id` for the warning).
+///
+/// - a number: that count (SQS counts this receive);
+/// - absent (a compatible server that does not send it): 1, as before;
+/// - anything else (`"abc"`, `"-1"`, `"1.5"`, a count past 2^63 − 1):
+///   [`UNREADABLE_RECEIVE_COUNT`], with a warning. The worker cannot tell
+///   how often the job ran, and counting it as attempt 1 (PHP's `(int)
+///   "abc"` is 0) would run a job past its tries again and again; as the
+///   largest count, a job with `--tries` is failed as attempted too many
+///   times (Laravel's `MaxAttemptsExceededException`), as PHP's saturated
+///   cast of a too large count fails it, and a job without a limit
+///   (`--tries=0`) still runs.
+pub fn receive_count(attribute: Option<&str>, id: &str) -> u64 {
+    let Some(text) = attribute else {
+        return 1;
+    };
+    match text.parse::<u64>() {
+        Ok(count) if count <= UNREADABLE_RECEIVE_COUNT => count,
+        _ => {
+            let shown: String = text.chars().take(40).collect();
+            tracing::warn!(
+                id,
+                "SQS gave ApproximateReceiveCount {shown:?}, not a count the worker can \
+                 read: the job counts as attempted {UNREADABLE_RECEIVE_COUNT} times, so it \
+                 is failed if it has a tries limit rather than run again"
+            );
+            UNREADABLE_RECEIVE_COUNT
+        }
+    }
+}
+
 /// Sleeps until `at`; for ever when `None`.
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
@@ -452,5 +491,38 @@ impl SqsQueue {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A count the worker cannot read is the largest count, never
+    /// attempt 1: a job past its tries is failed, not run again.
+    #[test]
+    fn an_unreadable_receive_count_is_the_largest_count() {
+        assert_eq!(receive_count(Some("1"), "m"), 1);
+        assert_eq!(receive_count(Some("7"), "m"), 7);
+        assert_eq!(receive_count(None, "m"), 1, "absent: as before");
+        for odd in [
+            "abc",
+            "",
+            "-1",
+            "1.5",
+            " 2",
+            "18446744073709551617",
+            "9223372036854775808",
+        ] {
+            assert_eq!(
+                receive_count(Some(odd), "m"),
+                UNREADABLE_RECEIVE_COUNT,
+                "{odd:?}"
+            );
+        }
+        assert_eq!(
+            receive_count(Some("9223372036854775807"), "m"),
+            UNREADABLE_RECEIVE_COUNT
+        );
     }
 }

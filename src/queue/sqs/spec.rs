@@ -16,11 +16,17 @@ pub const MAX_WAIT: u64 = 20;
 /// `overflow` settings of the `sqs` connection: a payload too large for
 /// SQS is put in a cache store under `laravel:sqs-payloads:{uuid}`, and
 /// the message body is `{"@pointer":"laravel:sqs-payloads:{uuid}"}`), as far as the worker
-/// reads them: it resolves every pointer body it receives, from its own
-/// cache store (`[cache]`), whatever `overflow.enabled` says here (a
-/// pointer cannot run as it is).
+/// reads them: where overflow is on, it resolves the pointer bodies of
+/// that form it receives, from its own cache store (`[cache]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overflow {
+    /// `overflow.enabled` (`SQS_OVERFLOW_ENABLED`, `[sqs]
+    /// overflow_enabled`; default false, as in Laravel, whose apps before
+    /// 13.9 have no overflow at all): follow pointer bodies. Off, a
+    /// pointer body is a payload like any other (it names no job, so it
+    /// fails as Laravel's worker fails it), and no cache entry is read nor
+    /// forgotten because of a message.
+    pub enabled: bool,
     /// The app's store the payloads are in (`overflow.store`,
     /// `SQS_OVERFLOW_STORE`) when it is not the worker's `[cache]` store:
     /// the worker cannot read it, and fails a pointer job naming it.
@@ -35,6 +41,7 @@ pub struct Overflow {
 impl Default for Overflow {
     fn default() -> Self {
         Overflow {
+            enabled: false,
             elsewhere: None,
             delete_after_processing: true,
         }
