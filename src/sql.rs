@@ -178,7 +178,10 @@ pub(crate) fn place(url: &str) -> String {
     };
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
     if scheme == "sqlite" {
-        return rest.to_string();
+        // The file's name, as the URL percent-encodes its `%`, `?`, `#`.
+        return percent_encoding::percent_decode_str(rest)
+            .decode_utf8_lossy()
+            .into_owned();
     }
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let mut host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

@@ -320,11 +320,12 @@ impl DbConnection {
     /// is unset (`127.0.0.1`, 3306 or 5432, `laravel`, `root`), a relative
     /// SQLite file below `app` (the default `database/database.sqlite`,
     /// `database_path('database.sqlite')`). `None`: a driver the worker
-    /// does not run, a `url` without `://`, `:memory:` (a file no other
-    /// process sees), or a SQLite connection without a file and no `app`.
+    /// does not run, a `url` without `://`, or a SQLite connection without
+    /// a file and no `app`.
     ///
     /// # Errors
-    /// A `url` Laravel refuses as malformed, or one whose user part a raw
+    /// SQLite's `:memory:` (a database no other process sees); a `url`
+    /// Laravel refuses as malformed, or one whose user part a raw
     /// `/`, `?`, `#` or `@` cuts (see [`parse_url`]); the message never
     /// shows the URL.
     pub fn url(&self, app: Option<&Path>) -> anyhow::Result<Option<String>> {
@@ -339,7 +340,7 @@ impl DbConnection {
             return Ok(None);
         };
         if driver == "sqlite" {
-            return Ok(sqlite_url(conn.database.as_deref(), app));
+            return sqlite_url(conn.database.as_deref(), app);
         }
         let (scheme, default_port) = match driver {
             "mysql" | "mariadb" => ("mysql", "3306"),
@@ -525,14 +526,34 @@ fn parse_url(url: &str) -> anyhow::Result<Option<UrlParts<'_>>> {
 
 /// `sqlite://` and the file's path: `database` as given when absolute,
 /// else below `app`; the app's `database/database.sqlite` when unset.
-fn sqlite_url(database: Option<&str>, app: Option<&Path>) -> Option<String> {
+/// The path's `%`, `?` and `#` are percent-encoded, so a file named
+/// `jobs%41.sqlite` or `a?b.sqlite` is that file (sqlx decodes the path
+/// and would read `?` as the start of its options).
+///
+/// # Errors
+/// `:memory:`: a database only the process that opens it sees, which no
+/// worker can share with the app.
+fn sqlite_url(database: Option<&str>, app: Option<&Path>) -> anyhow::Result<Option<String>> {
     let file = match database {
-        Some(":memory:") => return None,
+        Some(":memory:") => bail!(
+            "DB_DATABASE = \":memory:\" is an in-memory SQLite database, which only the \
+             process that opens it sees: the worker cannot share it with the app; point \
+             DB_DATABASE at a file (the skeleton's database/database.sqlite)"
+        ),
         Some(db) if Path::new(db).is_absolute() => Path::new(db).to_path_buf(),
         Some(db) => app.map_or_else(|| Path::new(db).to_path_buf(), |app| app.join(db)),
-        None => app?.join("database/database.sqlite"),
+        None => match app {
+            Some(app) => app.join("database/database.sqlite"),
+            None => return Ok(None),
+        },
     };
-    Some(format!("sqlite://{}", file.display()))
+    const URL_SYNTAX: &percent_encoding::AsciiSet =
+        &percent_encoding::CONTROLS.add(b'%').add(b'?').add(b'#');
+    let path = file.to_string_lossy();
+    Ok(Some(format!(
+        "sqlite://{}",
+        percent_encoding::utf8_percent_encode(&path, URL_SYNTAX)
+    )))
 }
 
 #[cfg(test)]
@@ -643,7 +664,14 @@ mod tests {
             .as_deref(),
             Some("sqlite:///data/q.sqlite")
         );
-        assert_eq!(url(&[("DB_DATABASE", ":memory:")], "sqlite"), None);
+        let memory = conn(&[("DB_DATABASE", ":memory:")], "sqlite").unwrap();
+        let e = memory.url(Some(app)).unwrap_err().to_string();
+        assert!(e.contains(":memory:") && e.contains("DB_DATABASE"), "{e}");
+        // A file name that looks like URL syntax is that file.
+        assert_eq!(
+            url(&[("DB_DATABASE", "/data/a?b%41#c.sqlite")], "sqlite").as_deref(),
+            Some("sqlite:///data/a%3Fb%2541%23c.sqlite")
+        );
         assert_eq!(
             url(&[("DB_PASSWORD", "p@ss w")], "mariadb").as_deref(),
             Some("mysql://root:p%40ss%20w@127.0.0.1:3306/laravel")
