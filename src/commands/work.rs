@@ -28,6 +28,9 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     let queue = app::open_queue(&settings).await?;
     let cache = app::open_cache(&settings).await?;
     let failed = app::open_failed_store(&settings).await?;
+    if let crate::failed::FailedJobStore::Database { table, .. } = &failed {
+        table.check_table().await?;
+    }
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;

@@ -211,6 +211,41 @@ impl DatabaseStore {
         self.after(done).map_err(failed)
     }
 
+    /// Checks at start that the table has the columns the worker writes,
+    /// as the queue's own table is checked: a missing `failed_jobs` table
+    /// would otherwise surface only at the first failure, which then came
+    /// back every `retry_after` unrecorded. A database that cannot be
+    /// reached now is no error here (the store's fallback keeps failures
+    /// while it is down): it is logged, and the worker starts.
+    ///
+    /// # Errors
+    /// The table or one of Laravel's columns is missing, with the commands
+    /// that create it.
+    pub async fn check_table(&self) -> anyhow::Result<()> {
+        let sql = self.select("WHERE 1 = 0");
+        let done = on_pool!(&self.pool(), |pool| sqlx::query(sql)
+            .fetch_all(pool)
+            .await
+            .map(|_| ()));
+        match self.after(done) {
+            Ok(()) => Ok(()),
+            Err(e) if missing_table(&e) => anyhow::bail!(
+                "the failed jobs table {} does not exist or lacks a column Laravel's migration makes \
+                 ({e}): create it with php artisan queue:failed-table (make:queue-failed-table \
+                 since 11.x), then migrate, or set [failed] table (queue.failed.table)",
+                self.table
+            ),
+            Err(e) => {
+                tracing::warn!(
+                    table = %self.table,
+                    "cannot check the failed jobs table now ({e}); failures are kept until \
+                     it can be written"
+                );
+                Ok(())
+            }
+        }
+    }
+
     /// Every row, newest (highest `id`) first, `id` = the uuid.
     ///
     /// # Errors
@@ -345,6 +380,21 @@ pub fn classify(e: &sqlx::Error) -> ErrorClass {
         sqlx::Error::Encode(_) => ErrorClass::Refused,
         _ => ErrorClass::Down,
     }
+}
+
+/// Whether `e` says the table or a column of it does not exist
+/// (PostgreSQL 42P01/42703, MySQL 1146/1054, SQLite's "no such …").
+fn missing_table(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    if let Some(mysql) = db.try_downcast_ref::<MySqlDatabaseError>() {
+        return matches!(mysql.number(), 1146 | 1054);
+    }
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return db.message().starts_with("no such ");
+    }
+    matches!(db.code().as_deref(), Some("42P01" | "42703"))
 }
 
 /// Whether the database's error `db` refuses the record itself.

@@ -272,3 +272,44 @@ fn a_release_the_table_always_refuses_is_given_up_at_once() {
     assert_eq!(jobs.count(), 1, "{name}: the row stays, reserved");
     assert!(failed.rows().is_empty(), "{name}");
 }
+
+/// A `failed_jobs` table that does not exist is refused at start, exit 1,
+/// with the commands that make it, as a missing `jobs` table is (before:
+/// the worker started, and the first failing job came back every
+/// `retry_after`, never recorded). Nothing runs.
+#[test]
+fn a_missing_failed_jobs_table_is_refused_at_start() {
+    let dbs = Databases::start();
+    let (_, jobs, _) = &dbs.each[0];
+    let dir = dbs.dir.path().join("sqlite-nofailed");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A SQLite file with a jobs table and no failed_jobs table.
+    let other = common::jobs_table::JobsTable::sqlite(&dir.join("nofailed.sqlite"));
+    jobs.insert(
+        "default",
+        &payload("Kept", "u-kept"),
+        0,
+        None,
+        common::now(),
+    );
+    let config = config(&dir, jobs, &other.url, 90, NOTE_RUN);
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--stop-when-empty",
+            "--sleep=0",
+        ],
+        &[],
+    );
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(
+        log.contains("failed jobs table failed_jobs does not exist")
+            && log.contains("queue:failed-table"),
+        "{log}"
+    );
+    assert!(runs(&dir).is_empty(), "nothing ran");
+    assert_eq!(jobs.count(), 1, "the job is left as it was");
+}
