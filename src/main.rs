@@ -97,14 +97,18 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     }
 }
 
-/// The log filter of `level` when `RUST_LOG` is unset. At the default
-/// level sqlx's pool keeps its own lines ("error occurred while testing the
-/// connection on-release", "ping on idle connection returned error") to
-/// itself: during a database outage they doubled the worker's warnings,
-/// whose own lines name the failed statement and its cause. `-v` shows them.
-fn default_filter(level: &str) -> String {
-    match level {
-        "info" => format!("{level},sqlx_core::pool=error"),
+/// The log filter of `level` when `RUST_LOG` is unset (`work`: whether
+/// the command is `work`). At the default level sqlx's pool keeps its own
+/// lines ("error occurred while testing the connection on-release", "ping
+/// on idle connection returned error") to itself: during a database outage
+/// they doubled the worker's warnings, whose own lines name the failed
+/// statement and its cause. Outside `work`, the config's `setting …` lines
+/// (one per value read) stay out of a command's output too, and its
+/// warnings stay in. `-v` shows all of them.
+fn default_filter(level: &str, work: bool) -> String {
+    match (level, work) {
+        ("info", true) => format!("{level},sqlx_core::pool=error"),
+        ("info", false) => format!("{level},sqlx_core::pool=error,laravel_worker::config=warn"),
         _ => level.to_string(),
     }
 }
@@ -120,7 +124,10 @@ fn init_logging(cli: &Cli) {
                 .ok()
                 .filter(|v| !v.trim().is_empty())
                 .and_then(|v| EnvFilter::try_new(v).ok())
-                .unwrap_or_else(|| EnvFilter::new(default_filter(cli.log_level()))),
+                .unwrap_or_else(|| {
+                    let work = matches!(cli.command, Command::Work(_));
+                    EnvFilter::new(default_filter(cli.log_level(), work))
+                }),
         )
         .with_writer(std::io::stderr)
         .fmt_fields(laravel_worker::log_fields())

@@ -37,6 +37,35 @@ fn quiet_and_verbose_set_the_log_level() {
     assert!(!verbose.contains("TRACE"), "{verbose}");
 }
 
+/// Outside `work`, a command's output is not preceded by one `setting …`
+/// line per value read from the `.env` (17 to 22 of them before): they are
+/// logged with `-v`; `work` still logs them at start.
+#[test]
+fn settings_lines_come_with_work_or_verbose_only() {
+    let s = Scene::new();
+    let config = s.config().recording("exit 0").write();
+    let env = s.path(".env");
+    std::fs::write(
+        &env,
+        "APP_NAME=shop\nQUEUE_CONNECTION=redis\nREDIS_QUEUE=mail\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", config.to_str().unwrap(), "--env-file"];
+        all.push(env.to_str().unwrap());
+        all.extend_from_slice(args);
+        let mut d = Daemon::start(&all, &[("RUST_LOG", "")]);
+        d.expect_exit(0);
+        d.stderr_text()
+    };
+    let monitor = run(&["monitor", "redis:mail"]);
+    assert!(!monitor.contains("setting "), "{monitor}");
+    let verbose = run(&["-v", "monitor", "redis:mail"]);
+    assert!(verbose.contains("setting "), "{verbose}");
+    let work = run(&["work", "--stop-when-empty", "--sleep=0"]);
+    assert!(work.contains("setting "), "{work}");
+}
+
 #[test]
 fn pause_and_resume_refuse_an_unknown_connection() {
     let s = Scene::new();
