@@ -27,15 +27,19 @@ pub fn run(
     config: Option<&Path>,
     env_file: Option<&Path>,
 ) -> anyhow::Result<u8> {
+    const NO_FILE: &str = "no heartbeat file to check: give --file (or \
+         LARAVEL_WORKER_HEARTBEAT_FILE), or --config with [worker] heartbeat_file";
     let path = match &args.file {
         Some(path) => path.clone(),
+        // Without a config there is nothing to read the file's name from:
+        // settings resolved from defaults alone would only fail on a
+        // store `health` never touches.
+        None if config.is_none() && env_file.is_none() => anyhow::bail!(NO_FILE),
         // The heartbeat file is ours: no need to ask the app (PHP).
-        None => Settings::load(config, env_file, Some(Path::new("none")))?
+        None => Settings::load(config, env_file, Some(Path::new("none")))
+            .context("cannot read [worker] heartbeat_file from the configuration")?
             .heartbeat_file
-            .context(
-                "no heartbeat file to check: set [worker] heartbeat_file, \
-             --file or LARAVEL_WORKER_HEARTBEAT_FILE",
-            )?,
+            .context(NO_FILE)?,
     };
     match heartbeat_file::check(&path, args.max_age) {
         Ok(age) => {

@@ -174,3 +174,15 @@ fn retry_range_names_numeric_ids() {
     );
     Daemon::cli(&config, &["retry", "--range=1-20000"]).expect_exit(1);
 }
+
+/// `health` without `--file` or a config says what to give, not an
+/// unrelated error of a store it never touches (before: "[failed] driver =
+/// \"database-uuids\" needs a database").
+#[test]
+fn health_without_a_file_says_what_to_give() {
+    let mut d = Daemon::run(&["health"], &[]);
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    assert!(log.contains("no heartbeat file to check"), "{log}");
+    assert!(!log.contains("[failed]"), "{log}");
+}
