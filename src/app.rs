@@ -50,6 +50,9 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
             crate::config::sqs::check_profile(spec, |var| std::env::var(var).ok())?;
             Ok(crate::queue::sqs::SqsQueue::open(spec).await.into())
         }
+        unserved @ QueueDriverSettings::Unserved { .. } => {
+            anyhow::bail!("{}", unserved.refusal().unwrap_or_default())
+        }
     }
 }
 
@@ -179,7 +182,7 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
 /// picks the app's store.
 fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
     match driver {
-        QueueDriverSettings::Redis => "",
+        QueueDriverSettings::Redis | QueueDriverSettings::Unserved { .. } => "",
         QueueDriverSettings::Database(_) | QueueDriverSettings::Sqs(_) => {
             "; the queue is not on Redis, but the cache store is: set [cache] store \
              (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \

@@ -199,6 +199,12 @@ impl Banner {
                     .collect(),
                 "none (20 s long polls on every queue at once while idle)".into(),
             ),
+            // Refused before any banner (see `app::open_queue`).
+            QueueDriverSettings::Unserved { connection, driver } => (
+                format!("none: connection {connection} has driver {driver}, not run"),
+                Vec::new(),
+                "none".into(),
+            ),
             QueueDriverSettings::Redis => (
                 settings.redis.describe(),
                 redis_queue_lines(settings, &options.queues),

@@ -454,6 +454,15 @@ fn queue_connection(
              the app's default connection's settings are used under this name"
         );
     }
+    if wanted.is_none() && connections.contains_key(&default) && !runs(&default) {
+        // The app's default connection is one the worker does not run
+        // (`sync`, `beanstalkd`, `failover`…): named, and refused by the
+        // commands that open the queue, never served as Redis.
+        layer.queue.connection = Some(default.clone());
+        layer.queue.driver = driver_of(&default);
+        layer.queue.unserved = Some(true);
+        return Ok("default".to_string());
+    }
     let chosen = if let Some(wanted) = wanted.filter(|w| runs(w)) {
         Some(wanted.to_string())
     } else if runs(&default) {
@@ -972,10 +981,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"beans\" has driver \"beanstalkd\""), "{e}");
-        // The default `sync` falls back to the Redis connection, as before.
+        // The default `sync` is named and marked, to be refused by the
+        // commands that open the queue (it was served as Redis before).
+        a["queue"]["connections"]["sync"] = json!({"driver": "sync"});
         a["queue"]["default"] = json!("sync");
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
-        assert_eq!(l.queue.connection.as_deref(), Some("redis"));
+        assert_eq!(l.queue.connection.as_deref(), Some("sync"));
+        assert_eq!(l.queue.driver.as_deref(), Some("sync"));
+        assert_eq!(l.queue.unserved, Some(true));
     }
 
     #[test]

@@ -38,6 +38,15 @@ pub enum QueueDriverSettings {
     Database(DatabaseQueueSpec),
     /// Laravel's `SqsQueue`: the queues of one AWS account and region.
     Sqs(SqsQueueSpec),
+    /// The app's connection `connection` has a `driver` the worker does
+    /// not run (`sync`, `beanstalkd`, `failover`…): every command that
+    /// opens the queue refuses it (see [`QueueDriverSettings::refusal`]).
+    Unserved {
+        /// The connection's name.
+        connection: String,
+        /// Its driver.
+        driver: String,
+    },
 }
 
 impl QueueDriverSettings {
@@ -48,7 +57,38 @@ impl QueueDriverSettings {
             QueueDriverSettings::Redis => "redis",
             QueueDriverSettings::Database(_) => "database",
             QueueDriverSettings::Sqs(_) => "sqs",
+            QueueDriverSettings::Unserved { .. } => "",
         }
+    }
+
+    /// Why a command that opens the queue refuses an
+    /// [`QueueDriverSettings::Unserved`] connection, with what to run
+    /// instead; `None` for the drivers the worker runs.
+    pub fn refusal(&self) -> Option<String> {
+        let QueueDriverSettings::Unserved { connection, driver } = self else {
+            return None;
+        };
+        let why = match driver.as_str() {
+            "sync" | "deferred" | "background" | "null" => {
+                "jobs pushed on it never reach a queue (sync runs them in the request, \
+                 deferred after the response, background in a process of their own, null \
+                 drops them), so no worker serves it; to queue them, set QUEUE_CONNECTION to \
+                 a redis, database or sqs connection"
+            }
+            "failover" => {
+                "a failover connection pushes each job to the first of its member \
+                 connections that accepts it, and queue:work failover pops from the first \
+                 member only: run one worker per member that holds jobs, naming it (the \
+                 skeleton's failover = [database, deferred]: laravel-worker work database; \
+                 the members are queue.connections.failover.connections)"
+            }
+            _ => "run queue:work for it, or move its jobs to a redis, database or sqs connection",
+        };
+        Some(format!(
+            "the app's queue connection {connection:?} has driver {driver:?}: laravel-worker \
+             runs the \"redis\", \"database\" and \"sqs\" drivers; {why}. To serve another \
+             connection, name it: laravel-worker work CONNECTION"
+        ))
     }
 }
 
@@ -81,6 +121,14 @@ pub fn resolve_driver(
             let visibility = Some(spec.visibility);
             (QueueDriverSettings::Sqs(spec), visibility, None)
         }
+        Driver::Unserved => (
+            QueueDriverSettings::Unserved {
+                connection: layer.queue.connection.clone().unwrap_or_default(),
+                driver: layer.queue.driver.clone().unwrap_or_default(),
+            },
+            None,
+            None,
+        ),
     })
 }
 
@@ -93,6 +141,9 @@ pub enum Driver {
     Database,
     /// `sqs`.
     Sqs,
+    /// One the worker does not run, named by the app's own settings
+    /// ([`QueueLayer::unserved`]).
+    Unserved,
 }
 
 impl Driver {
@@ -108,6 +159,7 @@ impl Driver {
             Some("redis") => Ok(Driver::Redis),
             Some("database") => Ok(Driver::Database),
             Some("sqs") => Ok(Driver::Sqs),
+            Some(_) if queue.unserved == Some(true) => Ok(Driver::Unserved),
             Some(other) => bail!(
                 "[queue] driver = {other:?}: laravel-worker runs the \"redis\", \"database\" \
                  and \"sqs\" queue drivers"
@@ -140,7 +192,7 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
             layer.queue.queue = sqs_queue;
             layer.queue.retry_after = None;
         }
-        Driver::Redis => {}
+        Driver::Redis | Driver::Unserved => {}
     }
     layer
 }

@@ -32,18 +32,6 @@ use super::env::{Conventions, layer_for_app};
 use super::file::Layer;
 use crate::exception::LaravelVersion;
 
-/// Queue connection names of drivers the worker does not run: a `.env`
-/// naming one of these leaves the worker on its own connection (Redis,
-/// `redis`), as before the database and SQS drivers.
-const NOT_RUN: &[&str] = &[
-    "sync",
-    "beanstalkd",
-    "null",
-    "deferred",
-    "background",
-    "failover",
-];
-
 /// Reads `.env` at `path` and the app files beside it into a layer.
 ///
 /// # Errors
@@ -75,14 +63,6 @@ pub fn layer(path: &Path) -> anyhow::Result<Layer> {
 
     if layer.queue.connection.is_none() {
         layer.queue.connection = default_queue_connection(&config("queue.php"));
-    }
-    if layer
-        .queue
-        .connection
-        .as_deref()
-        .is_some_and(|c| NOT_RUN.contains(&c))
-    {
-        layer.queue.connection = None;
     }
 
     let store = ["CACHE_STORE", "CACHE_DRIVER"]

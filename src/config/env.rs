@@ -47,6 +47,17 @@ use super::file::{
 use super::phpdotenv::EnvValue;
 pub use crate::slug::{slug, slug_with};
 
+/// The skeleton's queue connections whose driver (of the same name) the
+/// worker does not run (`config/queue.php` of Laravel 8 to 13).
+pub(crate) const UNSERVED_SKELETON_CONNECTIONS: &[&str] = &[
+    "sync",
+    "beanstalkd",
+    "null",
+    "deferred",
+    "background",
+    "failover",
+];
+
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conventions {
@@ -253,8 +264,17 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
         })?),
         None => None,
     };
+    let connection = vars.get("QUEUE_CONNECTION");
+    // The skeleton's connections of a driver the worker does not run are
+    // named after their driver: kept, marked, and refused when a command
+    // opens the queue (they were served as Redis before).
+    let unserved = connection
+        .as_deref()
+        .filter(|c| UNSERVED_SKELETON_CONNECTIONS.contains(c));
     Ok(QueueLayer {
-        connection: vars.get("QUEUE_CONNECTION"),
+        driver: unserved.map(str::to_string),
+        unserved: unserved.map(|_| true),
+        connection,
         queue: vars.get("REDIS_QUEUE"),
         retry_after,
         ..QueueLayer::default()

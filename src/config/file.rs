@@ -118,6 +118,14 @@ pub struct QueueLayer {
     pub unmatched: Option<String>,
     /// Seconds before a released unmatched job is available again.
     pub unmatched_release_delay: Option<u64>,
+    /// Set (never from the file) where the app's own settings name a
+    /// connection whose `driver` the worker does not run (the skeleton's
+    /// `sync`, `beanstalkd`, `failover`…): the commands that open the
+    /// queue refuse it, naming it, and the others (`failed`, `forget`)
+    /// still work. A `[queue] driver` of that kind in the config file is
+    /// refused at load instead.
+    #[serde(skip)]
+    pub unserved: Option<bool>,
 }
 
 /// `[database]`: where the database driver's jobs table is.
@@ -583,6 +591,7 @@ overlay!(RedisLayer {
 overlay!(QueueLayer {
     connection,
     driver,
+    unserved,
     queue,
     retry_after,
     block_for,

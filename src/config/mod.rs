@@ -420,6 +420,7 @@ pub fn merge_sources(
         .overlaid_by(environment);
     merged.queue.connection = chosen.connection;
     merged.queue.driver = chosen.driver;
+    merged.queue.unserved = chosen.unserved;
     Ok(merged)
 }
 
@@ -437,13 +438,18 @@ fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer
             .find_map(|layer| layer.queue.connection.clone())
     });
     let [_, app, ..] = layers;
-    let driver = std::iter::once(app)
+    let (driver, unserved) = std::iter::once(app)
         .chain(layers.iter().rev().copied())
         .filter(|layer| layer.queue.connection == connection || layer.queue.connection.is_none())
-        .find_map(|layer| layer.queue.driver.clone());
+        .find_map(|layer| {
+            let queue = &layer.queue;
+            queue.driver.clone().map(|d| (Some(d), queue.unserved))
+        })
+        .unwrap_or((None, None));
     file::QueueLayer {
         connection,
         driver,
+        unserved,
         ..file::QueueLayer::default()
     }
 }

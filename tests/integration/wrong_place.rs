@@ -223,3 +223,47 @@ fn a_restart_key_under_another_prefix_in_the_cache_table_is_named() {
         ],
     );
 }
+
+/// An app whose queue connection (`QUEUE_CONNECTION` in its `.env`) has a
+/// driver the worker does not run is refused by `work`, exit 1, naming the
+/// connection, its driver, the drivers the worker runs and what to do
+/// (for `failover`: its member connections); before, the worker served
+/// the Redis queue `default` and exited 0 with `--stop-when-empty`, never
+/// touching the app's queue. A connection named on the command line is
+/// served as before, and `failed` (which opens no queue) still works.
+#[test]
+fn an_app_connection_of_a_driver_not_run_is_refused_not_served_as_redis() {
+    let s = Scene::new();
+    let config = s.config().recording("exit 0").write();
+    let env = s.path(".env");
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", config.to_str().unwrap(), "--env-file"];
+        all.push(env.to_str().unwrap());
+        all.extend_from_slice(args);
+        Daemon::run(&all, &[])
+    };
+    for (connection, says) in [
+        ("beanstalkd", "\"beanstalkd\" has driver \"beanstalkd\""),
+        ("failover", "laravel-worker work database"),
+        ("sync", "never reach a queue"),
+    ] {
+        std::fs::write(
+            &env,
+            format!("APP_NAME=shop\nQUEUE_CONNECTION={connection}\n"),
+        )
+        .unwrap();
+        s.push(&Job::laravel8("App\\Jobs\\Waiting"));
+        let mut d = run(&["work", "--stop-when-empty", "--sleep=0"]);
+        d.expect_exit(1);
+        let log = d.stderr_text();
+        assert!(log.contains(says), "{connection}: {log}");
+        assert!(
+            log.contains("\"redis\", \"database\" and \"sqs\""),
+            "{connection}: {log}"
+        );
+        assert!(!log.contains("worker started"), "{connection}: {log}");
+        run(&["failed"]).expect_exit(0);
+        // Named on the command line, the Redis connection is served.
+        run(&["work", "redis", "--stop-when-empty", "--sleep=0"]).expect_exit(0);
+    }
+}
