@@ -89,6 +89,10 @@ impl Default for Trim {
     }
 }
 
+/// How long a stopping worker waits at most for the records still queued
+/// to be written (a Redis that hangs); an idle writer ends at once.
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The running Horizon bookkeeping: the writer and heartbeat tasks.
 pub struct Horizon {
     listener: Arc<Decoupled>,
@@ -205,9 +209,10 @@ impl Horizon {
         Arc::clone(&self.dropped)
     }
 
-    /// Once the worker stopped (and dropped its listeners): writes what is
-    /// still queued (for at most 5 s) and removes the master and
-    /// supervisor records.
+    /// Once the worker stopped: writes the records of the events still
+    /// queued (for at most [`EXIT_WAIT`], and no longer than that takes),
+    /// says how many were dropped if the wait ran out, and removes the
+    /// master and supervisor records.
     pub async fn finish(self) {
         let Horizon {
             snapshots,
@@ -226,8 +231,15 @@ impl Horizon {
             snapshots.abort();
         }
         drop((listener, slots));
-        if !writer.wait(Duration::from_secs(5)).await {
-            tracing::warn!("Horizon records still queued at exit were dropped");
+        // Ends as soon as the events already queued are written, whoever
+        // still holds the listener; gives up after `EXIT_WAIT`.
+        let unwritten = writer.close(EXIT_WAIT).await;
+        if unwritten > 0 {
+            tracing::warn!(
+                events = unwritten,
+                wait_s = EXIT_WAIT.as_secs(),
+                "Horizon records of {unwritten} job events still queued at exit were dropped"
+            );
         }
         if let Err(e) = heartbeat::forget(&keys, &me, &mut conn).await {
             tracing::warn!("cannot remove Horizon's master record: {e}");

@@ -1110,3 +1110,33 @@ fn an_http_server_on_the_horizon_url_is_named() {
     );
     assert!(!log.contains("Parse error"), "{log}");
 }
+
+/// Issue 47 item 9: at a stop with nothing queued for Horizon's records,
+/// the writer ends at once (it waited out its whole exit deadline, 5 s,
+/// whenever something still held its listener), and the "dropped" warning
+/// is not said when nothing was dropped: after SIGTERM, and after
+/// `--stop-when-empty`. (The time a stop takes is measured by hand, not
+/// here: see the issue's closing note.)
+#[test]
+fn a_stop_with_no_record_queued_drops_nothing_and_says_nothing() {
+    let s = Scene::new();
+    let mut d = recording_worker(&s, &[]);
+    common::wait_until("a master record", || !members(&s, "masters").is_empty());
+    let [first, last] = Job::named(["First", "Last"]);
+    s.push_on("default", [&first]);
+    wait_final(&s, &first, "completed");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let log = d.stderr_text();
+    assert!(!log.contains("dropped"), "{log}");
+    assert!(!log.contains("Horizon records lost"), "{log}");
+    assert!(members(&s, "masters").is_empty(), "forgotten at exit");
+
+    s.push_on("default", [&last]);
+    let config = horizon(s.config().recording("")).write();
+    let mut d = s.work(&config, &["--stop-when-empty", "--sleep=0.05"]);
+    d.expect_exit(0);
+    assert_eq!(status(&s, &last).as_deref(), Some("completed"));
+    let log = d.stderr_text();
+    assert!(!log.contains("dropped"), "{log}");
+}
