@@ -16,6 +16,8 @@
 //! - [`late`]: the final state of a finished job put back when the
 //!   producer's `pending` record (or a retry's `retried_by` entry) lands
 //!   after it, checked at each heartbeat;
+//! - [`retried`]: the record of a failed job `retry` pushes back, reset as
+//!   Horizon's connector resets it for `queue:retry`;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
 //!   commands Horizon queues for them;
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
@@ -28,6 +30,7 @@ pub mod late;
 pub mod metrics;
 pub mod ops;
 pub mod records;
+pub mod retried;
 pub mod script;
 pub mod snapshot;
 pub mod writer;

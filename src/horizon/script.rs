@@ -65,6 +65,29 @@ end
 }
 pub(crate) use retried_lua;
 
+/// The retry `laravel-worker retry` recorded in a record's own
+/// `retried_by` ([`super::retried`]): sets the status of the newest
+/// `pending` entry naming the job itself, when the job's run ends.
+macro_rules! own_retry_lua {
+    () => {
+        r"local function own_retry(hash, id, status)
+  local text = redis.call('HGET', hash, 'retried_by')
+  if not text then return end
+  local ok, retries = pcall(cjson.decode, text)
+  if not ok or type(retries) ~= 'table' then return end
+  for i = #retries, 1, -1 do
+    local retry = retries[i]
+    if type(retry) == 'table' and retry['id'] == id and retry['status'] == 'pending' then
+      retry['status'] = status
+      redis.call('HSET', hash, 'retried_by', cjson.encode(retries))
+      return
+    end
+  end
+end
+"
+    };
+}
+
 /// The batch script. ARGV\[1\]: the connection name; then the ops:
 ///
 /// - `R` (reserved), `L` (released), `M` (migrated): hash, id, queue, name,
@@ -146,6 +169,7 @@ local function ours(hash)
 end
 ",
     retried_lua!(),
+    own_retry_lua!(),
     r"local function step(op)
   if op == 'R' or op == 'L' or op == 'M' then
     local hash = key()
@@ -184,6 +208,7 @@ end
       queue, name, payload, kept = take_many(4)
     end
     local late = parent > 0 and not retried(KEYS[parent], id, 'completed')
+    if parent == 0 then own_retry(hash, id, 'completed') end
     redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('HSET', hash, 'status', 'completed', 'completed_at', time)
@@ -219,8 +244,9 @@ end
         if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
       end
       if pushed ~= '' then watch(id) end
-    elseif late or (pushed ~= '' and ours(hash)) then
-      watch(id)
+    else
+      if parent == 0 then own_retry(hash, id, 'failed') end
+      if late or (pushed ~= '' and ours(hash)) then watch(id) end
     end
     redis.call('ZADD', KEYS[5], score, id)
     redis.call('ZADD', KEYS[6], score, id)
@@ -247,6 +273,7 @@ end
       redis.call('ZADD', KEYS[1], recent, id)
     else
       if pushed ~= '' and ours(hash) then watch(id) end
+      own_retry(hash, id, 'completed')
       redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZREM', KEYS[2], id)
@@ -275,10 +302,13 @@ end
       for _, tag in ipairs(tags) do
         if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
       end
-    elseif redis.call('HEXISTS', hash, 'reserved_at') == 0 then
-      -- The producer's record, reached before the reservation's `R`,
-      -- which then leaves the completed record as it is.
-      redis.call('HSET', hash, 'updated_at', time, 'reserved_at', time)
+    else
+      if parent == 0 then own_retry(hash, id, 'completed') end
+      if redis.call('HEXISTS', hash, 'reserved_at') == 0 then
+        -- The producer's record, reached before the reservation's `R`,
+        -- which then leaves the completed record as it is.
+        redis.call('HSET', hash, 'updated_at', time, 'reserved_at', time)
+      end
     end
     redis.call('HSET', hash, 'status', 'completed', 'payload', payload, 'completed_at', time)
     redis.call('ZREM', KEYS[2], id)
