@@ -132,13 +132,14 @@ impl Horizon {
         let target = settings.redis.as_ref().unwrap_or(target);
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
-        if on_queue_redis {
-            queue.set_companion(Arc::new(companion::Companion {
+        // Only the first companion installed on the queue is kept: the
+        // writer relies on it only when it is this one.
+        let companion = on_queue_redis
+            && queue.set_companion(Arc::new(companion::Companion {
                 keys: keys.clone(),
                 connection: connection.to_string(),
                 trim: settings.trim,
             }));
-        }
         let refused = Arc::new(AtomicU64::new(0));
         let late = Arc::new(late::Late::default());
         let writer = {
@@ -158,6 +159,7 @@ impl Horizon {
                     ),
                     quiet_until: None,
                     late,
+                    companion,
                 })
             }
         };

@@ -134,8 +134,11 @@ end
 /// for a payload pushed through Horizon's connector, whose `pending`
 /// record has not landed yet; or a retry whose parent's `retried_by`
 /// does not list it yet.
-pub const RECORDS: &str = concat!(
-    r"
+/// The text of [`RECORDS`], for [`COMPANION`] too.
+macro_rules! records_lua {
+    () => {
+        concat!(
+            r"
 local conn = ARGV[1]
 local at = 2
 local function take()
@@ -168,9 +171,9 @@ local function ours(hash)
   return at[1] ~= false and at[1] == at[2]
 end
 ",
-    retried_lua!(),
-    own_retry_lua!(),
-    r"local function step(op)
+            retried_lua!(),
+            own_retry_lua!(),
+            r"local function step(op)
   if op == 'R' or op == 'L' or op == 'M' then
     local hash = key()
     local id, queue, name, payload, time, expiry, score = take_many(7)
@@ -354,6 +357,50 @@ while at <= #ARGV do
 end
 return {failed, first or '', watched}
 "
+        )
+    };
+}
+
+/// The batch script, whose ops `records_lua!` above describes.
+pub const RECORDS: &str = records_lua!();
+
+/// The body of the delete script Horizon's companion gives
+/// ([`super::companion`]): [`RECORDS`], after a lean path for the commonest
+/// delete, a job that ran to completion with no tags and no `retry_of`.
+/// That path gets the member the delete removed as the payload (the
+/// companion's `member`), so the payload is sent once, and writes the
+/// final record with a few commands, without the batch script's setup.
+///
+/// Its `ARGV`: `"\0done"` (no connection name is that), id, connection,
+/// queue, name, reservation time, its recent score, completion time, its
+/// score, the completed expiry; `KEYS`: the record, `recent_jobs`,
+/// `pending_jobs`, `completed_jobs` (or `silenced_jobs`). It leaves what
+/// `R` then `C` leave, with the run's own `reserved_at` (a record of an
+/// earlier run, the producer's `pending` one or a retried failure's, gets
+/// this run's); the writer then writes only the run's metrics
+/// ([`super::ops`]).
+pub const COMPANION: &str = concat!(
+    own_retry_lua!(),
+    r"if ARGV[1] == '\0done' then
+  local hash = KEYS[1]
+  local id, conn, queue, name, reserved, recent, time, score, expiry = unpack(ARGV, 2, 10)
+  if redis.call('EXISTS', hash) == 0 then
+    redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+      'created_at', reserved, 'updated_at', reserved, 'reserved_at', reserved,
+      'status', 'completed', 'payload', member, 'completed_at', time)
+    redis.call('ZADD', KEYS[2], recent, id)
+  else
+    own_retry(hash, id, 'completed')
+    redis.call('HSET', hash, 'status', 'completed', 'payload', member, 'updated_at', reserved,
+      'reserved_at', reserved, 'completed_at', time)
+    redis.call('ZREM', KEYS[3], id)
+  end
+  redis.call('ZADD', KEYS[4], score, id)
+  redis.call('EXPIREAT', hash, expiry)
+  return
+end
+",
+    records_lua!()
 );
 
 /// A batch being built: its keys and its ops' arguments.

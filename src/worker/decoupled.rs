@@ -39,6 +39,9 @@ pub struct JobFacts {
     pub id: Option<String>,
     /// The name the job is shown by (`displayName`, else `job`).
     pub display_name: Option<String>,
+    /// A large job, named by digest in `:reserved`: its delete carries no
+    /// companion's writes ([`crate::queue::companion`]).
+    pub large: bool,
 }
 
 impl JobFacts {
@@ -50,6 +53,7 @@ impl JobFacts {
             reserved: job.reserved.clone(),
             id: payload.and_then(|p| p.uuid().map(str::to_string).or_else(|| p.id())),
             display_name: payload.and_then(|p| p.display_name().map(str::to_string)),
+            large: job.digest.is_some(),
         }
     }
 }
