@@ -19,7 +19,9 @@ cloned with fresh uuid/id) through:
   * the same, concurrency 1 and 8, with `[horizon] enabled` off and on in
     turn (the cost of Horizon's records), and on with Horizon's records sent
     to a second redis-server that refuses every write (`maxmemory 1`,
-    noeviction);
+    noeviction); the report then gives what the records cost, on against
+    off, per concurrency (each repetition's ratio, their median: jobs/s and
+    Redis CPU per job);
   * laravel-worker + a keep-alive HTTP/1.1 no-op endpoint (a small asyncio
     server on 127.0.0.1), concurrency 32;
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
@@ -330,8 +332,33 @@ class Bench(Lab):
                 "machine_us_per_job": median([r[6] for r in runs]),
                 "switches_per_job": median([r[7] for r in runs]),
             })
+        self.horizon_cost(results, bins)
         if self.wanted("process"):
             self.spawn_loop(np_)
+
+    def horizon_cost(self, results, bins):
+        """What Horizon's records cost, from the `horizon` rows of this run:
+        for each concurrency and binary, [horizon] on against off in each
+        repetition (the rows alternate within it), then the median of
+        those ratios: jobs/s (steady, else wall) and Redis CPU per job."""
+        out = []
+        for c in (1, 8):
+            for label, _ in bins:
+                off = results.get(f"warm no-op, c={c}, [horizon] off{label}")
+                on = results.get(f"warm no-op, c={c}, [horizon] on{label}")
+                if not off or not on:
+                    continue
+                rate = [(b[0] or b[1]) / (a[0] or a[1]) for a, b in zip(off, on)]
+                redis = [b[5] / a[5] for a, b in zip(off, on) if a[5]]
+                out.append({"row": f"c={c}{label}", "reps": len(rate),
+                            "off_rate": median([a[0] or a[1] for a in off]),
+                            "on_rate": median([b[0] or b[1] for b in on]),
+                            "rate_ratio": median(rate),
+                            "off_redis_us": median([a[5] for a in off]),
+                            "on_redis_us": median([b[5] for b in on]),
+                            "redis_ratio": median(redis)})
+        if out:
+            self.results["extra"]["horizon_cost"] = out
 
     def queue_work(self, count):
         return [PROCS.start(["php", "artisan", "queue:work", "redis", "--sleep=0",
@@ -760,6 +787,14 @@ class Bench(Lab):
                   f"{fmt(d['worst_pushed_at_s'], '+.2f')} s from due; {d['not_picked_up']} "
                   f"probes not picked up; {d['delayed_left']:,} still delayed and "
                   f"{d['default_left_when_stopped']:,} ready on `default` when stopped")
+        if "horizon_cost" in x:
+            print("- Horizon's records, warm no-op, [horizon] on against off (each repetition's "
+                  "ratio, their median; goal: jobs/s ≥ 0.75×, Redis CPU/job ≤ 1.5×):")
+            for h in x["horizon_cost"]:
+                print(f"  - {h['row']}: {fmt(h['off_rate'])} → {fmt(h['on_rate'])} jobs/s "
+                      f"({h['rate_ratio']:.2f}×), Redis CPU {h['off_redis_us']:.0f} → "
+                      f"{h['on_redis_us']:.0f} µs/job ({fmt(h['redis_ratio'], '.2f')}×), "
+                      f"{h['reps']} repetitions")
         if "balance" in x:
             b = x["balance"]
             print("Balanced queues (bench/balance.py's rows):\n")

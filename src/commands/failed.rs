@@ -70,7 +70,10 @@ pub async fn list(settings: Settings, args: FailedArgs) -> anyhow::Result<u8> {
 /// `--queue=Q`: those of queue Q, which wins over a list of ids), the
 /// stored payload gets `attempts` 0 (see [`retry_payload`]), is pushed back
 /// onto its queue on the configured Redis with the push script (RPUSH plus
-/// a notify token), and the failed job is deleted.
+/// a notify token), and the failed job is deleted. With `[horizon]` on, the
+/// job's Horizon record is first reset for the retry
+/// ([`crate::horizon::retried`]), as Horizon's connector resets it when
+/// `queue:retry` pushes through it.
 ///
 /// An id with several records (the Redis store keeps every record of a
 /// uuid) retries each of them, newest first, each deleted once pushed;
@@ -92,6 +95,7 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let queue = open_queue(&settings).await?;
+    let mut horizon = crate::horizon::retried::Records::open(&settings).await;
     info("Pushing failed queue jobs back onto the queue.");
     let mut refused = false;
     for job in jobs {
@@ -113,6 +117,11 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
                 continue;
             }
         };
+        // Before the push, so that the retry's own records (a worker may
+        // run it at once) come after the reset.
+        if let Some(horizon) = &mut horizon {
+            horizon.reset(&job.queue, &payload).await;
+        }
         let started = Instant::now();
         let pushed = queue.push(&queue.keys(&job.queue), &payload).await;
         task_line(id, started.elapsed(), pushed.is_ok());

@@ -16,6 +16,8 @@
 //! - [`late`]: the final state of a finished job put back when the
 //!   producer's `pending` record (or a retry's `retried_by` entry) lands
 //!   after it, checked at each heartbeat;
+//! - [`retried`]: the record of a failed job `retry` pushes back, reset as
+//!   Horizon's connector resets it for `queue:retry`;
 //! - [`heartbeat`]: a master and its supervisor, every second, and the
 //!   commands Horizon queues for them;
 //! - [`snapshot`] (`[horizon] snapshot = true`): `horizon:snapshot` and the
@@ -28,6 +30,7 @@ pub mod late;
 pub mod metrics;
 pub mod ops;
 pub mod records;
+pub mod retried;
 pub mod script;
 pub mod snapshot;
 pub mod writer;
@@ -89,6 +92,10 @@ impl Default for Trim {
     }
 }
 
+/// How long a stopping worker waits at most for the records still queued
+/// to be written (a Redis that hangs); an idle writer ends at once.
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The running Horizon bookkeeping: the writer and heartbeat tasks.
 pub struct Horizon {
     listener: Arc<Decoupled>,
@@ -125,13 +132,14 @@ impl Horizon {
         let target = settings.redis.as_ref().unwrap_or(target);
         let conn = crate::redis::open(target, Purpose::Commands).await?;
         let keys = keys::Keys::new(settings.prefix.clone());
-        if on_queue_redis {
-            queue.set_companion(Arc::new(companion::Companion {
+        // Only the first companion installed on the queue is kept: the
+        // writer relies on it only when it is this one.
+        let companion = on_queue_redis
+            && queue.set_companion(Arc::new(companion::Companion {
                 keys: keys.clone(),
                 connection: connection.to_string(),
                 trim: settings.trim,
             }));
-        }
         let refused = Arc::new(AtomicU64::new(0));
         let late = Arc::new(late::Late::default());
         let writer = {
@@ -151,6 +159,7 @@ impl Horizon {
                     ),
                     quiet_until: None,
                     late,
+                    companion,
                 })
             }
         };
@@ -205,9 +214,10 @@ impl Horizon {
         Arc::clone(&self.dropped)
     }
 
-    /// Once the worker stopped (and dropped its listeners): writes what is
-    /// still queued (for at most 5 s) and removes the master and
-    /// supervisor records.
+    /// Once the worker stopped: writes the records of the events still
+    /// queued (for at most [`EXIT_WAIT`], and no longer than that takes),
+    /// says how many were dropped if the wait ran out, and removes the
+    /// master and supervisor records.
     pub async fn finish(self) {
         let Horizon {
             snapshots,
@@ -226,8 +236,15 @@ impl Horizon {
             snapshots.abort();
         }
         drop((listener, slots));
-        if !writer.wait(Duration::from_secs(5)).await {
-            tracing::warn!("Horizon records still queued at exit were dropped");
+        // Ends as soon as the events already queued are written, whoever
+        // still holds the listener; gives up after `EXIT_WAIT`.
+        let unwritten = writer.close(EXIT_WAIT).await;
+        if unwritten > 0 {
+            tracing::warn!(
+                events = unwritten,
+                wait_s = EXIT_WAIT.as_secs(),
+                "Horizon records of {unwritten} job events still queued at exit were dropped"
+            );
         }
         if let Err(e) = heartbeat::forget(&keys, &me, &mut conn).await {
             tracing::warn!("cannot remove Horizon's master record: {e}");

@@ -92,11 +92,13 @@ impl Extra {
 
     /// Whether the job's two ops may become one `D` op: no tag lists to
     /// keep, no retried job to update.
-    fn plain(&self) -> bool {
+    pub fn plain(&self) -> bool {
         self.tags().is_empty() && self.retry_of().is_none()
     }
 
-    fn silenced(&self) -> bool {
+    /// Whether the job is listed under *Silenced* (`silenced`, PHP's
+    /// truthiness).
+    pub fn silenced(&self) -> bool {
         self.silenced.as_ref().is_some_and(truthy)
     }
 }
@@ -111,13 +113,17 @@ enum Write<'r> {
         completed: &'r Record,
         extra: Extra,
     },
+    /// A completion whose record went with its delete: only its run is
+    /// counted (the metrics).
+    Ran(&'r Record),
 }
 
 /// Adds the ops for `records` (oldest first) to `batch`, and the metrics
-/// of the completed jobs among them.
-pub fn add_all(batch: &mut Batch<'_>, records: &[Record], trim: &Trim) {
+/// of the completed jobs among them. `companion`: Horizon's companion
+/// writes the final record with each delete ([`super::companion`]).
+pub fn add_all(batch: &mut Batch<'_>, records: &[Record], trim: &Trim, companion: bool) {
     let mut runs = Runs::default();
-    for write in plan(records) {
+    for write in plan(records, companion) {
         match write {
             Write::One(record, extra) => add(batch, &mut runs, record, &extra, trim),
             Write::Done {
@@ -125,6 +131,11 @@ pub fn add_all(batch: &mut Batch<'_>, records: &[Record], trim: &Trim) {
                 completed,
                 extra,
             } => add_done(batch, &mut runs, [reserved, completed], &extra, trim),
+            Write::Ran(record) => {
+                if let Step::Completed { runtime_ms, .. } = record.step {
+                    runs.add(&record.queue, &record.name, runtime_ms);
+                }
+            }
         }
     }
     runs.write(batch);
@@ -133,11 +144,39 @@ pub fn add_all(batch: &mut Batch<'_>, records: &[Record], trim: &Trim) {
 /// The writes for `records`: a plain job's `Reserved` and its next record
 /// when that is `Completed` become one [`Write::Done`], in the place of
 /// the reservation (the ops between them are other jobs').
-fn plan(records: &[Record]) -> Vec<Write<'_>> {
+///
+/// With a `companion`, the delete of a plain job that ran to completion
+/// already wrote its final record ([`super::script::COMPANION`]'s lean
+/// path), with the run's `reserved_at`: that completion is only counted
+/// ([`Write::Ran`]), and its reservation in the same batch is not written
+/// at all (the final record is there already). A payload with `pushedAt`
+/// keeps its ops: the writer's `D` or `C` then names it for
+/// [`super::late`] when its producer's record has not landed yet, and puts
+/// the final state back if that record landed in between.
+fn plan(records: &[Record], companion: bool) -> Vec<Write<'_>> {
     let mut writes: Vec<Option<Write<'_>>> = Vec::with_capacity(records.len());
     let mut open: HashMap<&str, usize> = HashMap::new();
     for record in records {
         let paired = open.remove(record.id.as_str());
+        if companion && matches!(record.step, Step::Completed { deleted: true, .. }) {
+            let with_delete = match paired {
+                // Only plain reservations are paired.
+                Some(at) => {
+                    matches!(&writes[at], Some(Write::One(_, extra)) if extra.pushed_at().is_none())
+                }
+                None => {
+                    let extra = Extra::of(&record.payload);
+                    extra.plain() && extra.pushed_at().is_none()
+                }
+            };
+            if with_delete {
+                if let Some(at) = paired {
+                    writes[at] = None;
+                }
+                writes.push(Some(Write::Ran(record)));
+                continue;
+            }
+        }
         if let (Some(at), Step::Completed { .. }) = (paired, &record.step)
             && let Some(Write::One(reserved, extra)) = writes[at].take()
         {
@@ -193,7 +232,7 @@ pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
 
 /// `microtime(true)` as Horizon writes it, and the score of a list
 /// entry at that time (newest first).
-fn time_and_score(at: f64) -> (String, String) {
+pub fn time_and_score(at: f64) -> (String, String) {
     let time = format!("{at:.4}");
     let score = format!("-{time}");
     (time, score)
@@ -212,7 +251,7 @@ fn add_done(
     extra: &Extra,
     trim: &Trim,
 ) {
-    let Step::Completed { runtime_ms } = completed.step else {
+    let Step::Completed { runtime_ms, .. } = completed.step else {
         return;
     };
     let (reserved_at, recent_score) = time_and_score(reserved.at);
@@ -266,7 +305,7 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 batch.text(tag).key(tag);
             }
         }
-        Step::Completed { runtime_ms } => {
+        Step::Completed { runtime_ms, .. } => {
             let parent = parent(batch);
             batch
                 .op("C")
@@ -340,19 +379,73 @@ mod tests {
         }
     }
 
-    fn shape(records: &[Record]) -> Vec<String> {
-        plan(records)
+    fn shape_with(records: &[Record], companion: bool) -> Vec<String> {
+        plan(records, companion)
             .iter()
             .map(|w| match w {
                 Write::One(r, _) => format!("{:?} {}", r.step, r.id),
                 Write::Done { reserved, .. } => format!("Done {}", reserved.id),
+                Write::Ran(r) => format!("Ran {}", r.id),
             })
             .collect()
     }
 
+    fn shape(records: &[Record]) -> Vec<String> {
+        shape_with(records, false)
+    }
+
+    /// With Horizon's companion, a plain job's delete wrote its final
+    /// record: the writer counts its run and writes nothing else for it;
+    /// a job with tags, a `pushedAt`, or a completion whose delete did not
+    /// carry the record (a lost answer, a large job) keeps its ops.
+    #[test]
+    fn with_the_companion_a_plain_completion_is_only_counted() {
+        let done = |deleted| Step::Completed {
+            runtime_ms: 1.0,
+            deleted,
+        };
+        let pushed = r#"{"pushedAt":"1700000000.1234"}"#;
+        let records = [
+            record("a", Step::Reserved, "{}"),
+            record("a", done(true), "{}"),
+            record("b", done(true), "{}"),
+            record("c", Step::Reserved, r#"{"tags":["x"]}"#),
+            record("c", done(true), r#"{"tags":["x"]}"#),
+            record("d", Step::Reserved, pushed),
+            record("d", done(true), pushed),
+            record("e", Step::Reserved, "{}"),
+            record("e", done(false), "{}"),
+        ];
+        assert_eq!(
+            shape_with(&records, true),
+            [
+                "Ran a",
+                "Ran b",
+                "Reserved c",
+                "Completed { runtime_ms: 1.0, deleted: true } c",
+                "Done d",
+                "Done e",
+            ]
+        );
+        assert_eq!(
+            shape_with(&records, false),
+            [
+                "Done a",
+                "Completed { runtime_ms: 1.0, deleted: true } b",
+                "Reserved c",
+                "Completed { runtime_ms: 1.0, deleted: true } c",
+                "Done d",
+                "Done e",
+            ]
+        );
+    }
+
     #[test]
     fn a_plain_job_reserved_and_completed_in_one_batch_is_one_op() {
-        let done = || Step::Completed { runtime_ms: 1.0 };
+        let done = || Step::Completed {
+            runtime_ms: 1.0,
+            deleted: true,
+        };
         let records = [
             record("a", Step::Reserved, "{}"),
             record("b", Step::Reserved, "{}"),
@@ -369,8 +462,8 @@ mod tests {
                 "Done b",
                 "Released a",
                 "Reserved c",
-                "Completed { runtime_ms: 1.0 } c",
-                "Completed { runtime_ms: 1.0 } d",
+                "Completed { runtime_ms: 1.0, deleted: true } c",
+                "Completed { runtime_ms: 1.0, deleted: true } d",
             ]
         );
     }

@@ -56,6 +56,10 @@ pub enum Step {
     Completed {
         /// Milliseconds.
         runtime_ms: f64,
+        /// Its delete removed the reservation (not a lost answer) and
+        /// was not that of a large job: a companion's record, if one is
+        /// installed, went with it ([`super::companion`]).
+        deleted: bool,
     },
     /// Failed (`JobFailed`), with the exception text `failed_jobs` gets.
     Failed {
@@ -77,7 +81,7 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
             settled,
             took,
         } => {
-            if let Some(step) = settled_step(verdict, *settled, *took) {
+            if let Some(step) = settled_step(verdict, *settled, *took, job.large) {
                 out.extend(record(job, job.reserved.clone(), at, step));
             }
         }
@@ -89,6 +93,7 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
                         reserved: payload.clone(),
                         id: fields.uuid().map(str::to_string).or_else(|| fields.id()),
                         display_name: fields.display_name().map(str::to_string),
+                        large: false,
                     };
                     out.extend(record(&job, payload.clone(), at, Step::Migrated));
                 }
@@ -105,12 +110,13 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
 /// gone) stands for the step the verdict asked for, as the settle itself
 /// concludes: that try removed the reservation. A job another worker
 /// reclaimed meanwhile gets that worker's records after this one.
-fn settled_step(verdict: &Verdict, settled: Settled, took: Duration) -> Option<Step> {
-    let completed = || Step::Completed {
+fn settled_step(verdict: &Verdict, settled: Settled, took: Duration, large: bool) -> Option<Step> {
+    let completed = |deleted: bool| Step::Completed {
         runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
+        deleted,
     };
     match (settled, verdict) {
-        (Settled::Done, _) => Some(completed()),
+        (Settled::Done, _) => Some(completed(!large)),
         (Settled::Released { .. }, _) => Some(Step::Released),
         (Settled::Failed { .. }, Verdict::Fail { exception, .. }) => Some(Step::Failed {
             exception: exception.to_string(),
@@ -121,7 +127,7 @@ fn settled_step(verdict: &Verdict, settled: Settled, took: Duration) -> Option<S
             },
             verdict,
         ) => match verdict {
-            Verdict::Delete => Some(completed()),
+            Verdict::Delete => Some(completed(false)),
             Verdict::Release { .. } | Verdict::HandBack { .. } => Some(Step::Released),
             Verdict::Fail { exception, .. } => Some(Step::Failed {
                 exception: exception.to_string(),
@@ -160,6 +166,7 @@ mod tests {
             reserved: Bytes::from_static(br#"{"uuid":"u1","displayName":"App\\Jobs\\A"}"#),
             id: Some("u1".into()),
             display_name: Some("App\\Jobs\\A".into()),
+            large: false,
         };
         let event = Stamped {
             at: SystemTime::now(),

@@ -65,6 +65,29 @@ end
 }
 pub(crate) use retried_lua;
 
+/// The retry `laravel-worker retry` recorded in a record's own
+/// `retried_by` ([`super::retried`]): sets the status of the newest
+/// `pending` entry naming the job itself, when the job's run ends.
+macro_rules! own_retry_lua {
+    () => {
+        r"local function own_retry(hash, id, status)
+  local text = redis.call('HGET', hash, 'retried_by')
+  if not text then return end
+  local ok, retries = pcall(cjson.decode, text)
+  if not ok or type(retries) ~= 'table' then return end
+  for i = #retries, 1, -1 do
+    local retry = retries[i]
+    if type(retry) == 'table' and retry['id'] == id and retry['status'] == 'pending' then
+      retry['status'] = status
+      redis.call('HSET', hash, 'retried_by', cjson.encode(retries))
+      return
+    end
+  end
+end
+"
+    };
+}
+
 /// The batch script. ARGV\[1\]: the connection name; then the ops:
 ///
 /// - `R` (reserved), `L` (released), `M` (migrated): hash, id, queue, name,
@@ -111,8 +134,11 @@ pub(crate) use retried_lua;
 /// for a payload pushed through Horizon's connector, whose `pending`
 /// record has not landed yet; or a retry whose parent's `retried_by`
 /// does not list it yet.
-pub const RECORDS: &str = concat!(
-    r"
+/// The text of [`RECORDS`], for [`COMPANION`] too.
+macro_rules! records_lua {
+    () => {
+        concat!(
+            r"
 local conn = ARGV[1]
 local at = 2
 local function take()
@@ -145,8 +171,9 @@ local function ours(hash)
   return at[1] ~= false and at[1] == at[2]
 end
 ",
-    retried_lua!(),
-    r"local function step(op)
+            retried_lua!(),
+            own_retry_lua!(),
+            r"local function step(op)
   if op == 'R' or op == 'L' or op == 'M' then
     local hash = key()
     local id, queue, name, payload, time, expiry, score = take_many(7)
@@ -184,6 +211,7 @@ end
       queue, name, payload, kept = take_many(4)
     end
     local late = parent > 0 and not retried(KEYS[parent], id, 'completed')
+    if parent == 0 then own_retry(hash, id, 'completed') end
     redis.call('ZADD', silenced and KEYS[4] or KEYS[3], score, id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('HSET', hash, 'status', 'completed', 'completed_at', time)
@@ -219,8 +247,9 @@ end
         if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
       end
       if pushed ~= '' then watch(id) end
-    elseif late or (pushed ~= '' and ours(hash)) then
-      watch(id)
+    else
+      if parent == 0 then own_retry(hash, id, 'failed') end
+      if late or (pushed ~= '' and ours(hash)) then watch(id) end
     end
     redis.call('ZADD', KEYS[5], score, id)
     redis.call('ZADD', KEYS[6], score, id)
@@ -247,6 +276,7 @@ end
       redis.call('ZADD', KEYS[1], recent, id)
     else
       if pushed ~= '' and ours(hash) then watch(id) end
+      own_retry(hash, id, 'completed')
       redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZREM', KEYS[2], id)
@@ -275,10 +305,13 @@ end
       for _, tag in ipairs(tags) do
         if monitored(tag[1]) then redis.call('ZADD', tag[2], time, id) end
       end
-    elseif redis.call('HEXISTS', hash, 'reserved_at') == 0 then
-      -- The producer's record, reached before the reservation's `R`,
-      -- which then leaves the completed record as it is.
-      redis.call('HSET', hash, 'updated_at', time, 'reserved_at', time)
+    else
+      if parent == 0 then own_retry(hash, id, 'completed') end
+      if redis.call('HEXISTS', hash, 'reserved_at') == 0 then
+        -- The producer's record, reached before the reservation's `R`,
+        -- which then leaves the completed record as it is.
+        redis.call('HSET', hash, 'updated_at', time, 'reserved_at', time)
+      end
     end
     redis.call('HSET', hash, 'status', 'completed', 'payload', payload, 'completed_at', time)
     redis.call('ZREM', KEYS[2], id)
@@ -324,6 +357,50 @@ while at <= #ARGV do
 end
 return {failed, first or '', watched}
 "
+        )
+    };
+}
+
+/// The batch script, whose ops `records_lua!` above describes.
+pub const RECORDS: &str = records_lua!();
+
+/// The body of the delete script Horizon's companion gives
+/// ([`super::companion`]): [`RECORDS`], after a lean path for the commonest
+/// delete, a job that ran to completion with no tags and no `retry_of`.
+/// That path gets the member the delete removed as the payload (the
+/// companion's `member`), so the payload is sent once, and writes the
+/// final record with a few commands, without the batch script's setup.
+///
+/// Its `ARGV`: `"\0done"` (no connection name is that), id, connection,
+/// queue, name, reservation time, its recent score, completion time, its
+/// score, the completed expiry; `KEYS`: the record, `recent_jobs`,
+/// `pending_jobs`, `completed_jobs` (or `silenced_jobs`). It leaves what
+/// `R` then `C` leave, with the run's own `reserved_at` (a record of an
+/// earlier run, the producer's `pending` one or a retried failure's, gets
+/// this run's); the writer then writes only the run's metrics
+/// ([`super::ops`]).
+pub const COMPANION: &str = concat!(
+    own_retry_lua!(),
+    r"if ARGV[1] == '\0done' then
+  local hash = KEYS[1]
+  local id, conn, queue, name, reserved, recent, time, score, expiry = unpack(ARGV, 2, 10)
+  if redis.call('EXISTS', hash) == 0 then
+    redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
+      'created_at', reserved, 'updated_at', reserved, 'reserved_at', reserved,
+      'status', 'completed', 'payload', member, 'completed_at', time)
+    redis.call('ZADD', KEYS[2], recent, id)
+  else
+    own_retry(hash, id, 'completed')
+    redis.call('HSET', hash, 'status', 'completed', 'payload', member, 'updated_at', reserved,
+      'reserved_at', reserved, 'completed_at', time)
+    redis.call('ZREM', KEYS[3], id)
+  end
+  redis.call('ZADD', KEYS[4], score, id)
+  redis.call('EXPIREAT', hash, expiry)
+  return
+end
+",
+    records_lua!()
 );
 
 /// A batch being built: its keys and its ops' arguments.

@@ -62,6 +62,9 @@ pub struct Writer {
     pub quiet_until: Option<std::time::Instant>,
     /// The jobs whose final state a late producer's write may undo.
     pub late: Arc<super::late::Late>,
+    /// Horizon's companion writes the final record with each delete
+    /// ([`super::companion`]): the writer then only counts those runs.
+    pub companion: bool,
 }
 
 impl Consumer for Writer {
@@ -82,7 +85,7 @@ impl Consumer for Writer {
             return;
         }
         let mut batch = Batch::new(&self.keys, &self.connection);
-        super::ops::add_all(&mut batch, &records, &self.settings.trim);
+        super::ops::add_all(&mut batch, &records, &self.settings.trim, self.companion);
         let cmd = batch.command(&self.script);
         let sent = batch.len() as u64;
         drop(batch);

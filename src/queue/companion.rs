@@ -22,7 +22,10 @@ use super::ReservedJob;
 #[derive(Debug, Clone, Copy)]
 pub enum Ending<'a> {
     /// It ran to completion (Laravel's `JobProcessed`).
-    Completed,
+    Completed {
+        /// When its run started (its reservation), for a record of it.
+        reserved_at: std::time::SystemTime,
+    },
     /// It failed, and its record is in the failed-job store.
     Failed {
         /// The exception text recorded.
@@ -44,8 +47,9 @@ pub struct Writes {
 /// documentation).
 pub trait SettleCompanion: Send + Sync {
     /// The Lua run after the delete removed the reservation, with `KEYS`
-    /// and `ARGV` its own (those of [`Writes`]). What it returns is
-    /// ignored.
+    /// and `ARGV` its own (those of [`Writes`]) and `member` the member it
+    /// removed (the reserved payload: no need to send it twice). What it
+    /// returns is ignored.
     fn body(&self) -> &'static str;
 
     /// The writes for `job`, deleted because it `ended` so; `None`: none.
@@ -84,14 +88,14 @@ impl Installed {
 
 /// The delete script around `body`: `KEYS[1]` the `:reserved` key,
 /// `ARGV[1]` the member; the companion's keys and arguments follow, and
-/// the body sees them as its own `KEYS` and `ARGV`. Answers what `ZREM`
-/// answers.
+/// the body sees them as its own `KEYS` and `ARGV`, and the member as
+/// `member`. Answers what `ZREM` answers.
 pub fn script_with(body: &str) -> String {
     format!(
         "local removed = redis.call('ZREM', KEYS[1], ARGV[1])\n\
          if removed == 0 then return 0 end\n\
-         local function companion(KEYS, ARGV)\n{body}\nend\n\
-         pcall(companion, {{unpack(KEYS, 2)}}, {{unpack(ARGV, 2)}})\n\
+         local function companion(KEYS, ARGV, member)\n{body}\nend\n\
+         pcall(companion, {{unpack(KEYS, 2)}}, {{unpack(ARGV, 2)}}, ARGV[1])\n\
          return removed\n"
     )
 }
@@ -109,6 +113,6 @@ mod tests {
         let body = script.find("redis.call('SET'").unwrap();
         assert!(zrem < body);
         assert!(script.contains("if removed == 0 then return 0 end"));
-        assert!(script.contains("pcall(companion, {unpack(KEYS, 2)}, {unpack(ARGV, 2)})"));
+        assert!(script.contains("pcall(companion, {unpack(KEYS, 2)}, {unpack(ARGV, 2)}, ARGV[1])"));
     }
 }

@@ -39,6 +39,9 @@ pub struct JobFacts {
     pub id: Option<String>,
     /// The name the job is shown by (`displayName`, else `job`).
     pub display_name: Option<String>,
+    /// A large job, named by digest in `:reserved`: its delete carries no
+    /// companion's writes ([`crate::queue::companion`]).
+    pub large: bool,
 }
 
 impl JobFacts {
@@ -50,6 +53,7 @@ impl JobFacts {
             reserved: job.reserved.clone(),
             id: payload.and_then(|p| p.uuid().map(str::to_string).or_else(|| p.id())),
             display_name: payload.and_then(|p| p.display_name().map(str::to_string)),
+            large: job.digest.is_some(),
         }
     }
 }
@@ -131,17 +135,40 @@ pub struct Decoupled {
     name: &'static str,
     sender: mpsc::Sender<Stamped>,
     dropped: Arc<AtomicU64>,
+    /// Events in the channel or in the consumer's hands.
+    queued: Arc<AtomicU64>,
     polled: bool,
 }
 
-/// Resolves when a consumer has handled its last event (its channel
-/// closed once every [`Decoupled`] sender was dropped).
-pub struct Finished(oneshot::Receiver<()>);
+/// The consumer's end, kept by whoever stops the listener: resolves when
+/// the consumer has handled its last event, and can close its channel so
+/// that this happens as soon as the events already queued are handled,
+/// whoever still holds the listener.
+pub struct Finished {
+    done: oneshot::Receiver<()>,
+    close: oneshot::Sender<()>,
+    queued: Arc<AtomicU64>,
+}
 
 impl Finished {
-    /// Waits at most `limit`; false when the consumer was still busy.
-    pub async fn wait(self, limit: Duration) -> bool {
-        tokio::time::timeout(limit, self.0).await.is_ok()
+    /// Closes the channel (an event sent from now on is dropped and
+    /// counted), lets the consumer handle the events already queued, and
+    /// waits at most `limit` for it to end. Returns how many events it had
+    /// not handled when the wait ended: 0 when it handled them all, the
+    /// events still queued (the batch in hand included) when `limit`
+    /// passed first, as when its I/O hangs.
+    pub async fn close(self, limit: Duration) -> u64 {
+        let Finished {
+            done,
+            close,
+            queued,
+        } = self;
+        let _ = close.send(());
+        match tokio::time::timeout(limit, done).await {
+            Ok(Ok(())) => 0,
+            // Timed out, or the thread ended without handling them.
+            _ => queued.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -165,23 +192,41 @@ impl Decoupled {
         let (sender, receiver) = mpsc::channel(buffer.capacity.max(1));
         let (ready, started) = oneshot::channel::<anyhow::Result<()>>();
         let (done, finished) = oneshot::channel();
+        let (close, closing) = oneshot::channel();
+        let queued = Arc::new(AtomicU64::new(0));
+        let pump = Pump {
+            buffer,
+            closing,
+            queued: Arc::clone(&queued),
+        };
         std::thread::Builder::new()
             .name(format!("lw-{name}"))
             .spawn(move || {
-                run_on_thread(build, receiver, buffer, ready);
+                run_on_thread(build, receiver, pump, ready);
                 let _ = done.send(());
             })?;
         started
             .await
             .map_err(|_| anyhow::anyhow!("the {name} thread ended at start"))??;
-        Ok((Self::new(name, sender, C::POLLED), Finished(finished)))
+        let finished = Finished {
+            done: finished,
+            close,
+            queued: Arc::clone(&queued),
+        };
+        Ok((Self::new(name, sender, C::POLLED, queued), finished))
     }
 
-    fn new(name: &'static str, sender: mpsc::Sender<Stamped>, polled: bool) -> Self {
+    fn new(
+        name: &'static str,
+        sender: mpsc::Sender<Stamped>,
+        polled: bool,
+        queued: Arc<AtomicU64>,
+    ) -> Self {
         Decoupled {
             name,
             sender,
             dropped: Arc::new(AtomicU64::new(0)),
+            queued,
             polled,
         }
     }
@@ -197,7 +242,11 @@ impl Decoupled {
             at: SystemTime::now(),
             event,
         };
+        // Counted before the send, so that the consumer never takes an
+        // event off the count before it was on it.
+        self.queued.fetch_add(1, Ordering::Relaxed);
         if self.sender.try_send(stamped).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
                 tracing::warn!(
@@ -214,7 +263,7 @@ impl Decoupled {
 fn run_on_thread<C, F, Fut>(
     build: F,
     receiver: mpsc::Receiver<Stamped>,
-    buffer: Buffer,
+    pump: Pump,
     ready: oneshot::Sender<anyhow::Result<()>>,
 ) where
     C: Consumer,
@@ -235,7 +284,7 @@ fn run_on_thread<C, F, Fut>(
         match build().await {
             Ok(consumer) => {
                 let _ = ready.send(Ok(()));
-                pump(receiver, consumer, buffer).await;
+                pump.run(receiver, consumer).await;
             }
             Err(e) => {
                 let _ = ready.send(Err(e));
@@ -244,22 +293,63 @@ fn run_on_thread<C, F, Fut>(
     });
 }
 
-/// Hands the events to `consumer` in batches until every sender is gone.
-async fn pump<C: Consumer>(mut receiver: mpsc::Receiver<Stamped>, mut consumer: C, buffer: Buffer) {
-    let size = buffer.batch.max(1);
-    let mut batch = Vec::with_capacity(size);
-    while receiver.recv_many(&mut batch, size).await > 0 {
-        if batch.len() < size && !buffer.linger.is_zero() {
-            tokio::time::sleep(buffer.linger).await;
-            while batch.len() < size {
-                match receiver.try_recv() {
-                    Ok(event) => batch.push(event),
-                    Err(_) => break,
+/// What hands the events to the consumer, on its thread.
+struct Pump {
+    buffer: Buffer,
+    /// Told by [`Finished::close`].
+    closing: oneshot::Receiver<()>,
+    /// Shared with the listener: events sent and not yet handled.
+    queued: Arc<AtomicU64>,
+}
+
+impl Pump {
+    /// Hands the events to `consumer` in batches until every sender is
+    /// gone or [`Finished::close`] closed the channel, and the events
+    /// queued before are handled.
+    async fn run<C: Consumer>(self, mut receiver: mpsc::Receiver<Stamped>, mut consumer: C) {
+        let Pump {
+            buffer,
+            closing,
+            queued,
+        } = self;
+        // `None` once closed, or once no `Finished` can close it any more.
+        let mut closing = Some(closing);
+        let size = buffer.batch.max(1);
+        let mut batch = Vec::with_capacity(size);
+        loop {
+            let got = match closing.as_mut() {
+                Some(close) => tokio::select! {
+                    got = receiver.recv_many(&mut batch, size) => got,
+                    told = close => {
+                        closing = None;
+                        if told.is_ok() {
+                            // Nothing new gets in; what is queued still
+                            // comes out, then `recv_many` gives 0.
+                            receiver.close();
+                        }
+                        continue;
+                    }
+                },
+                None => receiver.recv_many(&mut batch, size).await,
+            };
+            if got == 0 {
+                break;
+            }
+            // Once closed nothing more can come: no use waiting.
+            let open = !receiver.is_closed();
+            if open && batch.len() < size && !buffer.linger.is_zero() {
+                tokio::time::sleep(buffer.linger).await;
+                while batch.len() < size {
+                    match receiver.try_recv() {
+                        Ok(event) => batch.push(event),
+                        Err(_) => break,
+                    }
                 }
             }
+            consumer.consume(&mut batch).await;
+            queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
+            batch.clear();
         }
-        consumer.consume(&mut batch).await;
-        batch.clear();
     }
 }
 
@@ -362,9 +452,64 @@ mod tests {
         assert_eq!(listener.dropped().load(Ordering::Relaxed), 3);
         drop(listener);
         gate.notify_one();
-        assert!(finished.wait(Duration::from_secs(5)).await);
+        assert_eq!(finished.close(Duration::from_secs(5)).await, 0);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 3, "{seen:?}");
         assert!(seen[0].starts_with("Stopping"), "{seen:?}");
+    }
+
+    /// Whoever still holds the listener (an `Arc` kept by a task that
+    /// outlives the worker), closing ends the consumer as soon as what
+    /// was queued is handled, and nothing is reported lost.
+    #[tokio::test]
+    async fn closing_ends_once_the_queue_is_handled_though_a_sender_lives() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let consumer = Slow {
+            gate: None,
+            seen: Arc::clone(&seen),
+        };
+        let buffer = Buffer {
+            capacity: 8,
+            batch: 2,
+            linger: Duration::from_millis(5),
+        };
+        let (listener, finished) =
+            Decoupled::on_thread("test", buffer, move || async move { Ok(consumer) })
+                .await
+                .unwrap();
+        for _ in 0..5 {
+            listener.stopped(StopReason::Restart);
+        }
+        // A limit no run of this test reaches: the answer says whether
+        // the consumer ended (0) or the wait gave up (the events left).
+        assert_eq!(finished.close(Duration::from_secs(3600)).await, 0);
+        assert_eq!(seen.lock().unwrap().len(), 5);
+        listener.stopped(StopReason::Restart);
+        assert_eq!(listener.dropped().load(Ordering::Relaxed), 1, "closed");
+    }
+
+    /// A consumer that never ends its batch: the wait gives up at its
+    /// limit and says how many events were never handled.
+    #[tokio::test]
+    async fn a_stuck_consumer_at_close_reports_the_events_left() {
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let consumer = Slow {
+            gate: Some(Arc::clone(&gate)),
+            seen: Arc::new(std::sync::Mutex::new(Vec::new())),
+        };
+        let buffer = Buffer {
+            capacity: 8,
+            batch: 1,
+            linger: Duration::ZERO,
+        };
+        let (listener, finished) =
+            Decoupled::on_thread("test", buffer, move || async move { Ok(consumer) })
+                .await
+                .unwrap();
+        for _ in 0..3 {
+            listener.stopped(StopReason::Restart);
+        }
+        drop(listener);
+        assert_eq!(finished.close(Duration::from_millis(50)).await, 3);
     }
 }

@@ -92,7 +92,9 @@ enum Written {
 /// Redis did. `settled` is dropped once the job's fate is in Redis (and the
 /// failed store), before that hook: a hook the drain deadline cuts short
 /// leaves nothing reserved. `slot`: the job's slot, taken back when a
-/// delete it gave it back for fails once ([`Slot::reclaim`]).
+/// delete it gave it back for fails once ([`Slot::reclaim`]). `reserved_at`:
+/// when the job's run started, for the record a companion writes with the
+/// delete.
 pub async fn settle(
     job: &ReservedJob,
     route: Option<&Route>,
@@ -100,12 +102,13 @@ pub async fn settle(
     services: &Services,
     settled: Ticket,
     slot: &mut Slot,
+    reserved_at: std::time::SystemTime,
 ) -> Settled {
     let queue = &services.queue;
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
             retry("delete", job, Some(slot), || {
-                queue.delete_settled(job, Ending::Completed)
+                queue.delete_settled(job, Ending::Completed { reserved_at })
             })
             .await,
             Settled::Done,

@@ -35,6 +35,7 @@ pub async fn run_job(
 ) -> Slot {
     let [ticket, settled] = tickets;
     let started = Instant::now();
+    let reserved_at = std::time::SystemTime::now();
     // An SQS overflow pointer becomes its payload before the job is routed.
     let Opened {
         job,
@@ -61,7 +62,16 @@ pub async fn run_job(
     if may_free_early(&job, &verdict, services) {
         slot.free_for_settling();
     }
-    let outcome = settle(&job, route, &verdict, services, settled, &mut slot).await;
+    let outcome = settle(
+        &job,
+        route,
+        &verdict,
+        services,
+        settled,
+        &mut slot,
+        reserved_at,
+    )
+    .await;
     if let Some(key) = forget {
         overflow::forget_after(&key, &verdict, outcome, services).await;
     }

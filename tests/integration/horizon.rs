@@ -1110,3 +1110,95 @@ fn an_http_server_on_the_horizon_url_is_named() {
     );
     assert!(!log.contains("Parse error"), "{log}");
 }
+
+/// Issue 47 item 9: at a stop with nothing queued for Horizon's records,
+/// the writer ends at once (it waited out its whole exit deadline, 5 s,
+/// whenever something still held its listener), and the "dropped" warning
+/// is not said when nothing was dropped: after SIGTERM, and after
+/// `--stop-when-empty`. (The time a stop takes is measured by hand, not
+/// here: see the issue's closing note.)
+#[test]
+fn a_stop_with_no_record_queued_drops_nothing_and_says_nothing() {
+    let s = Scene::new();
+    let mut d = recording_worker(&s, &[]);
+    common::wait_until("a master record", || !members(&s, "masters").is_empty());
+    let [first, last] = Job::named(["First", "Last"]);
+    s.push_on("default", [&first]);
+    wait_final(&s, &first, "completed");
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.expect_exit(0);
+    let log = d.stderr_text();
+    assert!(!log.contains("dropped"), "{log}");
+    assert!(!log.contains("Horizon records lost"), "{log}");
+    assert!(members(&s, "masters").is_empty(), "forgotten at exit");
+
+    s.push_on("default", [&last]);
+    let config = horizon(s.config().recording("")).write();
+    let mut d = s.work(&config, &["--stop-when-empty", "--sleep=0.05"]);
+    d.expect_exit(0);
+    assert_eq!(status(&s, &last).as_deref(), Some("completed"));
+    let log = d.stderr_text();
+    assert!(!log.contains("dropped"), "{log}");
+}
+
+/// Issue 47 item 10: `laravel-worker retry ID` of a failed job Horizon
+/// knows resets its record as Horizon's connector does for `queue:retry`
+/// (`pending`, the pushed payload, in the pending list), without the first
+/// run's `reserved_at` and `completed_at`, and records the retry in the
+/// record's `retried_by` as Horizon's `RetryFailedJob` does; the re-run
+/// then writes its own `reserved_at`, ends the record `completed` and sets
+/// the retry's status there. (The record stayed `failed` through the
+/// re-run and kept the first run's `reserved_at`.)
+#[test]
+fn a_retried_failed_job_gets_its_record_reset_and_its_retry_recorded() {
+    let s = Scene::new();
+    let mark = s.path("flaky-ran");
+    let flaky = format!(
+        r#"case "$LARAVEL_WORKER_JOB_NAME" in
+  *Flaky) if [ ! -e '{}' ]; then touch '{}'; echo 'boom' >&2; exit 1; fi;;
+esac"#,
+        mark.display(),
+        mark.display()
+    );
+    let config = horizon(s.config().recording(&flaky)).write();
+    let [job] = Job::named(["Flaky"]);
+    s.push_on("default", [&job]);
+    s.run(&config, &["--max-jobs=1", "--tries=1", "--sleep=0.05"]);
+    let failed = hash(&s, &job.uuid());
+    assert_eq!(failed["status"], "failed");
+    let first_run: f64 = failed["reserved_at"].parse().unwrap();
+
+    let before_retry = now() as f64;
+    common::Daemon::cli(&config, &["retry", &job.uuid()]).expect_exit(0);
+    let pending = hash(&s, &job.uuid());
+    assert_eq!(pending["status"], "pending", "{pending:?}");
+    assert!(!pending.contains_key("reserved_at"), "{pending:?}");
+    assert!(!pending.contains_key("completed_at"), "{pending:?}");
+    let payload: Value = serde_json::from_str(&pending["payload"]).unwrap();
+    assert_eq!(payload["attempts"], 0, "the payload pushed back");
+    assert!(pending["created_at"].parse::<f64>().unwrap() >= before_retry);
+    assert_eq!(members(&s, "pending_jobs"), [job.uuid()]);
+    assert!(
+        (3500..=3600).contains(&ttl(&s, &job.uuid())),
+        "trim.pending"
+    );
+    let retried: Value = serde_json::from_str(&pending["retried_by"]).unwrap();
+    assert_eq!(retried.as_array().map(Vec::len), Some(1), "{retried}");
+    assert_eq!(retried[0]["id"], job.uuid());
+    assert_eq!(retried[0]["status"], "pending");
+    assert!(retried[0]["retried_at"].as_f64().unwrap() >= before_retry);
+
+    s.run(&config, &["--max-jobs=1", "--tries=1", "--sleep=0.05"]);
+    assert_eq!(s.log().iter().filter(|l| **l == job.run_line(1)).count(), 2);
+    wait_final(&s, &job, "completed");
+    let done = hash(&s, &job.uuid());
+    let reserved: f64 = done["reserved_at"].parse().unwrap();
+    let completed: f64 = done["completed_at"].parse().unwrap();
+    assert!(
+        reserved >= before_retry && reserved > first_run,
+        "the retry's own run: {done:?}"
+    );
+    assert!(completed >= reserved, "{done:?}");
+    let retried: Value = serde_json::from_str(&done["retried_by"]).unwrap();
+    assert_eq!(retried[0]["status"], "completed", "{retried}");
+}
