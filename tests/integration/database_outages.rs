@@ -189,3 +189,66 @@ fn a_database_back_within_retry_after_gets_the_delete_in_time() {
         );
     }
 }
+
+/// A reserve that PostgreSQL never answers (the table locked by another
+/// session, so the worker's statement waits in the server) does not keep a
+/// stopping worker: SIGTERM ends it, exit 0, once the statement is given up
+/// (30 s, as a Redis command's timeout). Before, a statement in flight
+/// waited for ever (a stopped server, a network dropping packets, a lock),
+/// and neither SIGTERM nor `drain_timeout` ended the worker.
+#[test]
+fn a_reserve_the_database_never_answers_does_not_keep_a_stopping_worker() {
+    use sqlx::Connection;
+    let Some(pg) = Postgres::start() else {
+        return;
+    };
+    let jobs = JobsTable::postgres(&pg, "app");
+    let dir = tempfile::Builder::new()
+        .prefix("lw-hung-")
+        .tempdir()
+        .unwrap();
+    let config = config_at(dir.path(), Kind::Postgres, &jobs.url, 90, "");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut d = Daemon::start(
+        &["--config", config.to_str().unwrap(), "work", "--sleep=0"],
+        &[],
+    );
+    d.wait_log(&["worker started"]);
+    let mut locker = rt.block_on(async {
+        let mut c = sqlx::PgConnection::connect(&jobs.url).await.unwrap();
+        sqlx::raw_sql("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        c
+    });
+    // The worker's reserve waits on the lock, in the server.
+    common::wait_until("the worker's reserve to wait on the lock", || {
+        rt.block_on(async {
+            let mut c = sqlx::PgConnection::connect(&jobs.url).await.unwrap();
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND query LIKE '%FOR UPDATE%'",
+            )
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+            waiting > 0
+        })
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = d.wait_exit_within(std::time::Duration::from_secs(90));
+    rt.block_on(async {
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut locker)
+            .await
+            .unwrap()
+    });
+    assert_eq!(status.code(), Some(0), "{}", d.stderr_text());
+    let log = d.stderr_text();
+    assert!(log.contains("did not answer within 30 s"), "{log}");
+    assert!(log.contains("reason=\"interrupted\""), "{log}");
+}

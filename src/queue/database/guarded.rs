@@ -34,13 +34,18 @@ impl DatabaseQueue {
     /// ones (sqlx asks for `CLIENT_FOUND_ROWS`), so a renew within the
     /// same second still counts.
     async fn guarded_write(&self, sql: String, binds: &[i64], doing: &str) -> Result<bool> {
-        let done = on_pool!(&self.pool(), |p| {
-            let mut q = sqlx::query(AssertSqlSafe(sql));
-            for b in binds {
-                q = q.bind(*b);
-            }
-            q.execute(p).await.map(|done| done.rows_affected())
-        });
+        let pool = self.pool();
+        let done = self
+            .bounded(async {
+                on_pool!(&pool, |p| {
+                    let mut q = sqlx::query(AssertSqlSafe(sql));
+                    for b in binds {
+                        q = q.bind(*b);
+                    }
+                    q.execute(p).await.map(|done| done.rows_affected())
+                })
+            })
+            .await;
         match done {
             Ok(n) => Ok(n > 0),
             Err(e) => Err(self.explained(e, doing).await),
@@ -115,19 +120,24 @@ impl DatabaseQueue {
             self.int("id"),
             self.int("attempts")
         );
-        let ids = on_pool!(&self.pool(), |p| {
-            let mut q = sqlx::query(AssertSqlSafe(sql));
-            for h in chunk {
-                q = q.bind(h.id).bind(h.attempts);
-            }
-            match q.fetch_all(p).await {
-                Ok(rows) => rows
-                    .iter()
-                    .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<i64, _>(1)?)))
-                    .collect(),
-                Err(e) => Err(e),
-            }
-        });
+        let pool = self.pool();
+        let ids = self
+            .bounded(async {
+                on_pool!(&pool, |p| {
+                    let mut q = sqlx::query(AssertSqlSafe(sql));
+                    for h in chunk {
+                        q = q.bind(h.id).bind(h.attempts);
+                    }
+                    match q.fetch_all(p).await {
+                        Ok(rows) => rows
+                            .iter()
+                            .map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<i64, _>(1)?)))
+                            .collect(),
+                        Err(e) => Err(e),
+                    }
+                })
+            })
+            .await;
         match ids {
             Ok(ids) => Ok(ids),
             Err(e) => Err(self.explained(e, "delete jobs from").await),
@@ -162,32 +172,37 @@ impl DatabaseQueue {
         // released, so the lossy text is only ever written for a row that
         // a hostile writer made.
         let payload = String::from_utf8_lossy(&reservation.payload);
-        let done: std::result::Result<bool, sqlx::Error> = on_pool!(&self.pool(), |p| async {
-            let mut tx = if sqlite {
-                p.begin_with("BEGIN IMMEDIATE").await?
-            } else {
-                p.begin().await?
-            };
-            let gone = sqlx::query(AssertSqlSafe(delete))
-                .bind(h.id)
-                .bind(h.attempts)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if gone > 0 {
-                sqlx::query(AssertSqlSafe(insert))
-                    .bind(reservation.queue.as_str())
-                    .bind(h.attempts)
-                    .bind(available)
-                    .bind(now)
-                    .bind(payload.as_ref())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            Ok(gone > 0)
-        }
-        .await);
+        let pool = self.pool();
+        let done: std::result::Result<bool, sqlx::Error> = self
+            .bounded(async {
+                on_pool!(&pool, |p| async {
+                    let mut tx = if sqlite {
+                        p.begin_with("BEGIN IMMEDIATE").await?
+                    } else {
+                        p.begin().await?
+                    };
+                    let gone = sqlx::query(AssertSqlSafe(delete))
+                        .bind(h.id)
+                        .bind(h.attempts)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if gone > 0 {
+                        sqlx::query(AssertSqlSafe(insert))
+                            .bind(reservation.queue.as_str())
+                            .bind(h.attempts)
+                            .bind(available)
+                            .bind(now)
+                            .bind(payload.as_ref())
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(gone > 0)
+                }
+                .await)
+            })
+            .await;
         match done {
             Ok(released) => Ok(released),
             Err(e) => Err(self.explained(e, "release a job onto").await),

@@ -43,6 +43,12 @@ pub(super) struct Inner {
     place: String,
 }
 
+/// The longest a statement on a server database may take (see
+/// [`DatabaseQueue::bounded`]), as a Redis command's timeout: 30 s, above
+/// any wait a healthy server makes a reserve take (a plain `FOR UPDATE`
+/// waits for other workers' reserves, which take milliseconds).
+pub const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One reservation of a row: its `id` and the `attempts` this reserve
 /// wrote. Every later write matches both, so it touches the row only while
 /// this reservation holds it: another reserve (by this worker after
@@ -340,6 +346,36 @@ impl DatabaseQueue {
             self.reconnect();
         }
         error
+    }
+
+    /// Runs `work` (statements on this queue's database), given up after
+    /// [`STATEMENT_TIMEOUT`] on a server (MySQL/MariaDB, PostgreSQL): a
+    /// server that stops answering (stopped, a network that drops packets)
+    /// leaves a statement waiting for ever, and with it the worker's fetch,
+    /// so that not even SIGTERM or `drain_timeout` ended the worker. The
+    /// given-up statement's connection is dropped with its pool (the error
+    /// is "unavailable"); what it did is safe to lose: a reserve's rows
+    /// are rolled back or come back after `retry_after`, a settle write is
+    /// tried again while the reservation lasts. SQLite waits as long as its
+    /// busy timeout allows, on its own.
+    pub(super) async fn bounded<T>(
+        &self,
+        work: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+    ) -> std::result::Result<T, sqlx::Error> {
+        if self.engine() == Engine::Sqlite {
+            return work.await;
+        }
+        match tokio::time::timeout(STATEMENT_TIMEOUT, work).await {
+            Ok(done) => done,
+            Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the database did not answer within {} s (a hung server or network); \
+                     the statement was given up",
+                    STATEMENT_TIMEOUT.as_secs()
+                ),
+            ))),
+        }
     }
 
     /// The error of `doing` that `e` says, as [`Self::error`]; a pool that

@@ -77,10 +77,14 @@ impl DatabaseQueue {
             return Ok(Vec::new());
         }
         let expired = now.saturating_sub(self.retry_after());
-        let picked = match self.engine() {
-            Engine::Postgres => self.reserve_postgres(queue, max, now, expired).await,
-            _ => self.reserve_in_transaction(queue, max, now, expired).await,
-        };
+        let picked = self
+            .bounded(async {
+                match self.engine() {
+                    Engine::Postgres => self.reserve_postgres(queue, max, now, expired).await,
+                    _ => self.reserve_in_transaction(queue, max, now, expired).await,
+                }
+            })
+            .await;
         let mut picked = match picked {
             Ok(picked) => picked,
             Err(e) => return Err(self.explained(e, "reserve from").await),
