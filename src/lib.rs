@@ -32,6 +32,7 @@ mod metrics;
 mod output;
 mod pieces;
 mod queue;
+pub mod redact;
 mod redis;
 mod signals;
 mod slug;

@@ -31,6 +31,7 @@ const LEAVES: &[&str] = &[
     "error_chain",
     "log_limit",
     "pieces",
+    "redact",
     "signals",
     "slug",
 ];

@@ -95,7 +95,15 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let queue = open_queue(&settings).await?;
-    let mut horizon = crate::horizon::retried::Records::open(&settings).await;
+    let mut horizon = match &settings.horizon {
+        Some(spec) => {
+            let target = spec.redis.as_ref().unwrap_or(&settings.redis);
+            let (prefix, pending) = (spec.prefix.as_deref(), spec.trim.pending);
+            crate::horizon::retried::Records::open(target, prefix, &settings.connection, pending)
+                .await
+        }
+        None => None,
+    };
     info("Pushing failed queue jobs back onto the queue.");
     let mut refused = false;
     for job in jobs {

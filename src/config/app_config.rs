@@ -455,12 +455,7 @@ fn queue_connection(
         );
     }
     if wanted.is_none() && connections.contains_key(&default) && !runs(&default) {
-        // The app's default connection is one the worker does not run
-        // (`sync`, `beanstalkd`, `failover`…): named, and refused by the
-        // commands that open the queue, never served as Redis.
-        layer.queue.connection = Some(default.clone());
-        layer.queue.driver = driver_of(&default);
-        layer.queue.unserved = Some(true);
+        mark_unserved(layer, &default, driver_of(&default));
         return Ok("default".to_string());
     }
     let chosen = if let Some(wanted) = wanted.filter(|w| runs(w)) {
@@ -504,6 +499,16 @@ fn queue_connection(
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
     }
     Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
+
+/// Names the app's default connection `name`, of a `driver` the worker
+/// does not run (`sync`, `beanstalkd`, `failover`…), in `layer`, marked
+/// to be refused by the commands that open the queue, never served as
+/// Redis.
+fn mark_unserved(layer: &mut Layer, name: &str, driver: Option<String>) {
+    layer.queue.connection = Some(name.to_string());
+    layer.queue.driver = driver;
+    layer.queue.unserved = Some(true);
 }
 
 /// An `sqs` queue connection's keys, as `SqsConnector` reads them;

@@ -23,7 +23,7 @@ pub mod file;
 pub mod handlers;
 pub mod known_keys;
 pub mod phpdotenv;
-pub mod redact;
+pub use crate::redact;
 mod resolve;
 pub mod sqs;
 

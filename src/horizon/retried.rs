@@ -111,19 +111,24 @@ pub struct Records {
 }
 
 impl Records {
-    /// Opens Horizon's Redis when `[horizon]` is on (`None` when it is off).
-    /// A Redis that cannot be reached is said once and the jobs are
-    /// retried without their records: the push is what matters.
-    pub async fn open(settings: &crate::config::Settings) -> Option<Self> {
-        let spec = settings.horizon.as_ref()?;
-        let target = spec.redis.as_ref().unwrap_or(&settings.redis);
-        let prefix = super::keys::prefix(spec.prefix.as_deref(), target.is_cluster());
+    /// Opens Horizon's Redis, `target` (Horizon's own, else the queue's),
+    /// with Horizon's `prefix` (`None`: its default) for the jobs of queue
+    /// `connection`, pending records kept `pending_minutes`. A Redis that
+    /// cannot be reached is said once and the jobs are retried without
+    /// their records: the push is what matters.
+    pub async fn open(
+        target: &crate::redis::RedisTarget,
+        prefix: Option<&str>,
+        connection: &str,
+        pending_minutes: u64,
+    ) -> Option<Self> {
+        let prefix = super::keys::prefix(prefix, target.is_cluster());
         match crate::redis::open(target, crate::redis::Purpose::Commands).await {
             Ok(conn) => Some(Records {
                 conn,
                 keys: Keys::new(prefix),
-                connection: settings.connection.clone(),
-                pending_minutes: spec.trim.pending,
+                connection: connection.to_string(),
+                pending_minutes,
             }),
             Err(e) => {
                 tracing::warn!(

@@ -120,7 +120,7 @@ where
     if short.len() < text.len() {
         short.push('…');
     }
-    crate::config::redact::text(&short)
+    crate::redact::text(&short)
 }
 
 /// Whether a service error is one that passes: throttling, or a server

@@ -109,12 +109,9 @@ impl SqsQueue {
     /// a URL's password masked, though a user part is refused at start).
     pub fn describe(&self) -> String {
         let spec = &self.inner.spec;
-        let prefix = crate::config::redact::url(&spec.prefix);
+        let prefix = crate::redact::url(&spec.prefix);
         match &spec.endpoint {
-            Some(endpoint) => format!(
-                "SQS {prefix} (endpoint {})",
-                crate::config::redact::url(endpoint)
-            ),
+            Some(endpoint) => format!("SQS {prefix} (endpoint {})", crate::redact::url(endpoint)),
             None => format!("SQS {prefix} ({})", spec.region),
         }
     }
