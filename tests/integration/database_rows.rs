@@ -26,6 +26,22 @@ fn literal(kind: Kind, text: &str) -> String {
     }
 }
 
+/// A worker on `config` run to its end with `--stop-when-empty
+/// --sleep=0` and `extra` flags.
+fn until_empty(config: &std::path::Path, extra: &[&str]) -> Daemon {
+    let mut args = vec![
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--stop-when-empty",
+        "--sleep=0",
+    ];
+    args.extend_from_slice(extra);
+    let mut d = Daemon::start(&args, &[]);
+    d.wait_exit();
+    d
+}
+
 /// The lines of the `ran` file of `dir`, sorted.
 fn runs(dir: &std::path::Path) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join("ran")).unwrap_or_default();
@@ -71,14 +87,7 @@ fn odd_sqlite_rows_run_or_fail_and_never_stop_the_queue() {
     // catch-all handler ran it before).
     insert("'{\"uuid\":\"u-none\",\"data\":{}}'", "0");
 
-    let args = ["--config", config.to_str().unwrap(), "work"];
-    let extra = [
-        "--stop-when-empty",
-        "--sleep=0",
-        "--tries=3",
-        "--concurrency=4",
-    ];
-    let mut d = Daemon::start(&[&args[..], &extra[..]].concat(), &[]);
+    let mut d = until_empty(&config, &["--tries=3", "--concurrency=4"]);
     d.expect_stop(0, "empty");
 
     assert_eq!(jobs.count(), 0, "every row settled; {}", d.stderr_text());
@@ -149,11 +158,7 @@ fn a_null_attempts_counts_as_zero_and_a_blob_payload_runs_on_each_database() {
                 literal(jobs.kind, &payload(job, &format!("u-{job}")))
             ));
         }
-        let args = ["--config", config.to_str().unwrap(), "work"];
-        let mut d = Daemon::start(
-            &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=3"]].concat(),
-            &[],
-        );
+        let mut d = until_empty(&config, &["--tries=3"]);
         d.expect_stop(0, "empty");
         assert_eq!(jobs.count(), 0, "{name}: both rows deleted");
         assert_eq!(
@@ -202,16 +207,7 @@ fn a_jobs_table_without_a_primary_key_on_id_is_refused_at_start() {
             literal(jobs.kind, &payload("Loose", "u-loose"))
         ));
         let config = config(&dir, jobs, failed.url(), 90, NOTE_RUN);
-        let mut d = Daemon::start(
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "work",
-                "--stop-when-empty",
-                "--sleep=0",
-            ],
-            &[],
-        );
+        let mut d = until_empty(&config, &[]);
         d.expect_exit(1);
         let log = d.stderr_text();
         assert!(
@@ -251,17 +247,7 @@ fn a_release_the_table_always_refuses_is_given_up_at_once() {
         literal(jobs.kind, &payload("Flaky", "u-flaky"))
     ));
     let config = config(&dir, jobs, failed.url(), 90, "exit 3");
-    let mut d = Daemon::start(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "work",
-            "--stop-when-empty",
-            "--sleep=0",
-            "--tries=3",
-        ],
-        &[],
-    );
+    let mut d = until_empty(&config, &["--tries=3"]);
     d.expect_stop(0, "empty");
     let log = d.stderr_text();
     assert!(
@@ -293,16 +279,7 @@ fn a_missing_failed_jobs_table_is_refused_at_start() {
         common::now(),
     );
     let config = config(&dir, jobs, &other.url, 90, NOTE_RUN);
-    let mut d = Daemon::start(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "work",
-            "--stop-when-empty",
-            "--sleep=0",
-        ],
-        &[],
-    );
+    let mut d = until_empty(&config, &[]);
     d.expect_exit(1);
     let log = d.stderr_text();
     assert!(
