@@ -55,9 +55,9 @@ pub const URGENT: Duration = Duration::from_secs(1);
 
 /// One delete waiting: the queue URL, the receipt handle, the message's
 /// mark (settled as the deleter takes the delete, so that the message is
-/// always either counted out or waiting in the deleter), whether it is urgent, when it
-/// was handed in, and where its answer goes (true: deleted; false: the
-/// receipt is no longer valid).
+/// always either counted out or waiting in the deleter), whether it is
+/// urgent, when it was handed in, and where its answer goes (true:
+/// deleted; false: the receipt is no longer valid).
 struct Delete {
     url: Arc<str>,
     receipt: String,
