@@ -66,6 +66,9 @@ pub struct MessageHandle {
     /// When the receive was sent: SQS keeps a message in flight at most 12
     /// hours from it.
     pub received: Instant,
+    /// Counts the message as out until it is settled, so that deletes of
+    /// its queue may wait for it to join their batch (see `delete`).
+    pub(super) unsettled: super::delete::Unsettled,
 }
 
 /// A queue's messages received by a long poll and not yet popped, and the
@@ -117,6 +120,7 @@ impl SqsQueue {
         let sent = Instant::now();
         let messages = self.receive(&url, count, 0).await?;
         let answered = Instant::now();
+        tracing::trace!(queue = %url, asked = count, got = messages.len(), "received");
         let received = messages
             .into_iter()
             .map(|message| Received {
@@ -348,6 +352,7 @@ impl SqsQueue {
                         receipt: Arc::from(receipt),
                         receive_count,
                         received: sent,
+                        unsettled: self.inner.deleter.outstanding.track(&url),
                     })),
                 })
             })
@@ -361,7 +366,11 @@ impl SqsQueue {
     /// SQS refused or could not be reached.
     pub async fn delete_job(&self, job: &ReservedJob) -> Result<bool> {
         let handle = handle(job)?;
-        self.delete_batched(&handle.url, &handle.receipt).await
+        let urgent = job.lease.until().is_some_and(|until| {
+            until.saturating_duration_since(Instant::now()) < super::delete::URGENT
+        });
+        self.delete_batched(&handle.url, &handle.receipt, &handle.unsettled, urgent)
+            .await
     }
 
     /// Releases `job` as `SqsJob::release` does: its visibility set to
@@ -374,6 +383,8 @@ impl SqsQueue {
     /// SQS refused or could not be reached.
     pub async fn release_job(&self, job: &ReservedJob, delay: u64) -> Result<bool> {
         let handle = handle(job)?;
+        // No delete of this message comes: other deletes stop waiting for it.
+        handle.unsettled.settle();
         let left = MAX_VISIBILITY.saturating_sub(handle.received.elapsed().as_secs() + 1);
         if delay > left {
             tracing::warn!(
