@@ -125,12 +125,22 @@ async fn open_redis_queue(settings: &Settings) -> anyhow::Result<Queue> {
                          or REDIS_HOST and REDIS_PORT"
                     );
                 }
+                let hint = match &settings.app_connection {
+                    Some(app) => format!(
+                        "; the app's own queue connection is {app:?} (QUEUE_CONNECTION), not \
+                         {:?}: to serve it, run laravel-worker work without a connection, or \
+                         work {app}",
+                        settings.connection
+                    ),
+                    None => String::new(),
+                };
                 return Err(e).with_context(|| {
                     if attempt < CONNECT_TRIES {
-                        format!("cannot connect to the queue Redis ({target})")
+                        format!("cannot connect to the queue Redis ({target}){hint}")
                     } else {
                         format!(
-                            "the queue Redis is unreachable after {CONNECT_TRIES} tries ({target})"
+                            "the queue Redis is unreachable after {CONNECT_TRIES} tries \
+                             ({target}){hint}"
                         )
                     }
                 });

@@ -116,6 +116,11 @@ pub struct Settings {
     /// (`defaults`, `--env-file PATH`, `--config PATH`, `environment`);
     /// filled by [`Settings::load`], for the start-up banner.
     pub sources: Vec<String>,
+    /// The queue connection the app's own settings name (`QUEUE_CONNECTION`
+    /// in its `.env` or the environment, its default with `--app`) when
+    /// the command line or the config file chose another; for the hint of a
+    /// queue that cannot be reached (`work redis` on a database app).
+    pub app_connection: Option<String>,
 }
 
 /// Where the cache keys live.
@@ -239,9 +244,13 @@ impl Settings {
                 tracing::info!("setting {line}");
             }
         }
+        let app_named = [&environment, &app_layer, &dotenv]
+            .iter()
+            .find_map(|layer| layer.queue.connection.clone());
         let merged = merge_sources(connection, dotenv, app_layer, file, environment)?;
         let mut settings = Settings::resolve(merged)?;
         settings.sources = sources;
+        settings.app_connection = app_named.filter(|named| *named != settings.connection);
         Ok(settings)
     }
 
@@ -324,6 +333,7 @@ impl Settings {
                 .map_or(crate::log_limit::DEFAULT_INTERVAL, Duration::from_secs),
             handlers,
             sources: vec!["defaults".to_string()],
+            app_connection: None,
         })
     }
 }

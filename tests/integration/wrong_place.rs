@@ -267,3 +267,55 @@ fn an_app_connection_of_a_driver_not_run_is_refused_not_served_as_redis() {
         run(&["work", "redis", "--stop-when-empty", "--sleep=0"]).expect_exit(0);
     }
 }
+
+/// `work redis` (as every command of the book said before) on an app whose
+/// queue connection is `database`, with no Redis to reach: the error says
+/// which connection the app uses and what to run (before: "the queue Redis
+/// is unreachable" and nothing about the app's queue).
+#[test]
+fn an_unreachable_redis_on_a_database_app_names_the_apps_connection() {
+    let dir = tempfile::Builder::new()
+        .prefix("lw-first-")
+        .tempdir()
+        .unwrap();
+    let d = dir.path();
+    let config = d.join("worker.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\nurl = \"unix://{}/no-redis.sock\"\n\n[failed]\ndriver = \"null\"\n\n\
+             [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"true\"]\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    let env = d.join(".env");
+    std::fs::write(
+        &env,
+        format!(
+            "APP_NAME=shop\nQUEUE_CONNECTION=database\nDB_CONNECTION=sqlite\n\
+             DB_DATABASE={}/database.sqlite\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    let mut w = Daemon::run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--env-file",
+            env.to_str().unwrap(),
+            "work",
+            "redis",
+            "--stop-when-empty",
+        ],
+        &[],
+    );
+    w.expect_exit(1);
+    let log = w.stderr_text();
+    assert!(
+        log.contains("the app's own queue connection is \"database\"")
+            && log.contains("laravel-worker work without a connection"),
+        "{log}"
+    );
+}
