@@ -82,6 +82,15 @@ fn integer_limit(data_type: &str, unsigned: bool) -> i64 {
     }
 }
 
+/// `schema.table` as its schema and name; a table without a schema is of
+/// the connection's database/schema (`None`).
+fn schema_and_name(table: &str) -> (Option<&str>, &str) {
+    match table.split_once('.') {
+        Some((schema, name)) => (Some(schema), name),
+        None => (None, table),
+    }
+}
+
 /// Reads the `attempts` column of `table` (`schema.table` or a table of
 /// the connection's database/schema). `None`: the table has no such
 /// column, or does not exist.
@@ -89,10 +98,7 @@ pub(super) async fn attempts_column(
     pool: &Pool,
     table: &str,
 ) -> Result<Option<AttemptsColumn>, sqlx::Error> {
-    let (schema, name) = match table.split_once('.') {
-        Some((s, n)) => (Some(s), n),
-        None => (None, table),
-    };
+    let (schema, name) = schema_and_name(table);
     if let Pool::Sqlite(p) = pool {
         // SQLite's integer holds any count a job will reach.
         let sql = "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = 'attempts'";
@@ -146,10 +152,7 @@ pub(super) async fn attempts_column(
 /// worker could neither reserve nor delete it alone: it would run again
 /// and again (a NULL `id` matches no `WHERE id = ?`).
 pub(super) async fn id_is_primary_key(pool: &Pool, table: &str) -> Result<bool, sqlx::Error> {
-    let (schema, name) = match table.split_once('.') {
-        Some((s, n)) => (Some(s), n),
-        None => (None, table),
-    };
+    let (schema, name) = schema_and_name(table);
     if let Pool::Sqlite(p) = pool {
         // `pk` numbers the key's columns from 1; a column declared
         // `INTEGER PRIMARY KEY` is the rowid and never NULL, any other
