@@ -1,6 +1,7 @@
-//! laravel-worker: a standalone worker for Laravel's Redis queues.
+//! laravel-worker: a standalone worker for Laravel's Redis, database and SQS
+//! queues.
 //!
-//! It reads and writes Laravel's own keys and payloads, so it runs beside
+//! It reads and writes Laravel's own keys, rows, messages and payloads, so it runs beside
 //! `php artisan queue:work` on the same queues, and hands each job, chosen by
 //! its displayName, to a handler. The modules follow the concepts a Laravel
 //! operator would name (the queue, the worker, handlers, the failed store,

@@ -7,7 +7,7 @@ use super::pause::parse_target;
 use crate::cli::MonitorArgs;
 use crate::config::Settings;
 use crate::queue::HeadAge;
-use crate::queue::redis_queue::QueueSizes;
+use crate::queue::QueueSizes;
 
 /// Exit status of `monitor` when a queue holds `--max` jobs or more, so a
 /// cron job or a health check can act on it (artisan's `queue:monitor`

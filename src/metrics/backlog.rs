@@ -35,8 +35,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
+use crate::queue::QueueSizes;
 use crate::queue::now;
-use crate::queue::redis_queue::QueueSizes;
 use crate::queue::{HeadAge, Queue, QueueKeys};
 
 /// Log site of a failed sample (see [`RepeatLimiter`]).

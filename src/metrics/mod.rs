@@ -93,7 +93,7 @@ pub struct Metrics {
     reserve_errors: Counter,
     trips: Family<HandlerLabels, Counter>,
     slots: Family<QueueLabels, Gauge>,
-    redis_ok: AtomicBool,
+    queue_ok: AtomicBool,
     stopping: AtomicBool,
     /// The handlers tripped now.
     tripped: Mutex<BTreeSet<String>>,
@@ -173,7 +173,7 @@ impl Metrics {
             in_flight,
             reserve_errors,
             trips,
-            redis_ok: AtomicBool::new(false),
+            queue_ok: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             tripped: Mutex::new(BTreeSet::new()),
             pools: pools::PoolGauges::default(),
@@ -194,7 +194,7 @@ impl Metrics {
 
     /// Whether `/readyz` answers 200.
     pub fn ready(&self) -> bool {
-        self.redis_ok.load(Ordering::Relaxed)
+        self.queue_ok.load(Ordering::Relaxed)
             && !self.stopping.load(Ordering::Relaxed)
             && self.tripped_handlers().is_empty()
     }
@@ -247,11 +247,11 @@ impl Metrics {
 
 /// The metrics listen to the worker's job events.
 impl JobEvents for Metrics {
-    fn polled(&self, reached_redis: bool) {
-        if !reached_redis {
+    fn polled(&self, reached_queue: bool) {
+        if !reached_queue {
             self.reserve_errors.inc();
         }
-        self.redis_ok.store(reached_redis, Ordering::Relaxed);
+        self.queue_ok.store(reached_queue, Ordering::Relaxed);
     }
 
     fn reserved(&self, _job: &ReservedJob) {

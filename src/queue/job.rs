@@ -61,7 +61,51 @@ pub enum Reservation {
     /// An SQS message: its queue URL, `MessageId`, receipt handle and
     /// receive count (on the SQS driver `reserved` is the body, as `raw`).
     Message(Arc<super::sqs::MessageHandle>),
+    /// A job of any other driver: its id, its attempt, and the driver's
+    /// own data, which only that driver reads. A new driver needs no
+    /// variant of its own.
+    Handle(DriverHandle),
 }
+
+/// A reservation of a driver that keeps its own data (see
+/// [`Reservation::Handle`]).
+#[derive(Clone)]
+pub struct DriverHandle {
+    /// The job's id, as that driver's `Job::getJobId()` gives it.
+    pub id: String,
+    /// The number of this attempt (1 on the first run), as that driver's
+    /// `Job::attempts()` counts it.
+    pub attempt: u64,
+    /// What names the reservation to its driver (a token, a job id).
+    pub data: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl DriverHandle {
+    /// The driver's data, when it is a `T` (the driver that reserved the
+    /// job reads its own; any other gets `None`).
+    pub fn data<T: 'static>(&self) -> Option<&T> {
+        self.data.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for DriverHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverHandle")
+            .field("id", &self.id)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two handles are equal when they name the same reservation (the same
+/// driver data, not merely equal data).
+impl PartialEq for DriverHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && Arc::ptr_eq(&self.data, &other.data)
+    }
+}
+
+impl Eq for DriverHandle {}
 
 /// Until when a reservation is surely still this worker's: its pop or its
 /// last renewal plus `retry_after - 1` seconds (scores are whole seconds
@@ -179,6 +223,7 @@ impl ReservedJob {
             // `ApproximateReceiveCount`, as `SqsJob::attempts()` reads it
             // (an `attempts` key a Vapor or Bref payload carries is not).
             Reservation::Message(message) => message.receive_count,
+            Reservation::Handle(handle) => handle.attempt,
             Reservation::Redis => self.payload.as_ref().map_or(1, |p| p.attempts() + 1),
         }
     }
@@ -200,6 +245,7 @@ impl ReservedJob {
         match &self.reservation {
             Reservation::Row { handle, .. } => return handle.id.to_string(),
             Reservation::Message(message) => return message.message_id.to_string(),
+            Reservation::Handle(handle) => return handle.id.clone(),
             Reservation::Redis => {}
         }
         self.payload

@@ -1,20 +1,27 @@
-//! Laravel's Redis queue, as `Illuminate\Queue\RedisQueue` stores it.
+//! The queue: where jobs wait, whichever driver keeps them.
 //!
-//! Everything the worker needs to reserve, finish, release, fail and reclaim a
-//! job lives here: the key names ([`keys`]), the Lua scripts that keep each step
-//! atomic ([`scripts`]), the payload fields the worker reads ([`payload`]), the
-//! reserved job handed to the rest of the daemon ([`job`]), the Redis calls
-//! themselves ([`redis_queue`]), the look for the same queue under another
-//! prefix ([`elsewhere`]) and the pipelining of the deletes and releases
-//! of jobs that finish together ([`batch`]), which name large members by digest
-//! ([`member`]), and the reading back of the large jobs the pop set aside
-//! (`set_aside`), and what the migrate script moved ([`migrated`]); the
+//! The worker reaches it through one seam, [`driver`]: the [`driver::Driver`]
+//! trait (Laravel's `Queue` and `Job` contracts, a required core and
+//! defaulted capabilities) behind the [`Queue`] handle, with the errors of
+//! [`error`] and the counts of [`sizes`]. What a reserved job is ([`job`])
+//! and what its payload says ([`payload`], [`command`]) are the same for
+//! every driver. The drivers: [`database`] (the `jobs` table), [`sqs`]
+//! (Amazon SQS), and Laravel's `RedisQueue`, whose files are here: the key
+//! names ([`keys`]), the Lua scripts that keep each step atomic
+//! ([`scripts`]), the Redis calls ([`redis_queue`]) and the trait on them
+//! (`redis_driver`), the look for the same queue under another prefix
+//! ([`elsewhere`]), the pipelining of the deletes and releases of jobs that
+//! finish together ([`batch`]), which name large members by digest
+//! ([`member`]), the reading back of the large jobs the pop set aside
+//! (`set_aside`), what the migrate script moved ([`migrated`]) and the
 //! writes a listener may add to a delete's script ([`companion`]).
 
 pub mod batch;
 pub mod clock;
 pub mod command;
 pub mod companion;
+#[cfg(test)]
+pub mod contract;
 pub mod database;
 pub mod driver;
 pub mod elsewhere;
@@ -22,11 +29,15 @@ pub mod error;
 pub mod job;
 pub mod keys;
 pub mod member;
+#[cfg(test)]
+pub mod memory;
 pub mod migrated;
 pub mod payload;
+pub mod redis_driver;
 pub mod redis_queue;
 pub mod scripts;
 mod set_aside;
+pub mod sizes;
 pub mod sqs;
 
 pub use clock::now;
@@ -35,7 +46,8 @@ pub use error::{QueueError, QueueResult};
 pub use job::ReservedJob;
 pub use keys::QueueKeys;
 pub use payload::Payload;
-pub use redis_queue::{HeadAge, RedisQueue};
+pub use redis_queue::RedisQueue;
+pub use sizes::{HeadAge, QueueSizes};
 
 /// How long one queue command may wait for its answer (the limit of every
 /// command connection, see [`crate::redis::COMMAND_TIMEOUT`]).

@@ -14,6 +14,7 @@ use super::member::{DIGEST_AT, MemberDigest, MemberRef};
 use super::migrated::{Migrated, MigratedFrom, MigrationLog};
 use super::payload::{Payload, PayloadError};
 use super::scripts::{self, name_denied_script_command};
+use super::sizes::{HeadAge, QueueSizes};
 use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget, is_noscript};
 use bytes::Bytes;
 
@@ -132,54 +133,6 @@ pub struct QueueOptions {
     /// (at most [`super::migrated::REPLY_BUDGET`]); 0 when no listener
     /// reads the payloads, so a migration moves no job over the wire twice.
     pub migrated_payloads: usize,
-}
-
-/// The job counts of one queue (`queue:monitor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct QueueSizes {
-    /// Jobs in the ready list.
-    pub pending: u64,
-    /// Jobs in `:delayed`.
-    pub delayed: u64,
-    /// Jobs in `:delayed` already due (the next pop makes them ready). Not
-    /// in `queue:monitor`'s JSON, so not in ours.
-    #[serde(skip)]
-    pub delayed_due: u64,
-    /// Jobs in `:reserved`.
-    pub reserved: u64,
-    /// When the job at the head of the ready list was pushed (UNIX
-    /// seconds): its `createdAt` (Laravel 12.11+), else Horizon's
-    /// `pushedAt`; `None` for older payloads.
-    pub oldest_pending: Option<i64>,
-    /// Bytes of the head job when it was read for `oldest_pending`, else 0.
-    #[serde(skip)]
-    pub head_bytes: u64,
-}
-
-/// Whether a size reading also reads the head job for its age
-/// ([`QueueSizes::oldest_pending`]). Redis has no way to read part of a
-/// list element, so the head is copied whole: callers that need only
-/// counts (balancing, Horizon's wait time) say [`HeadAge::Skip`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeadAge {
-    /// Read the head job for its `createdAt`/`pushedAt`.
-    Read,
-    /// Counts only; `oldest_pending` is `None`.
-    Skip,
-}
-
-impl QueueSizes {
-    /// Ready + delayed + reserved, as Laravel's `size`.
-    pub fn size(&self) -> u64 {
-        self.pending + self.delayed + self.reserved
-    }
-
-    /// The jobs that want a worker now: ready + delayed already due +
-    /// reserved (running, or waiting to be reclaimed). What an autoscaler
-    /// should follow; jobs delayed into the future are left out.
-    pub fn backlog(&self) -> u64 {
-        self.pending + self.delayed_due + self.reserved
-    }
 }
 
 pub use super::clock::now;
@@ -472,9 +425,9 @@ impl RedisQueue {
     /// way until the guard is dropped (see [`Self::release`]). Take it
     /// before the fetch's first pop: a release with delay 0 that lands
     /// after that pop then pushes the token the wait will see.
-    pub fn waiting_for_jobs(&self) -> WaitingForJobs {
+    pub fn waiting_for_jobs(&self) -> FetchUnderWay {
         self.fetching.fetch_add(1, Ordering::SeqCst);
-        WaitingForJobs(Arc::clone(&self.fetching))
+        FetchUnderWay(Arc::clone(&self.fetching))
     }
 
     /// The migrate script moving the jobs of `source` (`:delayed` or
@@ -762,9 +715,9 @@ impl RedisQueue {
 
 /// A fetch under way that may wait on the notify lists, from
 /// [`RedisQueue::waiting_for_jobs`] until dropped.
-pub struct WaitingForJobs(Arc<AtomicUsize>);
+pub struct FetchUnderWay(Arc<AtomicUsize>);
 
-impl Drop for WaitingForJobs {
+impl Drop for FetchUnderWay {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }

@@ -196,7 +196,9 @@ impl Daemon {
     /// logs the start and tells systemd the worker is ready.
     async fn start(&mut self) {
         self.signals.start(&self.services).await;
-        self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
+        if self.services.queue.parks_failures() {
+            self.recorder = Some(unrecorded::start(Arc::clone(&self.services)));
+        }
         if let Some(balanced) = &mut self.balanced {
             balanced.start(Arc::clone(&self.services), self.queues.clone());
         }
@@ -523,7 +525,7 @@ impl Daemon {
         let memory = self.services.options.memory_mb > 0;
         let seen = (self.progress).seen(flags, !self.in_flight.is_empty(), memory, found);
         let reason = stop::decide(&self.services.options, &seen);
-        if reason == Some(StopReason::RedisUnreachable) {
+        if reason == Some(StopReason::QueueUnreachable) {
             tracing::error!(
                 queue = %self.services.queue.describe(),
                 "the queue did not answer {} polls in a row; --stop-when-empty and \

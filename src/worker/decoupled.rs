@@ -66,7 +66,7 @@ pub enum Event {
     /// [`JobEvents::polled`] (only to consumers that ask for it).
     Polled {
         /// The poll reached Redis.
-        reached_redis: bool,
+        reached_queue: bool,
     },
     /// [`JobEvents::reserved`].
     Reserved(JobFacts),
@@ -354,9 +354,9 @@ impl Pump {
 }
 
 impl JobEvents for Decoupled {
-    fn polled(&self, reached_redis: bool) {
+    fn polled(&self, reached_queue: bool) {
         if self.polled {
-            self.send(Event::Polled { reached_redis });
+            self.send(Event::Polled { reached_queue });
         }
     }
 

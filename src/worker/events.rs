@@ -63,9 +63,9 @@ pub enum Pause {
 /// A listener for the worker's job events. Every method has an empty
 /// default, so a listener implements only what it cares about.
 pub trait JobEvents: Send + Sync {
-    /// A poll of the queues ended; `reached_redis` is false when it failed
+    /// A poll of the queues ended; `reached_queue` is false when it failed
     /// with a Redis error (the loop logs it and pauses).
-    fn polled(&self, _reached_redis: bool) {}
+    fn polled(&self, _reached_queue: bool) {}
 
     /// `job` was reserved (its attempt counted) and is about to run
     /// (Laravel's `JobProcessing`).
@@ -136,9 +136,9 @@ impl Listeners {
 }
 
 impl JobEvents for Listeners {
-    fn polled(&self, reached_redis: bool) {
+    fn polled(&self, reached_queue: bool) {
         for l in &self.listeners {
-            l.polled(reached_redis);
+            l.polled(reached_queue);
         }
     }
 
@@ -213,11 +213,11 @@ mod tests {
     struct Record(Mutex<Vec<String>>);
 
     impl JobEvents for Record {
-        fn polled(&self, reached_redis: bool) {
+        fn polled(&self, reached_queue: bool) {
             self.0
                 .lock()
                 .unwrap()
-                .push(format!("polled {reached_redis}"));
+                .push(format!("polled {reached_queue}"));
         }
         fn stopping(&self, reason: StopReason) {
             self.0
@@ -292,8 +292,8 @@ impl LateListener {
 }
 
 impl JobEvents for LateListener {
-    fn polled(&self, reached_redis: bool) {
-        self.each(|l| l.polled(reached_redis));
+    fn polled(&self, reached_queue: bool) {
+        self.each(|l| l.polled(reached_queue));
     }
     fn reserved(&self, job: &ReservedJob) {
         self.each(|l| l.reserved(job));

@@ -60,6 +60,9 @@ use crate::failed::FailedJobStore;
 use crate::handler::Router;
 use crate::queue::Queue;
 
+#[cfg(test)]
+mod loop_tests;
+
 pub use daemon::Daemon;
 pub use events::{JobEvents, Listeners};
 pub use options::WorkerOptions;

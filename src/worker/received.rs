@@ -92,7 +92,7 @@ mod tests {
             StopReason::Restart,
             StopReason::Empty,
             StopReason::EmptyFor,
-            StopReason::RedisUnreachable,
+            StopReason::QueueUnreachable,
             StopReason::MaxTime,
         ] {
             assert!(runs_after(reason), "{reason:?}");

@@ -108,7 +108,7 @@ pub async fn settle(
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
             retry("delete", job, Some(slot), || {
-                queue.delete_settled(job, Ending::Completed { reserved_at })
+                queue.delete(job, Ending::Completed { reserved_at })
             })
             .await,
             Settled::Done,
@@ -220,10 +220,7 @@ async fn fail(
     }
     let ended = Ending::Failed { exception: &text };
     (
-        retry("delete", job, None, || {
-            services.queue.delete_settled(job, ended)
-        })
-        .await,
+        retry("delete", job, None, || services.queue.delete(job, ended)).await,
         true,
         true,
     )
@@ -263,9 +260,9 @@ async fn record_failure(
             None
         }
         Logged::StoreDown(e) => {
-            let parks = services.queue.parks_failures();
-            let then = if parks {
-                "the record is kept in Redis and written to the store when it is back"
+            let parking = services.queue.parking();
+            let then = if parking.is_some() {
+                "the record is kept in the queue and written to the store when it is back"
             } else {
                 "the job stays reserved and comes back after retry_after, when the store \
                  may take its record"
@@ -274,19 +271,19 @@ async fn record_failure(
                 job = job.display_name(),
                 id = %job.id(),
                 store = services.failed.describe(),
-                unrecorded = parks.then_some(job.queue.unrecorded.as_str()),
+                kept_at = parking.map(|p| p.parked_at(&job.queue)),
                 "cannot record the failed job: {}; {then}",
                 crate::error_chain::error_chain(e.as_ref())
             );
-            if !parks {
+            let Some(parking) = parking else {
                 return Some(Written::LeftReserved);
-            }
+            };
             let kept = bytes::Bytes::from(crate::failed::unrecorded_record::encode(&record));
             let at = record.failed_at.timestamp();
             drop(record);
             Some(
                 retry("keep the failure of", job, None, || {
-                    services.queue.park_failure(job, kept.clone(), at)
+                    parking.park_failure(job, kept.clone(), at)
                 })
                 .await,
             )

@@ -7,34 +7,35 @@ use std::time::Duration;
 use super::options::WorkerOptions;
 
 /// With `--stop-when-empty`, how many polls in a row may fail to reach
-/// Redis before the worker stops (the tries a start gets, too).
+/// the queue before the worker stops (the tries a start gets, too).
 pub const UNREACHABLE_POLLS: u32 = 5;
 
-/// A stop condition, checked after every loop iteration in this order.
+/// A stop condition, in the order [`decide`] checks them after every loop
+/// iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
     /// SIGTERM, SIGINT or SIGQUIT.
     Interrupted,
+    /// A handler tripped and `[worker] on_handler_tripped = "exit"`.
+    HandlerTripped,
     /// Resident memory reached `--memory`.
     Memory,
     /// `illuminate:queue:restart` changed (`queue:restart`).
     Restart,
     /// `--stop-when-empty` and a poll found nothing.
     Empty,
-    /// `--stop-when-empty-for` and no job has run for that long.
-    EmptyFor,
-    /// `--stop-when-empty` and the queue Redis failed
+    /// `--stop-when-empty` and the queue could not be reached for
     /// [`UNREACHABLE_POLLS`] polls in a row: whether the queues are empty
     /// cannot be known, and the worker would otherwise never end.
-    RedisUnreachable,
+    QueueUnreachable,
+    /// `--stop-when-empty-for` and no job has run for that long.
+    EmptyFor,
     /// `--max-time` elapsed.
     MaxTime,
     /// `--max-jobs` jobs reserved.
     MaxJobs,
     /// `--once` ran its iteration.
     Once,
-    /// A handler tripped and `[worker] on_handler_tripped = "exit"`.
-    HandlerTripped,
 }
 
 /// The exit status after a handler tripped with
@@ -43,14 +44,14 @@ pub const HANDLER_TRIPPED_EXIT: u8 = 4;
 
 impl StopReason {
     /// The process exit status: 12 for memory (as Laravel),
-    /// [`HANDLER_TRIPPED_EXIT`] after a handler tripped, 1 when Redis was
-    /// unreachable (the fatal status, as for Redis unreachable at start),
+    /// [`HANDLER_TRIPPED_EXIT`] after a handler tripped, 1 when the queue was
+    /// unreachable (the fatal status, as for a queue unreachable at start),
     /// 0 otherwise.
     pub fn exit_code(self) -> u8 {
         match self {
             StopReason::Memory => 12,
             StopReason::HandlerTripped => HANDLER_TRIPPED_EXIT,
-            StopReason::RedisUnreachable => 1,
+            StopReason::QueueUnreachable => 1,
             _ => 0,
         }
     }
@@ -63,7 +64,7 @@ impl StopReason {
             StopReason::Restart => "restart_signal",
             StopReason::Empty => "empty",
             StopReason::EmptyFor => "empty_for",
-            StopReason::RedisUnreachable => "lost_connection",
+            StopReason::QueueUnreachable => "lost_connection",
             StopReason::MaxTime => "max_time",
             StopReason::MaxJobs => "max_jobs",
             StopReason::Once => "once",
@@ -130,7 +131,7 @@ pub fn decide(options: &WorkerOptions, seen: &Seen) -> Option<StopReason> {
         return Some(StopReason::Empty);
     }
     if unreachable_while_asked_to_empty(options, seen) {
-        return Some(StopReason::RedisUnreachable);
+        return Some(StopReason::QueueUnreachable);
     }
     let limit = options.stop_when_empty_for;
     let idle = seen.idle_for.is_some_and(|idle| idle >= limit);
@@ -330,7 +331,7 @@ mod tests {
         let empty = options(|o| o.stop_when_empty = true);
         let empty_for = options(|o| o.stop_when_empty_for = Duration::from_secs(3));
         for o in [&empty, &empty_for] {
-            assert_eq!(decide(o, &unreachable), Some(StopReason::RedisUnreachable));
+            assert_eq!(decide(o, &unreachable), Some(StopReason::QueueUnreachable));
         }
         let fewer = Seen {
             failed_polls: UNREACHABLE_POLLS - 1,

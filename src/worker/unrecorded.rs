@@ -1,12 +1,13 @@
 //! Writing to the failed-job store the failures that waited for it.
 //!
-//! When the store is down as a job fails ([`super::settle`]), the job's
-//! failure record replaces its reservation in the queue's `:unrecorded`
-//! zset. Laravel would instead delete the job first and lose the record,
+//! When the store is down as a job fails ([`super::settle`]) and the
+//! queue's driver can park failures ([`crate::queue::driver::ParksFailures`]:
+//! Redis, in the queue's `:unrecorded` zset), the job's failure record
+//! replaces its reservation there. Laravel would instead delete the job first and lose the record,
 //! and leaving the job reserved would run it again after `retry_after` and
 //! then record `MaxAttemptsExceededException` in place of the real error.
 //!
-//! While the worker runs, a task looks at the `:unrecorded` zset of every
+//! While the worker runs, a task looks at the parked failures of every
 //! queue it works, at start and every [`RECORD_EVERY`], and writes what it
 //! finds to the store, oldest first, removing each record once the store
 //! has it. A record is removed only after the store accepted it: a worker
@@ -49,8 +50,12 @@ pub fn start(services: Arc<Services>) -> Recorder {
 /// Writes the failures kept for queue `name` to the store, until the store
 /// is down again or none is left (at most [`BATCH`] per call).
 async fn record_kept(services: &Services, name: &str) {
+    let Some(parking) = services.queue.parking() else {
+        return;
+    };
     let keys = services.queue.keys(name);
-    let kept = match services.queue.unrecorded(&keys, BATCH).await {
+    let kept_at = parking.parked_at(&keys);
+    let kept = match parking.unrecorded(&keys, BATCH).await {
         Ok(kept) => kept,
         Err(e) => {
             tracing::debug!(queue = %name, "cannot read the kept failures: {e}");
@@ -60,7 +65,7 @@ async fn record_kept(services: &Services, name: &str) {
     for bytes in kept {
         let Some(record) = unrecorded_record::decode(&bytes) else {
             tracing::debug!(
-                key = %keys.unrecorded,
+                key = %kept_at,
                 "a member of the kept failures is not a failure record; left as it is"
             );
             continue;
@@ -72,10 +77,10 @@ async fn record_kept(services: &Services, name: &str) {
                     queue = %name,
                     "a failure kept while the failed job store was down is now recorded"
                 );
-                if let Err(e) = services.queue.forget_unrecorded(&keys, &bytes).await {
+                if let Err(e) = parking.forget_unrecorded(&keys, &bytes).await {
                     tracing::warn!(
                         uuid = %record.uuid,
-                        key = %keys.unrecorded,
+                        key = %kept_at,
                         "recorded, but cannot remove it from the kept failures \
                          (it will be recorded again): {e}"
                     );

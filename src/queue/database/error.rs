@@ -6,20 +6,8 @@
 use sqlx::error::DatabaseError;
 use sqlx::mysql::MySqlDatabaseError;
 
-/// Whether trying the same statement later can work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// The database cannot be reached, went away, is read-only, is locked,
-    /// has no free connection, or chose this transaction as a deadlock's
-    /// victim: a state that passes or that an operator fixes without
-    /// touching the table. No row changed; try again later.
-    Unavailable,
-    /// The database answered and refused the statement: no such table or
-    /// column, a column of another type than Laravel's migration makes,
-    /// no permission on the table. The same statement gets the same answer
-    /// until the table or the configuration is fixed.
-    Refused,
-}
+/// The seam's one [`ErrorKind`]: this driver sorts its errors into it.
+pub use crate::queue::error::ErrorKind;
 
 /// An error of the database queue, with its [`ErrorKind`] and a message
 /// that names the table and, where one is known, the fix.

@@ -15,10 +15,12 @@
 //! - `queue`: [`DatabaseQueue`] itself (open, describe, push, sizes,
 //!   clear); `reserve`: the pop; `guarded`: renew, delete, release and
 //!   hand back, each guarded by the reservation's handle;
+//! - `driver`: the queue behind the worker's driver seam;
 //! - `error`: [`DatabaseQueueError`], telling "try again later" from "the
 //!   table is wrong".
 
 mod deletes;
+mod driver;
 mod engine;
 mod error;
 mod guarded;

@@ -6,17 +6,8 @@
 
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 
-/// Whether trying the same call later can work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// SQS could not be reached, timed out, throttled the call or answered
-    /// with a server error: nothing changed; try again later.
-    Unavailable,
-    /// SQS answered and refused the call (no such queue, access denied,
-    /// an invalid parameter): the same call gets the same answer until the
-    /// configuration is fixed.
-    Refused,
-}
+/// The seam's one [`ErrorKind`]: this driver sorts its errors into it.
+pub use crate::queue::error::ErrorKind;
 
 /// An error of the SQS queue, with its [`ErrorKind`], AWS's error code
 /// when it sent one, and a message naming the call and the queue.

@@ -11,10 +11,12 @@
 //! - `receive`: the pop, the long polls of the idle wait, and the jobs
 //!   made of the messages; delete, release, hand back and renew of a job;
 //! - `delete`: deletes of jobs that end together, sent as one batch;
+//! - `driver`: the queue behind the worker's driver seam;
 //! - `error`: [`SqsQueueError`], telling "try again later" from "the
 //!   configuration is wrong".
 
 mod delete;
+mod driver;
 mod error;
 mod queue;
 mod receive;

@@ -1,0 +1,135 @@
+//! The seam's contract: what every [`Driver`](super::driver::Driver)
+//! promises the worker, as checks that run on a driver given an empty
+//! queue. The memory queue runs them here; a real driver runs the same
+//! checks on its server.
+//!
+//! - a pop counts the attempt; a release counts it, a hand back does not;
+//! - a write naming a lost reservation (reclaimed by another worker)
+//!   reports it (`false`) and changes nothing;
+//! - renew keeps a held reservation;
+//! - sizes and clear agree with what was pushed and reserved.
+
+use std::sync::Arc;
+
+use super::Queue;
+use super::ReservedJob;
+use super::companion::Ending;
+use super::keys::QueueKeys;
+use super::sizes::{HeadAge, QueueSizes};
+
+/// A payload with a `uuid` and a `displayName`, as Laravel pushes them.
+pub fn payload(n: u32) -> String {
+    format!(
+        r#"{{"uuid":"contract-{n}","displayName":"App\\Jobs\\Contract","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"attempts":0,"data":{{"commandName":"App\\Jobs\\Contract","command":"x"}}}}"#
+    )
+}
+
+/// Reserves one job of `queue`, which must hold one.
+async fn pop_one(queue: &Queue, keys: &Arc<QueueKeys>) -> ReservedJob {
+    let mut jobs = queue.pop(keys, 1).await.expect("pop");
+    assert_eq!(jobs.len(), 1, "one job popped");
+    jobs.remove(0)
+}
+
+/// Pending, delayed and reserved of `queue`.
+async fn counts(queue: &Queue, keys: &QueueKeys) -> (u64, u64, u64) {
+    let QueueSizes {
+        pending,
+        delayed,
+        reserved,
+        ..
+    } = queue.sizes(keys, HeadAge::Skip).await.expect("sizes");
+    (pending, delayed, reserved)
+}
+
+fn done() -> Ending<'static> {
+    Ending::Completed {
+        reserved_at: std::time::SystemTime::now(),
+    }
+}
+
+/// Attempts: counted by a pop and a release, not by a hand back.
+pub async fn attempts_are_counted_as_laravel_counts_them(queue: &Queue, name: &str) {
+    let keys = queue.keys(name);
+    queue.push(&keys, &payload(1)).await.expect("push");
+    let job = pop_one(queue, &keys).await;
+    assert_eq!(job.attempt(), 1);
+    assert!(queue.hand_back(&job, 0).await.expect("hand back"));
+    let job = pop_one(queue, &keys).await;
+    assert_eq!(job.attempt(), 1, "a hand back counts no attempt");
+    assert!(queue.release(&job, 0).await.expect("release"));
+    let job = pop_one(queue, &keys).await;
+    assert_eq!(job.attempt(), 2, "a release counts the attempt");
+    assert!(
+        queue.renew(&job).await.expect("renew"),
+        "renew keeps a held job"
+    );
+    assert!(queue.delete(&job, done()).await.expect("delete"));
+    assert_eq!(counts(queue, &keys).await, (0, 0, 0));
+}
+
+/// After the reservation is lost (`lose` ends it, as another worker's
+/// reclaim would), every write reports it and changes nothing.
+pub async fn a_lost_reservation_is_reported_and_left_alone(
+    queue: &Queue,
+    name: &str,
+    lose: impl Fn(&str),
+) {
+    let keys = queue.keys(name);
+    queue.push(&keys, &payload(2)).await.expect("push");
+    let job = pop_one(queue, &keys).await;
+    lose(name);
+    assert!(!queue.renew(&job).await.expect("renew"));
+    assert!(!queue.release(&job, 0).await.expect("release"));
+    assert!(!queue.hand_back(&job, 0).await.expect("hand back"));
+    assert!(!queue.delete(&job, done()).await.expect("delete"));
+    let again = pop_one(queue, &keys).await;
+    assert_eq!(again.uuid(), Some("contract-2"), "the job is still there");
+    assert!(queue.delete(&again, done()).await.expect("delete"));
+}
+
+/// Sizes follow pushes, delays and reservations; clear empties the queue
+/// and says how many it deleted.
+pub async fn sizes_and_clear_agree(queue: &Queue, name: &str) {
+    let keys = queue.keys(name);
+    queue.push(&keys, &payload(3)).await.expect("push");
+    queue.push(&keys, &payload(4)).await.expect("push");
+    let later = super::clock::now() + 600;
+    queue.later(&keys, later, &payload(5)).await.expect("later");
+    assert_eq!(counts(queue, &keys).await, (2, 1, 0));
+    let _held = pop_one(queue, &keys).await;
+    assert_eq!(counts(queue, &keys).await, (1, 1, 1));
+    assert_eq!(queue.clear(&keys).await.expect("clear"), 3);
+    assert_eq!(counts(queue, &keys).await, (0, 0, 0));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::memory::MemoryQueue;
+
+    fn memory() -> (Arc<MemoryQueue>, Queue) {
+        let memory = Arc::new(MemoryQueue::new(Some(60)));
+        let queue = Queue::shared(Arc::clone(&memory) as Arc<dyn crate::queue::driver::Driver>);
+        (memory, queue)
+    }
+
+    #[tokio::test]
+    async fn the_memory_queue_counts_attempts() {
+        attempts_are_counted_as_laravel_counts_them(&memory().1, "default").await;
+    }
+
+    #[tokio::test]
+    async fn the_memory_queue_reports_lost_reservations() {
+        let (memory, queue) = memory();
+        a_lost_reservation_is_reported_and_left_alone(&queue, "default", |name| {
+            memory.reclaim(name)
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_memory_queue_sizes_and_clear() {
+        sizes_and_clear_agree(&memory().1, "default").await;
+    }
+}
