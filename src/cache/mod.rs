@@ -23,6 +23,7 @@
 
 pub mod database;
 pub mod file;
+mod payloads;
 pub mod php;
 pub mod redis;
 

@@ -26,11 +26,7 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     crate::memory::give_back_large_blocks();
     let heartbeat = app::open_heartbeat(args.heartbeat_file.as_deref(), &settings)?;
     let queue = app::open_queue(&settings).await?;
-    let cache = app::open_cache(&settings).await?;
-    let failed = app::open_failed_store(&settings).await?;
-    if let crate::failed::FailedJobStore::Database { table, .. } = &failed {
-        table.check_table().await?;
-    }
+    let (cache, failed) = open_stores(&settings, &queue).await?;
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
@@ -97,6 +93,27 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     }
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// Opens the cache and failed-job stores. The cache is handed to the queue
+/// as the store SQS overflow pointers lead to (Laravel 13.9+); a missing
+/// `failed_jobs` table is refused at start, as a missing `jobs` table is.
+///
+/// # Errors
+/// A store cannot be opened, or the failed-jobs table is missing.
+async fn open_stores(
+    settings: &Settings,
+    queue: &crate::queue::Queue,
+) -> anyhow::Result<(crate::cache::CacheStore, crate::failed::FailedJobStore)> {
+    let cache = app::open_cache(settings).await?;
+    if !matches!(cache, crate::cache::CacheStore::None) {
+        queue.set_payload_store(Arc::new(cache.clone()));
+    }
+    let failed = app::open_failed_store(settings).await?;
+    if let crate::failed::FailedJobStore::Database { table, .. } = &failed {
+        table.check_table().await?;
+    }
+    Ok((cache, failed))
 }
 
 /// Called first thing by `work`: SIGTTIN and SIGTTOU no longer stop the

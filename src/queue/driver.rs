@@ -29,6 +29,7 @@ use super::error::QueueResult;
 use super::keys::QueueKeys;
 use super::migrated::Migrated;
 use super::sizes::{HeadAge, QueueSizes};
+pub use super::sqs::overflow::PayloadStore;
 
 /// A queue call under way: a boxed future, so that [`Driver`] can be a
 /// trait object. The allocation costs far less than any round trip to a
@@ -170,16 +171,11 @@ pub trait Driver: Send + Sync + 'static {
         false
     }
 
-    /// Why `job` must fail without running, when its queue says so (a
-    /// database row whose `attempts` is at its column's limit, which
-    /// Laravel 12.54+ fails with the overflow's error).
-    fn refusal(&self, _job: &ReservedJob) -> Option<String> {
-        None
-    }
-
-    /// Where the connection's overflow payloads are (SQS, Laravel 13.9+);
-    /// `None` where a message's body is its payload.
-    fn overflow(&self) -> Option<&super::sqs::Overflow> {
+    /// Why `job` must fail without running, when its queue says so: a
+    /// database row whose `attempts` is at its column's limit (which
+    /// Laravel 12.54+ fails with the overflow's error), an SQS overflow
+    /// pointer the worker cannot follow.
+    fn refusal(&self, _job: &ReservedJob) -> Option<Refusal> {
         None
     }
 
@@ -233,6 +229,13 @@ pub trait Driver: Send + Sync + 'static {
     /// finished job; false when the driver takes none or one is installed
     /// already.
     fn set_companion(&self, _companion: Arc<dyn SettleCompanion>) -> bool {
+        false
+    }
+
+    /// Hands the driver the store its message bodies may point into
+    /// (Laravel 13.9+'s SQS overflow payloads: the worker's cache store);
+    /// false when the driver has no such pointers.
+    fn set_payload_store(&self, _store: Arc<dyn PayloadStore>) -> bool {
         false
     }
 
@@ -294,6 +297,20 @@ pub trait ParksFailures: Send + Sync {
     /// # Errors
     /// The queue cannot be reached.
     fn forget_unrecorded<'a>(&'a self, queue: &'a QueueKeys, record: &'a [u8]) -> Call<'a, ()>;
+}
+
+/// Why a job fails without running (see [`Driver::refusal`]): the
+/// exception recorded, as Laravel would record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The exception's class (`Illuminate\Database\QueryException`, …).
+    pub class: &'static str,
+    /// Its message, naming what is wrong and what to do.
+    pub message: String,
+    /// Whether the app's failure logic (`failed()`, through the handler in
+    /// failed mode) runs for it, as it would for this failure under
+    /// `queue:work`.
+    pub failed_hook: bool,
 }
 
 /// A fetch under way that a job released with no delay may wake, from

@@ -40,7 +40,7 @@ use super::cache_signals::CacheSignals;
 use super::drain::{Deadline, InFlight};
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait, fetch_limit, idle_wait};
-use super::progress::{Poll, Progress};
+use super::progress::{Poll, Progress, StopInputs};
 use super::received;
 use super::slot::{Settling, Slot};
 use super::stop::{self, StopReason};
@@ -454,11 +454,7 @@ impl Daemon {
         let paused = self.signals.paused();
         let pollable = match &self.balanced {
             Some(balanced) => balanced.pollable(paused, count),
-            None => super::balance::Pollable {
-                queues: (0..paused.len()).filter(|&i| !paused[i]).collect(),
-                counts: vec![count; paused.iter().filter(|p| !**p).count()],
-                skipped_busy: false,
-            },
+            None => super::balance::Pollable::unbalanced(paused, count),
         };
         let active = pollable.queues.iter().map(|&i| Arc::clone(&self.queues[i]));
         (active.collect(), pollable.counts, pollable.skipped_busy)
@@ -519,20 +515,17 @@ impl Daemon {
             balanced.set_paused(self.signals.paused());
         }
         self.reap();
-        let quit = self.control.borrow().quit.is_some();
-        let tripped = self.services.on_tripped.should_stop();
-        let flags = [quit, tripped, self.signals.restarted()];
-        let memory = self.services.options.memory_mb > 0;
-        let seen = (self.progress).seen(flags, !self.in_flight.is_empty(), memory, found);
+        let seen = self.progress.seen(StopInputs {
+            quit: self.control.borrow().quit.is_some(),
+            tripped: self.services.on_tripped.should_stop(),
+            restarted: self.signals.restarted(),
+            in_flight: !self.in_flight.is_empty(),
+            read_memory: self.services.options.memory_mb > 0,
+            busy: found,
+        });
         let reason = stop::decide(&self.services.options, &seen);
         if reason == Some(StopReason::QueueUnreachable) {
-            tracing::error!(
-                queue = %self.services.queue.describe(),
-                "the queue did not answer {} polls in a row; --stop-when-empty and \
-                 --stop-when-empty-for cannot tell whether the queues are empty, so the \
-                 worker stops with exit status 1",
-                stop::UNREACHABLE_POLLS
-            );
+            stop::explain_unreachable(&self.services.queue.describe());
         }
         reason
     }

@@ -6,10 +6,8 @@
 //! - [`process`]: decide what happens to a reserved job (Laravel's
 //!   `Worker::process` rules: max attempts, retryUntil, maxExceptions,
 //!   timeouts, backoff) while its handler runs;
-//! - [`overflow`]: an SQS message whose body is an overflow pointer gets
-//!   its payload from the cache store;
 //! - [`lease`]: keep the reservation alive while the handler runs;
-//! - [`settle`]: carry out the decision in Redis and the failed store;
+//! - [`settle`]: carry out the decision in the queue and the failed store;
 //! - [`slot`]: a job's `--concurrency` slot, given back when it is settled
 //!   or, for a plain delete or release, as that write is sent;
 //! - [`starts`]: the reserved jobs not yet handed to their handler;
@@ -42,7 +40,6 @@ pub mod fetch;
 pub mod lease;
 pub mod options;
 pub mod outcome;
-pub mod overflow;
 pub mod process;
 pub mod progress;
 pub mod received;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
-use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER, QUERY_EXCEPTION};
+use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
 use crate::handler::breaker::Admit;
 use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
 use crate::queue::now;
@@ -66,13 +66,19 @@ impl Limits {
     }
 }
 
-/// `job`'s payload, or the failure of a job that cannot run: a payload
-/// that cannot be read or names no job (neither `job` nor `displayName`:
-/// Laravel's `fire` finds no class to call, and no handler is matched for
-/// it, not even a catch-all), or a job its queue refuses (a database row
-/// at its `attempts` column's limit, failed with Laravel 12.54's
-/// QueryException).
+/// `job`'s payload, or the failure of a job that cannot run: a job its
+/// queue refuses (a database row at its `attempts` column's limit, failed
+/// with Laravel 12.54's QueryException; an SQS overflow pointer the worker
+/// cannot follow), or a payload that cannot be read or names no job
+/// (neither `job` nor `displayName`: Laravel's `fire` finds no class to
+/// call, and no handler is matched for it, not even a catch-all).
 fn runnable<'a>(job: &'a ReservedJob, services: &Services) -> Result<&'a Payload, Verdict> {
+    if let Some(refusal) = services.queue.refusal(job) {
+        return Err(Verdict::Fail {
+            exception: JobException::new(refusal.class, refusal.message),
+            failed_hook: refusal.failed_hook,
+        });
+    }
     let invalid = |why: &dyn std::fmt::Display| Verdict::Fail {
         exception: JobException::new(INVALID_PAYLOAD, format!("Unable to run the job: {why}.")),
         failed_hook: false,
@@ -83,13 +89,7 @@ fn runnable<'a>(job: &'a ReservedJob, services: &Services) -> Result<&'a Payload
             &"the payload names no job (neither job nor displayName)",
         ));
     }
-    match services.queue.refusal(job) {
-        Some(refusal) => Err(Verdict::Fail {
-            exception: JobException::new(QUERY_EXCEPTION, refusal),
-            failed_hook: true,
-        }),
-        None => Ok(payload),
-    }
+    Ok(payload)
 }
 
 /// Runs `job` through its handler (`route`, the one its displayName and

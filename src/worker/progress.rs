@@ -51,6 +51,25 @@ impl Default for Progress {
     }
 }
 
+/// What the loop read for a stop decision, beside [`Progress`]'s own
+/// counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StopInputs {
+    /// SIGTERM, SIGINT or SIGQUIT arrived.
+    pub quit: bool,
+    /// A handler tripped and asked the worker to stop.
+    pub tripped: bool,
+    /// `queue:restart` was signalled since the start.
+    pub restarted: bool,
+    /// A job is still running.
+    pub in_flight: bool,
+    /// `--memory` is on: read the resident memory.
+    pub read_memory: bool,
+    /// The last poll found a job: the memory reading is taken again only
+    /// after [`MEMORY_EVERY`].
+    pub busy: bool,
+}
+
 impl Progress {
     /// The loop starts now (for `--max-time` and `--stop-when-empty-for`).
     pub fn start(&mut self) {
@@ -106,21 +125,22 @@ impl Progress {
         super::stop::poll_horizon(options, idle_for, ran_for)
     }
 
-    /// What the stop decision needs, with the signals the loop read:
-    /// `quit`, `tripped`, `restarted`; `in_flight`: a job is still running;
-    /// `memory`: read the resident memory (`--memory` is on), again unless
-    /// `busy` and read less than [`MEMORY_EVERY`] ago.
-    pub fn seen(&mut self, signals: [bool; 3], in_flight: bool, memory: bool, busy: bool) -> Seen {
-        let [quit, tripped, restarted] = signals;
+    /// What the stop decision needs: these counters, and what the loop
+    /// read (`inputs`).
+    pub fn seen(&mut self, inputs: StopInputs) -> Seen {
         Seen {
-            quit,
-            tripped,
+            quit: inputs.quit,
+            tripped: inputs.tripped,
             polled: self.polled,
-            rss_bytes: if memory { self.rss_bytes(busy) } else { 0 },
-            restarted,
+            rss_bytes: if inputs.read_memory {
+                self.rss_bytes(inputs.busy)
+            } else {
+                0
+            },
+            restarted: inputs.restarted,
             found: self.found,
             failed_polls: self.failed_polls,
-            idle_for: (!in_flight).then(|| self.last_job_at.elapsed()),
+            idle_for: (!inputs.in_flight).then(|| self.last_job_at.elapsed()),
             ran_for: self.started.elapsed(),
             reserved: self.reserved,
         }
@@ -146,11 +166,11 @@ mod tests {
         let mut p = Progress::default();
         p.polled(Poll::Failed);
         p.polled(Poll::Failed);
-        let seen = p.seen([false; 3], false, false, false);
+        let seen = p.seen(StopInputs::default());
         assert!(seen.found && seen.polled);
         assert_eq!(seen.failed_polls, 2);
         p.polled(Poll::Empty);
-        let seen = p.seen([false; 3], false, false, false);
+        let seen = p.seen(StopInputs::default());
         assert!(!seen.found);
         assert_eq!(seen.failed_polls, 0);
     }
@@ -159,7 +179,14 @@ mod tests {
     fn a_job_in_flight_is_never_idle() {
         let mut p = Progress::default();
         p.job_started();
-        assert_eq!(p.seen([false; 3], true, false, false).idle_for, None);
-        assert_eq!(p.seen([false; 3], false, false, false).reserved, 1);
+        assert_eq!(
+            p.seen(StopInputs {
+                in_flight: true,
+                ..StopInputs::default()
+            })
+            .idle_for,
+            None
+        );
+        assert_eq!(p.seen(StopInputs::default()).reserved, 1);
     }
 }

@@ -103,6 +103,17 @@ pub struct Seen {
     pub reserved: u64,
 }
 
+/// Logs why a worker asked to stop when empty stops with
+/// [`StopReason::QueueUnreachable`]: the queue at `queue` did not answer.
+pub fn explain_unreachable(queue: &str) {
+    tracing::error!(
+        queue = %queue,
+        "the queue did not answer {UNREACHABLE_POLLS} polls in a row; --stop-when-empty and \
+         --stop-when-empty-for cannot tell whether the queues are empty, so the worker stops \
+         with exit status 1"
+    );
+}
+
 /// `Worker::stopIfNecessary`: the first stop condition that holds, in
 /// Laravel's order (signal, memory, restart, `--stop-when-empty`,
 /// `--stop-when-empty-for`, `--max-time`, `--max-jobs`, `--once`), with

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use super::Services;
 use super::events::JobEvents;
-use super::overflow::{self, Opened};
 use super::process::decide;
 use super::settle::settle;
 use super::slot::Slot;
@@ -36,27 +35,15 @@ pub async fn run_job(
     let [ticket, settled] = tickets;
     let started = Instant::now();
     let reserved_at = std::time::SystemTime::now();
-    // An SQS overflow pointer becomes its payload before the job is routed.
-    let Opened {
-        job,
-        forget,
-        verdict: unopened,
-    } = overflow::open(job, services).await;
     let route = services.router.route(job.display_name(), &job.queue.name);
-    let verdict = match unopened {
-        Some(verdict) => {
-            drop(ticket);
-            verdict
-        }
-        None => tokio::select! {
-            verdict = decide(&job, route, services, ticket) => verdict,
-            () = drain_deadline(services) => Verdict::Release {
-                delay: 0,
-                exception: Some(JobException::new(
-                    WORKER_STOPPED,
-                    format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
-                )),
-            },
+    let verdict = tokio::select! {
+        verdict = decide(&job, route, services, ticket) => verdict,
+        () = drain_deadline(services) => Verdict::Release {
+            delay: 0,
+            exception: Some(JobException::new(
+                WORKER_STOPPED,
+                format!("{} was still running when the worker's drain deadline passed.", job.display_name()),
+            )),
         },
     };
     if may_free_early(&job, &verdict, services) {
@@ -72,9 +59,6 @@ pub async fn run_job(
         reserved_at,
     )
     .await;
-    if let Some(key) = forget {
-        overflow::forget_after(&key, &verdict, outcome, services).await;
-    }
     services
         .events
         .settled(&job, &verdict, outcome, started.elapsed());

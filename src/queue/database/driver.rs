@@ -10,10 +10,11 @@
 use std::sync::Arc;
 
 use super::DatabaseQueue;
+use crate::exception::QUERY_EXCEPTION;
 use crate::queue::ReservedJob;
 use crate::queue::clock::now;
 use crate::queue::companion::Ending;
-use crate::queue::driver::{Call, Driver};
+use crate::queue::driver::{Call, Driver, Refusal};
 use crate::queue::job::Reservation;
 use crate::queue::keys::QueueKeys;
 use crate::queue::sizes::{HeadAge, QueueSizes};
@@ -105,12 +106,16 @@ impl Driver for DatabaseQueue {
     /// A row whose `attempts` is at its column's limit (a MySQL `tinyint
     /// unsigned` before Laravel 13.6) fails with the overflow's error, as
     /// Laravel 12.54+ fails it rather than select it for ever.
-    fn refusal(&self, job: &ReservedJob) -> Option<String> {
+    fn refusal(&self, job: &ReservedJob) -> Option<Refusal> {
         match &job.reservation {
             Reservation::Row {
                 at_attempts_limit: true,
                 ..
-            } => Some(self.attempts_limit_exception()),
+            } => Some(Refusal {
+                class: QUERY_EXCEPTION,
+                message: self.attempts_limit_exception(),
+                failed_hook: true,
+            }),
             _ => None,
         }
     }

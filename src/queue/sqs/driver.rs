@@ -12,10 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::SqsQueue;
+use crate::exception::OVERFLOW_PAYLOAD_MISSING;
 use crate::queue::ReservedJob;
 use crate::queue::clock::now;
 use crate::queue::companion::Ending;
-use crate::queue::driver::{Call, Driver, Step};
+use crate::queue::driver::{Call, Driver, PayloadStore, Refusal, Step};
+use crate::queue::job::Reservation;
 use crate::queue::keys::QueueKeys;
 use crate::queue::sizes::{HeadAge, QueueSizes};
 
@@ -97,8 +99,20 @@ impl Driver for SqsQueue {
         self.url_of(&queue.name)
     }
 
-    fn overflow(&self) -> Option<&super::Overflow> {
-        Some(SqsQueue::overflow(self))
+    fn set_payload_store(&self, store: Arc<dyn PayloadStore>) -> bool {
+        SqsQueue::set_payload_store(self, store)
+    }
+
+    /// A pointer body the worker cannot follow (see `overflow`).
+    fn refusal(&self, job: &ReservedJob) -> Option<Refusal> {
+        let Reservation::Message(handle) = &job.reservation else {
+            return None;
+        };
+        Some(Refusal {
+            class: OVERFLOW_PAYLOAD_MISSING,
+            message: handle.unfollowed.clone()?,
+            failed_hook: false,
+        })
     }
 
     /// Long polls on every queue at once, cut to `horizon`.

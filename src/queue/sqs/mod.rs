@@ -10,6 +10,8 @@
 //!   delete, sizes, purge);
 //! - `receive`: the pop, the long polls of the idle wait, and the jobs
 //!   made of the messages; delete, release, hand back and renew of a job;
+//! - [`overflow`]: Laravel 13.9's overflow pointer bodies, followed into the
+//!   worker's cache store and forgotten once their message is deleted;
 //! - `delete`: deletes of jobs that end together, sent as one batch;
 //! - `driver`: the queue behind the worker's driver seam;
 //! - `error`: [`SqsQueueError`], telling "try again later" from "the
@@ -18,6 +20,7 @@
 mod delete;
 mod driver;
 mod error;
+pub mod overflow;
 mod queue;
 mod receive;
 pub mod spec;

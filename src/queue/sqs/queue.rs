@@ -45,6 +45,9 @@ pub(super) struct Inner {
     pub(super) polled: tokio::sync::Notify,
     /// Batches the deletes of jobs that end together.
     pub(super) deleter: super::delete::Deleter,
+    /// Where overflow pointers lead: the worker's cache store, handed over
+    /// at start (see `overflow`); unset, no pointer can be followed.
+    pub(super) payloads: std::sync::OnceLock<Arc<dyn super::overflow::PayloadStore>>,
 }
 
 /// How many messages of a queue are where, from its attributes (Laravel
@@ -101,6 +104,7 @@ impl SqsQueue {
                 held: Mutex::default(),
                 polled: tokio::sync::Notify::new(),
                 deleter: super::delete::Deleter::start(weak.clone()),
+                payloads: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -124,6 +128,17 @@ impl SqsQueue {
     /// Where the connection's overflow payloads are (Laravel 13.9+).
     pub fn overflow(&self) -> &super::spec::Overflow {
         &self.inner.spec.overflow
+    }
+
+    /// Hands the queue the store its overflow pointers lead to (the
+    /// worker's cache store); false when one was handed over already.
+    pub fn set_payload_store(&self, store: Arc<dyn super::overflow::PayloadStore>) -> bool {
+        self.inner.payloads.set(store).is_ok()
+    }
+
+    /// The store overflow pointers lead to, once handed over.
+    pub(super) fn payloads(&self) -> Option<&dyn super::overflow::PayloadStore> {
+        self.inner.payloads.get().map(|store| store.as_ref())
     }
 
     /// Seconds a receive hides a message (the reservation's length).

@@ -69,6 +69,13 @@ pub struct MessageHandle {
     /// Counts the message as out until it is settled, so that deletes of
     /// its queue may wait for it to join their batch (see `delete`).
     pub(super) unsettled: super::delete::Unsettled,
+    /// The overflow payload's cache key, forgotten once the message is
+    /// deleted (`None`: the body is the payload, or the payload is kept;
+    /// see `overflow`).
+    pub(super) forget: Option<String>,
+    /// Why the job must fail without running: its body is an overflow
+    /// pointer the worker cannot follow (see `overflow`).
+    pub(super) unfollowed: Option<String>,
 }
 
 /// A queue's messages received by a long poll and not yet popped, and the
@@ -112,7 +119,7 @@ impl SqsQueue {
         };
         if !held.is_empty() {
             let fresh = self.still_ours(&url, held).await;
-            return Ok(self.jobs(queue, &url, fresh));
+            return Ok(self.open_pointers(self.jobs(queue, &url, fresh)).await);
         }
         if skip {
             return Ok(Vec::new());
@@ -130,7 +137,7 @@ impl SqsQueue {
             })
             .collect();
         let fresh = self.still_ours(&url, received).await;
-        Ok(self.jobs(queue, &url, fresh))
+        Ok(self.open_pointers(self.jobs(queue, &url, fresh)).await)
     }
 
     /// The idle wait: keeps a long poll (20 s, one message; no longer than
@@ -353,6 +360,8 @@ impl SqsQueue {
                         receive_count,
                         received: sent,
                         unsettled: self.inner.deleter.outstanding.track(&url),
+                        forget: None,
+                        unfollowed: None,
                     })),
                 })
             })
@@ -369,8 +378,12 @@ impl SqsQueue {
         let urgent = job.lease.until().is_some_and(|until| {
             until.saturating_duration_since(Instant::now()) < super::delete::URGENT
         });
-        self.delete_batched(&handle.url, &handle.receipt, &handle.unsettled, urgent)
-            .await
+        let deleted =
+            (self.delete_batched(&handle.url, &handle.receipt, &handle.unsettled, urgent)).await?;
+        if deleted {
+            self.forget_payload(handle).await;
+        }
+        Ok(deleted)
     }
 
     /// Releases `job` as `SqsJob::release` does: its visibility set to

@@ -54,6 +54,18 @@ pub struct Pollable {
     pub skipped_busy: bool,
 }
 
+impl Pollable {
+    /// Without balancing: every queue not `paused`, up to `count` each.
+    pub fn unbalanced(paused: &[bool], count: usize) -> Self {
+        let queues: Vec<usize> = (0..paused.len()).filter(|&i| !paused[i]).collect();
+        Pollable {
+            counts: vec![count; queues.len()],
+            queues,
+            skipped_busy: false,
+        }
+    }
+}
+
 impl Balanced {
     /// Balancing `queues` (the `--queue` names, in order) under `policy`.
     pub fn new(policy: Policy, queues: Vec<String>) -> Self {
