@@ -25,8 +25,9 @@ final class Binary
     {
         if (! class_exists(\PharData::class)) {
             throw new InstallException(
-                'PHP\'s phar extension is missing, so the archive cannot be read: install it '
-                .'(e.g. php-phar), or unpack the archive yourself and give --binary=PATH.'
+                'PHP\'s phar extension is missing, so the archive cannot be read: enable it '
+                .'(extension=phar; Debian ships it in php-common), or unpack the archive yourself '
+                .'and give --binary=PATH.'
             );
         }
         try {

@@ -33,7 +33,7 @@ pub fn available() -> bool {
     let why = "the Composer package's install and run commands (php/composer.json)";
     super::skip::have("composer", why)
         && super::skip::have("python3", why)
-        && super::laravel::have_extension("phar", "php-cli", why)
+        && super::laravel::have_extension("phar", "php-common", why)
 }
 
 /// The app's `composer.json`, as a Laravel skeleton's: its own classes,

@@ -243,15 +243,34 @@ fn install_package_only(app: &App, package: &Path) {
     composer::run_ok(app, &require);
 }
 
-/// `--binary=PATH` copies a binary (0755); the config file is then kept:
-/// a second install refuses to overwrite it (exit 1, naming `--force`)
-/// and leaves it as it was, `--force` writes it anew, `--binary-only`
-/// leaves it alone.
+/// Before the install, the run command says to install (exit 1), and
+/// an install with no binary to take (no --binary, no URL, none placed
+/// nor on the PATH) says where to get one (exit 1). `--binary=PATH`
+/// copies a binary (0755); the config file is then kept: a second
+/// install refuses to overwrite it (exit 1, naming `--force`) and leaves
+/// it as it was, `--force` writes it anew, `--binary-only` leaves it
+/// alone.
 #[test]
 fn install_from_a_file_keeps_an_existing_config_without_force() {
     let Some((_s, app, _jobs)) = composer_app() else {
         return;
     };
+    install_package_only(&app, &composer::package_dir());
+    for (command, advice) in [
+        (
+            "php artisan laravel-worker",
+            "run php artisan laravel-worker:install first",
+        ),
+        (
+            "php artisan laravel-worker:install",
+            "set LARAVEL_WORKER_BINARY_URL",
+        ),
+    ] {
+        let out = composer::run(&app, command);
+        let text = composer::both(&out);
+        assert_eq!(out.status.code(), Some(1), "{command}: {text}");
+        assert!(text.contains(advice), "{command}: {text}");
+    }
     let built = install_from_file(&app);
     check_placed(&app, &built);
     let config = app.dir.join("laravel-worker.toml");
@@ -440,5 +459,49 @@ fn the_bridge_says_which_side_to_upgrade() {
             }
             None => assert!(lines.is_empty(), "{stderr}"),
         }
+    }
+}
+
+/// `php artisan laravel-worker` becomes the worker: with pcntl_exec the
+/// process artisan ran in is the binary itself (its /proc exe), so
+/// SIGTERM from a supervisor reaches the worker, which stops cleanly
+/// (exit 0); without pcntl_exec the binary is a child and SIGTERM sent to
+/// PHP is forwarded to it, PHP returning its exit status (0).
+#[test]
+fn the_run_command_becomes_the_worker_and_sigterm_stops_it() {
+    let Some((s, app, _jobs)) = composer_app() else {
+        return;
+    };
+    install_from_file(&app);
+    let placed = app.dir.join("bin/laravel-worker").canonicalize().unwrap();
+    for (n, php) in ["php", "php -d disable_functions=pcntl_exec"]
+        .iter()
+        .enumerate()
+    {
+        let out = s.path(&format!("run-{n}.out"));
+        let file = std::fs::File::create(&out).unwrap();
+        let mut child = composer::shell(&app, &format!("exec {php} artisan laravel-worker"))
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        common::wait_until("the worker's start line", || {
+            std::fs::read_to_string(&out)
+                .unwrap_or_default()
+                .contains("worker started")
+        });
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert_eq!(
+            exe == placed,
+            n == 0,
+            "{php}: pid {pid} runs {}",
+            exe.display()
+        );
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+        let status = child.wait().unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(status.code(), Some(0), "{php}: {text}");
+        assert!(text.contains("worker stopped"), "{php}: {text}");
     }
 }

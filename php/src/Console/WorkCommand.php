@@ -66,6 +66,12 @@ class WorkCommand extends Command
 
     public function handle(): int
     {
+        $config = (string) config('laravel-worker.config');
+        if (! is_file($config)) {
+            $this->error("No worker config at {$config}: run php artisan laravel-worker:install first.");
+
+            return 1;
+        }
         try {
             $binary = $this->binary();
             $mismatch = Version::mismatch(Binary::version($binary));
