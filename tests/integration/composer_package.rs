@@ -396,9 +396,12 @@ fn a_binary_of_another_version_is_refused_naming_which_to_upgrade() {
             "{package}: {text}"
         );
         assert!(!app.dir.join("bin").exists(), "nothing placed");
+        assert!(!app.dir.join("laravel-worker.toml").exists(), "no config");
 
+        // Placed by hand, as an old install would have left them.
         std::fs::create_dir_all(app.dir.join("bin")).unwrap();
         std::fs::copy(binary, app.dir.join("bin/laravel-worker")).unwrap();
+        std::fs::write(app.dir.join("laravel-worker.toml"), "").unwrap();
         let out = composer::run(&app, "php artisan laravel-worker --stop-when-empty");
         let text = composer::both(&out);
         assert_eq!(out.status.code(), Some(1), "{text}");
