@@ -3,9 +3,15 @@
 /*
  * laravel-worker bridge: runs the jobs of a Laravel app for laravel-worker.
  *
- * Copy this one file into your app and point a [[handlers]] entry at it:
+ * Part of the Composer package laravel-worker/laravel-worker: `php artisan
+ * laravel-worker:install` writes a [[handlers]] entry pointing at it,
  *
- *     command = ["php", "/srv/app/laravel-worker-bridge.php", "--app=/srv/app"]
+ *     command = ["php", "/srv/app/vendor/laravel-worker/laravel-worker/laravel-worker-bridge.php", "--app=/srv/app"]
+ *
+ * and it also works as one file copied anywhere. At start it compares the
+ * daemon's version (LARAVEL_WORKER_VERSION) with the package's
+ * (src/Version.php beside it) and says on stderr which to upgrade when
+ * their major.minor differ.
  *
  * It boots the app the way artisan does (vendor/autoload.php when present,
  * bootstrap/app.php, then the console kernel's bootstrappers) and runs each
@@ -245,11 +251,35 @@ namespace LaravelWorker {
                     exit(2);
                 }
             }
+            self::checkVersion();
             try {
                 self::$app = self::bootApp(rtrim($base, '/'));
             } catch (Throwable $e) {
                 self::$bootError = $e;
                 fwrite(STDERR, "laravel-worker-bridge: cannot boot the app at {$base}: {$e}\n");
+            }
+        }
+
+        /**
+         * Compares the daemon's version (LARAVEL_WORKER_VERSION, set for
+         * every handler process) with this package's (src/Version.php, when
+         * the bridge runs from the Composer package) and, when their
+         * major.minor differ, says on stderr which to upgrade. The jobs run
+         * all the same.
+         */
+        private static function checkVersion(): void
+        {
+            $daemon = getenv('LARAVEL_WORKER_VERSION');
+            $file = __DIR__.'/src/Version.php';
+            if ($daemon === false || $daemon === '' || ! is_file($file)) {
+                return;
+            }
+            if (! class_exists(Version::class, false)) {
+                require_once $file;
+            }
+            $mismatch = Version::mismatch($daemon);
+            if ($mismatch !== null) {
+                fwrite(STDERR, "laravel-worker-bridge: {$mismatch} (jobs run all the same)\n");
             }
         }
 

@@ -25,10 +25,16 @@ pub const ANSWER_LIMIT: usize = 1024 * 1024;
 /// start a program with one environment string over 128 KiB.
 pub const ENV_VALUE_LIMIT: usize = 16 * 1024;
 
+/// The variable holding the daemon's version (`0.1.0`, Cargo.toml's) in
+/// every handler process, so that a handler (the PHP bridge) can tell
+/// whether it goes with this daemon.
+pub const VERSION_ENV: &str = "LARAVEL_WORKER_VERSION";
+
 /// The command for a handler process: `program[0]` run with the rest as
 /// its arguments (no shell), in its own process group tied to the daemon
 /// ([`process_group::isolate`]), seeing what `environment` lets through,
-/// under the `scheduling` policy, with stdin, stdout and stderr piped.
+/// under the `scheduling` policy, with stdin, stdout and stderr piped, and
+/// [`VERSION_ENV`] set.
 ///
 /// # Panics
 /// Never; an empty `program` is refused by the config loader.
@@ -37,6 +43,8 @@ pub fn command(program: &[String], environment: &Environment, scheduling: Schedu
     cmd.args(&program[1..]);
     // First: it may clear the environment.
     process_group::isolate(&mut cmd, environment);
+    // After the environment: a cleared one keeps it, and `env` cannot hide it.
+    cmd.env(VERSION_ENV, env!("CARGO_PKG_VERSION"));
     scheduling.apply(&mut cmd);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())

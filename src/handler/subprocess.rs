@@ -19,6 +19,7 @@
 //! | `LARAVEL_WORKER_RESULT`      | file for a request ([`super::request`])  |
 //! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
 //! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
+//! | `LARAVEL_WORKER_VERSION`     | the daemon's version ([`super::child::VERSION_ENV`]) |
 //!
 //! Every value is made fit for the environment: NULs become U+FFFD and it
 //! is cut to [`ENV_VALUE_LIMIT`](super::child::ENV_VALUE_LIMIT) bytes; stdin has the payload in full. The

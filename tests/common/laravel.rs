@@ -383,7 +383,8 @@ impl Drop for PhpWorker {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the directory `from` to `to`, recursively (files and folders only).
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -464,6 +464,7 @@ fn handler_gets_metadata_env_and_the_reserved_payload_on_stdin() {
         ("LARAVEL_WORKER_ATTEMPT", "1".into()),
         ("LARAVEL_WORKER_MAX_TRIES", "3".into()),
         ("LARAVEL_WORKER_TIMEOUT", "77".into()),
+        ("LARAVEL_WORKER_VERSION", env!("CARGO_PKG_VERSION").into()),
     ];
     for (key, value) in &expect {
         assert_eq!(env.get(*key), Some(value), "{key}; env: {env:?}");

@@ -23,6 +23,7 @@ mod cache_database;
 mod clean_exits;
 mod cli_habits;
 mod command_json;
+mod composer_package;
 mod control;
 mod crafted_input;
 mod database_fleet;

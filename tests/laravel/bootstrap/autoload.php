@@ -5,12 +5,17 @@
 // A Composer-based app loads vendor/autoload.php. This app runs on Debian's
 // packaged Laravel 8 (php-laravel-framework), which ships its own
 // autoloader under /usr/share/php; the app's own classes (namespace App\)
-// are mapped to app/ here, as Composer's PSR-4 rule would.
+// are mapped to app/ here, as Composer's PSR-4 rule would. A copy of the app
+// given a composer.json (tests/integration/composer_package.rs installs
+// laravel-worker's package into it) has a vendor/ holding only its packages:
+// Composer's autoloader loads those, and Laravel still comes from Debian's.
 
 if (is_file(__DIR__.'/../vendor/autoload.php')) {
     require_once __DIR__.'/../vendor/autoload.php';
 
-    return;
+    if (class_exists(Illuminate\Foundation\Application::class)) {
+        return;
+    }
 }
 
 // Resolved through PHP's include_path (".:/usr/share/php" on Debian).
