@@ -45,6 +45,10 @@ pub use error_chain::error_chain;
 pub use escape::log_fields;
 pub use handler::metadata;
 pub use queue::{Payload, command};
+// The driver seam, opened as `work` opens it, and its contract, for the contract test
+// on every driver (tests/integration/seam_contract.rs).
+pub use app::open_queue;
+pub use queue::{Queue, contract};
 // The database queue driver, for its tests on real databases (tests/database_queue.rs).
 pub use queue::database::{
     AttemptsColumn, DatabaseQueue, DatabaseQueueError, DatabaseQueueSpec, DatabaseReservation,

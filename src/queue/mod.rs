@@ -20,7 +20,6 @@ pub mod batch;
 pub mod clock;
 pub mod command;
 pub mod companion;
-#[cfg(test)]
 pub mod contract;
 pub mod database;
 pub mod driver;

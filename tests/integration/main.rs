@@ -15,48 +15,15 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod app_signals;
-mod balance;
-mod banner;
-mod breaker;
-mod cache_database;
-mod clean_exits;
-mod cli_habits;
-mod command_json;
-mod composer_package;
-mod control;
-mod crafted_input;
-mod database_fleet;
-mod database_outages;
-mod database_parity;
-mod database_queue;
-mod database_rows;
-mod database_worker;
-mod demo;
-mod deploy;
-mod dotenv;
-mod drain;
-mod example_config;
-mod failed_commands;
-mod failed_store_hardening;
+// The driver seam, every driver.
+mod seam_contract;
+
+// The Redis queue: protocol, reservations, Redis topologies.
 mod fleet;
-mod handler_hardening;
-mod horizon;
-mod http;
-mod laravel_app_config;
-mod laravel_bridge;
-mod laravel_commands;
-mod laravel_fleet;
-mod laravel_jobs;
-mod laravel_parity;
 mod large_jobs;
-mod lifecycle;
-mod metrics;
 mod notify;
 mod outages;
-mod persistent;
 mod pipeline;
-mod pools;
 mod protocol;
 mod reclaim;
 mod recordings;
@@ -64,9 +31,62 @@ mod redis_acl;
 mod redis_cluster;
 mod redis_sentinel;
 mod redis_tls;
-mod scheduling;
-mod secrets_in_messages;
+mod throughput_paths;
+
+// The database queue, and the database cache store.
+mod cache_database;
+mod database_fleet;
+mod database_outages;
+mod database_parity;
+mod database_queue;
+mod database_rows;
+mod database_worker;
+
+// The SQS queue.
 mod sqs_fleet;
 mod sqs_worker;
-mod throughput_paths;
+
+// Handlers: processes, warm processes, HTTP, scheduling, breakers.
+mod breaker;
+mod handler_hardening;
+mod http;
+mod persistent;
+mod pools;
+mod scheduling;
+
+// The worker's lifecycle: signals, drain, stop conditions, balance.
+mod app_signals;
+mod balance;
+mod clean_exits;
+mod control;
+mod drain;
+mod lifecycle;
+
+// Failed jobs and their commands.
+mod failed_commands;
+mod failed_store_hardening;
+
+// Beside a real Laravel: its config, bridge, commands and workers.
+mod composer_package;
+mod laravel_app_config;
+mod laravel_bridge;
+mod laravel_commands;
+mod laravel_fleet;
+mod laravel_jobs;
+mod laravel_parity;
+
+// Horizon's records and the metrics endpoint.
+mod horizon;
+mod metrics;
+
+// The surface: command line, config, output, deploy files, first contact.
+mod banner;
+mod cli_habits;
+mod command_json;
+mod crafted_input;
+mod demo;
+mod deploy;
+mod dotenv;
+mod example_config;
+mod secrets_in_messages;
 mod wrong_place;
