@@ -2,7 +2,7 @@
 //! handed jobs.
 //!
 //! A transport reports a fault of the handler itself, not of the job, by
-//! wrapping its outcome in [`Outcome::Fault`](super::Outcome::Fault): an
+//! wrapping its outcome in [`Reply::Fault`](super::Reply::Fault): an
 //! answer that breaks the protocol, a fresh process that dies before
 //! answering, a program that cannot start, a malformed HTTP answer. The
 //! breaker only observes these outcomes:

@@ -47,10 +47,10 @@
 //!   4xx: the job fails now, with the status and the start of the body (or
 //!   where it was redirected) as the reason; retrying cannot help. A 4xx is
 //!   the endpoint failing the job itself, so its failed hook is not called;
-//!   after a 3xx it is ([`Outcome::Refused`]).
+//!   after a 3xx it is ([`Reply::Refused`]).
 //! - 5xx and any other status, connection errors: an exception (released
 //!   with backoff, or failed by the usual rules).
-//! - No complete answer within the job's time limit: [`Outcome::TimedOut`].
+//! - No complete answer within the job's time limit: [`Reply::TimedOut`].
 //!
 //! All calls of one handler share one client and so one keep-alive pool of
 //! HTTP/1.1 connections. Secrets (the token, the signing key) are never
@@ -67,7 +67,7 @@ use reqwest::{Response, StatusCode, Url};
 use sha2::Sha256;
 
 use super::metadata::{self, CallMetadata};
-use super::{FaultKind, Invocation, Outcome, request};
+use super::{FaultKind, Invocation, Reply, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// With a secret: UNIX seconds when the request was signed.
@@ -211,9 +211,9 @@ impl HttpHandler {
         })
     }
 
-    /// POSTs one call and maps the answer to an [`Outcome`]. Never fails:
+    /// POSTs one call and maps the answer to a [`Reply`]. Never fails:
     /// connection errors and bad answers become outcomes.
-    pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
+    pub async fn call(&self, inv: &Invocation<'_>) -> Reply {
         let body = inv.job.reserved.clone();
         let headers = self.headers(inv, &body, unix_now());
         let mut request = self
@@ -293,7 +293,7 @@ impl HttpHandler {
 
     /// A request that got no complete answer: a timeout of the job's limit,
     /// or a connection error.
-    fn transport_error(&self, inv: &Invocation<'_>, e: reqwest::Error) -> Outcome {
+    fn transport_error(&self, inv: &Invocation<'_>, e: reqwest::Error) -> Reply {
         let name = inv.job.display_name();
         let e = e.without_url();
         // A connect timeout is a connection error; any other timeout is the
@@ -308,13 +308,13 @@ impl HttpHandler {
                 "the job ran past its timeout of {seconds} s: its HTTP request was abandoned \
                  (the connection is closed; no signal can reach a remote handler)"
             );
-            return Outcome::TimedOut(JobException::timed_out(name).with_detail(format!(
+            return Reply::TimedOut(JobException::timed_out(name).with_detail(format!(
                 "The HTTP handler at {} sent no complete answer within {seconds} s.",
                 self.shown_url
             )));
         }
         let cause = crate::error_chain::error_chain(&e);
-        Outcome::Exception(
+        Reply::Exception(
             JobException::new(
                 HANDLER_FAILED,
                 format!("{name}: the HTTP request failed: {cause}"),
@@ -341,28 +341,28 @@ struct Answer<'a> {
 impl Answer<'_> {
     /// The outcome of this answer to a call for job `name` at `url`, with
     /// `now` for `Retry-After` dates.
-    fn outcome(&self, name: &str, url: &str, now: DateTime<Utc>) -> Outcome {
+    fn outcome(&self, name: &str, url: &str, now: DateTime<Utc>) -> Reply {
         let status = self.status;
         if status.is_success() {
             if let Some(malformed) = self.malformed(name, url) {
                 return malformed;
             }
-            return requested(self.body).unwrap_or(Outcome::Done);
+            return requested(self.body).unwrap_or(Reply::Done);
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             if let Some(delay) = self.retry_after.and_then(|v| retry_after(v, now)) {
-                return Outcome::Release { delay };
+                return Reply::Release { delay };
             }
         } else if status.is_redirection() {
             let to = self.location.unwrap_or("nowhere");
-            return Outcome::Refused(JobException::new(
+            return Reply::Refused(JobException::new(
                 HANDLER_FAILED,
                 format!(
                     "HTTP {status} from {url}: redirected to {to} (redirects are not followed)"
                 ),
             ));
         } else if status.is_client_error() {
-            return Outcome::fail(format!("HTTP {status} from {url}: {}", excerpt(self.body)));
+            return Reply::fail(format!("HTTP {status} from {url}: {}", excerpt(self.body)));
         }
         let mut detail = format!("The HTTP handler at {url} answered {status}");
         match excerpt(self.body) {
@@ -372,7 +372,7 @@ impl Answer<'_> {
                 detail.push_str(&text);
             }
         }
-        Outcome::Exception(
+        Reply::Exception(
             JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}")).with_detail(detail),
         )
     }
@@ -384,7 +384,7 @@ impl Answer<'_> {
     /// JSON (`Content-Type`, or a leading `{` or `[`) and is not. Whether
     /// the job ran is unknown: an exception, and a fault of the handler.
     /// A plain-text body (`ok`) stays "done".
-    fn malformed(&self, name: &str, url: &str) -> Option<Outcome> {
+    fn malformed(&self, name: &str, url: &str) -> Option<Reply> {
         let problem = self.not_an_answer()?;
         let status = self.status;
         let kind = self.content_type.unwrap_or("none");
@@ -394,7 +394,7 @@ impl Answer<'_> {
         );
         let exception = JobException::new(HANDLER_FAILED, format!("{name}: HTTP {status}"))
             .with_detail(format!("The HTTP handler at {what}"));
-        Some(Outcome::Exception(exception).with_fault(FaultKind::Malformed, what))
+        Some(Reply::Exception(exception).with_fault(FaultKind::Malformed, what))
     }
 
     /// What makes this 2xx body no handler's answer, if anything.
@@ -423,7 +423,7 @@ impl Answer<'_> {
 
 /// A request in a 2xx body: a JSON object with an `action` key. Anything
 /// else (empty, not JSON, JSON without `action`) is `None`: plain done.
-fn requested(body: &[u8]) -> Option<Outcome> {
+fn requested(body: &[u8]) -> Option<Reply> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
     if value.as_object()?.contains_key("action") {
         request::parse(body)
@@ -646,13 +646,13 @@ mod tests {
         let mut a = answer(200, "<html>Welcome</html>");
         a.content_type = Some("application/json; charset=utf-8");
         let (outcome, fault) = a.outcome("App\\Jobs\\X", "http://h/q", now).into_parts();
-        assert!(matches!(outcome, Outcome::Exception(_)), "{outcome:?}");
+        assert!(matches!(outcome, Reply::Exception(_)), "{outcome:?}");
         assert_eq!(fault.map(|f| f.kind), Some(FaultKind::Malformed));
         a.body = br#"{"ok":true}"#;
-        assert_eq!(a.outcome("X", "u", now), Outcome::Done);
+        assert_eq!(a.outcome("X", "u", now), Reply::Done);
         a.content_type = Some("text/html; charset=UTF-8");
         a.body = b"ok";
-        assert_eq!(a.outcome("X", "u", now), Outcome::Done, "plain text: done");
+        assert_eq!(a.outcome("X", "u", now), Reply::Done, "plain text: done");
         for page in [
             &b"\n<!DOCTYPE html><html>Login</html>"[..],
             b"<HTML>Welcome</HTML>",
@@ -679,16 +679,16 @@ mod tests {
     fn status_classes() {
         let now = Utc::now();
         let o = |a: Answer<'_>| a.outcome("App\\Jobs\\X", "http://h/q", now);
-        assert_eq!(o(answer(200, "")), Outcome::Done);
-        assert_eq!(o(answer(204, "")), Outcome::Done);
-        assert_eq!(o(answer(200, "OK")), Outcome::Done);
-        assert_eq!(o(answer(200, r#"{"ok":true}"#)), Outcome::Done);
+        assert_eq!(o(answer(200, "")), Reply::Done);
+        assert_eq!(o(answer(204, "")), Reply::Done);
+        assert_eq!(o(answer(200, "OK")), Reply::Done);
+        assert_eq!(o(answer(200, r#"{"ok":true}"#)), Reply::Done);
         assert_eq!(
             o(answer(200, r#"{"action":"release","delay":30}"#)),
-            Outcome::Release { delay: 30 }
+            Reply::Release { delay: 30 }
         );
-        assert_eq!(o(answer(201, r#"{"action":"delete"}"#)), Outcome::Delete);
-        let Outcome::Fail(e) = o(answer(422, "bad input")) else {
+        assert_eq!(o(answer(201, r#"{"action":"delete"}"#)), Reply::Delete);
+        let Reply::Fail(e) = o(answer(422, "bad input")) else {
             panic!()
         };
         let reason = e.message;
@@ -696,20 +696,20 @@ mod tests {
             reason,
             "HTTP 422 Unprocessable Entity from http://h/q: bad input"
         );
-        let Outcome::Exception(e) = o(answer(500, "boom")) else {
+        let Reply::Exception(e) = o(answer(500, "boom")) else {
             panic!()
         };
         assert_eq!(e.message, "App\\Jobs\\X: HTTP 500 Internal Server Error");
         assert!(e.detail.unwrap().ends_with("began with:\nboom"));
         // 429 and 503 without Retry-After are exceptions, with one a release.
-        assert!(matches!(o(answer(429, "")), Outcome::Exception(_)));
-        assert!(matches!(o(answer(503, "")), Outcome::Exception(_)));
+        assert!(matches!(o(answer(429, "")), Reply::Exception(_)));
+        assert!(matches!(o(answer(503, "")), Reply::Exception(_)));
         let mut busy = answer(503, "");
         busy.retry_after = Some("7");
-        assert_eq!(o(busy), Outcome::Release { delay: 7 });
+        assert_eq!(o(busy), Reply::Release { delay: 7 });
         let mut moved = answer(302, "");
         moved.location = Some("/login");
-        let Outcome::Refused(e) = o(moved) else {
+        let Reply::Refused(e) = o(moved) else {
             panic!()
         };
         let reason = e.message;

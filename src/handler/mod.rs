@@ -2,7 +2,7 @@
 //!
 //! The daemon owns reservation, attempts, backoff, timeouts, failure
 //! recording and reclaiming; a handler only runs the job and reports an
-//! [`Outcome`]. Handlers are chosen by the job's displayName ([`router`]).
+//! [`Reply`]. Handlers are chosen by the job's displayName ([`router`]).
 //! Transports: one process per job ([`subprocess`]), warm processes
 //! ([`persistent`], over a [`pool`] of [`warm`] processes), an HTTP POST
 //! per job ([`http`]); each encodes the same call metadata ([`metadata`]).
@@ -74,7 +74,7 @@ pub struct Invocation<'a> {
 
 /// What a handler reports back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reply {
     /// The job ran; delete it.
     Done,
     /// The handler asked for the job to be deleted without running further.
@@ -90,7 +90,7 @@ pub enum Outcome {
     Fail(JobException),
     /// The job cannot be run where the handler sent it (an HTTP redirect,
     /// which is not followed): failed now, no retry, and unlike
-    /// [`Outcome::Fail`] its failed hook is called, as for any failure
+    /// [`Reply::Fail`] its failed hook is called, as for any failure
     /// the job did not ask for.
     Refused(JobException),
     /// The handler ended with an error: released with backoff, or failed
@@ -104,21 +104,21 @@ pub enum Outcome {
         /// The handler's fault.
         fault: Fault,
         /// The job's outcome.
-        then: Box<Outcome>,
+        then: Box<Reply>,
     },
 }
 
-impl Outcome {
+impl Reply {
     /// A request to fail with just a reason (Laravel's
     /// `ManuallyFailedException` with that message).
     pub fn fail(reason: impl Into<String>) -> Self {
-        Outcome::Fail(JobException::new(crate::exception::MANUALLY_FAILED, reason))
+        Reply::Fail(JobException::new(crate::exception::MANUALLY_FAILED, reason))
     }
 
     /// This outcome, marked as caused by a fault of the handler itself of
     /// `kind`; `what` says what happened.
     pub fn with_fault(self, kind: FaultKind, what: impl Into<String>) -> Self {
-        Outcome::Fault {
+        Reply::Fault {
             fault: Fault {
                 kind,
                 what: what.into(),
@@ -128,9 +128,9 @@ impl Outcome {
     }
 
     /// The job's outcome and the handler's fault, if any.
-    pub fn into_parts(self) -> (Outcome, Option<Fault>) {
+    pub fn into_parts(self) -> (Reply, Option<Fault>) {
         match self {
-            Outcome::Fault { fault, then } => (then.into_parts().0, Some(fault)),
+            Reply::Fault { fault, then } => (then.into_parts().0, Some(fault)),
             outcome => (outcome, None),
         }
     }
@@ -148,13 +148,13 @@ pub enum Handler {
 }
 
 impl Handler {
-    /// Runs one call. Never fails: every error becomes an [`Outcome`].
+    /// Runs one call. Never fails: every error becomes a [`Reply`].
     ///
     /// The process and HTTP calls are boxed: their futures are the largest,
     /// and unboxed every job's future would be as large, a warm process's
     /// included (the job's future is copied whole into its task). A process
     /// start or an HTTP request costs far more than the allocation.
-    pub async fn call(&self, invocation: &Invocation<'_>) -> Outcome {
+    pub async fn call(&self, invocation: &Invocation<'_>) -> Reply {
         match self {
             Handler::Subprocess(h) => Box::pin(h.call(invocation)).await,
             Handler::Persistent(h) => h.call(invocation).await,

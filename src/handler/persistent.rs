@@ -15,7 +15,7 @@
 //! JSON, longer than [`ANSWER_LIMIT`](super::child::ANSWER_LIMIT)), or any line while no request is in
 //! flight, is a protocol error: the process group is killed and a new
 //! process takes later calls. The job in flight is released at once with
-//! its attempt counted ([`Outcome::Release`] with no delay), not failed: its
+//! its attempt counted ([`Reply::Release`] with no delay), not failed: its
 //! handler broke the protocol, the job did not necessarily fail, and the
 //! answer that came cannot be trusted to be this job's. The outcome carries
 //! the fault (the line escaped and cut) to the handler's
@@ -53,7 +53,7 @@ use super::pipeline::{AheadEnded, Behind};
 use super::pool::{Pool, PoolSettings, Taken};
 use super::request_line::Request;
 use super::warm::{CallError, Handoff, Process, Spawn};
-use super::{FaultKind, Invocation, Outcome, process_group, request};
+use super::{FaultKind, Invocation, Reply, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Processes a call is offered to when each one dies before reading the
@@ -72,7 +72,7 @@ struct Exchanged {
 enum Unsent {
     /// Its outcome is known already (the handler cannot start, or the
     /// process it was written behind read it and ended).
-    Outcome(Outcome),
+    Reply(Reply),
     /// The request never reached a process: try another.
     Retry,
 }
@@ -157,13 +157,13 @@ impl PersistentHandler {
 
     /// Runs one call on a warm process (starting one if none is idle), or
     /// behind a busy one in a pipelined pool.
-    pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
+    pub async fn call(&self, inv: &Invocation<'_>) -> Reply {
         self.pool.start();
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
         let request = match Request::new(call, inv, self.decode_command) {
             Ok(request) => request,
             Err(e) => {
-                return Outcome::Exception(JobException::new(
+                return Reply::Exception(JobException::new(
                     HANDLER_FAILED,
                     format!("cannot encode the request: {e}"),
                 ));
@@ -184,7 +184,7 @@ impl PersistentHandler {
                 answer,
             } = match exchanged {
                 Ok(exchanged) => exchanged,
-                Err(Unsent::Outcome(outcome)) => return outcome,
+                Err(Unsent::Reply(outcome)) => return outcome,
                 Err(Unsent::Retry) => continue,
             };
             match answer {
@@ -192,7 +192,7 @@ impl PersistentHandler {
                     process.calls += 1;
                     self.pool.finish(process, permit);
                     return request::parse(&answer).unwrap_or_else(|| {
-                        Outcome::Exception(JobException::new(
+                        Reply::Exception(JobException::new(
                             HANDLER_FAILED,
                             "the handler answered with an empty action",
                         ))
@@ -214,7 +214,7 @@ impl PersistentHandler {
                 "was started {DELIVERY_TRIES} times and each process ended before reading the request"
             ),
         );
-        Outcome::Exception(
+        Reply::Exception(
             JobException::new(HANDLER_FAILED, format!("{name}: the handler {how}"))
                 .with_detail(detail(&how, &last_stderr)),
         )
@@ -234,8 +234,8 @@ impl PersistentHandler {
             Ok(p) => p,
             Err(e) => {
                 let what = format!("{:?}: {e}", self.pool.program());
-                return Err(Unsent::Outcome(
-                    Outcome::Exception(JobException::new(
+                return Err(Unsent::Reply(
+                    Reply::Exception(JobException::new(
                         HANDLER_FAILED,
                         format!("cannot start handler {what}"),
                     ))
@@ -295,7 +295,7 @@ impl PersistentHandler {
             }
             Err(AheadEnded::Read) => {
                 let how = "read this request ahead, then ended while the call before it ran";
-                return Err(Unsent::Outcome(Outcome::Exception(JobException::new(
+                return Err(Unsent::Reply(Reply::Exception(JobException::new(
                     HANDLER_FAILED,
                     format!("{job}: the handler process (pid {pid}) {how}"),
                 ))));
@@ -313,7 +313,7 @@ impl PersistentHandler {
 
     /// The outcome of a call whose process timed out, broke the protocol
     /// or died after reading the request; the process is ended.
-    async fn failed(&self, error: CallError, process: Process, inv: &Invocation<'_>) -> Outcome {
+    async fn failed(&self, error: CallError, process: Process, inv: &Invocation<'_>) -> Reply {
         let name = inv.job.display_name();
         let (pid, calls, stderr) = (process.pid, process.calls, process.stderr_tail());
         match error {
@@ -321,7 +321,7 @@ impl PersistentHandler {
                 let seconds = inv.timeout.map_or(0, |t| t.as_secs());
                 let signal = self.pool.kill(process, self.kill_grace).await;
                 process_group::log_timeout_kill(name, &inv.job.id(), seconds, Some(pid), signal);
-                Outcome::TimedOut(
+                Reply::TimedOut(
                     JobException::timed_out(name)
                         .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
                 )
@@ -335,11 +335,11 @@ impl PersistentHandler {
                     inv.job.id()
                 );
                 self.pool.end(process).await;
-                Outcome::Release { delay: 0 }.with_fault(FaultKind::Protocol, what)
+                Reply::Release { delay: 0 }.with_fault(FaultKind::Protocol, what)
             }
             CallError::Died(how) => {
                 self.pool.end(process).await;
-                let outcome = Outcome::Exception(
+                let outcome = Reply::Exception(
                     JobException::new(HANDLER_FAILED, format!("{name} {how}"))
                         .with_detail(detail(&how, &stderr)),
                 );

@@ -18,7 +18,7 @@
 
 use serde::Deserialize;
 
-use super::Outcome;
+use super::Reply;
 use crate::exception::{HANDLER_FAILED, JobException, MANUALLY_FAILED};
 
 #[derive(Debug, Deserialize)]
@@ -73,22 +73,22 @@ impl Thrown {
 
 /// Reads a handler's request. `None` when the handler wrote nothing;
 /// an unreadable request becomes an exception that says why.
-pub fn parse(contents: &[u8]) -> Option<Outcome> {
+pub fn parse(contents: &[u8]) -> Option<Reply> {
     if contents.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
     let outcome = match serde_json::from_slice::<Request>(contents) {
-        Ok(Request::Done) => Outcome::Done,
-        Ok(Request::Delete) => Outcome::Delete,
-        Ok(Request::Release { delay }) => Outcome::Release { delay },
-        Ok(Request::Fail { reason, thrown }) if thrown.is_empty() => Outcome::fail(reason),
+        Ok(Request::Done) => Reply::Done,
+        Ok(Request::Delete) => Reply::Delete,
+        Ok(Request::Release { delay }) => Reply::Release { delay },
+        Ok(Request::Fail { reason, thrown }) if thrown.is_empty() => Reply::fail(reason),
         Ok(Request::Fail { reason, thrown }) => {
-            Outcome::Fail(thrown.into_exception(MANUALLY_FAILED, reason))
+            Reply::Fail(thrown.into_exception(MANUALLY_FAILED, reason))
         }
         Ok(Request::Exception { thrown }) => {
-            Outcome::Exception(thrown.into_exception(HANDLER_FAILED, String::new()))
+            Reply::Exception(thrown.into_exception(HANDLER_FAILED, String::new()))
         }
-        Err(err) => Outcome::Exception(JobException::new(
+        Err(err) => Reply::Exception(JobException::new(
             HANDLER_FAILED,
             format!(
                 "the handler wrote an unreadable result ({err}): {}",
@@ -106,17 +106,17 @@ mod tests {
     #[test]
     fn reads_every_action() {
         assert_eq!(parse(b""), None);
-        assert_eq!(parse(br#"{"action":"done"}"#), Some(Outcome::Done));
-        assert_eq!(parse(br#"{"action":"delete"}"#), Some(Outcome::Delete));
+        assert_eq!(parse(br#"{"action":"done"}"#), Some(Reply::Done));
+        assert_eq!(parse(br#"{"action":"delete"}"#), Some(Reply::Delete));
         assert_eq!(
             parse(br#"{"action":"release","delay":10}"#),
-            Some(Outcome::Release { delay: 10 })
+            Some(Reply::Release { delay: 10 })
         );
         assert_eq!(
             parse(br#"{"action":"fail","reason":"no"}"#),
-            Some(Outcome::fail("no"))
+            Some(Reply::fail("no"))
         );
-        let Some(Outcome::Exception(e)) =
+        let Some(Reply::Exception(e)) =
             parse(br#"{"action":"exception","class":"App\\E","message":"m"}"#)
         else {
             panic!("not an exception")
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn fail_may_carry_the_job_exception() {
-        let Some(Outcome::Fail(e)) = parse(
+        let Some(Reply::Fail(e)) = parse(
             br#"{"action":"fail","reason":"r","class":"App\\E","message":"m","text":"App\\E: m in x.php:1"}"#,
         ) else {
             panic!("not a fail")
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn garbage_is_an_exception_not_a_crash() {
-        let Some(Outcome::Exception(e)) = parse(b"release please") else {
+        let Some(Reply::Exception(e)) = parse(b"release please") else {
             panic!("not an exception")
         };
         assert!(e.message.contains("unreadable result"), "{}", e.message);

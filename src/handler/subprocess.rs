@@ -48,7 +48,7 @@ use super::child::{ANSWER_LIMIT, describe, detail, env_value};
 use super::metadata::CallMetadata;
 use super::process_group::Environment;
 use super::scheduling::Scheduling;
-use super::{FaultKind, Invocation, Outcome, child, process_group, request};
+use super::{FaultKind, Invocation, Reply, child, process_group, request};
 use crate::exception::{HANDLER_FAILED, JobException};
 
 /// Bytes of a result file read (as of an answer line of a persistent
@@ -155,7 +155,7 @@ impl SubprocessHandler {
     }
 
     /// Runs one call to its end (or its time limit) and reports the outcome.
-    pub async fn call(&self, inv: &Invocation<'_>) -> Outcome {
+    pub async fn call(&self, inv: &Invocation<'_>) -> Reply {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let result_path = self.result_dir.path().join(format!("{n}.result"));
         let command_path = self.write_command(inv, n);
@@ -200,12 +200,12 @@ impl SubprocessHandler {
         inv: &Invocation<'_>,
         result_path: &PathBuf,
         command_path: Option<&PathBuf>,
-    ) -> Outcome {
+    ) -> Reply {
         let mut child = match self.spawn(inv, result_path, command_path) {
             Ok(child) => child,
             Err(e) => {
                 let what = format!("{:?}: {e}", self.command[0]);
-                return Outcome::Exception(JobException::new(
+                return Reply::Exception(JobException::new(
                     HANDLER_FAILED,
                     format!("cannot start handler {:?}: {e}", self.command[0]),
                 ))
@@ -244,7 +244,7 @@ impl SubprocessHandler {
 
         if timed_out {
             let seconds = inv.timeout.map_or(0, |t| t.as_secs());
-            return Outcome::TimedOut(
+            return Reply::TimedOut(
                 JobException::timed_out(inv.job.display_name())
                     .with_detail(detail(&format!("was killed after {seconds} s"), &stderr)),
             );
@@ -252,10 +252,10 @@ impl SubprocessHandler {
         let requested = read_result(result_path);
         match (status, requested) {
             (_, Some(requested)) => requested,
-            (Some(status), None) if status.success() => Outcome::Done,
+            (Some(status), None) if status.success() => Reply::Done,
             (status, None) => {
                 let how = describe(status);
-                Outcome::Exception(
+                Reply::Exception(
                     JobException::new(HANDLER_FAILED, format!("{} {how}", inv.job.display_name()))
                         .with_detail(detail(&how, &stderr)),
                 )
@@ -316,14 +316,14 @@ impl SubprocessHandler {
 /// The handler's request in its result file, if it wrote one. The file is
 /// read to at most [`RESULT_LIMIT`] bytes: a longer one is an exception
 /// that says so, not a read of whatever size the handler made it.
-fn read_result(path: &Path) -> Option<Outcome> {
+fn read_result(path: &Path) -> Option<Reply> {
     use std::io::Read;
     let file = std::fs::File::open(path).ok()?;
     let mut contents = Vec::new();
     let limit = RESULT_LIMIT as u64;
     file.take(limit + 1).read_to_end(&mut contents).ok()?;
     if contents.len() as u64 > limit {
-        return Some(Outcome::Exception(JobException::new(
+        return Some(Reply::Exception(JobException::new(
             HANDLER_FAILED,
             format!("the handler wrote a result file of more than {RESULT_LIMIT} bytes"),
         )));

@@ -23,7 +23,7 @@ use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
 use crate::handler::breaker::Admit;
-use crate::handler::{Invocation, Mode, Outcome, Route, Unmatched};
+use crate::handler::{Invocation, Mode, Reply, Route, Unmatched};
 use crate::queue::now;
 use crate::queue::{Payload, ReservedJob};
 
@@ -137,29 +137,29 @@ pub async fn decide(
     };
 
     match outcome {
-        Outcome::Done | Outcome::Delete => Verdict::Delete,
-        Outcome::Release { delay } => Verdict::Release {
+        Reply::Done | Reply::Delete => Verdict::Delete,
+        Reply::Release { delay } => Verdict::Release {
             delay,
             exception: None,
         },
-        Outcome::Fail(exception) => Verdict::Fail {
+        Reply::Fail(exception) => Verdict::Fail {
             exception,
             failed_hook: false,
         },
-        Outcome::Refused(exception) => Verdict::Fail {
+        Reply::Refused(exception) => Verdict::Fail {
             exception,
             failed_hook: true,
         },
-        Outcome::Exception(e) => {
+        Reply::Exception(e) => {
             Box::pin(after_exception(job, payload, limits, e, false, services)).await
         }
-        Outcome::TimedOut(e) => {
+        Reply::TimedOut(e) => {
             let e = e.for_version(services.laravel, name);
             Box::pin(after_exception(job, payload, limits, e, true, services)).await
         }
         // Never: `into_parts` took the fault off. Released as a protocol
         // error would be, should it ever come.
-        Outcome::Fault { .. } => Verdict::Release {
+        Reply::Fault { .. } => Verdict::Release {
             delay: 0,
             exception: None,
         },
@@ -176,7 +176,7 @@ async fn call_handler(
     route: &Route,
     services: &Services,
     ticket: Ticket,
-) -> Result<Outcome, Verdict> {
+) -> Result<Reply, Verdict> {
     if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
         return Err(Verdict::HandBack {
             delay,
