@@ -1,0 +1,435 @@
+//! The installable packages (issue 44): `packaging/build --binary` on the
+//! binary under test makes a .deb (cargo-deb), an .rpm (cargo-generate-rpm)
+//! and a .tar.gz of Cargo.toml's version, with SHA256SUMS. Checked with the
+//! distributions' own tools: lintian on the .deb, the file lists of
+//! `dpkg-deb -c`, `rpm -qlp` and `tar -t` against the lists of
+//! docs/src/packages.md, the binary taken out of each package (dpkg-deb -x,
+//! rpm2cpio | cpio, tar) running `--version` and `man`, `sha256sum -c`.
+//! Each part skips with a printed reason when its tool is absent.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// Cargo.toml's version: the one every package must carry.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The packages made by one run of the script, shared by this file's tests.
+struct Built {
+    dir: PathBuf,
+    deb: PathBuf,
+    rpm: PathBuf,
+    tarball: PathBuf,
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn repo_file(path: &str) -> String {
+    let full = repo().join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// Runs `program args`, panicking with its output unless it exits 0.
+fn run(program: &str, args: &[&str], cwd: Option<&Path>) -> Output {
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::null());
+    if let Some(dir) = cwd {
+        command.current_dir(dir);
+    }
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one file in `dir` whose name ends with `suffix`.
+fn one_file(dir: &Path, suffix: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    assert_eq!(found.len(), 1, "*{suffix} in {}: {found:?}", dir.display());
+    found.into_iter().next().unwrap()
+}
+
+/// Builds the packages once (the first test to ask waits for it, the others
+/// for the first); `None`, with the skip noted, without the packaging tools.
+fn built() -> Option<&'static Built> {
+    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        for tool in ["cargo-deb", "cargo-generate-rpm"] {
+            if !common::skip::on_path(tool) {
+                return None;
+            }
+        }
+        let dir = repo().join("target/packaging/test-dist");
+        let _ = std::fs::remove_dir_all(&dir);
+        let binary = env!("CARGO_BIN_EXE_laravel-worker");
+        let out = dir.to_str().unwrap();
+        run(
+            "bash",
+            &["packaging/build", "--binary", binary, "--out", out],
+            Some(repo()),
+        );
+        Some(Built {
+            deb: one_file(&dir, ".deb"),
+            rpm: one_file(&dir, ".rpm"),
+            tarball: one_file(&dir, ".tar.gz"),
+            dir,
+        })
+    });
+    if built.is_none() {
+        common::skip::note(
+            "cargo-deb and cargo-generate-rpm",
+            "the packages are not built nor checked (.ci/run installs them)",
+        );
+    }
+    built.as_ref()
+}
+
+fn name(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_script_makes_three_packages_of_one_version_with_their_sums() {
+    let Some(built) = built() else { return };
+    let arch = std::env::consts::ARCH;
+    assert!(name(&built.deb).starts_with(&format!("laravel-worker_{VERSION}-1_")));
+    assert_eq!(
+        name(&built.rpm),
+        format!("laravel-worker-{VERSION}-1.{arch}.rpm")
+    );
+    assert_eq!(
+        name(&built.tarball),
+        format!("laravel-worker-{VERSION}-{arch}-linux-gnu.tar.gz")
+    );
+    let sums = std::fs::read_to_string(built.dir.join("SHA256SUMS")).unwrap();
+    let listed: BTreeSet<&str> = sums
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    let expected = [&built.deb, &built.rpm, &built.tarball].map(|p| name(p));
+    assert_eq!(
+        listed,
+        expected.iter().map(String::as_str).collect(),
+        "{sums}"
+    );
+    if common::skip::have("sha256sum", "SHA256SUMS is not verified") {
+        let out = run("sha256sum", &["-c", "SHA256SUMS"], Some(&built.dir));
+        assert_eq!(text(&out).matches(": OK").count(), 3, "{}", text(&out));
+    }
+}
+
+#[test]
+fn lintian_passes_on_the_deb() {
+    let Some(built) = built() else { return };
+    if !common::skip::have(
+        "lintian",
+        "the .deb is not linted (apt-get install lintian)",
+    ) {
+        return;
+    }
+    // Errors and warnings fail; packaging/deb/lintian-overrides justifies
+    // each tag it silences.
+    let out = Command::new("lintian")
+        .args(["--fail-on", "error,warning", "--no-tag-display-limit"])
+        .arg(&built.deb)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "lintian: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The list of files in the fenced block that follows `<!-- files: KIND -->`
+/// in docs/src/packages.md.
+fn book_list(kind: &str) -> BTreeSet<String> {
+    let page = repo_file("docs/src/packages.md");
+    let marker = format!("<!-- files: {kind} -->");
+    let after = page
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("no {marker} in docs/src/packages.md"))
+        .1;
+    let block = after
+        .split("```")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no code block after {marker}"));
+    block
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The regular files of a `tar -tv`-style listing (`dpkg-deb -c`, `tar
+/// -tvzf`), as absolute paths, `strip` removed from their front.
+fn files_of_listing(listing: &str, strip: &str) -> BTreeSet<String> {
+    listing
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(|p| p.trim_start_matches('.').trim_start_matches(strip))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_file_lists_of_the_packages_are_the_books() {
+    let Some(built) = built() else { return };
+    let deb = text(&run("dpkg-deb", &["-c", built.deb.to_str().unwrap()], None));
+    assert_eq!(files_of_listing(&deb, ""), book_list("deb"), "{deb}");
+
+    let top = format!(
+        "laravel-worker-{VERSION}-{}-linux-gnu/",
+        std::env::consts::ARCH
+    );
+    let tar = text(&run(
+        "tar",
+        &["-tvzf", built.tarball.to_str().unwrap()],
+        None,
+    ));
+    let inside: Vec<&str> = tar
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    assert!(inside.iter().all(|p| p.starts_with(&top)), "{tar}");
+    assert_eq!(
+        files_of_listing(&tar, top.trim_end_matches('/')),
+        book_list("tar.gz"),
+        "{tar}"
+    );
+
+    if common::skip::have(
+        "rpm",
+        "the .rpm's file list is not read (apt-get install rpm)",
+    ) {
+        let rpm = text(&run("rpm", &["-qlp", built.rpm.to_str().unwrap()], None));
+        let listed: BTreeSet<String> = rpm.lines().map(String::from).collect();
+        assert_eq!(listed, book_list("rpm"), "{rpm}");
+    }
+}
+
+/// Runs the extracted binary's `--version` and `man`.
+fn runs_version_and_man(binary: &Path) {
+    let shown = binary.display().to_string();
+    let version = text(&run(&shown, &["--version"], None));
+    assert!(
+        version.starts_with(&format!("laravel-worker {VERSION}")),
+        "{shown}: {version}"
+    );
+    let man = text(&run(&shown, &["man"], None));
+    assert!(man.contains(".TH laravel-worker 1"), "{shown}: {man}");
+}
+
+#[test]
+fn the_binary_taken_out_of_each_package_runs() {
+    let Some(built) = built() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let deb_root = root.path().join("deb");
+    run(
+        "dpkg-deb",
+        &[
+            "-x",
+            built.deb.to_str().unwrap(),
+            deb_root.to_str().unwrap(),
+        ],
+        None,
+    );
+    runs_version_and_man(&deb_root.join("usr/bin/laravel-worker"));
+
+    run(
+        "tar",
+        &[
+            "-xzf",
+            built.tarball.to_str().unwrap(),
+            "-C",
+            root.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    let top = format!(
+        "laravel-worker-{VERSION}-{}-linux-gnu",
+        std::env::consts::ARCH
+    );
+    runs_version_and_man(&root.path().join(top).join("laravel-worker"));
+
+    if common::skip::have(
+        "rpm2cpio",
+        "the .rpm's binary is not run (apt-get install rpm)",
+    ) && common::skip::have(
+        "cpio",
+        "the .rpm's binary is not run (apt-get install cpio)",
+    ) {
+        let rpm_root = root.path().join("rpm");
+        std::fs::create_dir(&rpm_root).unwrap();
+        let script = format!("rpm2cpio '{}' | cpio -idm --quiet", built.rpm.display());
+        run("sh", &["-c", &script], Some(&rpm_root));
+        runs_version_and_man(&rpm_root.join("usr/bin/laravel-worker"));
+    }
+}
+
+#[test]
+fn the_config_is_kept_on_upgrade_and_readable_by_the_workers_user_only() {
+    let Some(built) = built() else { return };
+    let deb = built.deb.to_str().unwrap();
+    let conffiles = text(&run("dpkg-deb", &["-I", deb, "conffiles"], None));
+    assert!(
+        conffiles
+            .lines()
+            .any(|l| l == "/etc/laravel-worker/laravel-worker.toml"),
+        "{conffiles}"
+    );
+    let postinst = text(&run("dpkg-deb", &["-I", deb, "postinst"], None));
+    assert!(
+        postinst.contains(
+            "--add root laravel-worker 0640 \\\n            /etc/laravel-worker/laravel-worker.toml"
+        ),
+        "{postinst}"
+    );
+    if !common::skip::have(
+        "rpm",
+        "the .rpm's config flags are not read (apt-get install rpm)",
+    ) {
+        return;
+    }
+    let format =
+        "[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILEMODES:perms}\n]";
+    let rpm = built.rpm.to_str().unwrap();
+    let files = text(&run("rpm", &["-qp", "--qf", format, rpm], None));
+    assert!(
+        files
+            .lines()
+            .any(|l| l
+                == "/etc/laravel-worker/laravel-worker.toml cn root laravel-worker -rw-r-----"),
+        "{files}"
+    );
+}
+
+/// Whether every line of `script` holding `action` follows (comments
+/// aside) a line holding `guard`.
+fn only_after(script: &str, action: &str, guard: &str) -> bool {
+    let lines: Vec<&str> = script.lines().map(str::trim).collect();
+    lines.iter().enumerate().all(|(at, line)| {
+        !line.contains(action)
+            || lines[..at]
+                .iter()
+                .rev()
+                .find(|l| !l.starts_with('#'))
+                .is_some_and(|l| l.contains(guard))
+    })
+}
+
+#[test]
+fn the_units_are_installed_but_neither_enabled_nor_started() {
+    let Some(built) = built() else { return };
+    let deb = built.deb.to_str().unwrap();
+    let postinst = text(&run("dpkg-deb", &["-I", deb, "postinst"], None));
+    // cargo-deb's scripts with enable = false and start = false: systemd
+    // learns the units; an upgrade re-enables only a unit the admin had
+    // enabled, and restarts only a running one.
+    assert!(postinst.contains("daemon-reload"), "{postinst}");
+    assert!(
+        only_after(&postinst, "deb-systemd-helper enable", "was-enabled"),
+        "{postinst}"
+    );
+    for never in [
+        "deb-systemd-invoke start",
+        "deb-systemd-invoke restart",
+        "_dh_action",
+        "systemctl enable",
+        "systemctl start",
+    ] {
+        assert!(
+            !postinst.contains(never),
+            "{never} in the postinst:\n{postinst}"
+        );
+    }
+    if !common::skip::have(
+        "rpm",
+        "the .rpm's scripts are not read (apt-get install rpm)",
+    ) {
+        return;
+    }
+    let scripts = text(&run(
+        "rpm",
+        &["-qp", "--scripts", built.rpm.to_str().unwrap()],
+        None,
+    ));
+    assert!(scripts.contains("useradd --system"), "{scripts}");
+    for never in [
+        "systemctl enable",
+        "systemctl start",
+        "systemctl restart",
+        "preset",
+    ] {
+        assert!(
+            !scripts.contains(never),
+            "{never} in the .rpm's scripts:\n{scripts}"
+        );
+    }
+}
+
+/// The value of `key=` in an INI-like file (systemd units, supervisord).
+fn ini_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+        .map(str::trim)
+}
+
+/// The issue's trap: supervisord ran as www-data while the config the pages
+/// install is readable by the laravel-worker group only. Every deploy file
+/// and page runs as, and installs for, the user the packages make.
+#[test]
+fn the_deploy_files_and_pages_use_the_user_the_packages_make() {
+    let supervisord = repo_file("config/supervisord.conf");
+    assert_eq!(ini_value(&supervisord, "user"), Some("laravel-worker"));
+    assert_eq!(ini_value(&supervisord, "umask"), Some("007"));
+    for unit in ["laravel-worker.service", "laravel-worker@.service"] {
+        let unit = repo_file(&format!("systemd/{unit}"));
+        assert_eq!(ini_value(&unit, "User"), Some("laravel-worker"));
+        assert_eq!(ini_value(&unit, "SupplementaryGroups"), Some("www-data"));
+    }
+    assert!(repo_file("packaging/deb/postinst").contains("--group --no-create-home"));
+    assert!(repo_file("packaging/rpm/pre-install.sh").contains("groupadd --system laravel-worker"));
+    // Every hand install of the config gives it to that group.
+    for page in [
+        "docs/src/getting-started.md",
+        "docs/src/migrating/index.md",
+        "docs/src/migrating/systemd.md",
+        "docs/src/migrating/supervisord.md",
+        "config/deploy.toml",
+        "systemd/laravel-worker.service",
+        "systemd/laravel-worker@.service",
+    ] {
+        for line in repo_file(page).lines() {
+            if line.contains("install") && line.contains("-m 0640") {
+                assert!(line.contains("-g laravel-worker"), "{page}: {line}");
+            }
+        }
+    }
+}
