@@ -72,36 +72,46 @@ fn one_file(dir: &Path, suffix: &str) -> PathBuf {
 /// Builds the packages once (the first test to ask waits for it, the others
 /// for the first); `None`, with the skip noted, without the packaging tools.
 fn built() -> Option<&'static Built> {
-    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        for tool in ["cargo-deb", "cargo-generate-rpm"] {
-            if !common::skip::on_path(tool) {
-                return None;
-            }
+    static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
+    for tool in ["cargo-deb", "cargo-generate-rpm"] {
+        if !common::skip::have(
+            tool,
+            "the packages are not built nor checked (.ci/run installs it)",
+        ) {
+            return None;
         }
+    }
+    // A failed build is kept too: the other tests report it, not build again.
+    let built = BUILT.get_or_init(|| {
         let dir = repo().join("target/packaging/test-dist");
         let _ = std::fs::remove_dir_all(&dir);
-        let binary = env!("CARGO_BIN_EXE_laravel-worker");
-        let out = dir.to_str().unwrap();
-        run(
-            "bash",
-            &["packaging/build", "--binary", binary, "--out", out],
-            Some(repo()),
-        );
-        Some(Built {
+        let out = Command::new("bash")
+            .arg("packaging/build")
+            .args(["--binary", env!("CARGO_BIN_EXE_laravel-worker"), "--out"])
+            .arg(&dir)
+            .current_dir(repo())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("bash: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "packaging/build: {}\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(Built {
             deb: one_file(&dir, ".deb"),
             rpm: one_file(&dir, ".rpm"),
             tarball: one_file(&dir, ".tar.gz"),
             dir,
         })
     });
-    if built.is_none() {
-        common::skip::note(
-            "cargo-deb and cargo-generate-rpm",
-            "the packages are not built nor checked (.ci/run installs them)",
-        );
+    match built {
+        Ok(built) => Some(built),
+        Err(failed) => panic!("{failed}"),
     }
-    built.as_ref()
 }
 
 fn name(path: &Path) -> String {
@@ -431,5 +441,41 @@ fn the_deploy_files_and_pages_use_the_user_the_packages_make() {
                 assert!(line.contains("-g laravel-worker"), "{page}: {line}");
             }
         }
+    }
+}
+
+/// The units, man page and completions as the .deb installs them: the
+/// units are the repository's (verified by `deploy.rs`'s systemd-analyze
+/// test) but for the binary's path, the man page is the binary's.
+#[test]
+fn the_deb_installs_the_repositorys_units_and_the_binarys_man_page() {
+    let Some(built) = built() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let deb = built.deb.to_str().unwrap();
+    run(
+        "dpkg-deb",
+        &["-x", deb, root.path().to_str().unwrap()],
+        None,
+    );
+    let usr = root.path().join("usr");
+    for unit in ["laravel-worker.service", "laravel-worker@.service"] {
+        let installed = std::fs::read_to_string(usr.join("lib/systemd/system").join(unit)).unwrap();
+        let expected = repo_file(&format!("systemd/{unit}"))
+            .replace("/usr/local/bin/laravel-worker", "/usr/bin/laravel-worker");
+        assert_eq!(installed, expected, "{unit}");
+        let exec = ini_value(&installed, "ExecStart").unwrap();
+        assert!(exec.starts_with("/usr/bin/laravel-worker "), "{exec}");
+    }
+    let page = usr.join("share/man/man1/laravel-worker.1.gz");
+    let man = text(&run("gzip", &["-dc", page.to_str().unwrap()], None));
+    let printed = text(&run(env!("CARGO_BIN_EXE_laravel-worker"), &["man"], None));
+    assert_eq!(man, printed);
+    for completion in [
+        "bash-completion/completions/laravel-worker",
+        "zsh/vendor-completions/_laravel-worker",
+        "fish/vendor_completions.d/laravel-worker.fish",
+    ] {
+        let script = std::fs::read_to_string(usr.join("share").join(completion)).unwrap();
+        assert!(script.contains("laravel-worker"), "{completion}: {script}");
     }
 }
