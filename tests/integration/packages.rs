@@ -479,3 +479,73 @@ fn the_deb_installs_the_repositorys_units_and_the_binarys_man_page() {
         assert!(script.contains("laravel-worker"), "{completion}: {script}");
     }
 }
+
+/// Installs `package` on a throwaway copy of this machine
+/// (packaging/test-install: overlays in a private mount namespace) and
+/// returns its "key: value" lines; `None`, with the skip noted, where the
+/// overlays cannot be mounted.
+fn install_on_a_copy(package: &Path) -> Option<Vec<String>> {
+    if !common::skip::have("unshare", "the packages are not installed (util-linux)") {
+        return None;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private"])
+        .arg(repo().join("packaging/test-install"))
+        .arg(scratch.path())
+        .arg(package)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if out.status.code() == Some(97)
+        || String::from_utf8_lossy(&out.stderr).contains("unshare failed")
+    {
+        common::skip::note(
+            "overlay mounts",
+            "the packages are not installed on a copy of the machine (needs root and overlayfs)",
+        );
+        return None;
+    }
+    assert!(
+        out.status.success(),
+        "packaging/test-install {}: {}\n{}{}",
+        package.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(text(&out).lines().map(String::from).collect())
+}
+
+/// What an install makes of the user, the config and the units, on both
+/// formats: the user in www-data, the config root:laravel-worker 0640 and
+/// readable by that user, the binary runs as it, no unit enabled; the .deb
+/// keeps the ownership on upgrade and drops its override on purge.
+#[test]
+fn installing_a_package_makes_the_user_who_reads_the_config() {
+    let Some(built) = built() else { return };
+    let runs = format!("runs: laravel-worker {VERSION}");
+    let common_lines = |lines: &[String]| {
+        assert_eq!(lines[0], "groups: laravel-worker www-data", "{lines:#?}");
+        assert_eq!(lines[1], "config: root:laravel-worker 640", "{lines:#?}");
+        assert!(
+            lines[2].starts_with("reads: # laravel-worker"),
+            "{lines:#?}"
+        );
+        assert!(lines[3].starts_with(&runs), "{lines:#?}");
+        assert_eq!(lines[4], "enabled: 0", "{lines:#?}");
+        assert_eq!(lines.last().map(String::as_str), Some("removed: yes"));
+    };
+    let Some(deb) = install_on_a_copy(&built.deb) else {
+        return;
+    };
+    common_lines(&deb);
+    assert_eq!(deb[5], "upgraded: root:laravel-worker 640", "{deb:#?}");
+    assert_eq!(deb[6], "override: none", "{deb:#?}");
+    if common::skip::have("rpm", "the .rpm is not installed (apt-get install rpm)") {
+        let Some(rpm) = install_on_a_copy(&built.rpm) else {
+            return;
+        };
+        common_lines(&rpm);
+    }
+}
