@@ -88,5 +88,6 @@ mod demo;
 mod deploy;
 mod dotenv;
 mod example_config;
+mod packages;
 mod secrets_in_messages;
 mod wrong_place;
