@@ -19,7 +19,8 @@ pub const LONG_VERSION: &str = concat!(
     ")"
 );
 
-/// A Laravel queue worker for Redis queues: a drop-in for `php artisan queue:work`.
+/// A Laravel queue worker for Redis, database and SQS queues: a drop-in for
+/// `php artisan queue:work`.
 #[derive(Debug, Parser)]
 #[command(name = "laravel-worker", version = LONG_VERSION, about)]
 pub struct Cli {
@@ -116,10 +117,10 @@ pub enum Command {
 /// `demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// The queue driver to show: `redis` (a private redis-server on a unix
-    /// socket) or `database` (a SQLite `jobs` table in a file; no Redis
-    /// needed), both in a temporary directory removed at the end.
-    #[arg(long, value_name = "DRIVER", default_value = "redis", value_parser = ["redis", "database"])]
+    /// The queue driver to show: `database` (a SQLite `jobs` table in a
+    /// file: nothing to install) or `redis` (a private redis-server on a
+    /// unix socket), both in a temporary directory removed at the end.
+    #[arg(long, value_name = "DRIVER", default_value = "database", value_parser = ["database", "redis"])]
     pub driver: String,
 }
 

@@ -581,7 +581,9 @@ fn files_of_a_folder_import_each_other_in_one_direction() {
         let found = graph.get(*a).is_some_and(|o| o.contains_key(*b))
             && graph.get(*b).is_some_and(|o| o.contains_key(*a));
         if !found {
-            problems.push(format!("KNOWN_CYCLES entry no longer needed: {folder}: {a} <-> {b}"));
+            problems.push(format!(
+                "KNOWN_CYCLES entry no longer needed: {folder}: {a} <-> {b}"
+            ));
         }
     }
     for (dir, module) in module_folders() {

@@ -1,6 +1,7 @@
-//! `laravel-worker demo`: the whole story on a private redis-server, or a
-//! SQLite file (`--driver database`), with its output checked line by
-//! line, and its advice when redis-server is missing.
+//! `laravel-worker demo`: the whole story on a SQLite file (the default:
+//! nothing to install), or a private redis-server (`--driver redis`), with
+//! its output checked line by line, and its advice when redis-server is
+//! missing.
 
 use crate::common;
 
@@ -14,7 +15,7 @@ fn the_demo_runs_the_whole_story_and_cleans_up() {
     if !common::skip::have("redis-server", "the demo test needs redis-server") {
         return;
     }
-    let mut d = Daemon::run(&["demo"], &[]);
+    let mut d = Daemon::run(&["demo", "--driver", "redis"], &[]);
     d.expect_exit(0);
     let out = story_lines(&d, "redis");
     let text = out.join("\n");
@@ -67,17 +68,17 @@ fn story_lines(d: &Daemon, connection: &str) -> Vec<String> {
     out
 }
 
-/// `demo --driver database`: the same story on a SQLite file (the `jobs`,
-/// `failed_jobs` and `cache` tables), run with nothing on the `PATH` but
-/// `cat` (which the demo's handlers use), so no redis-server is needed;
-/// the file's directory is removed at the end.
+/// `demo`, as README's first command runs it: the story on a SQLite file
+/// (the `jobs`, `failed_jobs` and `cache` tables), run with nothing on the
+/// `PATH` but `cat` (which the demo's handlers use), so nothing needs
+/// installing; the file's directory is removed at the end.
 #[test]
-fn the_database_demo_tells_the_story_on_a_sqlite_file_without_redis() {
+fn the_default_demo_tells_the_story_on_a_sqlite_file_without_redis() {
     let bin = tempfile::tempdir().unwrap();
     let cat = common::skip::which("cat").expect("cat on the PATH");
     std::os::unix::fs::symlink(cat, bin.path().join("cat")).unwrap();
     let path = bin.path().to_str().unwrap();
-    let mut d = Daemon::run(&["demo", "--driver", "database"], &[("PATH", path)]);
+    let mut d = Daemon::run(&["demo"], &[("PATH", path)]);
     d.expect_exit(0);
     let out = story_lines(&d, "database");
     let text = out.join("\n");
@@ -100,7 +101,7 @@ fn the_database_demo_tells_the_story_on_a_sqlite_file_without_redis() {
 fn without_redis_server_the_demo_says_how_to_install_it() {
     let empty = tempfile::tempdir().unwrap();
     let path = empty.path().to_str().unwrap();
-    let mut d = Daemon::run(&["demo"], &[("PATH", path)]);
+    let mut d = Daemon::run(&["demo", "--driver", "redis"], &[("PATH", path)]);
     d.expect_exit(1);
     let log = d.stderr_text();
     assert!(
