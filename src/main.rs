@@ -51,8 +51,12 @@ fn main() -> ExitCode {
                 _ => None,
             },
         )?;
+        let app_default = match &cli.command {
+            Command::Work(_) => app_default_settings(&cli, &settings),
+            _ => None,
+        };
         match cli.command {
-            Command::Work(args) => commands::work::run(settings, args).await,
+            Command::Work(args) => commands::work::run(settings, app_default, args).await,
             Command::Push(args) => commands::push::run(settings, args).await,
             Command::Restart => commands::restart::run(settings).await,
             Command::Failed(args) => commands::failed::list(settings, args).await,
@@ -133,4 +137,22 @@ fn init_logging(cli: &Cli) {
         .fmt_fields(laravel_worker::log_fields())
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+/// The settings of the app's own queue connection when `settings` serve
+/// another (`work redis` on a database app), loaded without their
+/// `setting …` lines, for `work`'s warning when the app's queues hold jobs
+/// it leaves; `None` when they are the app's, or cannot be loaded.
+fn app_default_settings(cli: &Cli, settings: &Settings) -> Option<Settings> {
+    let app = settings.app_connection.as_deref()?;
+    let quiet = tracing::subscriber::NoSubscriber::default();
+    tracing::subscriber::with_default(quiet, || {
+        Settings::load_connection(
+            cli.config.as_deref(),
+            cli.env_file.as_deref(),
+            cli.app.as_deref(),
+            Some(app),
+        )
+        .ok()
+    })
 }

@@ -14,11 +14,18 @@ use crate::output::Reporter;
 use crate::worker::balance::spec::BalanceSettings;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
-/// Runs the worker until it stops; returns its exit status.
+/// Runs the worker until it stops; returns its exit status. `app_default`:
+/// the settings of the app's own queue connection when the command line or
+/// the config file chose another (its jobs are counted at start, for the
+/// warning of [`super::hints::unserved_default`]).
 ///
 /// # Errors
 /// Settings that cannot work, or a Redis that stays unreachable at start.
-pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
+pub async fn run(
+    mut settings: Settings,
+    app_default: Option<Settings>,
+    args: WorkArgs,
+) -> anyhow::Result<u8> {
     if let Some(connection) = &args.connection {
         settings.connection = connection.clone();
     }
@@ -32,9 +39,14 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     resize_on_signals(router.pools())?;
 
     super::banner::Banner::new(&settings, &options).emit(options.json);
-    for hint in super::hints::wrong_place(&queue, &cache, &options.queues).await {
-        tracing::warn!("{hint}");
-    }
+    warn_wrong_place(
+        &settings,
+        app_default.as_ref(),
+        &queue,
+        &cache,
+        &options.queues,
+    )
+    .await;
     let mut metrics = Metrics::new();
     if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
         let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
@@ -93,6 +105,26 @@ pub async fn run(mut settings: Settings, args: WorkArgs) -> anyhow::Result<u8> {
     }
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// Logs the start-up hints that the worker looks in the wrong place: its
+/// queues empty under this prefix while another holds jobs, the restart key
+/// under another name, the app's own connection (`app_default`) holding
+/// jobs this worker does not serve.
+async fn warn_wrong_place(
+    settings: &Settings,
+    app_default: Option<&Settings>,
+    queue: &crate::queue::Queue,
+    cache: &crate::cache::CacheStore,
+    queues: &[String],
+) {
+    let mut hints = super::hints::wrong_place(queue, cache, queues).await;
+    if let Some(app_default) = app_default {
+        hints.extend(super::hints::unserved_default(settings, queue, app_default, queues).await);
+    }
+    for hint in hints {
+        tracing::warn!("{hint}");
+    }
 }
 
 /// Opens the cache and failed-job stores. The cache is handed to the queue

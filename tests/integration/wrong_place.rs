@@ -319,3 +319,90 @@ fn an_unreachable_redis_on_a_database_app_names_the_apps_connection() {
         "{log}"
     );
 }
+
+/// `work redis` on an app whose queue connection is `database`, with a
+/// Redis reachable (common on Laravel servers): the worker starts on the
+/// empty Redis queue and warns that the app's `jobs` table holds jobs it
+/// does not serve, with both counts and what to run (before: no word, the
+/// jobs waited for ever). Without `redis`, `work` serves the table.
+#[test]
+fn work_redis_on_a_database_app_with_jobs_waiting_warns_with_both_counts() {
+    let s = Scene::new();
+    let d = s.dir.path();
+    let jobs = common::jobs_table::JobsTable::sqlite(&d.join("database.sqlite"));
+    let payload = crate::database_worker::payload("Waiting", "u-waiting");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    jobs.insert("default", &payload, 0, None, now);
+    jobs.insert(
+        "default",
+        &payload.replace("u-waiting", "u-second"),
+        0,
+        None,
+        now,
+    );
+    let config = d.join("first.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\nurl = \"{}\"\n\n[failed]\ndriver = \"null\"\n\n[cache]\nstore = \"none\"\n\n\
+             [[handlers]]\nmatch = \"*\"\ncommand = [\"true\"]\n",
+            s.redis.url(0)
+        ),
+    )
+    .unwrap();
+    let env = d.join(".env");
+    std::fs::write(
+        &env,
+        format!(
+            "APP_NAME=shop\nQUEUE_CONNECTION=database\nDB_CONNECTION=sqlite\nDB_DATABASE={}\n",
+            d.join("database.sqlite").display()
+        ),
+    )
+    .unwrap();
+    let args = |connection: &[&'static str]| -> Vec<String> {
+        let mut all = vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "--env-file".to_string(),
+            env.display().to_string(),
+            "work".to_string(),
+        ];
+        all.extend(connection.iter().map(|c| c.to_string()));
+        all.push("--stop-when-empty".to_string());
+        all
+    };
+    let on_redis = args(&["redis"]);
+    let mut w = Daemon::run(
+        &on_redis.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[],
+    );
+    w.expect_stop(0, "empty");
+    let log = w.stderr_text();
+    let said = log
+        .lines()
+        .find(|l| l.contains("holds 2 jobs on default"))
+        .unwrap_or_else(|| panic!("no warning in:\n{log}"));
+    assert!(
+        said.contains("\"database\"")
+            && said.contains("serves \"redis\" (0 jobs there)")
+            && said.contains("work without a connection"),
+        "{said}"
+    );
+    assert_eq!(jobs.count(), 2, "the table's jobs are left alone");
+    let on_app = args(&[]);
+    let mut w = Daemon::run(&on_app.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    w.expect_stop(0, "empty");
+    assert_eq!(
+        jobs.count(),
+        0,
+        "work without a connection serves the app's table"
+    );
+    assert!(
+        !w.stderr_text().contains("does not serve"),
+        "{}",
+        w.stderr_text()
+    );
+}
