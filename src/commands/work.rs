@@ -32,8 +32,7 @@ pub async fn run(
     let options = worker_options(&args, &settings)?;
     crate::memory::give_back_large_blocks();
     let heartbeat = app::open_heartbeat(args.heartbeat_file.as_deref(), &settings)?;
-    let queue = app::open_queue(&settings).await?;
-    let (cache, failed) = open_stores(&settings, &queue).await?;
+    let (queue, cache, failed) = open_queue_and_stores(&settings, &options).await?;
     let router = app::build_router(&settings)?;
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
@@ -47,14 +46,7 @@ pub async fn run(
         &options.queues,
     )
     .await;
-    let mut metrics = Metrics::new();
-    if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
-        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
-        tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
-    }
-    metrics.watch_pools(router.pools());
-    let metrics = Arc::new(metrics);
-    app::serve_metrics(&settings, &metrics).await?;
+    let metrics = start_metrics(&settings, &options, &queue, &router).await?;
     // `WorkCommand::listenForEvents`: the output lines and the metrics
     // hear the worker's job events, and Horizon's records when asked.
     let mut events = Listeners::new()
@@ -127,16 +119,48 @@ async fn warn_wrong_place(
     }
 }
 
-/// Opens the cache and failed-job stores. The cache is handed to the queue
-/// as the store SQS overflow pointers lead to (Laravel 13.9+); a missing
-/// `failed_jobs` table is refused at start, as a missing `jobs` table is.
+/// The metrics (the backlog sampled every `backlog_interval` when served,
+/// the handler pools watched), served on `metrics_listen` when set.
 ///
 /// # Errors
-/// A store cannot be opened, or the failed-jobs table is missing.
-async fn open_stores(
+/// The metrics address cannot be bound.
+async fn start_metrics(
     settings: &Settings,
+    options: &WorkerOptions,
     queue: &crate::queue::Queue,
-) -> anyhow::Result<(crate::cache::CacheStore, crate::failed::FailedJobStore)> {
+    router: &crate::handler::Router,
+) -> anyhow::Result<Arc<Metrics>> {
+    let mut metrics = Metrics::new();
+    if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
+        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
+        tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
+    }
+    metrics.watch_pools(router.pools());
+    let metrics = Arc::new(metrics);
+    app::serve_metrics(settings, &metrics).await?;
+    Ok(metrics)
+}
+
+/// Opens the queue (its queues checked, where the driver can tell they
+/// exist: a missing SQS queue is refused here), then the cache and
+/// failed-job stores. The cache is handed to the queue as the store SQS
+/// overflow pointers lead to (Laravel 13.9+); a missing `failed_jobs`
+/// table is refused at start, as a missing `jobs` table is.
+///
+/// # Errors
+/// The queue or a store cannot be opened, a queue does not exist, or the
+/// failed-jobs table is missing.
+async fn open_queue_and_stores(
+    settings: &Settings,
+    options: &WorkerOptions,
+) -> anyhow::Result<(
+    crate::queue::Queue,
+    crate::cache::CacheStore,
+    crate::failed::FailedJobStore,
+)> {
+    let queue = app::open_queue(settings).await?;
+    let served: Vec<_> = options.queues.iter().map(|q| queue.keys(q)).collect();
+    queue.check_queues(&served).await?;
     let cache = app::open_cache(settings).await?;
     if !matches!(cache, crate::cache::CacheStore::None) {
         queue.set_payload_store(Arc::new(cache.clone()));
@@ -145,7 +169,7 @@ async fn open_stores(
     if let crate::failed::FailedJobStore::Database { table, .. } = &failed {
         table.check_table().await?;
     }
-    Ok((cache, failed))
+    Ok((queue, cache, failed))
 }
 
 /// Called first thing by `work`: SIGTTIN and SIGTTOU no longer stop the

@@ -132,6 +132,18 @@ pub trait Driver: Send + Sync + 'static {
     /// The queue cannot be reached or refused the write.
     fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64>;
 
+    /// Whether `queues` exist, where the driver can tell and a queue is not
+    /// made by its first push (SQS: Laravel never creates a queue). An
+    /// error refuses the start, naming the queue and what to do; a queue
+    /// that cannot be reached is no error here (the loop logs it and
+    /// backs off). Default: nothing to check.
+    ///
+    /// # Errors
+    /// A queue does not exist, or the driver refuses to read it.
+    fn check_queues<'a>(&'a self, _queues: &'a [Arc<QueueKeys>]) -> Call<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+
     // ---- How the driver names things (defaults: by the queue's name) ----
 
     /// Where the queue is, in the words of a log line (`Redis at HOST db

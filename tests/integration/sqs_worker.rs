@@ -1430,50 +1430,90 @@ fn sqs_settings_every_call_would_fail_on_are_refused_at_start() {
     );
 }
 
-/// Issue 47, 12: an error of the SDK is one readable line (AWS's code and
-/// message, or the cause of a failed connection), never its debug dump of
-/// the request and answer, and the queue is named once ("SQS …", not
-/// "SQS SQS …").
+/// Issue 47, 12: an error of the SDK is one readable line (the cause of a
+/// failed connection), never its debug dump of the request and answer,
+/// and the queue is named once ("SQS …", not "SQS SQS …").
 #[test]
 fn sqs_errors_are_one_readable_line() {
     let Some(moto) = Moto::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let refusing = format!("http://127.0.0.1:{}", common::redis_topologies::free_port());
-    for (endpoint, says) in [
-        (moto.endpoint.clone(), "NonExistentQueue"),
-        (refusing, "Connection refused"),
+    let config = sqs_config(
+        dir.path(),
+        "errors.toml",
+        &format!(
+            "prefix = \"{}\"\nendpoint = \"{refusing}\"\nkey = \"test\"\nsecret = \"test\"",
+            moto.prefix()
+        ),
+    );
+    let mut d = Daemon::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--queue=no-such-queue",
+            "--sleep=1",
+        ],
+        &[],
+    );
+    let line = d.wait_log(&["cannot reserve a job"]);
+    let _ = nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM);
+    d.wait_exit();
+    assert!(line.contains("Connection refused"), "{line}");
+    assert!(line.len() < 700, "{} characters: {line}", line.len());
+    for dump in [
+        "SQS SQS",
+        "ServiceError",
+        "DispatchFailure(",
+        "raw:",
+        "Os {",
     ] {
-        let config = sqs_config(
-            dir.path(),
-            "errors.toml",
-            &format!(
-                "prefix = \"{}\"\nendpoint = \"{endpoint}\"\nkey = \"test\"\nsecret = \"test\"",
-                moto.prefix()
-            ),
-        );
-        let mut d = Daemon::start(
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "work",
-                "--queue=no-such-queue",
-                "--sleep=1",
-            ],
-            &[],
-        );
-        let line = d.wait_log(&["cannot reserve a job"]);
-        let _ = nix::sys::signal::kill(d.pid(), nix::sys::signal::Signal::SIGTERM);
-        d.wait_exit();
-        assert!(line.contains(says), "{says:?} in {line}");
-        assert!(line.len() < 700, "{} characters: {line}", line.len());
-        for dump in [
-            "SQS SQS",
-            "ServiceError",
-            "DispatchFailure(",
-            "raw:",
-            "Os {",
-        ] {
-            assert!(!line.contains(dump), "{dump:?} in {line}");
-        }
+        assert!(!line.contains(dump), "{dump:?} in {line}");
     }
+}
+
+/// Issue 44: a queue SQS does not have is refused at start, exit status
+/// 1, in one line naming the queue, its URL and what to check (before:
+/// every poll logged AWS's error, and `--stop-when-empty` ended as a lost
+/// connection after 5 polls). Laravel never creates an SQS queue.
+#[test]
+fn a_missing_sqs_queue_is_refused_at_start_in_one_line() {
+    let Some(moto) = Moto::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    moto.create_queue("default", 30);
+    let config = sqs_config(
+        dir.path(),
+        "missing.toml",
+        &format!(
+            "prefix = \"{}\"\nendpoint = \"{}\"\nkey = \"test\"\nsecret = \"test\"",
+            moto.prefix(),
+            moto.endpoint
+        ),
+    );
+    let mut d = Daemon::run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "work",
+            "--queue=default,no-such-queue",
+            "--stop-when-empty",
+        ],
+        &[],
+    );
+    d.expect_exit(1);
+    let log = d.stderr_text();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("does not exist"))
+        .collect();
+    assert_eq!(said.len(), 1, "{log}");
+    let url = format!("{}/no-such-queue", moto.prefix());
+    assert!(
+        said[0].contains("\"no-such-queue\"") && said[0].contains(&url),
+        "{}",
+        said[0]
+    );
+    assert!(said[0].contains("create it"), "{}", said[0]);
+    assert!(!log.contains("lost_connection"), "{log}");
+    assert!(said[0].len() < 700, "{}", said[0]);
 }

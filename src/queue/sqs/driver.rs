@@ -89,6 +89,17 @@ impl Driver for SqsQueue {
         Box::pin(async move { Ok(self.purge(&queue.name).await?) })
     }
 
+    /// Each queue's attributes read once: a queue SQS says does not exist
+    /// (or refuses to show) is refused in one line naming its URL.
+    fn check_queues<'a>(&'a self, queues: &'a [Arc<QueueKeys>]) -> Call<'a, ()> {
+        Box::pin(async move {
+            for queue in queues {
+                self.check_exists(&queue.name).await?;
+            }
+            Ok(())
+        })
+    }
+
     /// The queue's URL.
     fn location(&self, queue: &QueueKeys) -> String {
         self.url_of(&queue.name)

@@ -254,6 +254,34 @@ impl SqsQueue {
         }
     }
 
+    /// Whether queue `name` exists: its attributes read once. Laravel never
+    /// creates an SQS queue, so a missing one is an error of the setup.
+    ///
+    /// # Errors
+    /// SQS says the queue does not exist, or refuses to show it (one line
+    /// naming the queue, its URL and what to check); an SQS that cannot be
+    /// reached is no error here.
+    pub async fn check_exists(&self, name: &str) -> Result<()> {
+        match self.sizes(name).await {
+            Err(e) if e.kind == super::error::ErrorKind::Refused => {
+                let url = self.url_of(name);
+                let missing = e.code.as_deref().is_some_and(|c| {
+                    c.contains("NonExistentQueue") || c.contains("QueueDoesNotExist")
+                });
+                Err(SqsQueueError::refused(if missing {
+                    format!(
+                        "the SQS queue {name:?} does not exist at {url}: create it (Laravel does \
+                         not create SQS queues), or check [sqs] prefix (SQS_PREFIX) and the queue \
+                         name (--queue, SQS_QUEUE)"
+                    )
+                } else {
+                    format!("the SQS queue {name:?} at {url} cannot be read: {e}")
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Queue `name`'s messages by state, from its attributes.
     ///
     /// # Errors
