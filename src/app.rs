@@ -191,13 +191,12 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
 /// before), so the operator of a database or SQS queue learns which key
 /// picks the app's store.
 fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
-    match driver {
-        QueueDriverSettings::Redis | QueueDriverSettings::Unserved { .. } => "",
-        QueueDriverSettings::Database(_) | QueueDriverSettings::Sqs(_) => {
-            "; the queue is not on Redis, but the cache store is: set [cache] store \
-             (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \
-             --env-file or --app to read it from the app"
-        }
+    if driver.queue_on_redis() {
+        ""
+    } else {
+        "; the queue is not on Redis, but the cache store is: set [cache] store \
+         (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \
+         --env-file or --app to read it from the app"
     }
 }
 

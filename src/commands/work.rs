@@ -38,7 +38,7 @@ pub async fn run(
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
 
-    super::banner::Banner::new(&settings, &options).emit(options.json);
+    super::banner::Banner::new(&settings, &queue, &options).emit(options.json);
     warn_wrong_place(
         &settings,
         app_default.as_ref(),

@@ -23,6 +23,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::database::DbConnection;
+use super::driver::{Driver, served_drivers_words};
 use super::file::{Layer, Nullable};
 use crate::exception::LaravelVersion;
 
@@ -433,18 +434,14 @@ fn queue_connection(
         .cloned()
         .unwrap_or_default();
     let driver_of = |name: &str| connections.get(name).and_then(|c| text(&c["driver"]));
-    let runs = |name: &str| {
-        matches!(
-            driver_of(name).as_deref(),
-            Some("redis" | "database" | "sqs")
-        )
-    };
+    let runs = |name: &str| driver_of(name).as_deref().and_then(Driver::named).is_some();
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
         bail!(
             "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             \"redis\", \"database\" and \"sqs\" drivers",
-            driver_of(wanted).unwrap_or_default()
+             {} drivers",
+            driver_of(wanted).unwrap_or_default(),
+            served_drivers_words()
         );
     }
     if let Some(wanted) = wanted.filter(|w| !connections.contains_key(*w)) {

@@ -40,23 +40,13 @@
 //! `CACHE_PREFIX` set to `null` or `false` is no prefix (not the default).
 
 use super::database::DbConnection;
+use super::driver::UNSERVED_SKELETON_CONNECTIONS;
 use super::file::{
     CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer,
     SqsLayer,
 };
 use super::phpdotenv::EnvValue;
 pub use crate::slug::{slug, slug_with};
-
-/// The skeleton's queue connections whose driver (of the same name) the
-/// worker does not run (`config/queue.php` of Laravel 8 to 13).
-pub(crate) const UNSERVED_SKELETON_CONNECTIONS: &[&str] = &[
-    "sync",
-    "beanstalkd",
-    "null",
-    "deferred",
-    "background",
-    "failover",
-];
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
