@@ -50,6 +50,10 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
             crate::config::sqs::check_profile(spec, |var| std::env::var(var).ok())?;
             Ok(crate::queue::sqs::SqsQueue::open(spec).await.into())
         }
+        // No call at open, as SQS: the first reserve or push connects.
+        QueueDriverSettings::Beanstalkd(spec) => {
+            Ok(crate::queue::beanstalkd::BeanstalkdQueue::open(spec).into())
+        }
         unserved @ QueueDriverSettings::Unserved { .. } => {
             anyhow::bail!("{}", unserved.refusal().unwrap_or_default())
         }

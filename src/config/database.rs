@@ -779,12 +779,12 @@ mod tests {
         let e = settings(
             None,
             Layer::default(),
-            "[queue]\ndriver = \"beanstalkd\"",
+            "[queue]\ndriver = \"rabbitmq\"",
             Layer::default(),
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
+        assert!(e.contains("[queue] driver = \"rabbitmq\""), "{e}");
 
         // The app's config/horizon.php alone on a database queue: records
         // off, a warning, no refusal.

@@ -16,12 +16,13 @@ use anyhow::bail;
 use super::database::spec;
 use super::file::{Layer, Nullable, QueueLayer};
 use super::sqs::sqs_spec;
+use crate::queue::beanstalkd::BeanstalkdQueueSpec;
 use crate::queue::database::DatabaseQueueSpec;
 use crate::queue::sqs::SqsQueueSpec;
 
 /// The queue drivers the worker runs, as `queue.connections.NAME.driver`
 /// names them.
-pub const SERVED_DRIVERS: &[&str] = &["redis", "database", "sqs"];
+pub const SERVED_DRIVERS: &[&str] = &["redis", "database", "sqs", "beanstalkd"];
 
 /// [`SERVED_DRIVERS`] in words, for messages: `"redis", "database" and
 /// "sqs"`.
@@ -44,14 +45,8 @@ fn served_drivers_choice() -> String {
 
 /// The skeleton's queue connections whose driver (of the same name) the
 /// worker does not run (`config/queue.php` of Laravel 8 to 13).
-pub(crate) const UNSERVED_SKELETON_CONNECTIONS: &[&str] = &[
-    "sync",
-    "beanstalkd",
-    "null",
-    "deferred",
-    "background",
-    "failover",
-];
+pub(crate) const UNSERVED_SKELETON_CONNECTIONS: &[&str] =
+    &["sync", "null", "deferred", "background", "failover"];
 
 /// The queue driver of the worker's connection, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +58,8 @@ pub enum QueueDriverSettings {
     Database(DatabaseQueueSpec),
     /// Laravel's `SqsQueue`: the queues of one AWS account and region.
     Sqs(SqsQueueSpec),
+    /// Laravel's `BeanstalkdQueue`: the tubes of one beanstalkd server.
+    Beanstalkd(BeanstalkdQueueSpec),
     /// The app's connection `connection` has a `driver` the worker does
     /// not run (`sync`, `beanstalkd`, `failover`…): every command that
     /// opens the queue refuses it (see [`QueueDriverSettings::refusal`]).
@@ -82,6 +79,7 @@ impl QueueDriverSettings {
             QueueDriverSettings::Redis => "redis",
             QueueDriverSettings::Database(_) => "database",
             QueueDriverSettings::Sqs(_) => "sqs",
+            QueueDriverSettings::Beanstalkd(_) => "beanstalkd",
             QueueDriverSettings::Unserved { .. } => "",
         }
     }
@@ -130,6 +128,10 @@ impl QueueDriverSettings {
             QueueDriverSettings::Sqs(_) => {
                 "none (20 s long polls on every queue at once while idle)".into()
             }
+            QueueDriverSettings::Beanstalkd(spec) => match spec.block_for {
+                0 => "0 s (a reserve that does not wait, then --sleep)".into(),
+                n => format!("{n} s (reserve-with-timeout, then --sleep)"),
+            },
             QueueDriverSettings::Unserved { .. } => "none".into(),
         }
     }
@@ -173,6 +175,15 @@ pub fn resolve_driver(
             let visibility = Some(spec.visibility);
             (QueueDriverSettings::Sqs(spec), visibility, None)
         }
+        Driver::Beanstalkd => {
+            let spec = beanstalkd_spec(layer)?;
+            let (retry_after, block_for) = (Some(spec.retry_after), Some(spec.block_for));
+            (
+                QueueDriverSettings::Beanstalkd(spec),
+                retry_after,
+                block_for,
+            )
+        }
         Driver::Unserved => (
             QueueDriverSettings::Unserved {
                 connection: layer.queue.connection.clone().unwrap_or_default(),
@@ -193,6 +204,8 @@ pub enum Driver {
     Database,
     /// `sqs`.
     Sqs,
+    /// `beanstalkd`.
+    Beanstalkd,
     /// One the worker does not run, named by the app's own settings
     /// ([`QueueLayer::unserved`]).
     Unserved,
@@ -230,6 +243,7 @@ impl Driver {
             "redis" => Some(Driver::Redis),
             "database" => Some(Driver::Database),
             "sqs" => Some(Driver::Sqs),
+            "beanstalkd" => Some(Driver::Beanstalkd),
             _ => None,
         }
     }
@@ -245,6 +259,7 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
     let queue = layer.database.queue.take();
     let retry_after = layer.database.retry_after.take();
     let sqs_queue = layer.sqs.queue.take();
+    let beanstalkd_queue = layer.queue.beanstalkd_queue.take();
     match driver {
         Driver::Database => {
             layer.queue.queue = queue;
@@ -256,9 +271,62 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
             layer.queue.queue = sqs_queue;
             layer.queue.retry_after = None;
         }
+        // `BEANSTALKD_QUEUE`; `REDIS_QUEUE_RETRY_AFTER` is Redis's.
+        Driver::Beanstalkd => {
+            layer.queue.queue = beanstalkd_queue;
+            layer.queue.retry_after = None;
+        }
         Driver::Redis | Driver::Unserved => {}
     }
     layer
+}
+
+/// `[queue]` resolved for the beanstalkd driver as `BeanstalkdConnector`
+/// reads the connection: `host` (default `localhost`), `port` (default
+/// 11300), `retry_after` the `ttr` of every push (default 90, the
+/// skeleton's; `null` is 60, `Pheanstalk::DEFAULT_TTR`), `block_for` the
+/// seconds a reserve waits (default 0; `null` is 0).
+///
+/// # Errors
+/// `[horizon]` records (Horizon reads only Redis); a `retry_after` of 0
+/// (every job would be given to another worker at once); a `block_for` of
+/// 30 s or more (a reserve must answer within the worker's command time
+/// limit; an idle worker sleeps `--sleep` after it anyway).
+pub fn beanstalkd_spec(layer: &Layer) -> anyhow::Result<BeanstalkdQueueSpec> {
+    if layer.horizon.enabled == Some(true) {
+        bail!(
+            "[horizon] enabled = true with the beanstalkd queue driver: Horizon reads only \
+             Redis; remove [horizon] (or HORIZON_* settings) or run this worker on a Redis \
+             connection"
+        );
+    }
+    let queue = &layer.queue;
+    let retry_after = match queue.retry_after {
+        None => 90,
+        Some(Nullable::Null) => 60,
+        Some(Nullable::Seconds(s)) => s,
+    };
+    if retry_after == 0 {
+        bail!(
+            "[queue] retry_after = 0 on the beanstalkd queue: it is the ttr of every job \
+             pushed, and beanstalkd would give a job to another worker after 1 s; set it \
+             above the longest job (default 90)"
+        );
+    }
+    let block_for = queue.block_for.and_then(Nullable::seconds).unwrap_or(0);
+    if block_for >= crate::queue::COMMAND_TIMEOUT.as_secs() {
+        bail!(
+            "[queue] block_for = {block_for} on the beanstalkd queue: a reserve waits at most \
+             29 s here (the worker's command time limit is 30 s); an idle worker sleeps \
+             --sleep after each empty reserve, as Laravel's does"
+        );
+    }
+    Ok(BeanstalkdQueueSpec {
+        host: queue.host.clone().unwrap_or_else(|| "localhost".into()),
+        port: queue.port.unwrap_or(11300),
+        retry_after,
+        block_for,
+    })
 }
 
 /// Checks the Redis-only settings given with the database driver:
@@ -389,10 +457,14 @@ mod tests {
             Driver::Redis
         );
         assert_eq!(Driver::of(&queue(None, Some("sqs"))).unwrap(), Driver::Sqs);
-        let e = Driver::of(&queue(None, Some("beanstalkd")))
+        assert_eq!(
+            Driver::of(&queue(Some("beanstalkd"), None)).unwrap(),
+            Driver::Beanstalkd
+        );
+        let e = Driver::of(&queue(None, Some("rabbitmq")))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
+        assert!(e.contains("[queue] driver = \"rabbitmq\""), "{e}");
     }
 
     #[test]
@@ -422,5 +494,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("Horizon reads only Redis"), "{e}");
+    }
+
+    /// The skeleton's `beanstalkd` connection from `.env` variables: the
+    /// driver from the name, `BEANSTALKD_QUEUE_HOST` and `BEANSTALKD_QUEUE`,
+    /// port 11300, `retry_after` (the ttr) 90 and `block_for` 0 by default;
+    /// `REDIS_QUEUE_RETRY_AFTER` does not apply; a `block_for` a reserve
+    /// cannot wait within the command time limit is refused.
+    #[test]
+    fn the_beanstalkd_connection_from_env_variables() {
+        let vars: HashMap<&str, &str> = [
+            ("QUEUE_CONNECTION", "beanstalkd"),
+            ("BEANSTALKD_QUEUE_HOST", "beans.internal"),
+            ("BEANSTALKD_QUEUE", "emails"),
+            ("REDIS_QUEUE", "not-this"),
+            ("REDIS_QUEUE_RETRY_AFTER", "5"),
+        ]
+        .into_iter()
+        .collect();
+        let env = crate::config::env::layer(|k| vars.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(Driver::of(&env.queue).unwrap(), Driver::Beanstalkd);
+        let layer = for_driver(env, Driver::Beanstalkd);
+        assert_eq!(layer.queue.queue.as_deref(), Some("emails"));
+        let (driver, retry_after, block_for) = resolve_driver(&layer).unwrap();
+        let QueueDriverSettings::Beanstalkd(spec) = driver else {
+            panic!("{driver:?}")
+        };
+        assert_eq!((retry_after, block_for), (Some(90), Some(0)));
+        assert_eq!(spec.addr(), "beans.internal:11300");
+        let mut other = layer.clone();
+        other.queue.port = Some(11301);
+        other.queue.retry_after = Some(Nullable::Null);
+        other.queue.block_for = Some(Nullable::Seconds(5));
+        let QueueDriverSettings::Beanstalkd(spec) = resolve_driver(&other).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(
+            (spec.port, spec.retry_after, spec.block_for),
+            (11301, 60, 5)
+        );
+        other.queue.block_for = Some(Nullable::Seconds(30));
+        let e = resolve_driver(&other).unwrap_err().to_string();
+        assert!(e.contains("block_for = 30"), "{e}");
+        other.queue.block_for = None;
+        other.queue.retry_after = Some(Nullable::Seconds(0));
+        let e = resolve_driver(&other).unwrap_err().to_string();
+        assert!(e.contains("retry_after = 0"), "{e}");
     }
 }

@@ -28,6 +28,8 @@
 //! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
 //! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
+//! | `BEANSTALKD_QUEUE`                | `[queue] queue` on the beanstalkd driver |
+//! | `BEANSTALKD_QUEUE_HOST`           | `[queue] host`                           |
 //! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
@@ -267,6 +269,8 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
         connection,
         queue: vars.get("REDIS_QUEUE"),
         retry_after,
+        host: vars.get("BEANSTALKD_QUEUE_HOST"),
+        beanstalkd_queue: vars.get("BEANSTALKD_QUEUE"),
         ..QueueLayer::default()
     })
 }
