@@ -237,3 +237,93 @@ fn stop_conditions_on_beanstalkd() {
     );
     d.expect_stop(0, "empty");
 }
+
+/// Beside the real `php artisan queue:work beanstalkd` of Laravel 8.83 on
+/// the same tube: jobs the app dispatched (through pheanstalk) run here,
+/// through the bridge, with the attempts and `failed_jobs` row Laravel
+/// gives them (connection `beanstalkd`, queue `default`); the failed job
+/// pushed back by our `retry` then runs in `queue:work`, which records the
+/// same row. The worker reads the connection (host, port) from the app.
+#[test]
+fn jobs_run_alike_beside_php_queue_work() {
+    use common::laravel::{App, Transport};
+    let s = common::Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    if !pheanstalk_installed() {
+        return;
+    }
+    let Some(server) = Beanstalkd::start(s.dir.path()) else {
+        return;
+    };
+    app.set_env("QUEUE_CONNECTION", "beanstalkd");
+    app.set_env("BEANSTALKD_QUEUE_HOST", "127.0.0.1");
+    app.set_env("BEANSTALKD_QUEUE_PORT", &server.port.to_string());
+    app.dispatch(serde_json::json!([
+        {"kind": "plain", "tag": "a"},
+        {"kind": "releasing", "tag": "r", "release": 0},
+        {"kind": "self-failing", "tag": "b"},
+    ]));
+    assert_eq!(server.jobs("default"), 3, "pushed by the app");
+    let config = app.config_from_app(&s, Transport::PerJob);
+    let flag = app.app_flag();
+    let args = ["--stop-when-empty", "--sleep=0", flag.as_str()];
+    s.work(&config, &args).expect_stop(0, "empty");
+    assert_eq!(server.jobs("default"), 0);
+    assert_eq!(app.attempts("a"), vec![1]);
+    assert_eq!(app.attempts("r"), vec![1, 2], "released, then run again");
+    assert_eq!(app.attempts("b"), vec![1]);
+    let ours = s.failed_rows();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!(
+        (ours[0].connection.as_str(), ours[0].queue.as_str()),
+        ("beanstalkd", "default")
+    );
+    // Ours pushed, PHP's run: `retry` puts the failed job back on the tube.
+    Daemon::cli(&config, &["retry", "all", flag.as_str()]).expect_exit(0);
+    assert_eq!(server.jobs("default"), 1, "pushed back by retry");
+    let mut php = app.queue_work_on("beanstalkd", &["--stop-when-empty", "--sleep=0"]);
+    assert!(php.wait().success(), "{}", php.output());
+    assert_eq!(server.jobs("default"), 0);
+    assert_eq!(
+        app.attempts("b"),
+        vec![1, 1],
+        "queue:work ran it, attempt 1"
+    );
+    let theirs = s.failed_rows();
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    assert_eq!(
+        (
+            theirs[0].uuid.as_str(),
+            theirs[0].connection.as_str(),
+            theirs[0].queue.as_str(),
+        ),
+        (ours[0].uuid.as_str(), "beanstalkd", "default"),
+        "the row Laravel records is the one we recorded"
+    );
+    let first_line = |e: &str| e.lines().next().unwrap_or_default().to_string();
+    assert_eq!(
+        first_line(&theirs[0].exception),
+        first_line(&ours[0].exception)
+    );
+}
+
+/// Whether Debian's pheanstalk is there for the app's beanstalkd
+/// connection; else the skip is recorded.
+fn pheanstalk_installed() -> bool {
+    let found = std::process::Command::new("php")
+        .args([
+            "-r",
+            "exit(stream_resolve_include_path('Pheanstalk/autoload.php') ? 0 : 3);",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        common::skip::note(
+            "php-pda-pheanstalk",
+            "queue:work beanstalkd beside the worker is not tested",
+        );
+    }
+    found
+}
