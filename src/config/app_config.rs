@@ -502,7 +502,7 @@ fn queue_connection(
 }
 
 /// Names the app's default connection `name`, of a `driver` the worker
-/// does not run (`sync`, `beanstalkd`, `failover`…), in `layer`, marked
+/// does not run (`sync`, `failover`, `deferred`…), in `layer`, marked
 /// to be refused by the commands that open the queue, never served as
 /// Redis.
 fn mark_unserved(layer: &mut Layer, name: &str, driver: Option<String>) {

@@ -61,7 +61,7 @@ pub enum QueueDriverSettings {
     /// Laravel's `BeanstalkdQueue`: the tubes of one beanstalkd server.
     Beanstalkd(BeanstalkdQueueSpec),
     /// The app's connection `connection` has a `driver` the worker does
-    /// not run (`sync`, `beanstalkd`, `failover`…): every command that
+    /// not run (`sync`, `failover`, `deferred`…): every command that
     /// opens the queue refuses it (see [`QueueDriverSettings::refusal`]).
     Unserved {
         /// The connection's name.

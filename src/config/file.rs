@@ -131,7 +131,7 @@ pub struct QueueLayer {
     pub unmatched_release_delay: Option<u64>,
     /// Set (never from the file) where the app's own settings name a
     /// connection whose `driver` the worker does not run (the skeleton's
-    /// `sync`, `beanstalkd`, `failover`…): the commands that open the
+    /// `sync`, `failover`, `deferred`…): the commands that open the
     /// queue refuse it, naming it, and the others (`failed`, `forget`)
     /// still work. A `[queue] driver` of that kind in the config file is
     /// refused at load instead.
