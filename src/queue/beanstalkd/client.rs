@@ -92,6 +92,19 @@ impl Connection {
         Ok(conn)
     }
 
+    /// Whether the server closed this idle connection (or sent what no
+    /// command asked for): it must not be used.
+    pub fn is_closed(&self) -> bool {
+        if !self.stream.buffer().is_empty() {
+            return true;
+        }
+        let mut byte = [0u8; 1];
+        !matches!(
+            self.stream.get_ref().try_read(&mut byte),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
+    }
+
     /// Puts `body` on `tube` with priority `pri`, `delay` and `ttr`
     /// seconds; returns its id.
     ///

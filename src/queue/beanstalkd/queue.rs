@@ -110,14 +110,20 @@ impl BeanstalkdQueue {
         format!("beanstalkd at {}", self.inner.addr)
     }
 
-    /// An idle connection, or a new one.
+    /// An idle connection the server has not closed, or a new one (after
+    /// a server restart every idle connection is closed).
     async fn connection(&self) -> Result<Connection> {
-        let idle = lock(&self.inner.idle).pop();
-        match idle {
-            Some(conn) => Ok(conn),
-            None => Connection::open(&self.inner.addr)
-                .await
-                .map_err(|e| e.at(&self.inner.addr)),
+        loop {
+            let idle = lock(&self.inner.idle).pop();
+            match idle {
+                Some(conn) if conn.is_closed() => continue,
+                Some(conn) => return Ok(conn),
+                None => {
+                    return Connection::open(&self.inner.addr)
+                        .await
+                        .map_err(|e| e.at(&self.inner.addr));
+                }
+            }
         }
     }
 
@@ -318,9 +324,14 @@ impl BeanstalkdQueue {
 
     /// Runs `write` on `job`'s own connection while it holds the
     /// reservation: `Ok(false)` when it no longer does (settled, or its
-    /// connection failed, which ended the reservation). `ends`: the write
-    /// ends the reservation, and the connection goes back to the idle
-    /// ones. A failed connection is dropped.
+    /// connection failed, which ended the reservation: the server gives a
+    /// closed connection's jobs back; the failure is logged). `ends`: the
+    /// write ends the reservation, and the connection goes back to the
+    /// idle ones. A failed connection is dropped.
+    ///
+    /// # Errors
+    /// The server refused the write (a hand back's copy too big, a
+    /// release it had no memory for).
     pub async fn on_reservation(
         &self,
         job: &ReservedJob,
@@ -347,29 +358,22 @@ impl BeanstalkdQueue {
             Err(e) => {
                 *slot = None;
                 self.forget(held.id);
-                Err(e.at(&self.inner.addr))
+                let e = e.at(&self.inner.addr);
+                if e.kind == crate::queue::error::ErrorKind::Unavailable {
+                    tracing::warn!(
+                        job = held.id,
+                        "the reservation ended with its connection: {}",
+                        e.message
+                    );
+                    return Ok(false);
+                }
+                Err(e)
             }
         }
     }
 
     fn forget(&self, id: u64) {
         lock(&self.inner.held).remove(&id);
-    }
-
-    /// Ends every reservation this process holds, as a lost connection
-    /// would (the server makes the jobs ready again): the contract test's
-    /// "another worker reclaimed it".
-    #[cfg(test)]
-    pub fn drop_reservations(&self) {
-        let held: Vec<Arc<Held>> = lock(&self.inner.held)
-            .drain()
-            .filter_map(|(_, held)| held.upgrade())
-            .collect();
-        for held in held {
-            if let Ok(mut slot) = held.conn.try_lock() {
-                *slot = None;
-            }
-        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! The seam's contract checks on a real beanstalkd, one private server per
+//! The driver's own cases on a real beanstalkd, one private server per
 //! test (`beanstalkd -l 127.0.0.1 -p PORT`); skipped, saying so, where
-//! Debian's `beanstalkd` is not installed.
+//! Debian's `beanstalkd` is not installed. The seam's contract runs on it
+//! with every other driver (`tests/integration/seam_contract.rs`).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -48,18 +49,14 @@ impl Server {
         panic!("beanstalkd did not listen on {port}");
     }
 
-    fn queue(&self) -> (BeanstalkdQueue, Queue) {
+    fn queue(&self) -> Queue {
         let queue = BeanstalkdQueue::open(&BeanstalkdQueueSpec {
             host: "127.0.0.1".into(),
             port: self.port,
             retry_after: 60,
-            // A reserve waits for a job a closed connection gives back.
-            block_for: 5,
+            block_for: 0,
         });
-        (
-            queue.clone(),
-            Queue::shared(Arc::new(queue) as Arc<dyn Driver>),
-        )
+        Queue::shared(Arc::new(queue) as Arc<dyn Driver>)
     }
 }
 
@@ -70,36 +67,6 @@ impl Drop for Server {
     }
 }
 
-#[tokio::test]
-async fn beanstalkd_counts_attempts_as_laravel_counts_them() {
-    let Some(server) = Server::start() else {
-        return;
-    };
-    let (_, queue) = server.queue();
-    contract::attempts_are_counted_as_laravel_counts_them(&queue, "default").await;
-}
-
-#[tokio::test]
-async fn beanstalkd_reports_lost_reservations() {
-    let Some(server) = Server::start() else {
-        return;
-    };
-    let (driver, queue) = server.queue();
-    contract::a_lost_reservation_is_reported_and_left_alone(&queue, "emails", |_| {
-        driver.drop_reservations()
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn beanstalkd_sizes_and_clear() {
-    let Some(server) = Server::start() else {
-        return;
-    };
-    let (_, queue) = server.queue();
-    contract::sizes_and_clear_agree(&queue, "default").await;
-}
-
 /// A job handed back on a later attempt is released (one attempt
 /// counted), not copied: a copy would start its `reserves` again.
 #[tokio::test]
@@ -107,7 +74,7 @@ async fn a_later_attempt_handed_back_keeps_its_count() {
     let Some(server) = Server::start() else {
         return;
     };
-    let (_, queue) = server.queue();
+    let queue = server.queue();
     let keys = queue.keys("default");
     queue
         .push(&keys, &contract::payload(7))
