@@ -28,7 +28,7 @@ use crate::queue::{Payload, QueueKeys, QueueSizes, ReservedJob};
 pub const PRIORITY: u32 = 1024;
 
 /// Idle connections kept for later calls; more are closed.
-const MAX_IDLE: usize = 16;
+const MAX_IDLE: usize = 64;
 
 /// Where the beanstalkd queue is, as the app's `beanstalkd` connection
 /// says (`BeanstalkdConnector`).
