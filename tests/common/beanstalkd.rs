@@ -83,6 +83,25 @@ impl Beanstalkd {
             .unwrap_or_else(|| panic!("put: {reply}"))
     }
 
+    /// Takes the next ready job of `tube` off it (peeked, then deleted):
+    /// its body.
+    pub fn take_ready(&self, tube: &str) -> String {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line("peek-ready\r\n");
+        let mut words = reply.split(' ').skip(1);
+        let id: u64 = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .expect("a ready job");
+        let len: usize = words.next().and_then(|w| w.parse().ok()).expect("its size");
+        let mut body = vec![0; len + 2];
+        c.0.read_exact(&mut body).unwrap();
+        assert_eq!(c.line(&format!("delete {id}\r\n")), "DELETED");
+        body.truncate(len);
+        String::from_utf8(body).unwrap()
+    }
+
     /// `stats-tube tube` as `key → value` (empty when the tube is gone).
     pub fn tube(&self, tube: &str) -> HashMap<String, String> {
         self.conn().yaml(&format!("stats-tube {tube}\r\n"))

@@ -327,3 +327,125 @@ fn pheanstalk_installed() -> bool {
     }
     found
 }
+
+/// The fleet's jobs.
+const FLEET_JOBS: usize = 300;
+
+/// A mixed fleet on one tube: two daemons (the app's `TimedJob` through
+/// the persistent bridge) and two `php artisan queue:work beanstalkd`;
+/// once a third of the jobs ran, a daemon and a PHP worker are SIGKILLed
+/// and one of each started in their place. beanstalkd gives a killed
+/// worker's reservations back at once (they end with its connections):
+/// no job is lost (each ran to its end at least once, the tube ends
+/// empty), and no two runs of a job that both ended overlap in time.
+#[test]
+fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
+    use common::laravel::{App, Transport};
+    let s = common::Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    if !pheanstalk_installed() {
+        return;
+    }
+    let Some(server) = Beanstalkd::start(s.dir.path()) else {
+        return;
+    };
+    app.set_env("QUEUE_CONNECTION", "beanstalkd");
+    app.set_env("BEANSTALKD_QUEUE_HOST", "127.0.0.1");
+    app.set_env("BEANSTALKD_QUEUE_PORT", &server.port.to_string());
+    // One job dispatched by the app, copied with a tag of the same length
+    // (its serialized command stays valid) and a uuid of its own.
+    app.dispatch(serde_json::json!([{"kind": "timed", "tag": "t-----"}]));
+    let template = server.take_ready("default");
+    let uuid = serde_json::from_str::<serde_json::Value>(&template).unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 0..FLEET_JOBS {
+        let body = template
+            .replace("t-----", &format!("t{i:05}"))
+            .replace(&uuid, &format!("00000000-0000-4000-8000-{i:012}"));
+        server.put("default", &body, 0, 90);
+    }
+    let config = app.config_from_app(&s, Transport::Persistent(2));
+    let flag = app.app_flag();
+    // Three tries: a run a kill cut short counts its attempt, as in
+    // Laravel (a job reserved by the killed worker counts one too).
+    let daemon_args = ["--sleep=0.1", "--concurrency=2", "--tries=3", flag.as_str()];
+    // Each stops once it finds the tube without a ready job.
+    let php_args = ["--sleep=0.1", "--tries=3", "--stop-when-empty"];
+    let mut daemons = vec![s.work(&config, &daemon_args), s.work(&config, &daemon_args)];
+    let mut php = vec![
+        app.queue_work_on("beanstalkd", &php_args),
+        app.queue_work_on("beanstalkd", &php_args),
+    ];
+    let ended = |app: &App| app.records().iter().filter(|r| r["event"] == "end").count();
+    common::wait_until("a third of the jobs to run", || {
+        ended(&app) >= FLEET_JOBS / 3
+    });
+    let mut killed = daemons.remove(0);
+    killed.signal(Signal::SIGKILL);
+    killed.wait_exit();
+    php[0].signal(Signal::SIGKILL);
+    php[0].wait();
+    let mut again = s.work(&config, &daemon_args);
+    again.wait_log(&["worker started"]);
+    daemons.push(again);
+    php.push(app.queue_work_on("beanstalkd", &php_args));
+    common::wait_until("the tube to be empty", || server.jobs("default") == 0);
+    for d in &mut daemons {
+        d.signal(Signal::SIGTERM);
+        d.expect_exit(0);
+    }
+    for p in php.iter_mut().skip(1) {
+        assert!(p.wait().success(), "{}", p.output());
+    }
+    let runs = ended_runs(&app);
+    for i in 0..FLEET_JOBS {
+        let tag = format!("t{i:05}");
+        let intervals = runs.get(&tag).cloned().unwrap_or_default();
+        assert!(
+            intervals.iter().any(|(_, end)| end.is_some()),
+            "{tag} never ran to its end: {intervals:?}"
+        );
+        let done: Vec<(f64, f64)> = intervals
+            .iter()
+            .filter_map(|(start, end)| end.map(|end| (*start, end)))
+            .collect();
+        for pair in done.windows(2) {
+            assert!(pair[1].0 >= pair[0].1, "{tag}: runs overlap: {done:?}");
+        }
+    }
+    assert_eq!(s.failed_rows().len(), 0);
+}
+
+/// Each job's runs as the app recorded them (start, end if it ended), by
+/// tag, in the order they started.
+fn ended_runs(
+    app: &common::laravel::App,
+) -> std::collections::HashMap<String, Vec<(f64, Option<f64>)>> {
+    let mut by_run: std::collections::HashMap<String, (String, f64, Option<f64>)> =
+        std::collections::HashMap::new();
+    for r in app.records() {
+        let run = r["run"].as_str().unwrap_or_default().to_string();
+        let time = r["time"].as_f64().unwrap();
+        match r["event"].as_str() {
+            Some("start") => {
+                let tag = r["tag"].as_str().unwrap().to_string();
+                by_run.insert(run, (tag, time, None));
+            }
+            Some("end") => by_run.get_mut(&run).unwrap_or_else(|| panic!("{r}")).2 = Some(time),
+            _ => {}
+        }
+    }
+    let mut by_tag: std::collections::HashMap<String, Vec<(f64, Option<f64>)>> =
+        std::collections::HashMap::new();
+    for (tag, start, end) in by_run.into_values() {
+        by_tag.entry(tag).or_default().push((start, end));
+    }
+    for runs in by_tag.values_mut() {
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    by_tag
+}
