@@ -102,6 +102,19 @@ impl Beanstalkd {
         String::from_utf8(body).unwrap()
     }
 
+    /// The id of the next delayed job of `tube`, if any.
+    pub fn peek_delayed(&self, tube: &str) -> Option<u64> {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line("peek-delayed\r\n");
+        let mut words = reply.strip_prefix("FOUND ")?.split(' ');
+        let id = words.next()?.parse().ok()?;
+        let len: usize = words.next()?.parse().ok()?;
+        let mut body = vec![0; len + 2];
+        c.0.read_exact(&mut body).unwrap();
+        Some(id)
+    }
+
     /// `stats-tube tube` as `key → value` (empty when the tube is gone).
     pub fn tube(&self, tube: &str) -> HashMap<String, String> {
         self.conn().yaml(&format!("stats-tube {tube}\r\n"))

@@ -449,3 +449,52 @@ fn ended_runs(
     }
     by_tag
 }
+
+/// A job no handler matches, with `[queue] unmatched = "release"`, is
+/// handed back uncounted: it never ran, so it is put back as a copy (due
+/// in `unmatched_release_delay`) whose `reserves` is 0, and the original
+/// is deleted; `--stop-when-empty` then stops with it delayed on the tube.
+#[test]
+fn an_unmatched_job_is_handed_back_uncounted() {
+    let dir = scratch();
+    let Some(server) = Beanstalkd::start(dir.path()) else {
+        return;
+    };
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let config = config(dir.path(), &server, failed.url(), 60, "touch \"$DIR/ran\"");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("match = \"*\"", "match = \"App\\\\Jobs\\\\Known\"");
+    let text = text.replace(
+        "retry_after = 60\n",
+        "retry_after = 60\nunmatched = \"release\"\nunmatched_release_delay = 60\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let original = server.put("default", &payload("Unknown", "u-unknown"), 0, 60);
+    let args = ["--config", config.to_str().unwrap(), "work"];
+    let mut d = Daemon::start(
+        &[&args[..], &["--stop-when-empty", "--sleep=0"]].concat(),
+        &[],
+    );
+    d.expect_stop(0, "empty");
+    assert!(!dir.path().join("ran").exists(), "no handler ran");
+    assert!(server.job(original).is_empty(), "the original is deleted");
+    let copy = server.peek_delayed("default").expect("a delayed copy");
+    let stats = server.job(copy);
+    assert_eq!(
+        stats.get("reserves").map(String::as_str),
+        Some("0"),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.get("delay").map(String::as_str),
+        Some("60"),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.get("pri").map(String::as_str),
+        Some("1024"),
+        "{stats:?}"
+    );
+    assert_eq!(failed.rows().len(), 0);
+}
