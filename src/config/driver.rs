@@ -24,8 +24,8 @@ use crate::queue::sqs::SqsQueueSpec;
 /// names them.
 pub const SERVED_DRIVERS: &[&str] = &["redis", "database", "sqs", "beanstalkd"];
 
-/// [`SERVED_DRIVERS`] in words, for messages: `"redis", "database" and
-/// "sqs"`.
+/// [`SERVED_DRIVERS`] in words, for messages: `"redis", "database", "sqs"
+/// and "beanstalkd"`.
 pub fn served_drivers_words() -> String {
     let quoted: Vec<String> = SERVED_DRIVERS.iter().map(|d| format!("{d:?}")).collect();
     match quoted.split_last() {
@@ -35,7 +35,7 @@ pub fn served_drivers_words() -> String {
     }
 }
 
-/// [`SERVED_DRIVERS`] as a choice: `redis, database or sqs`.
+/// [`SERVED_DRIVERS`] as a choice: `redis, database, sqs or beanstalkd`.
 fn served_drivers_choice() -> String {
     match SERVED_DRIVERS.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
