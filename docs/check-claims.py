@@ -32,6 +32,7 @@ CHAPTERS = [
     "docs/src/reliability.md",
     "docs/src/sqs-queue.md",
     "docs/src/database-queue.md",
+    "docs/src/beanstalkd-queue.md",
 ]
 REFERENCE = re.compile(r"\[test: ([^\]]+)\]")
 CITED = re.compile(r"`tests/(?:integration/)?([a-z0-9_]+\.rs::[A-Za-z0-9_]+)`")

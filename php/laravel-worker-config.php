@@ -95,6 +95,11 @@ foreach ((array) $config->get('queue.connections', []) as $name => $connection) 
             $connections[$name]['overflow'] = (object) lw_pick($connection['overflow'], ['enabled', 'store', 'delete_after_processing']);
         }
     }
+    // A beanstalkd queue connection: its server (BeanstalkdConnector's
+    // host and port).
+    if (($connections[$name]['driver'] ?? null) === 'beanstalkd') {
+        $connections[$name] += lw_pick($connection, ['host', 'port']);
+    }
     // A database queue connection: the database connection it names
     // (null: the app's default), as the app resolved it.
     if (($connections[$name]['driver'] ?? null) === 'database') {

@@ -50,6 +50,10 @@ pub async fn open_queue(settings: &Settings) -> anyhow::Result<Queue> {
             crate::config::sqs::check_profile(spec, |var| std::env::var(var).ok())?;
             Ok(crate::queue::sqs::SqsQueue::open(spec).await.into())
         }
+        // No call at open, as SQS: the first reserve or push connects.
+        QueueDriverSettings::Beanstalkd(spec) => {
+            Ok(crate::queue::beanstalkd::BeanstalkdQueue::open(spec).into())
+        }
         unserved @ QueueDriverSettings::Unserved { .. } => {
             anyhow::bail!("{}", unserved.refusal().unwrap_or_default())
         }
@@ -191,13 +195,12 @@ pub async fn open_cache(settings: &Settings) -> anyhow::Result<CacheStore> {
 /// before), so the operator of a database or SQS queue learns which key
 /// picks the app's store.
 fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
-    match driver {
-        QueueDriverSettings::Redis | QueueDriverSettings::Unserved { .. } => "",
-        QueueDriverSettings::Database(_) | QueueDriverSettings::Sqs(_) => {
-            "; the queue is not on Redis, but the cache store is: set [cache] store \
-             (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \
-             --env-file or --app to read it from the app"
-        }
+    if driver.queue_on_redis() {
+        ""
+    } else {
+        "; the queue is not on Redis, but the cache store is: set [cache] store \
+         (the app's CACHE_STORE) to \"database\", \"file\" or \"none\", or give \
+         --env-file or --app to read it from the app"
     }
 }
 

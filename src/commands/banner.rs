@@ -12,10 +12,8 @@
 use serde::Serialize;
 
 use crate::cli::{BUILD, VERSION};
-use crate::config::{
-    CacheSettings, FailedSettings, HandlerSpec, QueueDriverSettings, Settings, redact,
-};
-use crate::queue::keys::QueueKeys;
+use crate::config::{CacheSettings, FailedSettings, HandlerSpec, Settings, redact};
+use crate::queue::Queue;
 use crate::worker::WorkerOptions;
 
 /// One queue the worker takes jobs from.
@@ -52,7 +50,9 @@ pub struct Banner {
     pub build: String,
     /// Where the settings came from, lowest precedence first.
     pub config_sources: Vec<String>,
-    /// The queue Redis, without credentials.
+    /// Where the queue is, as its driver describes it (the queue Redis,
+    /// the database and table, the SQS prefix), without credentials. Named
+    /// `redis` for the JSON line's readers of old.
     pub redis: String,
     /// The queue connection name (written into failed_jobs).
     pub connection: String,
@@ -124,35 +124,15 @@ fn failed_line(settings: &Settings) -> String {
     }
 }
 
-/// The database queue in the banner's terms, for a worker on the
-/// database driver: what stands in the `redis` field (`database
-/// sqlite:///srv/app/database/database.sqlite, table jobs`, the URL
-/// without its password) and each queue with where its rows are
-/// (`jobs where queue = 'default'`), highest priority first.
-pub fn database_queue_lines(
-    spec: &crate::queue::database::DatabaseQueueSpec,
-    queues: &[String],
-) -> (String, Vec<QueueLine>) {
-    let database = format!("database {}, table {}", redact::url(&spec.url), spec.table);
-    let queues = queues
-        .iter()
-        .map(|name| QueueLine {
-            name: name.clone(),
-            key: format!("{} where queue = '{name}'", spec.table),
-        })
-        .collect();
-    (database, queues)
-}
-
-/// Each Redis queue with its ready list's full key, highest priority
-/// first.
-fn redis_queue_lines(settings: &Settings, queues: &[String]) -> Vec<QueueLine> {
-    let cluster = settings.redis.is_cluster();
+/// Each queue with where its jobs are, in the driver's words (a Redis
+/// ready list's full key, a table and its `queue` column, a queue URL),
+/// highest priority first.
+fn queue_lines(queue: &Queue, queues: &[String]) -> Vec<QueueLine> {
     queues
         .iter()
         .map(|name| QueueLine {
             name: name.clone(),
-            key: QueueKeys::new(&settings.redis_prefix, name, cluster).ready,
+            key: queue.location(&queue.keys(name)),
         })
         .collect()
 }
@@ -176,44 +156,13 @@ fn handler_line(h: &HandlerSpec) -> HandlerLine {
 
 impl Banner {
     /// The banner of a worker with `settings` (its sources as
-    /// [`Settings::sources`]) and `options`.
-    pub fn new(settings: &Settings, options: &WorkerOptions) -> Banner {
-        let (redis, queues, block_for) = match &settings.driver {
-            QueueDriverSettings::Database(spec) => {
-                let (database, queues) = database_queue_lines(spec, &options.queues);
-                (
-                    database,
-                    queues,
-                    "none (a table is polled every --sleep)".into(),
-                )
-            }
-            QueueDriverSettings::Sqs(spec) => (
-                format!("SQS {} ({})", spec.prefix, spec.region),
-                options
-                    .queues
-                    .iter()
-                    .map(|name| QueueLine {
-                        name: name.clone(),
-                        key: spec.url_of(name),
-                    })
-                    .collect(),
-                "none (20 s long polls on every queue at once while idle)".into(),
-            ),
-            // Refused before any banner (see `app::open_queue`).
-            QueueDriverSettings::Unserved { connection, driver } => (
-                format!("none: connection {connection} has driver {driver}, not run"),
-                Vec::new(),
-                "none".into(),
-            ),
-            QueueDriverSettings::Redis => (
-                settings.redis.describe(),
-                redis_queue_lines(settings, &options.queues),
-                seconds(
-                    settings.block_for,
-                    "unset (BLPOP on :notify for up to --sleep)",
-                ),
-            ),
-        };
+    /// [`Settings::sources`]) and `options`, serving `queue`: the driver's
+    /// fields come from the opened queue (where it is, where each queue's
+    /// jobs are) and from its settings (how an idle worker waits).
+    pub fn new(settings: &Settings, queue: &Queue, options: &WorkerOptions) -> Banner {
+        let redis = queue.describe();
+        let queues = queue_lines(queue, &options.queues);
+        let block_for = settings.driver.idle_wait_words(settings.block_for);
         let (cache, restart_key) = cache_lines(&settings.cache);
         let handlers = settings.handlers.iter().map(handler_line).collect();
         Banner {
@@ -294,25 +243,5 @@ impl Banner {
             concurrency = self.concurrency,
             "worker starting"
         );
-    }
-}
-
-#[cfg(test)]
-mod database_tests {
-    use super::*;
-    use crate::queue::database::DatabaseQueueSpec;
-
-    #[test]
-    fn the_database_queue_is_named_without_its_password() {
-        let spec = DatabaseQueueSpec {
-            url: "mysql://app:s3cret@db.internal:3306/shop".into(),
-            table: "jobs".into(),
-            retry_after: 90,
-        };
-        let (database, queues) = database_queue_lines(&spec, &["high".into(), "default".into()]);
-        assert!(!database.contains("s3cret"), "{database}");
-        assert!(database.contains("db.internal:3306/shop") && database.ends_with("table jobs"));
-        assert_eq!(queues[0].name, "high");
-        assert_eq!(queues[1].key, "jobs where queue = 'default'");
     }
 }

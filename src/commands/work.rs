@@ -37,7 +37,7 @@ pub async fn run(
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
 
-    super::banner::Banner::new(&settings, &options).emit(options.json);
+    super::banner::Banner::new(&settings, &queue, &options).emit(options.json);
     warn_wrong_place(
         &settings,
         app_default.as_ref(),
@@ -97,6 +97,28 @@ pub async fn run(
     }
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// The metrics: the backlog sampled every `backlog_interval` when the
+/// endpoint is on, the handler pools watched, the endpoint served.
+///
+/// # Errors
+/// The metrics address cannot be listened on.
+async fn start_metrics(
+    settings: &Settings,
+    options: &WorkerOptions,
+    queue: &crate::queue::Queue,
+    router: &crate::handler::Router,
+) -> anyhow::Result<Arc<Metrics>> {
+    let mut metrics = Metrics::new();
+    if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
+        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
+        tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
+    }
+    metrics.watch_pools(router.pools());
+    let metrics = Arc::new(metrics);
+    app::serve_metrics(settings, &metrics).await?;
+    Ok(metrics)
 }
 
 /// Logs the start-up hints that the worker looks in the wrong place: its

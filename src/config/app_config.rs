@@ -23,6 +23,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::database::DbConnection;
+use super::driver::{Driver, served_drivers_words};
 use super::file::{Layer, Nullable};
 use crate::exception::LaravelVersion;
 
@@ -433,18 +434,14 @@ fn queue_connection(
         .cloned()
         .unwrap_or_default();
     let driver_of = |name: &str| connections.get(name).and_then(|c| text(&c["driver"]));
-    let runs = |name: &str| {
-        matches!(
-            driver_of(name).as_deref(),
-            Some("redis" | "database" | "sqs")
-        )
-    };
+    let runs = |name: &str| driver_of(name).as_deref().and_then(Driver::named).is_some();
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
         bail!(
             "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             \"redis\", \"database\" and \"sqs\" drivers",
-            driver_of(wanted).unwrap_or_default()
+             {} drivers",
+            driver_of(wanted).unwrap_or_default(),
+            served_drivers_words()
         );
     }
     if let Some(wanted) = wanted.filter(|w| !connections.contains_key(*w)) {
@@ -490,6 +487,9 @@ fn queue_connection(
         sqs_connection(conn, text(&answer["cache"]["default"]), layer);
         return Ok("default".to_string());
     }
+    if driver_of(&name).as_deref() == Some("beanstalkd") {
+        beanstalkd_connection(conn, layer);
+    }
     if driver_of(&name).as_deref() == Some("database") {
         layer.database.url = database_url(&conn["db"], app)?;
         layer.database.table = text(&conn["table"]).filter(|t| !t.is_empty());
@@ -502,7 +502,7 @@ fn queue_connection(
 }
 
 /// Names the app's default connection `name`, of a `driver` the worker
-/// does not run (`sync`, `beanstalkd`, `failover`…), in `layer`, marked
+/// does not run (`sync`, `failover`, `deferred`…), in `layer`, marked
 /// to be refused by the commands that open the queue, never served as
 /// Redis.
 fn mark_unserved(layer: &mut Layer, name: &str, driver: Option<String>) {
@@ -540,6 +540,17 @@ fn sqs_connection(conn: &Value, cache_default: Option<String>, layer: &mut Layer
     layer.sqs.overflow_store = text(&overflow["store"])
         .filter(|store| !store.is_empty() && Some(store) != cache_default.as_ref());
     layer.sqs.overflow_delete_after_processing = overflow["delete_after_processing"].as_bool();
+}
+
+/// A `beanstalkd` queue connection's `host` and `port` (absent from the
+/// skeleton, default 11300), as `BeanstalkdConnector` reads them.
+fn beanstalkd_connection(conn: &Value, layer: &mut Layer) {
+    layer.queue.host = text(&conn["host"]).filter(|h| !h.is_empty());
+    layer.queue.port = match &conn["port"] {
+        Value::Number(n) => n.as_u64().and_then(|p| u16::try_from(p).ok()),
+        Value::String(p) => p.trim().parse().ok(),
+        _ => None,
+    };
 }
 
 /// The Redis connection `name` behind the queue: a connection of that name
@@ -701,6 +712,8 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(queue.queue, "queue", String::clone),
     app_key!(queue.retry_after, "retry_after", show_nullable),
     app_key!(queue.block_for, "block_for", show_nullable),
+    app_key!(queue.host, "beanstalkd host", String::clone),
+    app_key!(queue.port, "beanstalkd port", u16::to_string),
     app_key!(database.url, "database url", super::redact::url),
     app_key!(database.table, "jobs table", String::clone),
     app_key!(cache.store, "cache store", String::clone),
@@ -981,11 +994,11 @@ mod tests {
         assert_eq!(l.queue.retry_after, Some(Nullable::Seconds(300)));
 
         // A connection the worker does not run is refused, naming it.
-        a["queue"]["connections"]["beans"] = json!({"driver": "beanstalkd"});
+        a["queue"]["connections"]["beans"] = json!({"driver": "rabbitmq"});
         let e = layer_for_connection(&a, Path::new("/srv/app"), Some("beans"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"beans\" has driver \"beanstalkd\""), "{e}");
+        assert!(e.contains("\"beans\" has driver \"rabbitmq\""), "{e}");
         // The default `sync` is named and marked, to be refused by the
         // commands that open the queue (it was served as Redis before).
         a["queue"]["connections"]["sync"] = json!({"driver": "sync"});

@@ -1,13 +1,10 @@
-//! The queue driver a connection has, and where a `database` connection's
-//! jobs are: its database (as `config/database.php` builds it, `url`
-//! included), table, default queue and `retry_after`.
+//! Where a `database` queue connection's jobs are: its database (as
+//! `config/database.php` builds it, `url` included), table, default queue
+//! and `retry_after`. Which driver a connection has is decided in
+//! [`super::driver`].
 //!
 //! Laravel's rules, mirrored here:
 //!
-//! - a queue connection's **driver** decides (`queue.connections.NAME.driver`),
-//!   never its name; without the app's answer the skeleton's names stand
-//!   for their drivers (`database`, `redis`), and `[queue] driver` says it
-//!   for any other name;
 //! - the database is the connection's `connection` key
 //!   (`DB_QUEUE_CONNECTION`, 11+), else the app's default connection
 //!   (`DB_CONNECTION`); its `url` (`DB_URL`, `DATABASE_URL` before 11)
@@ -24,178 +21,8 @@ use anyhow::{Context, bail};
 use percent_encoding::percent_decode_str;
 
 use super::env::encode;
-use super::file::{Layer, Nullable, QueueLayer};
+use super::file::{Layer, Nullable};
 use crate::queue::database::{DatabaseQueueSpec, NULL_RETRY_AFTER};
-use crate::queue::sqs::{Overflow, SqsQueueSpec};
-
-/// The queue driver of the worker's connection, resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueueDriverSettings {
-    /// Laravel's `RedisQueue`: the `[redis]` settings and the prefix of
-    /// [`super::Settings`].
-    Redis,
-    /// Laravel's `DatabaseQueue`: the jobs table of one database.
-    Database(DatabaseQueueSpec),
-    /// Laravel's `SqsQueue`: the queues of one AWS account and region.
-    Sqs(SqsQueueSpec),
-    /// The app's connection `connection` has a `driver` the worker does
-    /// not run (`sync`, `beanstalkd`, `failover`…): every command that
-    /// opens the queue refuses it (see [`QueueDriverSettings::refusal`]).
-    Unserved {
-        /// The connection's name.
-        connection: String,
-        /// Its driver.
-        driver: String,
-    },
-}
-
-impl QueueDriverSettings {
-    /// The connection name when none is given: `redis` or `database`, the
-    /// skeleton's connection of the driver.
-    pub fn default_connection(&self) -> &'static str {
-        match self {
-            QueueDriverSettings::Redis => "redis",
-            QueueDriverSettings::Database(_) => "database",
-            QueueDriverSettings::Sqs(_) => "sqs",
-            QueueDriverSettings::Unserved { .. } => "",
-        }
-    }
-
-    /// Why a command that opens the queue refuses an
-    /// [`QueueDriverSettings::Unserved`] connection, with what to run
-    /// instead; `None` for the drivers the worker runs.
-    pub fn refusal(&self) -> Option<String> {
-        let QueueDriverSettings::Unserved { connection, driver } = self else {
-            return None;
-        };
-        let why = match driver.as_str() {
-            "sync" | "deferred" | "background" | "null" => {
-                "jobs pushed on it never reach a queue (sync runs them in the request, \
-                 deferred after the response, background in a process of their own, null \
-                 drops them), so no worker serves it; to queue them, set QUEUE_CONNECTION to \
-                 a redis, database or sqs connection"
-            }
-            "failover" => {
-                "a failover connection pushes each job to the first of its member \
-                 connections that accepts it, and queue:work failover pops from the first \
-                 member only: run one worker per member that holds jobs, naming it (the \
-                 skeleton's failover = [database, deferred]: laravel-worker work database; \
-                 the members are queue.connections.failover.connections)"
-            }
-            _ => "run queue:work for it, or move its jobs to a redis, database or sqs connection",
-        };
-        Some(format!(
-            "the app's queue connection {connection:?} has driver {driver:?}: laravel-worker \
-             runs the \"redis\", \"database\" and \"sqs\" drivers; {why}. To serve another \
-             connection, name it: laravel-worker work CONNECTION"
-        ))
-    }
-}
-
-/// The driver of a merged layer with its `retry_after` and `block_for`
-/// (seconds; `None`: null): Redis reads them from `[queue]` (default 90
-/// and null); the database driver always reclaims (null is 60 s) and
-/// never blocks.
-///
-/// # Errors
-/// An unknown `[queue] driver`; on the database driver, what [`spec`]
-/// and [`check_redis_only_keys`] refuse.
-pub fn resolve_driver(
-    layer: &Layer,
-) -> anyhow::Result<(QueueDriverSettings, Option<u64>, Option<u64>)> {
-    Ok(match Driver::of(&layer.queue)? {
-        Driver::Redis => (
-            QueueDriverSettings::Redis,
-            layer.queue.retry_after.map_or(Some(90), Nullable::seconds),
-            layer.queue.block_for.and_then(Nullable::seconds),
-        ),
-        Driver::Database => {
-            check_redis_only_keys(layer, "database")?;
-            let spec = spec(layer)?;
-            let retry_after = Some(spec.retry_after);
-            (QueueDriverSettings::Database(spec), retry_after, None)
-        }
-        Driver::Sqs => {
-            check_redis_only_keys(layer, "SQS")?;
-            let spec = sqs_spec(layer)?;
-            let visibility = Some(spec.visibility);
-            (QueueDriverSettings::Sqs(spec), visibility, None)
-        }
-        Driver::Unserved => (
-            QueueDriverSettings::Unserved {
-                connection: layer.queue.connection.clone().unwrap_or_default(),
-                driver: layer.queue.driver.clone().unwrap_or_default(),
-            },
-            None,
-            None,
-        ),
-    })
-}
-
-/// A queue connection's driver, before its settings are resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// `redis`.
-    Redis,
-    /// `database`.
-    Database,
-    /// `sqs`.
-    Sqs,
-    /// One the worker does not run, named by the app's own settings
-    /// ([`QueueLayer::unserved`]).
-    Unserved,
-}
-
-impl Driver {
-    /// The driver of the connection `[queue]` names: `[queue] driver`
-    /// (the app's `queue.connections.NAME.driver` with `--app`), else the
-    /// skeleton's names `database` and `sqs` for their drivers, any other
-    /// name (or none) for Redis, as the worker always did.
-    ///
-    /// # Errors
-    /// A `[queue] driver` that is not `redis`, `database` or `sqs`.
-    pub fn of(queue: &QueueLayer) -> anyhow::Result<Driver> {
-        match queue.driver.as_deref() {
-            Some("redis") => Ok(Driver::Redis),
-            Some("database") => Ok(Driver::Database),
-            Some("sqs") => Ok(Driver::Sqs),
-            Some(_) if queue.unserved == Some(true) => Ok(Driver::Unserved),
-            Some(other) => bail!(
-                "[queue] driver = {other:?}: laravel-worker runs the \"redis\", \"database\" \
-                 and \"sqs\" queue drivers"
-            ),
-            None if queue.connection.as_deref() == Some("database") => Ok(Driver::Database),
-            None if queue.connection.as_deref() == Some("sqs") => Ok(Driver::Sqs),
-            None => Ok(Driver::Redis),
-        }
-    }
-}
-
-/// A layer built from environment variables (`.env`, the process
-/// environment), made to speak for `driver`: on the database driver,
-/// `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` stand where `REDIS_QUEUE` and
-/// `REDIS_QUEUE_RETRY_AFTER` stood (the skeleton reads each on its own
-/// connection only). Never applied to the config file's layer, whose
-/// `[queue]` keys apply to whichever driver runs.
-pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
-    let queue = layer.database.queue.take();
-    let retry_after = layer.database.retry_after.take();
-    let sqs_queue = layer.sqs.queue.take();
-    match driver {
-        Driver::Database => {
-            layer.queue.queue = queue;
-            layer.queue.retry_after = retry_after;
-        }
-        // `SQS_QUEUE`; the skeleton's `sqs` connection has no
-        // `retry_after` (the queue's visibility timeout plays its part).
-        Driver::Sqs => {
-            layer.queue.queue = sqs_queue;
-            layer.queue.retry_after = None;
-        }
-        Driver::Redis | Driver::Unserved => {}
-    }
-    layer
-}
 
 /// `[database]` and `[queue]`, resolved for the database driver.
 ///
@@ -235,91 +62,6 @@ pub fn spec(layer: &Layer) -> anyhow::Result<DatabaseQueueSpec> {
         table,
         retry_after,
     })
-}
-
-/// Checks the Redis-only settings given with the database driver:
-/// `[horizon]` records are refused (Horizon reads only Redis), and
-/// `[queue] block_for` is ignored with a warning, as Laravel ignores a
-/// key the driver does not read (one config file may serve `work redis`
-/// and `work database` workers).
-///
-/// # Errors
-/// `[horizon] enabled = true`.
-pub fn check_redis_only_keys(layer: &Layer, driver: &str) -> anyhow::Result<()> {
-    if layer.horizon.enabled == Some(true) {
-        bail!(
-            "[horizon] enabled = true with the {driver} queue driver: Horizon reads only \
-             Redis, so its records would describe no queue it can see; remove [horizon] \
-             (or HORIZON_* settings) or run this worker on a Redis connection"
-        );
-    }
-    if layer.queue.block_for.is_some() {
-        tracing::warn!(
-            "[queue] block_for is ignored on the {driver} queue driver: it has no list to \
-             block on (an idle database worker polls every --sleep; an idle SQS worker \
-             long-polls 20 s)"
-        );
-    }
-    Ok(())
-}
-
-/// `[sqs]` and `[queue]`, resolved for the SQS driver as the skeleton's
-/// `sqs` connection reads them: `SQS_PREFIX` (default the skeleton's
-/// placeholder is refused: it names no account), `SQS_SUFFIX`,
-/// `AWS_DEFAULT_REGION` (default `us-east-1`), the credentials, the
-/// endpoint; `[queue] retry_after` is the visibility timeout each receive
-/// asks for (default 30 s, AWS's default). Overflow payloads (13.9+) are
-/// read from `[cache]`, unless `overflow_store` names another store.
-///
-/// # Errors
-/// No prefix, a visibility timeout SQS refuses (below 2 s the worker
-/// cannot renew it in time; above 43,200 s SQS refuses it), or what
-/// [`super::sqs::check`] refuses (a prefix, endpoint or region every call
-/// would fail on, a key without its secret).
-pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
-    let sqs = &layer.sqs;
-    // The store the worker reads (`[cache] store`, default `redis`): the
-    // overflow payloads are there unless the app names another store.
-    let cache_store = layer.cache.store.as_deref().unwrap_or("redis");
-    let prefix = sqs.prefix.clone().context(
-        "the SQS queue needs its queues' URL prefix: set SQS_PREFIX \
-         (https://sqs.REGION.amazonaws.com/ACCOUNT_ID) in the app's .env (--env-file), or \
-         [sqs] prefix in the config file, or pass --app so the app answers",
-    )?;
-    let visibility = match layer.queue.retry_after {
-        None => 30,
-        Some(Nullable::Seconds(s)) => s,
-        Some(Nullable::Null) => bail!(
-            "[queue] retry_after = null on the SQS queue: it is the visibility timeout each \
-             receive asks for; give it in seconds (2 to 43200, default 30)"
-        ),
-    };
-    if !(2..=crate::queue::sqs::spec::MAX_VISIBILITY).contains(&visibility) {
-        bail!(
-            "[queue] retry_after = {visibility} on the SQS queue: the visibility timeout must \
-             be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
-        );
-    }
-    let spec = SqsQueueSpec {
-        prefix,
-        suffix: sqs.suffix.clone().unwrap_or_default(),
-        region: sqs.region.clone().unwrap_or_else(|| "us-east-1".into()),
-        key: sqs.key.clone(),
-        secret: sqs.secret.clone(),
-        token: sqs.token.clone(),
-        endpoint: sqs.endpoint.clone(),
-        visibility,
-        overflow: Overflow {
-            enabled: sqs.overflow_enabled.unwrap_or(false),
-            elsewhere: sqs
-                .overflow_store
-                .clone()
-                .filter(|store| !store.is_empty() && *store != cache_store),
-            delete_after_processing: sqs.overflow_delete_after_processing.unwrap_or(true),
-        },
-    };
-    super::sqs::check(&spec)?;
-    Ok(spec)
 }
 
 /// One connection of `config/database.php`, as Laravel holds it (every
@@ -613,82 +355,6 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// The skeleton's `sqs` connection from `.env` variables: the driver
-    /// from the name `sqs`, `SQS_QUEUE` as the queue, the keys, region
-    /// (default `us-east-1`) and endpoint; `[queue] retry_after` is the
-    /// visibility timeout (default 30 s, 2 to 43,200); overflow payloads
-    /// are read from `[cache]` unless `SQS_OVERFLOW_STORE` names another
-    /// store; no prefix and `[horizon]` are refused.
-    #[test]
-    fn the_sqs_connection_from_env_variables() {
-        let vars: HashMap<&str, &str> = [
-            ("QUEUE_CONNECTION", "sqs"),
-            (
-                "SQS_PREFIX",
-                "https://sqs.eu-west-1.amazonaws.com/123456789012",
-            ),
-            ("SQS_QUEUE", "emails"),
-            ("SQS_SUFFIX", "-prod"),
-            ("AWS_ACCESS_KEY_ID", "AKIA1"),
-            ("AWS_SECRET_ACCESS_KEY", "s3cret"),
-            ("AWS_ENDPOINT_URL", "http://other"),
-            ("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4566"),
-            ("REDIS_QUEUE", "not-this"),
-        ]
-        .into_iter()
-        .collect();
-        let env = crate::config::env::layer(|k| vars.get(k).map(|v| v.to_string())).unwrap();
-        assert_eq!(Driver::of(&env.queue).unwrap(), Driver::Sqs);
-        let layer = for_driver(env, Driver::Sqs);
-        assert_eq!(layer.queue.queue.as_deref(), Some("emails"));
-        let (driver, retry_after, block_for) = resolve_driver(&layer).unwrap();
-        let QueueDriverSettings::Sqs(spec) = driver else {
-            panic!("{driver:?}")
-        };
-        assert_eq!((retry_after, block_for), (Some(30), None));
-        assert_eq!(spec.region, "us-east-1");
-        assert_eq!(spec.key.as_deref(), Some("AKIA1"));
-        assert_eq!(spec.endpoint.as_deref(), Some("http://127.0.0.1:4566"));
-        assert_eq!(
-            spec.url_of("emails"),
-            "https://sqs.eu-west-1.amazonaws.com/123456789012/emails-prod"
-        );
-        assert!(
-            !format!("{spec:?}").contains("s3cret"),
-            "no secret in Debug"
-        );
-
-        let mut wrong = layer.clone();
-        wrong.queue.retry_after = Some(Nullable::Seconds(1));
-        assert!(resolve_driver(&wrong).is_err(), "visibility 1 s");
-        wrong.queue.retry_after = Some(Nullable::Seconds(43_201));
-        assert!(resolve_driver(&wrong).is_err(), "visibility above 12 h");
-        let mut no_prefix = layer.clone();
-        no_prefix.sqs.prefix = None;
-        let e = resolve_driver(&no_prefix).unwrap_err().to_string();
-        assert!(e.contains("SQS_PREFIX"), "{e}");
-        // Overflow payloads (13.9+): in the [cache] store unless the app
-        // names another one.
-        assert_eq!(spec.overflow, crate::queue::sqs::Overflow::default());
-        let mut overflow = layer.clone();
-        overflow.sqs.overflow_store = Some("redis".into());
-        let QueueDriverSettings::Sqs(same) = resolve_driver(&overflow).unwrap().0 else {
-            panic!()
-        };
-        assert_eq!(same.overflow.elsewhere, None, "the [cache] store (redis)");
-        overflow.cache.store = Some("database".into());
-        overflow.sqs.overflow_delete_after_processing = Some(false);
-        let QueueDriverSettings::Sqs(other) = resolve_driver(&overflow).unwrap().0 else {
-            panic!()
-        };
-        assert_eq!(other.overflow.elsewhere.as_deref(), Some("redis"));
-        assert!(!other.overflow.delete_after_processing);
-        let mut horizon = layer;
-        horizon.horizon.enabled = Some(true);
-        let e = resolve_driver(&horizon).unwrap_err().to_string();
-        assert!(e.contains("SQS queue driver"), "{e}");
-    }
-
     fn conn(pairs: &[(&str, &str)], name: &str) -> Option<DbConnection> {
         let map: HashMap<&str, String> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
         DbConnection::from_env(name, &|k: &str| map.get(k).cloned())
@@ -856,33 +522,6 @@ mod tests {
     }
 
     #[test]
-    fn the_driver_decides_not_the_name() {
-        let queue = |connection: Option<&str>, driver: Option<&str>| QueueLayer {
-            connection: connection.map(Into::into),
-            driver: driver.map(Into::into),
-            ..QueueLayer::default()
-        };
-        assert_eq!(Driver::of(&queue(None, None)).unwrap(), Driver::Redis);
-        assert_eq!(
-            Driver::of(&queue(Some("database"), None)).unwrap(),
-            Driver::Database
-        );
-        assert_eq!(
-            Driver::of(&queue(Some("jobs-db"), Some("database"))).unwrap(),
-            Driver::Database
-        );
-        assert_eq!(
-            Driver::of(&queue(Some("database"), Some("redis"))).unwrap(),
-            Driver::Redis
-        );
-        assert_eq!(Driver::of(&queue(None, Some("sqs"))).unwrap(), Driver::Sqs);
-        let e = Driver::of(&queue(None, Some("beanstalkd")))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
-    }
-
-    #[test]
     fn retry_after_null_is_60_seconds_on_this_driver() {
         let mut layer = Layer::default();
         layer.database.url = Some("sqlite:///tmp/q.sqlite".into());
@@ -913,38 +552,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn db_queue_variables_speak_only_for_the_database_driver() {
-        let mut layer = Layer::default();
-        layer.queue.queue = Some("from-redis-queue".into());
-        layer.queue.retry_after = Some(Nullable::Seconds(120));
-        layer.database.queue = Some("jobs".into());
-        let redis = for_driver(layer.clone(), Driver::Redis);
-        assert_eq!(redis.queue.queue.as_deref(), Some("from-redis-queue"));
-        assert_eq!(redis.database.queue, None);
-        let db = for_driver(layer, Driver::Database);
-        assert_eq!(db.queue.queue.as_deref(), Some("jobs"));
-        assert_eq!(
-            db.queue.retry_after, None,
-            "REDIS_QUEUE_RETRY_AFTER does not apply"
-        );
-    }
-
-    #[test]
-    fn horizon_is_refused_and_block_for_ignored() {
-        let mut layer = Layer::default();
-        layer.queue.block_for = Some(Nullable::Seconds(5));
-        assert!(check_redis_only_keys(&layer, "database").is_ok());
-        layer.horizon.enabled = Some(true);
-        let e = check_redis_only_keys(&layer, "database")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("Horizon reads only Redis"), "{e}");
-    }
-
     // ---- the rules end to end: sources merged, then resolved ----
 
-    use crate::config::{CacheSettings, FailedSettings, Settings, merge_sources};
+    use crate::config::{
+        CacheSettings, FailedSettings, QueueDriverSettings, Settings, merge_sources,
+    };
 
     fn env_layer(pairs: &[(&str, &str)]) -> Layer {
         let map: HashMap<String, String> = pairs
@@ -1167,12 +779,12 @@ mod tests {
         let e = settings(
             None,
             Layer::default(),
-            "[queue]\ndriver = \"beanstalkd\"",
+            "[queue]\ndriver = \"rabbitmq\"",
             Layer::default(),
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("[queue] driver = \"beanstalkd\""), "{e}");
+        assert!(e.contains("[queue] driver = \"rabbitmq\""), "{e}");
 
         // The app's config/horizon.php alone on a database queue: records
         // off, a warning, no refusal.

@@ -28,6 +28,8 @@
 //! | `SQS_PREFIX`, `SQS_SUFFIX`        | `[sqs] prefix`, `suffix`                 |
 //! | `AWS_ENDPOINT_URL_SQS` (else `AWS_ENDPOINT_URL`) | `[sqs] endpoint`          |
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
+//! | `BEANSTALKD_QUEUE`                | `[queue] queue` on the beanstalkd driver |
+//! | `BEANSTALKD_QUEUE_HOST`           | `[queue] host`                           |
 //! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
@@ -40,23 +42,13 @@
 //! `CACHE_PREFIX` set to `null` or `false` is no prefix (not the default).
 
 use super::database::DbConnection;
+use super::driver::UNSERVED_SKELETON_CONNECTIONS;
 use super::file::{
     CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer,
     SqsLayer,
 };
 use super::phpdotenv::EnvValue;
 pub use crate::slug::{slug, slug_with};
-
-/// The skeleton's queue connections whose driver (of the same name) the
-/// worker does not run (`config/queue.php` of Laravel 8 to 13).
-pub(crate) const UNSERVED_SKELETON_CONNECTIONS: &[&str] = &[
-    "sync",
-    "beanstalkd",
-    "null",
-    "deferred",
-    "background",
-    "failover",
-];
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,6 +269,8 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
         connection,
         queue: vars.get("REDIS_QUEUE"),
         retry_after,
+        host: vars.get("BEANSTALKD_QUEUE_HOST"),
+        beanstalkd_queue: vars.get("BEANSTALKD_QUEUE"),
         ..QueueLayer::default()
     })
 }

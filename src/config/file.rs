@@ -109,9 +109,20 @@ pub struct QueueLayer {
     /// Seconds; `"null"` disables reclaiming.
     #[serde(default, deserialize_with = "nullable_seconds")]
     pub retry_after: Option<Nullable>,
-    /// Seconds to block on `:notify`; `"null"` never blocks.
+    /// Seconds to block on `:notify`; `"null"` never blocks. On the
+    /// beanstalkd driver: seconds a reserve waits (default 0).
     #[serde(default, deserialize_with = "nullable_seconds")]
     pub block_for: Option<Nullable>,
+    /// The server of a beanstalkd connection, as its `host` key
+    /// (`BEANSTALKD_QUEUE_HOST`, default `localhost`).
+    pub host: Option<String>,
+    /// Its port, as its `port` key (default 11300).
+    pub port: Option<u16>,
+    /// `BEANSTALKD_QUEUE`: the beanstalkd connection's default queue;
+    /// from the environment only (`[queue] queue` in the file), applied on
+    /// the beanstalkd driver.
+    #[serde(skip)]
+    pub beanstalkd_queue: Option<String>,
     /// Most jobs moved per migrate; -1 for all.
     pub migration_batch_size: Option<i64>,
     /// `fail` (default) or `release`.
@@ -120,7 +131,7 @@ pub struct QueueLayer {
     pub unmatched_release_delay: Option<u64>,
     /// Set (never from the file) where the app's own settings name a
     /// connection whose `driver` the worker does not run (the skeleton's
-    /// `sync`, `beanstalkd`, `failover`…): the commands that open the
+    /// `sync`, `failover`, `deferred`…): the commands that open the
     /// queue refuse it, naming it, and the others (`failed`, `forget`)
     /// still work. A `[queue] driver` of that kind in the config file is
     /// refused at load instead.
@@ -595,6 +606,9 @@ overlay!(QueueLayer {
     queue,
     retry_after,
     block_for,
+    host,
+    port,
+    beanstalkd_queue,
     migration_batch_size,
     unmatched,
     unmatched_release_delay,

@@ -18,6 +18,7 @@ pub mod app_config;
 mod check;
 pub mod database;
 pub mod dotenv;
+pub mod driver;
 pub mod env;
 pub mod file;
 pub mod handlers;
@@ -33,7 +34,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
-pub use database::QueueDriverSettings;
+pub use driver::QueueDriverSettings;
 pub use file::{HandlerEntry, Layer, Transport};
 pub use handlers::{CommandSpec, HandlerSpec, HttpSpec, PoolSpec, TransportSpec};
 
@@ -260,7 +261,7 @@ impl Settings {
     /// As [`Settings::load`].
     pub fn resolve(layer: Layer) -> anyhow::Result<Settings> {
         check::bounds(&layer)?;
-        let (driver, retry_after, block_for) = database::resolve_driver(&layer)?;
+        let (driver, retry_after, block_for) = driver::resolve_driver(&layer)?;
         let connection = layer
             .queue
             .connection
@@ -420,9 +421,9 @@ pub fn merge_sources(
     environment: Layer,
 ) -> anyhow::Result<Layer> {
     let chosen = chosen_connection(connection, [&dotenv, &app, &file, &environment]);
-    let driver = database::Driver::of(&chosen)?;
-    let dotenv = database::for_driver(dotenv, driver);
-    let environment = database::for_driver(environment, driver);
+    let driver = driver::Driver::of(&chosen)?;
+    let dotenv = driver::for_driver(dotenv, driver);
+    let environment = driver::for_driver(environment, driver);
     let app = without_apps_horizon(app, &file, driver);
     let mut merged = dotenv
         .overlaid_by(app)
@@ -439,7 +440,7 @@ pub fn merge_sources(
 /// highest of `layers` (lowest precedence first) gives. A driver counts
 /// only from a layer that names that same connection, the app's answer
 /// first (it read `queue.connections.NAME.driver`); without one the
-/// name decides (see [`database::Driver::of`]).
+/// name decides (see [`driver::Driver::of`]).
 fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer {
     let connection = cli.map(str::to_string).or_else(|| {
         layers
@@ -468,9 +469,9 @@ fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer
 /// database's and only the app turned them on (it has
 /// `config/horizon.php`, as many apps do beside a database queue): a
 /// warning instead of a refusal. `[horizon] enabled = true` in the config
-/// file is refused by [`database::check_redis_only_keys`].
-fn without_apps_horizon(mut app: Layer, file: &Layer, driver: database::Driver) -> Layer {
-    if driver != database::Driver::Redis
+/// file is refused by [`driver::check_redis_only_keys`].
+fn without_apps_horizon(mut app: Layer, file: &Layer, driver: driver::Driver) -> Layer {
+    if driver != driver::Driver::Redis
         && app.horizon.enabled == Some(true)
         && file.horizon.enabled.is_none()
     {

@@ -6,9 +6,10 @@
 //! into a URL (SQS takes none there; the worker would print it in its start
 //! line and every error). Each refusal names the key, never a credential.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
-use crate::queue::sqs::SqsQueueSpec;
+use super::file::{Layer, Nullable};
+use crate::queue::sqs::{Overflow, SqsQueueSpec};
 
 /// Checks `spec` as resolved from `[sqs]` (the app's `sqs` connection,
 /// `SQS_PREFIX`, `AWS_*`).
@@ -180,10 +181,68 @@ fn shorten(text: &str) -> String {
     short
 }
 
+/// `[sqs]` and `[queue]`, resolved for the SQS driver as the skeleton's
+/// `sqs` connection reads them: `SQS_PREFIX` (default the skeleton's
+/// placeholder is refused: it names no account), `SQS_SUFFIX`,
+/// `AWS_DEFAULT_REGION` (default `us-east-1`), the credentials, the
+/// endpoint; `[queue] retry_after` is the visibility timeout each receive
+/// asks for (default 30 s, AWS's default). Overflow payloads (13.9+) are
+/// read from `[cache]`, unless `overflow_store` names another store.
+///
+/// # Errors
+/// No prefix, a visibility timeout SQS refuses (below 2 s the worker
+/// cannot renew it in time; above 43,200 s SQS refuses it), or what
+/// [`super::sqs::check`] refuses (a prefix, endpoint or region every call
+/// would fail on, a key without its secret).
+pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
+    let sqs = &layer.sqs;
+    // The store the worker reads (`[cache] store`, default `redis`): the
+    // overflow payloads are there unless the app names another store.
+    let cache_store = layer.cache.store.as_deref().unwrap_or("redis");
+    let prefix = sqs.prefix.clone().context(
+        "the SQS queue needs its queues' URL prefix: set SQS_PREFIX \
+         (https://sqs.REGION.amazonaws.com/ACCOUNT_ID) in the app's .env (--env-file), or \
+         [sqs] prefix in the config file, or pass --app so the app answers",
+    )?;
+    let visibility = match layer.queue.retry_after {
+        None => 30,
+        Some(Nullable::Seconds(s)) => s,
+        Some(Nullable::Null) => bail!(
+            "[queue] retry_after = null on the SQS queue: it is the visibility timeout each \
+             receive asks for; give it in seconds (2 to 43200, default 30)"
+        ),
+    };
+    if !(2..=crate::queue::sqs::spec::MAX_VISIBILITY).contains(&visibility) {
+        bail!(
+            "[queue] retry_after = {visibility} on the SQS queue: the visibility timeout must \
+             be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
+        );
+    }
+    let spec = SqsQueueSpec {
+        prefix,
+        suffix: sqs.suffix.clone().unwrap_or_default(),
+        region: sqs.region.clone().unwrap_or_else(|| "us-east-1".into()),
+        key: sqs.key.clone(),
+        secret: sqs.secret.clone(),
+        token: sqs.token.clone(),
+        endpoint: sqs.endpoint.clone(),
+        visibility,
+        overflow: Overflow {
+            enabled: sqs.overflow_enabled.unwrap_or(false),
+            elsewhere: sqs
+                .overflow_store
+                .clone()
+                .filter(|store| !store.is_empty() && *store != cache_store),
+            delete_after_processing: sqs.overflow_delete_after_processing.unwrap_or(true),
+        },
+    };
+    super::sqs::check(&spec)?;
+    Ok(spec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::sqs::Overflow;
 
     fn spec() -> SqsQueueSpec {
         SqsQueueSpec {

@@ -17,6 +17,7 @@
 //! writes a listener may add to a delete's script ([`companion`]).
 
 pub mod batch;
+pub mod beanstalkd;
 pub mod clock;
 pub mod command;
 pub mod companion;

@@ -14,6 +14,7 @@
 //!   [`laravel`]: a real Laravel app beside the daemon; [`databases`]:
 //!   private PostgreSQL and MariaDB servers.
 
+pub mod beanstalkd;
 pub mod composer;
 pub mod config;
 pub mod daemon;

@@ -46,6 +46,9 @@ mod database_worker;
 mod sqs_fleet;
 mod sqs_worker;
 
+// The beanstalkd queue.
+mod beanstalkd_worker;
+
 // Handlers: processes, warm processes, HTTP, scheduling, breakers.
 mod breaker;
 mod handler_hardening;

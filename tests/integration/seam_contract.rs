@@ -1,19 +1,23 @@
 //! The driver seam's contract (`laravel_worker::contract`, issue 46) on
 //! every real driver, each opened as `work` opens it from a config file:
-//! Redis, SQLite, PostgreSQL and MariaDB (each started here where
-//! installed, skipped with a printed reason where not) and SQS (moto).
+//! Redis, SQLite, PostgreSQL, MariaDB and beanstalkd (each started here
+//! where installed, skipped with a printed reason where not) and SQS
+//! (moto).
 //! The same checks run on the memory queue in the crate's unit tests.
 //!
 //! Each driver says how another worker takes a reservation away (its
 //! `lose`): on Redis the reclaim moves the member from `:reserved` back to
 //! the ready list; on a table another worker's reserve counts the attempt
 //! again; on SQS the message is made visible and received by another
-//! consumer, which gives it a new receipt handle.
+//! consumer, which gives it a new receipt handle; on beanstalkd, where a
+//! reservation lives as long as the connection that made it, the server
+//! restarts (its binlog keeps the job, ready again).
 
 use crate::common;
 
 use std::path::Path;
 
+use common::beanstalkd::Beanstalkd;
 use common::databases::{MariaDb, Postgres};
 use common::jobs_table::{JobsTable, Shape};
 use common::redis_server::RedisServer;
@@ -142,4 +146,24 @@ fn the_sqs_queue_keeps_the_contract() {
     );
     let (rt, queue) = open(dir.path(), &toml);
     holds(&rt, &queue, false, None);
+}
+
+#[test]
+fn the_beanstalkd_queue_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = Beanstalkd::start(dir.path()) else {
+        return;
+    };
+    let toml = format!(
+        "[queue]\nconnection = \"beanstalkd\"\nhost = \"127.0.0.1\"\nport = {}\nretry_after = 60\n",
+        server.port
+    );
+    let (rt, queue) = open(dir.path(), &toml);
+    let server = std::sync::Mutex::new(server);
+    let restart = |_: &str| {
+        let mut server = server.lock().unwrap();
+        server.stop();
+        server.start_again();
+    };
+    holds(&rt, &queue, true, Some(&restart));
 }

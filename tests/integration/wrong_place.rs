@@ -243,7 +243,7 @@ fn an_app_connection_of_a_driver_not_run_is_refused_not_served_as_redis() {
         Daemon::run(&all, &[])
     };
     for (connection, says) in [
-        ("beanstalkd", "\"beanstalkd\" has driver \"beanstalkd\""),
+        ("deferred", "\"deferred\" has driver \"deferred\""),
         ("failover", "laravel-worker work database"),
         ("sync", "never reach a queue"),
     ] {
@@ -258,7 +258,7 @@ fn an_app_connection_of_a_driver_not_run_is_refused_not_served_as_redis() {
         let log = d.stderr_text();
         assert!(log.contains(says), "{connection}: {log}");
         assert!(
-            log.contains("\"redis\", \"database\" and \"sqs\""),
+            log.contains("\"redis\", \"database\", \"sqs\" and \"beanstalkd\""),
             "{connection}: {log}"
         );
         assert!(!log.contains("worker started"), "{connection}: {log}");

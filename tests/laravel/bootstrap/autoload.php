@@ -21,6 +21,14 @@ if (is_file(__DIR__.'/../vendor/autoload.php')) {
 // Resolved through PHP's include_path (".:/usr/share/php" on Debian).
 require_once 'Illuminate/autoload.php';
 
+// Debian's php-pda-pheanstalk (for the beanstalkd connection) installs its
+// autoloader as Pheanstalk/autoload.php, where Laravel 8.83's Debian
+// autoloader looks for Pda/Pheanstalk/autoload.php: required here, when
+// installed.
+if (stream_resolve_include_path('Pheanstalk/autoload.php') !== false) {
+    require_once 'Pheanstalk/autoload.php';
+}
+
 spl_autoload_register(function (string $class): void {
     if (strncmp($class, 'App\\', 4) !== 0) {
         return;

@@ -1,6 +1,6 @@
 <?php
 
-// The 8.x skeleton's Redis connection, the database and sqs connections
+// The 8.x skeleton's Redis connection, the database, sqs and beanstalkd connections
 // and the database-uuids failed store.
 
 return [
@@ -45,6 +45,18 @@ return [
                 'delete_after_processing' => true,
                 'flush_on_clear' => env('SQS_OVERFLOW_FLUSH_ON_CLEAR', false),
             ],
+        ],
+        // The 8.x skeleton's beanstalkd connection, with the `port` key
+        // BeanstalkdConnector reads (the skeleton leaves it out; the
+        // tests' servers listen on a port of their own).
+        'beanstalkd' => [
+            'driver' => 'beanstalkd',
+            'host' => env('BEANSTALKD_QUEUE_HOST', 'localhost'),
+            'port' => (int) env('BEANSTALKD_QUEUE_PORT', 11300),
+            'queue' => env('BEANSTALKD_QUEUE', 'default'),
+            'retry_after' => 90,
+            'block_for' => 0,
+            'after_commit' => false,
         ],
         'sync' => [
             'driver' => 'sync',

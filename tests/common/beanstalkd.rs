@@ -1,0 +1,183 @@
+//! A private beanstalkd (`beanstalkd -l 127.0.0.1 -p PORT -b DIR`), killed
+//! when dropped, and a small blocking client for the test's side (put,
+//! stats): the test never goes through the worker's own client.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A beanstalkd of one test, its jobs kept in a binlog in its directory
+/// (so that a restart keeps them).
+pub struct Beanstalkd {
+    child: Option<Child>,
+    pub port: u16,
+    binlog: PathBuf,
+}
+
+impl Beanstalkd {
+    /// Starts one on a free port with its binlog below `dir`; `None` (the
+    /// skip recorded) where `beanstalkd` is not installed.
+    pub fn start(dir: &Path) -> Option<Self> {
+        if !super::skip::on_path("beanstalkd") {
+            super::skip::note("beanstalkd", "the beanstalkd driver is not tested");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let binlog = dir.join("binlog");
+        std::fs::create_dir_all(&binlog).unwrap();
+        let mut server = Beanstalkd {
+            child: None,
+            port,
+            binlog,
+        };
+        server.start_again();
+        Some(server)
+    }
+
+    /// Starts the server (again) on the same port and binlog; waits until
+    /// it answers.
+    pub fn start_again(&mut self) {
+        let child = Command::new("beanstalkd")
+            .args(["-l", "127.0.0.1", "-p", &self.port.to_string(), "-b"])
+            .arg(&self.binlog)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("beanstalkd starts");
+        self.child = Some(child);
+        super::wait_until("beanstalkd to listen", || {
+            TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        });
+    }
+
+    /// Stops the server (SIGTERM) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let _ = child.wait();
+        }
+    }
+
+    fn conn(&self) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("beanstalkd answers");
+        Conn(BufReader::new(stream))
+    }
+
+    /// Puts `body` on `tube` (priority 1024, `delay`, `ttr`); its id.
+    pub fn put(&self, tube: &str, body: &str, delay: u64, ttr: u64) -> u64 {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line(&format!(
+            "put 1024 {delay} {ttr} {}\r\n{body}\r\n",
+            body.len()
+        ));
+        reply
+            .strip_prefix("INSERTED ")
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("put: {reply}"))
+    }
+
+    /// Takes the next ready job of `tube` off it (peeked, then deleted):
+    /// its body.
+    pub fn take_ready(&self, tube: &str) -> String {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line("peek-ready\r\n");
+        let mut words = reply.split(' ').skip(1);
+        let id: u64 = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .expect("a ready job");
+        let len: usize = words.next().and_then(|w| w.parse().ok()).expect("its size");
+        let mut body = vec![0; len + 2];
+        c.0.read_exact(&mut body).unwrap();
+        assert_eq!(c.line(&format!("delete {id}\r\n")), "DELETED");
+        body.truncate(len);
+        String::from_utf8(body).unwrap()
+    }
+
+    /// The id of the next delayed job of `tube`, if any.
+    pub fn peek_delayed(&self, tube: &str) -> Option<u64> {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line("peek-delayed\r\n");
+        let mut words = reply.strip_prefix("FOUND ")?.split(' ');
+        let id = words.next()?.parse().ok()?;
+        let len: usize = words.next()?.parse().ok()?;
+        let mut body = vec![0; len + 2];
+        c.0.read_exact(&mut body).unwrap();
+        Some(id)
+    }
+
+    /// `stats-tube tube` as `key → value` (empty when the tube is gone).
+    pub fn tube(&self, tube: &str) -> HashMap<String, String> {
+        self.conn().yaml(&format!("stats-tube {tube}\r\n"))
+    }
+
+    /// Ready + delayed + reserved + buried jobs of `tube`.
+    pub fn jobs(&self, tube: &str) -> u64 {
+        let stats = self.tube(tube);
+        [
+            "current-jobs-ready",
+            "current-jobs-delayed",
+            "current-jobs-reserved",
+            "current-jobs-buried",
+        ]
+        .iter()
+        .map(|k| {
+            stats
+                .get(*k)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+    }
+
+    /// `stats-job id` as `key → value` (empty once the job is gone).
+    pub fn job(&self, id: u64) -> HashMap<String, String> {
+        self.conn().yaml(&format!("stats-job {id}\r\n"))
+    }
+}
+
+impl Drop for Beanstalkd {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+struct Conn(BufReader<TcpStream>);
+
+impl Conn {
+    fn line(&mut self, command: &str) -> String {
+        self.0.get_mut().write_all(command.as_bytes()).unwrap();
+        let mut line = String::new();
+        self.0.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
+
+    fn yaml(&mut self, command: &str) -> HashMap<String, String> {
+        let reply = self.line(command);
+        let Some(len) = reply
+            .strip_prefix("OK ")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            return HashMap::new();
+        };
+        let mut body = vec![0; len + 2];
+        self.0.read_exact(&mut body).unwrap();
+        String::from_utf8_lossy(&body)
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+            .collect()
+    }
+}
