@@ -141,28 +141,6 @@ async fn warn_wrong_place(
     }
 }
 
-/// The metrics (the backlog sampled every `backlog_interval` when served,
-/// the handler pools watched), served on `metrics_listen` when set.
-///
-/// # Errors
-/// The metrics address cannot be bound.
-async fn start_metrics(
-    settings: &Settings,
-    options: &WorkerOptions,
-    queue: &crate::queue::Queue,
-    router: &crate::handler::Router,
-) -> anyhow::Result<Arc<Metrics>> {
-    let mut metrics = Metrics::new();
-    if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
-        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
-        tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
-    }
-    metrics.watch_pools(router.pools());
-    let metrics = Arc::new(metrics);
-    app::serve_metrics(settings, &metrics).await?;
-    Ok(metrics)
-}
-
 /// Opens the queue (its queues checked, where the driver can tell they
 /// exist: a missing SQS queue is refused here), then the cache and
 /// failed-job stores. The cache is handed to the queue as the store SQS

@@ -34,8 +34,6 @@ pub enum QueueError {
     Sqs(#[from] super::sqs::SqsQueueError),
     /// Another driver's error (one plugged in through
     /// [`super::driver::Driver`] without a variant here), with its kind.
-    // Built by such drivers only: today the memory queue of the tests.
-    #[cfg_attr(not(test), allow(dead_code))]
     #[error("{message}")]
     Other {
         /// Whether trying again later can work.
