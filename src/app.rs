@@ -207,7 +207,8 @@ fn cache_store_hint(driver: &QueueDriverSettings) -> &'static str {
 /// Opens the failed-job store `settings` name (`[failed]`). The database
 /// is connected on first use, so a database that is down at start does not
 /// stop the worker; its fallback for records it refuses for good (the Redis
-/// store under the queue connection's prefix, see [`FailedJobStore`]) too.
+/// store under the queue connection's prefix, see [`FailedJobStore`]; only
+/// where the queue is on Redis) too.
 /// The `redis` driver connects now.
 ///
 /// # Errors
@@ -217,10 +218,14 @@ pub async fn open_failed_store(settings: &Settings) -> anyhow::Result<FailedJobS
         FailedSettings::Database { url, table } => FailedJobStore::Database {
             table: DatabaseStore::new(url, table)
                 .with_context(|| format!("[failed] url = {:?}", crate::config::redact::url(url)))?,
-            fallback: Box::new(Fallback::new(
-                settings.redis.clone(),
-                &settings.redis_prefix,
-            )),
+            // Only an app whose queue is on Redis has a Redis to keep
+            // the records the table refuses; the others' commands never
+            // touch one.
+            fallback: Box::new(if settings.driver.queue_on_redis() {
+                Fallback::new(settings.redis.clone(), &settings.redis_prefix)
+            } else {
+                Fallback::none()
+            }),
         },
         FailedSettings::Redis => FailedJobStore::Redis(
             RedisFailedStore::connect(

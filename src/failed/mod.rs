@@ -162,7 +162,7 @@ impl FailedJobStore {
                         Ok(fallback) => Logged::RecordedInFallback { refusal, fallback },
                         Err(e) => Logged::StoreDown(e.context(format!(
                             "the failed jobs table refused the record ({refusal}), \
-                             and it cannot be written to the fallback in Redis either"
+                             and it cannot be kept in a fallback either"
                         ))),
                     }
                 }
@@ -282,9 +282,12 @@ impl FailedJobStore {
 }
 
 /// The table's fallback: the Redis store under the queue connection's
-/// prefix (the keys of the `redis` driver), connected on first use.
+/// prefix (the keys of the `redis` driver), connected on first use; none
+/// where the queue is not on Redis (a database, SQS or beanstalkd app has
+/// no Redis to keep records in, and its commands never touch one).
 pub struct Fallback {
-    redis: crate::redis::RedisTarget,
+    /// Where the records go; `None`: no fallback.
+    redis: Option<crate::redis::RedisTarget>,
     prefix: String,
     store: OnceCell<RedisFailedStore>,
 }
@@ -294,8 +297,18 @@ impl Fallback {
     /// connected yet.
     pub fn new(redis: crate::redis::RedisTarget, prefix: &str) -> Self {
         Fallback {
-            redis,
+            redis: Some(redis),
             prefix: prefix.to_string(),
+            store: OnceCell::new(),
+        }
+    }
+
+    /// No fallback: a record the table refuses for good is kept nowhere
+    /// else (the job stays reserved and comes back after `retry_after`).
+    pub fn none() -> Self {
+        Fallback {
+            redis: None,
+            prefix: String::new(),
             store: OnceCell::new(),
         }
     }
@@ -303,9 +316,12 @@ impl Fallback {
     /// The store, connecting on first use (a failed connection is tried
     /// again next time).
     async fn store(&self) -> anyhow::Result<&RedisFailedStore> {
+        let Some(redis) = &self.redis else {
+            anyhow::bail!("there is no fallback: the queue is not on Redis");
+        };
         self.store
             .get_or_try_init(|| {
-                RedisFailedStore::connect(&self.redis, &self.prefix, "the failed jobs fallback")
+                RedisFailedStore::connect(redis, &self.prefix, "the failed jobs fallback")
             })
             .await
     }
@@ -324,6 +340,7 @@ impl Fallback {
         F: FnOnce(&'a RedisFailedStore) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<T>>,
     {
+        self.redis.as_ref()?;
         let result = match self.store().await {
             Ok(store) => op(store).await,
             Err(e) => Err(e),

@@ -70,7 +70,7 @@ fn gated_redis_server(s: &Scene) -> Option<std::path::PathBuf> {
     Some(shim.parent().unwrap().to_path_buf())
 }
 
-/// `demo` stopped by SIGINT or SIGTERM leaves no `redis-server` running
+/// `demo --driver redis` stopped by SIGINT or SIGTERM leaves no `redis-server` running
 /// and no temporary directory behind.
 #[test]
 fn a_stopped_demo_leaves_no_redis_server_nor_directory() {
@@ -83,7 +83,7 @@ fn a_stopped_demo_leaves_no_redis_server_nor_directory() {
             return;
         };
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-        let mut d = Daemon::start(&["demo"], &[("PATH", &path)]);
+        let mut d = Daemon::start(&["demo", "--driver", "redis"], &[("PATH", &path)]);
         s.wait_for_file("redis.pid");
         d.signal(signal);
         std::fs::write(s.path("go"), "").unwrap();
