@@ -19,7 +19,7 @@ pub const LONG_VERSION: &str = concat!(
     ")"
 );
 
-/// A Laravel queue worker for Redis, database and SQS queues: a drop-in for
+/// A Laravel queue worker for Redis, database, SQS and beanstalkd queues: a drop-in for
 /// `php artisan queue:work`.
 #[derive(Debug, Parser)]
 #[command(name = "laravel-worker", version = LONG_VERSION, about)]

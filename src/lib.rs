@@ -1,5 +1,5 @@
-//! laravel-worker: a standalone worker for Laravel's Redis, database and SQS
-//! queues.
+//! laravel-worker: a standalone worker for Laravel's Redis, database, SQS
+//! and beanstalkd queues.
 //!
 //! It reads and writes Laravel's own keys, rows, messages and payloads, so it runs beside
 //! `php artisan queue:work` on the same queues, and hands each job, chosen by
