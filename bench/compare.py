@@ -208,6 +208,8 @@ class Bench(Lab):
         `last_machine` (daemon, handlers, Redis, kernel and whatever else
         ran)."""
         sampler = LengthSampler(self.sock, keys(QUEUE)[0], 0.005)
+        if self.args.commandstats:
+            self.r.cmd("CONFIG", "RESETSTAT")
         t0 = time.monotonic()
         redis_cpu = cpu_seconds(self.redis_proc.pid)
         machine = machine_counters()
@@ -221,11 +223,30 @@ class Bench(Lab):
         self.last_redis_cpu = cpu_seconds(self.redis_proc.pid) - redis_cpu
         after = machine_counters()
         self.last_machine = (after[0] - machine[0], after[1] - machine[1])
+        if self.args.commandstats:
+            self.log_commandstats(n)
         for p in procs:
             if p.returncode not in (0, None):
                 log(f"warning: {p.args[:4]} exited with {p.returncode}")
             PROCS.stop(p)
         return steady_rate(samples, n), n / wall, peak, cpu
+
+    def log_commandstats(self, n):
+        """Logs Redis's `INFO commandstats` since the row started, per job:
+        calls and µs of CPU of each command (those a script runs are counted
+        on their own and again in the script's `EVAL`/`EVALSHA`)."""
+        text = self.r.cmd("INFO", "commandstats").decode()
+        rows = []
+        for line in text.splitlines():
+            if not line.startswith("cmdstat_"):
+                continue
+            name, _, fields = line[len("cmdstat_"):].partition(":")
+            stat = dict(f.split("=", 1) for f in fields.split(","))
+            rows.append((int(stat["usec"]), int(stat["calls"]), name))
+        rows.sort(reverse=True)
+        log("  commandstats per job: " + ", ".join(
+            f"{name} {calls / n:.2f} calls {usec / n:.1f} µs" for usec, calls, name in rows
+            if calls))
 
     # -- rows
 
@@ -989,6 +1010,9 @@ def main():
                                    "server and per master of a 3-master Redis Cluster)")
     ap.add_argument("--databases", default="sqlite,postgres,mariadb",
                     help="with --only database: which of sqlite, postgres, mariadb")
+    ap.add_argument("--commandstats", action="store_true",
+                    help="log Redis's INFO commandstats of each row, per job (where Redis's "
+                         "CPU goes)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--no-build", action="store_true", help="use target/release as it is")
     ap.add_argument("--binary", help="the laravel-worker binary to measure (default: "
