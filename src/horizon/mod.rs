@@ -160,6 +160,7 @@ impl Horizon {
                     quiet_until: None,
                     late,
                     companion,
+                    held: Vec::new(),
                 })
             }
         };
