@@ -375,14 +375,31 @@ fn removed_at(answers: &[Value], slot: Slot) -> bool {
     }
 }
 
+/// Whether the delete at `slot`, in a companion's script call, was one
+/// Redis refused (-1: its `ZREM` failed; the others of the call ran).
+fn refused_at(answers: &[Value], slot: Slot) -> bool {
+    match (answers.get(slot.command), slot.within) {
+        (Some(Value::Array(each)), Some(within)) => {
+            matches!(each.get(within), Some(Value::Int(-1)))
+        }
+        _ => false,
+    }
+}
+
 /// Pipelines every write of `batch` and answers each; empties `batch`.
 async fn settle(conn: &RedisConn, batch: &mut Vec<Request>) {
     let writes: Vec<&Write> = batch.iter().map(|(write, _)| write).collect();
     let (pipe, slots) = pipeline_of(&writes);
     match pipe.query_async::<Vec<Value>>(&mut conn.clone()).await {
         Ok(answers) => {
-            for ((_, reply), slot) in batch.drain(..).zip(slots) {
-                let _ = reply.send(Ok(removed_at(&answers, slot)));
+            for ((write, reply), slot) in batch.drain(..).zip(slots) {
+                let answer = if refused_at(&answers, slot) {
+                    // Its own error, found alone.
+                    one_by_one(conn, write).await
+                } else {
+                    Ok(removed_at(&answers, slot))
+                };
+                let _ = reply.send(answer);
             }
         }
         Err(e) if (batch.len() > 1 || batch[0].0.instead().is_some()) && !lost_connection(&e) => {
@@ -406,15 +423,15 @@ async fn one_by_one(conn: &RedisConn, mut write: Write) -> RedisResult<bool> {
         let mut one = redis::pipe();
         write.add_to(&mut one);
         let answer = one.query_async::<Vec<Value>>(&mut conn.clone()).await;
+        let slot = Slot {
+            command: 0,
+            within: matches!(write, Write::DeleteWith { .. }).then_some(0),
+        };
+        let refused = matches!(&answer, Ok(answers) if refused_at(answers, slot));
         match (answer, write.instead()) {
             (Err(e), Some(next)) if !lost_connection(&e) => write = next,
-            (answer, _) => {
-                let slot = Slot {
-                    command: 0,
-                    within: matches!(write, Write::DeleteWith { .. }).then_some(0),
-                };
-                return answer.map(|answers| removed_at(&answers, slot));
-            }
+            (Ok(_), Some(next)) if refused => write = next,
+            (answer, _) => return answer.map(|answers| removed_at(&answers, slot)),
         }
     }
 }
@@ -467,10 +484,12 @@ mod tests {
         let at = |command, within| Slot { command, within };
         assert_eq!(slots, [at(0, Some(0)), at(1, None), at(0, Some(1))]);
         let answers = [
-            Value::Array(vec![Value::Int(1), Value::Int(0)]),
+            Value::Array(vec![Value::Int(1), Value::Int(-1)]),
             Value::Int(1),
         ];
         let removed: Vec<bool> = slots.iter().map(|s| removed_at(&answers, *s)).collect();
         assert_eq!(removed, [true, true, false]);
+        let refused: Vec<bool> = slots.iter().map(|s| refused_at(&answers, *s)).collect();
+        assert_eq!(refused, [false, false, true], "sent again alone");
     }
 }

@@ -94,7 +94,9 @@ impl Installed {
 /// companion's arguments, then those arguments. The body sees its own keys
 /// and arguments as `KEYS` and `ARGV`, and the member as `member`; it runs
 /// under `pcall`, only when `ZREM` removed the member. Answers an array of
-/// what each `ZREM` answered, in order.
+/// what each `ZREM` answered, in order, -1 for one Redis refused (a
+/// `:reserved` key of another type): its error is then not the others',
+/// which still ran (see [`super::batch`]).
 pub fn script_with(body: &str) -> String {
     format!(
         r"local function companion(KEYS, ARGV, member)
@@ -104,8 +106,10 @@ local removed = {{}}
 local k, a = 1, 1
 while a <= #ARGV do
   local member, keys, args = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local gone = redis.call('ZREM', KEYS[k], member)
-  if gone == 1 then
+  local gone = redis.pcall('ZREM', KEYS[k], member)
+  if type(gone) ~= 'number' then
+    gone = -1
+  elseif gone == 1 then
     pcall(companion, {{unpack(KEYS, k + 1, k + keys)}}, {{unpack(ARGV, a + 3, a + 2 + args)}}, member)
   end
   removed[#removed + 1] = gone
@@ -130,7 +134,7 @@ mod tests {
         let zrem = script.find("ZREM").unwrap();
         let pcall = script.rfind("pcall(companion").unwrap();
         assert!(zrem < pcall);
-        assert!(script.contains("if gone == 1 then"));
+        assert!(script.contains("elseif gone == 1 then"));
         assert!(script.contains(
             "pcall(companion, {unpack(KEYS, k + 1, k + keys)}, {unpack(ARGV, a + 3, a + 2 + args)}, member)"
         ));
