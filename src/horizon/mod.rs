@@ -160,7 +160,6 @@ impl Horizon {
                     quiet_until: None,
                     late,
                     companion,
-                    held: Vec::new(),
                 })
             }
         };

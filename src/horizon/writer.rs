@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::HorizonSettings;
 use super::keys::Keys;
-use super::records::{Record, Step};
 use super::script::Batch;
 use crate::log_limit::RepeatLimiter;
 use crate::redis::RedisConn;
@@ -31,15 +30,6 @@ pub const BATCH: usize = 512;
 /// written: one round trip for the records of a few milliseconds, not one
 /// per record, whatever the pace of the jobs.
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// How long the writer keeps a plain job's reservation back, waiting for
-/// its completion: most short jobs end within it, and their reservation
-/// and completion are then written by one op (or, with the companion,
-/// not at all: the delete wrote the final record), instead of two writes
-/// of the record in two batches. A job still running after it gets its
-/// `reserved` record then, a few milliseconds later than without it
-/// (Horizon's dashboard reads every few seconds).
-pub const HOLD: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long the writer sends nothing after a batch Redis refused whole.
 pub const QUIET: std::time::Duration = std::time::Duration::from_secs(1);
@@ -75,19 +65,13 @@ pub struct Writer {
     /// Horizon's companion writes the final record with each delete
     /// ([`super::companion`]): the writer then only counts those runs.
     pub companion: bool,
-    /// Reservations kept back for [`HOLD`], oldest first ([`hold`]).
-    pub held: Vec<Record>,
 }
 
 impl Consumer for Writer {
     async fn consume(&mut self, events: &mut Vec<Stamped>) {
-        let mut records = std::mem::take(&mut self.held);
+        let mut records = Vec::new();
         for event in events.iter() {
             super::records::from_event(event, &mut records);
-        }
-        if !events.is_empty() {
-            let now = super::records::microtime(std::time::SystemTime::now());
-            self.held = hold(&mut records, now);
         }
         if records.is_empty() {
             return;
@@ -125,41 +109,6 @@ impl Consumer for Writer {
             }
         }
     }
-
-    fn call_again_in(&self) -> Option<std::time::Duration> {
-        let oldest = self.held.first()?;
-        let now = super::records::microtime(std::time::SystemTime::now());
-        let age = std::time::Duration::from_secs_f64((now - oldest.at).max(0.0));
-        Some(HOLD.saturating_sub(age))
-    }
-}
-
-/// Takes out of `records` (oldest first) the reservations to keep back
-/// until a later batch, and returns them: those of plain jobs (no tags,
-/// no `retry_of`: see [`super::ops`]) less than [`HOLD`] old at `now`
-/// (`microtime`) with no later step of the same job in `records`. Their
-/// completion most often comes in the next batch or two; a later step
-/// of another kind (a release, a failure) finds the reservation written
-/// first, as the records stay in order.
-pub fn hold(records: &mut Vec<Record>, now: f64) -> Vec<Record> {
-    let mut later = std::collections::HashSet::new();
-    let mut keep = vec![false; records.len()];
-    for (i, record) in records.iter().enumerate().rev() {
-        keep[i] = record.step == Step::Reserved
-            && now - record.at < HOLD.as_secs_f64()
-            && !later.contains(record.id.as_str())
-            && super::ops::Extra::of(&record.payload).plain();
-        later.insert(record.id.as_str());
-    }
-    let mut held = Vec::new();
-    for (record, keep) in std::mem::take(records).into_iter().zip(keep) {
-        if keep {
-            held.push(record);
-        } else {
-            records.push(record);
-        }
-    }
-    held
 }
 
 /// What the batch script answers: ops refused, the first refusal, the
@@ -236,42 +185,3 @@ fn lost_connection(e: &redis::RedisError) -> bool {
 
 /// The log site of a refused batch.
 const SITE: &str = "cannot write Horizon's job records";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(id: &str, step: Step, payload: &str, at: f64) -> Record {
-        Record {
-            id: id.into(),
-            name: "App\\Jobs\\Noop".into(),
-            queue: "default".into(),
-            payload: bytes::Bytes::copy_from_slice(payload.as_bytes()),
-            at,
-            step,
-        }
-    }
-
-    /// A plain job's fresh reservation with nothing after it waits for a
-    /// later batch; one with its next step in the batch, one with tags,
-    /// and one older than [`HOLD`] are written now, in order.
-    #[test]
-    fn only_fresh_plain_reservations_wait_for_their_completion() {
-        let done = Step::Completed {
-            runtime_ms: 1.0,
-            deleted: true,
-        };
-        let now = 100.0;
-        let mut records = vec![
-            record("old", Step::Reserved, "{}", now - 1.0),
-            record("ran", Step::Reserved, "{}", now - 0.001),
-            record("tagged", Step::Reserved, r#"{"tags":["a"]}"#, now - 0.001),
-            record("fresh", Step::Reserved, "{}", now - 0.001),
-            record("ran", done, "{}", now),
-        ];
-        let held = hold(&mut records, now);
-        let ids = |records: &[Record]| records.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(&held), ["fresh"]);
-        assert_eq!(ids(&records), ["old", "ran", "tagged", "ran"]);
-    }
-}

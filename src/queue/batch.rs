@@ -9,12 +9,6 @@
 //! of its writes, and every caller retries as it would after a failed round
 //! trip of its own; a batch that Redis answered with an error reply is sent
 //! again one write at a time, so one bad write cannot fail the others.
-//!
-//! The deletes that carry a companion's writes ([`super::companion`]) go
-//! as one call of the delete script for all of them (up to
-//! [`MAX_GROUP`]): Redis then runs one script for N jobs instead of N
-//! scripts. Each delete in it stays on its own: its `ZREM`, then its
-//! companion's writes under `pcall` when that removed the member.
 
 use std::sync::{Arc, Mutex};
 
@@ -28,11 +22,6 @@ use crate::redis::RedisConn;
 
 /// The most writes sent in one pipeline.
 pub const MAX_BATCH: usize = 256;
-
-/// The most deletes with a companion in one script call: Redis runs a
-/// script to its end before anything else, so a call stays short (a
-/// fraction of a millisecond) however many jobs finish together.
-pub const MAX_GROUP: usize = 32;
 
 /// One write that settles a reserved job.
 #[derive(Debug, Clone)]
@@ -95,7 +84,13 @@ impl Write {
     fn add_to(&self, pipe: &mut Pipeline) {
         match self {
             Write::Delete { reserved, member } => delete_member(pipe, reserved, member),
-            Write::DeleteWith { script, text, .. } => delete_with(pipe, script, *text, &[self]),
+            Write::DeleteWith {
+                reserved,
+                member,
+                script,
+                writes,
+                text,
+            } => delete_with(pipe, reserved, member, script, writes, *text),
             Write::Release {
                 delayed,
                 reserved,
@@ -149,48 +144,27 @@ impl Write {
     }
 }
 
-/// One call of a companion's delete script ([`super::companion::script_with`])
-/// for `deletes`, all [`Write::DeleteWith`] of that script.
+/// The delete script of a companion ([`super::companion::script_with`]).
 fn delete_with(
     pipe: &mut Pipeline,
+    reserved: &str,
+    member: &Bytes,
     script: &super::companion::DeleteScript,
+    writes: &super::companion::Writes,
     text: bool,
-    deletes: &[&Write],
 ) {
-    let parts = || {
-        deletes.iter().filter_map(|write| match write {
-            Write::DeleteWith {
-                reserved,
-                member,
-                writes,
-                ..
-            } => Some((reserved, member, writes)),
-            _ => None,
-        })
-    };
     let cmd = if text {
         pipe.cmd("EVAL").arg(&script.code)
     } else {
         pipe.cmd("EVALSHA").arg(&script.sha)
     };
-    cmd.arg(
-        parts()
-            .map(|(_, _, writes)| 1 + writes.keys.len())
-            .sum::<usize>(),
-    );
-    for (reserved, _, writes) in parts() {
-        cmd.arg(reserved);
-        for key in &writes.keys {
-            cmd.arg(key);
-        }
+    cmd.arg(1 + writes.keys.len()).arg(reserved);
+    for key in &writes.keys {
+        cmd.arg(key);
     }
-    for (_, member, writes) in parts() {
-        cmd.arg(&member[..])
-            .arg(writes.keys.len())
-            .arg(writes.args.len());
-        for arg in &writes.args {
-            cmd.arg(&arg[..]);
-        }
+    cmd.arg(&member[..]);
+    for arg in &writes.args {
+        cmd.arg(&arg[..]);
     }
 }
 
@@ -299,107 +273,16 @@ async fn run(conn: SharedConnection, mut queue: mpsc::UnboundedReceiver<Request>
     }
 }
 
-/// Where a write's answer is in a pipeline's answers: its command, and
-/// its place in that command's answer when the command carries several
-/// writes (a companion's deletes, one script call for them all).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Slot {
-    command: usize,
-    within: Option<usize>,
-}
-
-/// The pipeline of `writes`, and where each one's answer will be. The
-/// deletes with a companion's script (by SHA1) go in calls of it of up to
-/// [`MAX_GROUP`], each in the place of its first delete; every other
-/// write is a command of its own, in order. The writes of a batch are of
-/// different jobs: their order does not matter to each other.
-fn pipeline_of(writes: &[&Write]) -> (Pipeline, Vec<Slot>) {
-    let mut pipe = redis::pipe();
-    let mut slots: Vec<Option<Slot>> = vec![None; writes.len()];
-    let mut command = 0;
-    for (i, write) in writes.iter().enumerate() {
-        if slots[i].is_some() {
-            continue;
-        }
-        if let Write::DeleteWith {
-            script,
-            text: false,
-            ..
-        } = write
-        {
-            let group: Vec<usize> = (i..writes.len())
-                .filter(|&j| slots[j].is_none() && same_script(writes[j], &script.sha))
-                .take(MAX_GROUP)
-                .collect();
-            let deletes: Vec<&Write> = group.iter().map(|&j| writes[j]).collect();
-            delete_with(&mut pipe, script, false, &deletes);
-            for (within, j) in group.into_iter().enumerate() {
-                slots[j] = Some(Slot {
-                    command,
-                    within: Some(within),
-                });
-            }
-        } else {
-            write.add_to(&mut pipe);
-            slots[i] = Some(Slot {
-                command,
-                within: None,
-            });
-        }
-        command += 1;
-    }
-    let slots = slots
-        .into_iter()
-        .map(|slot| {
-            slot.unwrap_or(Slot {
-                command,
-                within: None,
-            })
-        })
-        .collect();
-    (pipe, slots)
-}
-
-/// Whether `write` is a delete with the companion's script `sha`, sent
-/// by SHA1.
-fn same_script(write: &Write, sha: &str) -> bool {
-    matches!(write, Write::DeleteWith { script, text: false, .. } if script.sha == sha)
-}
-
-/// Whether the write at `slot` removed its reservation.
-fn removed_at(answers: &[Value], slot: Slot) -> bool {
-    match (answers.get(slot.command), slot.within) {
-        (Some(answer), None) => removed(answer),
-        (Some(Value::Array(each)), Some(within)) => each.get(within).is_some_and(removed),
-        _ => false,
-    }
-}
-
-/// Whether the delete at `slot`, in a companion's script call, was one
-/// Redis refused (-1: its `ZREM` failed; the others of the call ran).
-fn refused_at(answers: &[Value], slot: Slot) -> bool {
-    match (answers.get(slot.command), slot.within) {
-        (Some(Value::Array(each)), Some(within)) => {
-            matches!(each.get(within), Some(Value::Int(-1)))
-        }
-        _ => false,
-    }
-}
-
 /// Pipelines every write of `batch` and answers each; empties `batch`.
 async fn settle(conn: &RedisConn, batch: &mut Vec<Request>) {
-    let writes: Vec<&Write> = batch.iter().map(|(write, _)| write).collect();
-    let (pipe, slots) = pipeline_of(&writes);
+    let mut pipe = redis::pipe();
+    for (write, _) in batch.iter() {
+        write.add_to(&mut pipe);
+    }
     match pipe.query_async::<Vec<Value>>(&mut conn.clone()).await {
         Ok(answers) => {
-            for ((write, reply), slot) in batch.drain(..).zip(slots) {
-                let answer = if refused_at(&answers, slot) {
-                    // Its own error, found alone.
-                    one_by_one(conn, write).await
-                } else {
-                    Ok(removed_at(&answers, slot))
-                };
-                let _ = reply.send(answer);
+            for ((_, reply), answer) in batch.drain(..).zip(answers) {
+                let _ = reply.send(Ok(removed(&answer)));
             }
         }
         Err(e) if (batch.len() > 1 || batch[0].0.instead().is_some()) && !lost_connection(&e) => {
@@ -423,15 +306,9 @@ async fn one_by_one(conn: &RedisConn, mut write: Write) -> RedisResult<bool> {
         let mut one = redis::pipe();
         write.add_to(&mut one);
         let answer = one.query_async::<Vec<Value>>(&mut conn.clone()).await;
-        let slot = Slot {
-            command: 0,
-            within: matches!(write, Write::DeleteWith { .. }).then_some(0),
-        };
-        let refused = matches!(&answer, Ok(answers) if refused_at(answers, slot));
         match (answer, write.instead()) {
             (Err(e), Some(next)) if !lost_connection(&e) => write = next,
-            (Ok(_), Some(next)) if refused => write = next,
-            (answer, _) => return answer.map(|answers| removed_at(&answers, slot)),
+            (answer, _) => return answer.map(|a| a.first().is_some_and(removed)),
         }
     }
 }
@@ -446,50 +323,4 @@ fn removed(answer: &Value) -> bool {
 /// batch shares (as opposed to an error reply to one of them).
 fn lost_connection(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::queue::companion::{DeleteScript, Writes};
-
-    fn delete_with(script: &Arc<DeleteScript>, member: &'static str) -> Write {
-        Write::DeleteWith {
-            reserved: "queues:default:reserved".into(),
-            member: Bytes::from_static(member.as_bytes()),
-            script: Arc::clone(script),
-            writes: Writes {
-                keys: vec!["record".into()],
-                args: vec![Bytes::from_static(b"arg")],
-            },
-            text: false,
-        }
-    }
-
-    /// The deletes with a companion go in one script call, in the place
-    /// of the first; each finds its answer in that call's answer.
-    #[test]
-    fn deletes_with_a_companion_share_one_script_call() {
-        let script = Arc::new(DeleteScript {
-            code: "return {}".into(),
-            sha: "sha".into(),
-        });
-        let plain = Write::Delete {
-            reserved: "queues:default:reserved".into(),
-            member: MemberRef::Exact(Bytes::from_static(b"plain")),
-        };
-        let writes = [delete_with(&script, "a"), plain, delete_with(&script, "b")];
-        let (pipe, slots) = pipeline_of(&writes.iter().collect::<Vec<_>>());
-        assert_eq!(pipe.cmd_iter().count(), 2);
-        let at = |command, within| Slot { command, within };
-        assert_eq!(slots, [at(0, Some(0)), at(1, None), at(0, Some(1))]);
-        let answers = [
-            Value::Array(vec![Value::Int(1), Value::Int(-1)]),
-            Value::Int(1),
-        ];
-        let removed: Vec<bool> = slots.iter().map(|s| removed_at(&answers, *s)).collect();
-        assert_eq!(removed, [true, true, false]);
-        let refused: Vec<bool> = slots.iter().map(|s| refused_at(&answers, *s)).collect();
-        assert_eq!(refused, [false, false, true], "sent again alone");
-    }
 }

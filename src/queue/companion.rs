@@ -86,38 +86,17 @@ impl Installed {
     }
 }
 
-/// The delete script around `body`, for one or more deletes in one call
-/// (the deletes of a settle pipeline, see [`super::batch`]): Redis runs
-/// one script for them all instead of one each. For each delete in turn,
-/// `KEYS` holds its `:reserved` key then its companion's keys, and `ARGV`
-/// its member, the number of its companion's keys, the number of its
-/// companion's arguments, then those arguments. The body sees its own keys
-/// and arguments as `KEYS` and `ARGV`, and the member as `member`; it runs
-/// under `pcall`, only when `ZREM` removed the member. Answers an array of
-/// what each `ZREM` answered, in order, -1 for one Redis refused (a
-/// `:reserved` key of another type): its error is then not the others',
-/// which still ran (see [`super::batch`]).
+/// The delete script around `body`: `KEYS[1]` the `:reserved` key,
+/// `ARGV[1]` the member; the companion's keys and arguments follow, and
+/// the body sees them as its own `KEYS` and `ARGV`, and the member as
+/// `member`. Answers what `ZREM` answers.
 pub fn script_with(body: &str) -> String {
     format!(
-        r"local function companion(KEYS, ARGV, member)
-{body}
-end
-local removed = {{}}
-local k, a = 1, 1
-while a <= #ARGV do
-  local member, keys, args = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local gone = redis.pcall('ZREM', KEYS[k], member)
-  if type(gone) ~= 'number' then
-    gone = -1
-  elseif gone == 1 then
-    pcall(companion, {{unpack(KEYS, k + 1, k + keys)}}, {{unpack(ARGV, a + 3, a + 2 + args)}}, member)
-  end
-  removed[#removed + 1] = gone
-  k = k + 1 + keys
-  a = a + 3 + args
-end
-return removed
-"
+        "local removed = redis.call('ZREM', KEYS[1], ARGV[1])\n\
+         if removed == 0 then return 0 end\n\
+         local function companion(KEYS, ARGV, member)\n{body}\nend\n\
+         pcall(companion, {{unpack(KEYS, 2)}}, {{unpack(ARGV, 2)}}, ARGV[1])\n\
+         return removed\n"
     )
 }
 
@@ -126,18 +105,14 @@ mod tests {
     use super::*;
 
     /// The body sees its own keys and arguments, and runs only after the
-    /// delete removed the member, under `pcall`; one call takes many
-    /// deletes.
+    /// delete removed the member, under `pcall`.
     #[test]
-    fn the_body_runs_after_each_delete_with_its_own_keys() {
+    fn the_body_runs_after_the_delete_with_its_own_keys() {
         let script = script_with("redis.call('SET', KEYS[1], ARGV[1])");
         let zrem = script.find("ZREM").unwrap();
-        let pcall = script.rfind("pcall(companion").unwrap();
-        assert!(zrem < pcall);
-        assert!(script.contains("elseif gone == 1 then"));
-        assert!(script.contains(
-            "pcall(companion, {unpack(KEYS, k + 1, k + keys)}, {unpack(ARGV, a + 3, a + 2 + args)}, member)"
-        ));
-        assert!(script.contains("while a <= #ARGV do"));
+        let body = script.find("redis.call('SET'").unwrap();
+        assert!(zrem < body);
+        assert!(script.contains("if removed == 0 then return 0 end"));
+        assert!(script.contains("pcall(companion, {unpack(KEYS, 2)}, {unpack(ARGV, 2)}, ARGV[1])"));
     }
 }

@@ -114,25 +114,7 @@ pub trait Consumer: Send + 'static {
     const POLLED: bool = false;
 
     /// Handles `events`, oldest first. The batch is cleared afterwards.
-    /// Called with no events when [`Self::call_again_in`] asked for it,
-    /// and once more before the consumer ends if it still holds events
-    /// back: it then handles all it holds.
     fn consume(&mut self, events: &mut Vec<Stamped>) -> impl Future<Output = ()> + Send;
-
-    /// How long until the consumer wants to be called again though no
-    /// event came: it holds some back for a while (Horizon's writer keeps
-    /// a reservation until its completion comes). `None`: it holds none.
-    fn call_again_in(&self) -> Option<Duration> {
-        None
-    }
-}
-
-/// Resolves after `wait`, never when `None`.
-async fn later(wait: Option<Duration>) {
-    match wait {
-        Some(wait) => tokio::time::sleep(wait).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// How a [`Decoupled`] listener buffers.
@@ -335,7 +317,6 @@ impl Pump {
         let size = buffer.batch.max(1);
         let mut batch = Vec::with_capacity(size);
         loop {
-            let wait = consumer.call_again_in();
             let got = match closing.as_mut() {
                 Some(close) => tokio::select! {
                     got = receiver.recv_many(&mut batch, size) => got,
@@ -348,24 +329,10 @@ impl Pump {
                         }
                         continue;
                     }
-                    () = later(wait) => {
-                        consumer.consume(&mut batch).await;
-                        continue;
-                    }
                 },
-                None => tokio::select! {
-                    got = receiver.recv_many(&mut batch, size) => got,
-                    () = later(wait) => {
-                        consumer.consume(&mut batch).await;
-                        continue;
-                    }
-                },
+                None => receiver.recv_many(&mut batch, size).await,
             };
             if got == 0 {
-                // The last call: it hands over what it still holds.
-                if consumer.call_again_in().is_some() {
-                    consumer.consume(&mut batch).await;
-                }
                 break;
             }
             // Once closed nothing more can come: no use waiting.
