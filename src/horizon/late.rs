@@ -20,7 +20,10 @@
 //! expiry); a parent that lists the retry now gets the retry's outcome.
 //! A job is checked 1 s after it finished, then after 2, 4, 8 s... until
 //! both are settled or [`Trim::pending`](super::Trim) minutes have passed
-//! (the producer's record would have expired by then).
+//! (the producer's record would have expired by then). A record that is
+//! neither final nor the producer's `pending` (a write still in flight,
+//! such as the writer's `reserved` landing late) is looked at again, not
+//! taken as settled; only a record that is gone ends the watch early.
 //!
 //! Why later checks rather than making the first write win: Redis has no
 //! conditional `HSET` the producer's `pushed()` could be held by, and the
@@ -211,12 +214,12 @@ for i = 1, n do
   local done = true
   if pushed ~= '' then
     local now = redis.call('HMGET', hash, 'status', 'payload')
-    if now[1] == status then
-      done = false
-    elseif now[1] == 'pending' and now[2] and string.find(now[2], pushed, 1, true) then
+    if now[1] == 'pending' and now[2] and string.find(now[2], pushed, 1, true) then
       redis.call('HSET', hash, 'status', status)
       redis.call('ZREM', KEYS[1], id)
       redis.call('EXPIREAT', hash, expiry)
+    elseif now[1] then
+      done = false
     end
   end
   if parent > 0 and not retried(KEYS[parent], id, status) then
