@@ -121,7 +121,7 @@ impl Driver for BeanstalkdQueue {
         payload: &'a str,
     ) -> Call<'a, ()> {
         Box::pin(async move {
-            let delay = u64::try_from(available_at.saturating_sub(now())).unwrap_or(0);
+            let delay = crate::queue::clock::seconds_until(available_at, now());
             self.put(&queue.name, payload.as_bytes(), delay).await?;
             Ok(())
         })

@@ -67,7 +67,7 @@ impl Driver for DatabaseQueue {
     ) -> Call<'a, ()> {
         Box::pin(async move {
             let at = now();
-            let delay = u64::try_from(available_at.saturating_sub(at)).unwrap_or(0);
+            let delay = crate::queue::clock::seconds_until(available_at, at);
             DatabaseQueue::push(self, &queue.name, payload, delay, at).await?;
             Ok(())
         })

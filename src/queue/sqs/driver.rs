@@ -64,7 +64,7 @@ impl Driver for SqsQueue {
         payload: &'a str,
     ) -> Call<'a, ()> {
         Box::pin(async move {
-            let delay = u64::try_from(available_at.saturating_sub(now())).unwrap_or(0);
+            let delay = crate::queue::clock::seconds_until(available_at, now());
             Ok(self.send(&queue.name, payload, delay).await?)
         })
     }
