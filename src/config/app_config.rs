@@ -800,14 +800,17 @@ pub fn without_app_settings(mut env: Layer, app: &Layer) -> Layer {
     if app.cache.url.is_some() {
         env.cache.database = None;
     }
-    // `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` yield as `REDIS_QUEUE` and
+    // `DB_QUEUE` and `DB_QUEUE_RETRY_AFTER` (and beanstalkd's
+    // `BEANSTALKD_QUEUE`, `BEANSTALKD_QUEUE_RETRY_AFTER`) yield as `REDIS_QUEUE` and
     // `REDIS_QUEUE_RETRY_AFTER` do: the app's connection already read
     // them, or chose not to.
     if app.queue.queue.is_some() {
         env.database.queue = None;
+        env.queue.beanstalkd_queue = None;
     }
     if app.queue.retry_after.is_some() {
         env.database.retry_after = None;
+        env.queue.beanstalkd_retry_after = None;
     }
     env
 }

@@ -260,6 +260,7 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
     let retry_after = layer.database.retry_after.take();
     let sqs_queue = layer.sqs.queue.take();
     let beanstalkd_queue = layer.queue.beanstalkd_queue.take();
+    let beanstalkd_retry_after = layer.queue.beanstalkd_retry_after.take();
     match driver {
         Driver::Database => {
             layer.queue.queue = queue;
@@ -271,10 +272,11 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
             layer.queue.queue = sqs_queue;
             layer.queue.retry_after = None;
         }
-        // `BEANSTALKD_QUEUE`; `REDIS_QUEUE_RETRY_AFTER` is Redis's.
+        // `BEANSTALKD_QUEUE` and `BEANSTALKD_QUEUE_RETRY_AFTER`;
+        // `REDIS_QUEUE_RETRY_AFTER` is Redis's.
         Driver::Beanstalkd => {
             layer.queue.queue = beanstalkd_queue;
-            layer.queue.retry_after = None;
+            layer.queue.retry_after = beanstalkd_retry_after;
         }
         Driver::Redis | Driver::Unserved => {}
     }
@@ -499,8 +501,10 @@ mod tests {
     /// The skeleton's `beanstalkd` connection from `.env` variables: the
     /// driver from the name, `BEANSTALKD_QUEUE_HOST` and `BEANSTALKD_QUEUE`,
     /// port 11300, `retry_after` (the ttr) 90 and `block_for` 0 by default;
-    /// `REDIS_QUEUE_RETRY_AFTER` does not apply; a `block_for` a reserve
-    /// cannot wait within the command time limit is refused.
+    /// `REDIS_QUEUE_RETRY_AFTER` does not apply, `BEANSTALKD_QUEUE_RETRY_AFTER`
+    /// does (the 11+ skeleton's `(int)` cast: `null` is 0, refused); a
+    /// `block_for` a reserve cannot wait within the command time limit is
+    /// refused.
     #[test]
     fn the_beanstalkd_connection_from_env_variables() {
         let vars: HashMap<&str, &str> = [
@@ -540,5 +544,24 @@ mod tests {
         other.queue.retry_after = Some(Nullable::Seconds(0));
         let e = resolve_driver(&other).unwrap_err().to_string();
         assert!(e.contains("retry_after = 0"), "{e}");
+
+        let from_env = |value: &'static str| {
+            let mut with = vars.clone();
+            with.insert("BEANSTALKD_QUEUE_RETRY_AFTER", value);
+            let env = crate::config::env::layer(|k| with.get(k).map(|v| v.to_string())).unwrap();
+            resolve_driver(&for_driver(env, Driver::Beanstalkd))
+        };
+        assert_eq!(from_env("300").unwrap().1, Some(300), "the ttr");
+        let e = from_env("null").unwrap_err().to_string();
+        assert!(e.contains("retry_after = 0"), "(int) null: {e}");
+        let redis = for_driver(
+            crate::config::env::layer(|k| match k {
+                "BEANSTALKD_QUEUE_RETRY_AFTER" => Some("300".into()),
+                _ => None,
+            })
+            .unwrap(),
+            Driver::Redis,
+        );
+        assert_eq!(redis.queue.retry_after, None, "beanstalkd's only");
     }
 }

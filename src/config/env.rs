@@ -30,6 +30,7 @@
 //! | `SQS_QUEUE`                       | `[queue] queue` on the sqs driver        |
 //! | `BEANSTALKD_QUEUE`                | `[queue] queue` on the beanstalkd driver |
 //! | `BEANSTALKD_QUEUE_HOST`           | `[queue] host`                           |
+//! | `BEANSTALKD_QUEUE_RETRY_AFTER`    | `[queue] retry_after` on the beanstalkd driver (`null`: 0, refused) |
 //! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
 //!
@@ -271,8 +272,30 @@ fn queue_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> anyhow::Res
         retry_after,
         host: vars.get("BEANSTALKD_QUEUE_HOST"),
         beanstalkd_queue: vars.get("BEANSTALKD_QUEUE"),
+        beanstalkd_retry_after: int_seconds(vars, "BEANSTALKD_QUEUE_RETRY_AFTER")?,
         ..QueueLayer::default()
     })
+}
+
+/// A `retry_after` the skeleton reads as `(int) env(NAME, 90)`
+/// (`DB_QUEUE_RETRY_AFTER`, `BEANSTALKD_QUEUE_RETRY_AFTER`): `null` is 0
+/// there, not the connector's 60 (which only a config holding null gets),
+/// and 0 is then refused by the driver's `retry_after` rule.
+///
+/// # Errors
+/// A value that is neither seconds nor null.
+fn int_seconds<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<'_, F>,
+    name: &str,
+) -> anyhow::Result<Option<Nullable>> {
+    let Some(v) = vars.raw(name) else {
+        return Ok(None);
+    };
+    Ok(Some(match Nullable::parse(&v) {
+        Some(Nullable::Null) => Nullable::Seconds(0),
+        Some(seconds) => seconds,
+        None => anyhow::bail!("{name}={v:?} is not a number of seconds"),
+    }))
 }
 
 /// `[database]` from `DB_QUEUE_CONNECTION` (else `DB_CONNECTION`) and the
@@ -289,17 +312,7 @@ fn database_layer<F: Fn(&str) -> Option<String>>(
     app: Option<&std::path::Path>,
 ) -> anyhow::Result<DatabaseLayer> {
     let get = |name: &str| vars.get(name);
-    // The skeleton reads `(int) env('DB_QUEUE_RETRY_AFTER', 90)`: `null`
-    // is 0 there, not the connector's 60 (which only a config holding
-    // null gets); 0 is then refused by `database::spec`.
-    let retry_after = match vars.raw("DB_QUEUE_RETRY_AFTER") {
-        Some(v) => Some(match Nullable::parse(&v) {
-            Some(Nullable::Null) => Nullable::Seconds(0),
-            Some(seconds) => seconds,
-            None => anyhow::bail!("DB_QUEUE_RETRY_AFTER={v:?} is not a number of seconds"),
-        }),
-        None => None,
-    };
+    let retry_after = int_seconds(vars, "DB_QUEUE_RETRY_AFTER")?;
     Ok(DatabaseLayer {
         url: match queue_db_connection(&get) {
             Some(conn) => conn.url(app)?,

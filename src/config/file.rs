@@ -123,6 +123,12 @@ pub struct QueueLayer {
     /// the beanstalkd driver.
     #[serde(skip)]
     pub beanstalkd_queue: Option<String>,
+    /// `BEANSTALKD_QUEUE_RETRY_AFTER` (the 11+ skeleton's
+    /// `(int) env('BEANSTALKD_QUEUE_RETRY_AFTER', 90)`, seconds); from the
+    /// environment only, applied on the beanstalkd driver as
+    /// `[queue] retry_after`.
+    #[serde(skip)]
+    pub beanstalkd_retry_after: Option<Nullable>,
     /// Most jobs moved per migrate; -1 for all.
     pub migration_batch_size: Option<i64>,
     /// `fail` (default) or `release`.
@@ -609,6 +615,7 @@ overlay!(QueueLayer {
     host,
     port,
     beanstalkd_queue,
+    beanstalkd_retry_after,
     migration_batch_size,
     unmatched,
     unmatched_release_delay,
