@@ -55,11 +55,11 @@ impl Beanstalkd {
         });
     }
 
-    /// Stops the server (SIGTERM) and waits for it to exit.
-    pub fn stop(&mut self) {
+    /// Kills the server (SIGKILL: no clean shut-down) and waits for it to
+    /// exit; its binlog keeps the jobs for [`Beanstalkd::start_again`].
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let _ = child.kill();
             let _ = child.wait();
         }
     }

@@ -162,7 +162,7 @@ fn the_beanstalkd_queue_keeps_the_contract() {
     let server = std::sync::Mutex::new(server);
     let restart = |_: &str| {
         let mut server = server.lock().unwrap();
-        server.stop();
+        server.kill();
         server.start_again();
     };
     holds(&rt, &queue, true, Some(&restart));

@@ -178,17 +178,57 @@ impl BeanstalkdQueue {
         Ok(jobs)
     }
 
+    /// Reserves one job of `queue`, waiting up to `wait` seconds. A job
+    /// this process still runs comes back when the server lost its
+    /// reservation (a restart ends every connection): the new reservation
+    /// is handed to the running job ([`BeanstalkdQueue::adopt`]) and the
+    /// reserve goes on, so that no slot runs it a second time at once.
     async fn reserve_one(&self, queue: &Arc<QueueKeys>, wait: u64) -> Result<Option<ReservedJob>> {
-        let mut conn = self.connection().await?;
-        let sent = Instant::now();
-        let reserved = match conn.reserve(&queue.name, wait).await {
-            Ok(Some(reserved)) => reserved,
-            Ok(None) => {
-                self.give_back(conn);
-                return Ok(None);
+        loop {
+            let mut conn = self.connection().await?;
+            let sent = Instant::now();
+            let reserved = match conn.reserve(&queue.name, wait).await {
+                Ok(Some(reserved)) => reserved,
+                Ok(None) => {
+                    self.give_back(conn);
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.at(&self.inner.addr)),
+            };
+            match self.adopt(reserved.id, conn).await {
+                Some(conn) => return self.stats_of(queue, conn, reserved, sent).await,
+                None => continue,
             }
-            Err(e) => return Err(e.at(&self.inner.addr)),
+        }
+    }
+
+    /// Hands the reservation of job `id` that `conn` just made to the job
+    /// of that id this process holds, if it holds one (its own reservation
+    /// ended with its connection while it runs): its renewals and its
+    /// settle then go through `conn`. Gives `conn` back when no held job
+    /// takes it. Each such reserve counted one more attempt on the server
+    /// (`reserves`), as a reserve by any other worker would have.
+    async fn adopt(&self, id: u64, conn: Connection) -> Option<Connection> {
+        let held = lock(&self.inner.held).get(&id).and_then(Weak::upgrade);
+        let Some(held) = held else {
+            return Some(conn);
         };
+        tracing::warn!(
+            job = id,
+            "the server gave back a job this worker still runs (its reservation ended with \
+             its connection): the running job holds the new reservation"
+        );
+        *held.conn.lock().await = Some(conn);
+        None
+    }
+
+    async fn stats_of(
+        &self,
+        queue: &Arc<QueueKeys>,
+        mut conn: Connection,
+        reserved: Reserved,
+        sent: Instant,
+    ) -> Result<Option<ReservedJob>> {
         // Dropping `conn` on a failure here hands the job back to the
         // server: the reservation ends with its connection.
         let stats = match conn.stats_job(reserved.id).await {
