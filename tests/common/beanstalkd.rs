@@ -115,6 +115,48 @@ impl Beanstalkd {
         Some(id)
     }
 
+    /// The body of job `id`, if the server still holds it.
+    pub fn body(&self, id: u64) -> Option<String> {
+        let mut c = self.conn();
+        let reply = c.line(&format!("peek {id}\r\n"));
+        let len: usize = reply
+            .strip_prefix("FOUND ")?
+            .split(' ')
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let mut body = vec![0; len + 2];
+        c.0.read_exact(&mut body).unwrap();
+        body.truncate(len);
+        Some(String::from_utf8(body).unwrap())
+    }
+
+    /// Every job the server holds, oldest first: its id, `stats-job` and
+    /// body. Ids are given out in order from 1, and `total-jobs` counts
+    /// every put since the server started (one of its own).
+    pub fn all_jobs(&self) -> Vec<(u64, HashMap<String, String>, String)> {
+        let stats = self.conn().yaml("stats\r\n");
+        let total: u64 = stats
+            .get("total-jobs")
+            .and_then(|n| n.parse().ok())
+            .expect("stats: total-jobs");
+        (1..=total)
+            .filter_map(|id| {
+                let body = self.body(id)?;
+                Some((id, self.job(id), body))
+            })
+            .collect()
+    }
+
+    /// Moves up to 10,000 delayed jobs of `tube` to the ready ones
+    /// (`kick`: buried ones first, and no job is ever buried here).
+    pub fn kick(&self, tube: &str) {
+        let mut c = self.conn();
+        c.line(&format!("use {tube}\r\n"));
+        let reply = c.line("kick 10000\r\n");
+        assert!(reply.starts_with("KICKED "), "kick: {reply}");
+    }
+
     /// `stats-tube tube` as `key → value` (empty when the tube is gone).
     pub fn tube(&self, tube: &str) -> HashMap<String, String> {
         self.conn().yaml(&format!("stats-tube {tube}\r\n"))
@@ -179,5 +221,33 @@ impl Conn {
             .filter_map(|l| l.split_once(": "))
             .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
             .collect()
+    }
+}
+
+/// The server's jobs as the parity scenario compares them: a job's
+/// attempts are its `reserves` (as `BeanstalkdJob::attempts()` reads
+/// them), its delay the one it was last put or released with.
+impl super::parity::QueueUnderParity for Beanstalkd {
+    fn jobs_left(&self) -> Vec<super::parity::JobLeft> {
+        let number = |stats: &HashMap<String, String>, key: &str| -> i64 {
+            stats
+                .get(key)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("stats-job {key}: {stats:?}"))
+        };
+        self.all_jobs()
+            .into_iter()
+            .map(|(_, stats, payload)| super::parity::JobLeft {
+                queue: stats.get("tube").cloned().unwrap_or_default(),
+                attempts: number(&stats, "reserves"),
+                reserved: stats.get("state").map(String::as_str) == Some("reserved"),
+                delay: number(&stats, "delay"),
+                payload,
+            })
+            .collect()
+    }
+
+    fn make_due(&self) {
+        self.kick("default");
     }
 }

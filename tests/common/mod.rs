@@ -22,7 +22,9 @@ pub mod databases;
 pub mod http_server;
 pub mod jobs_table;
 pub mod laravel;
+pub mod parity;
 pub mod payloads;
+pub mod queue_scenes;
 pub mod recordings;
 pub mod redis_server;
 pub mod redis_topologies;
@@ -311,48 +313,3 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
-
-/// A stop condition's case: the queue, its jobs (by name: `Slow` takes
-/// 1.5 s, the others none), the worker's arguments, its exit status and
-/// stop reason, and how many jobs it ran.
-pub type StopCase = (
-    &'static str,
-    &'static [&'static str],
-    &'static [&'static str],
-    i32,
-    &'static str,
-    usize,
-);
-
-/// The stop conditions every driver's test checks the same way (the
-/// SQS and database queues' `every_stop_condition_*` tests): `--once`
-/// runs one job; `--max-jobs=2` with four free slots takes and runs two;
-/// `--max-time=1` stops once the running job (1.5 s) ends; `--memory=1`
-/// stops with 12 after the first job.
-pub const STOP_CASES: [StopCase; 4] = [
-    ("once", &["Quick", "Quick"], &["--once"], 0, "once", 1),
-    (
-        "max_jobs",
-        &["Quick", "Quick", "Quick"],
-        &["--max-jobs=2", "--concurrency=4"],
-        0,
-        "max_jobs",
-        2,
-    ),
-    (
-        "max_time",
-        &["Slow", "Quick"],
-        &["--max-time=1"],
-        0,
-        "max_time",
-        1,
-    ),
-    (
-        "memory",
-        &["Quick", "Quick"],
-        &["--memory=1"],
-        12,
-        "memory",
-        1,
-    ),
-];

@@ -3,7 +3,7 @@
 //! `beanstalkd` is not installed), real handler processes, `failed_jobs`
 //! in SQLite.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nix::sys::signal::Signal;
 
@@ -11,115 +11,76 @@ use crate::common;
 use crate::common::Daemon;
 use crate::common::beanstalkd::Beanstalkd;
 use crate::common::databases::FailedDb;
+use crate::common::laravel::App;
+use crate::common::parity::{Round, Run, parity};
+use crate::common::queue_scenes::{self, QueueSide, payload};
 
-/// A payload as Laravel's `createPayload` writes it for beanstalkd: no
-/// `id`, no `attempts` (the server counts reserves).
-fn payload(name: &str, uuid: &str) -> String {
-    format!(
-        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
-    )
+/// One test's beanstalkd: the server (its binlog in `dir`), failed jobs
+/// in SQLite and a worker's config running one handler for every job.
+struct Tube {
+    dir: tempfile::TempDir,
+    server: Beanstalkd,
+    failed: FailedDb,
+    config: PathBuf,
 }
 
-/// A config file for a worker on `server` (`retry_after` the ttr) with
-/// failed jobs in `failed`, and one handler for every job: `script`, a
-/// shell script run with `DIR` set to `dir`.
-fn config(
-    dir: &Path,
-    server: &Beanstalkd,
-    failed: &str,
-    retry_after: u64,
-    script: &str,
-) -> PathBuf {
-    let script_path = dir.join("handler.sh");
-    std::fs::write(
-        &script_path,
-        format!(
-            "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-    let toml = format!(
-        "[queue]\nconnection = \"beanstalkd\"\nhost = \"127.0.0.1\"\nport = {}\n\
-         retry_after = {retry_after}\n\n\
-         [redis]\nurl = \"unix://{}/no-redis.sock\"\n\n\
-         [failed]\ndriver = \"database-uuids\"\nurl = \"{failed}\"\n\n\
-         [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
-        server.port,
-        dir.display(),
-        script_path.display()
-    );
-    let path = dir.join("worker.toml");
-    std::fs::write(&path, toml).unwrap();
-    path
-}
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::Builder::new()
+/// A [`Tube`] whose config has `retry_after` (the ttr of what the worker
+/// pushes) and runs `script`, a shell script with `DIR` set to the test's
+/// directory; `None` (the skip recorded) without beanstalkd.
+fn tube(retry_after: u64, script: &str) -> Option<Tube> {
+    let dir = tempfile::Builder::new()
         .prefix("lw-bsw-")
         .tempdir()
-        .unwrap()
+        .unwrap();
+    let server = Beanstalkd::start(dir.path())?;
+    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
+    let queue = format!(
+        "[queue]\nconnection = \"beanstalkd\"\nhost = \"127.0.0.1\"\nport = {}\n\
+         retry_after = {retry_after}",
+        server.port
+    );
+    let config = queue_scenes::write_config(dir.path(), &queue, failed.url(), script);
+    Some(Tube {
+        dir,
+        server,
+        failed,
+        config,
+    })
 }
 
-/// A job that succeeds is deleted, run once as attempt 1 under its
-/// beanstalkd id; one whose handler fails is released, reserved again
-/// (attempt 2, the server's `reserves`), and failed into `failed_jobs`
-/// with the connection `beanstalkd`, its queue and the payload as stored,
-/// as `queue:work beanstalkd --tries=2` leaves them; `--stop-when-empty`
-/// then stops the worker with the tube empty.
+/// The server's tubes as the scenes see them: jobs put with a ttr of
+/// 60 s, counted in every state.
+impl QueueSide for Beanstalkd {
+    fn put(&self, tube: &str, payload: &str) -> String {
+        Beanstalkd::put(self, tube, payload, 0, 60).to_string()
+    }
+
+    fn left(&self, tube: &str) -> (usize, usize) {
+        let reserved = self
+            .tube(tube)
+            .get("current-jobs-reserved")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        (self.jobs(tube) as usize, reserved)
+    }
+}
+
+/// The scene of [`queue_scenes::runs_releases_and_fails`] on a tube: the
+/// good job runs under its beanstalkd id, the bad one's attempts are the
+/// server's `reserves`, and it is failed with the connection `beanstalkd`.
 #[test]
 fn the_worker_runs_releases_and_fails_jobs() {
-    let dir = scratch();
-    let Some(server) = Beanstalkd::start(dir.path()) else {
+    let Some(Tube {
+        dir,
+        server,
+        failed,
+        config,
+    }) = tube(90, queue_scenes::RUNS_SCRIPT)
+    else {
         return;
     };
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
-    let script = "case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) \
-                  [ \"$LARAVEL_WORKER_MODE\" = failed ] && exit 0; \
-                  echo \"$LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/bad\"; exit 3;; esac\n\
-                  echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"";
-    let config = config(dir.path(), &server, failed.url(), 90, script);
-    let good = server.put("default", &payload("Good", "u-good"), 0, 90);
-    server.put("default", &payload("Bad", "u-bad"), 0, 90);
-    let args = ["--config", config.to_str().unwrap(), "work"];
-    let mut d = Daemon::start(
-        &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=2"]].concat(),
-        &[],
-    );
-    d.expect_stop(0, "empty");
-    assert_eq!(server.jobs("default"), 0, "every job settled");
-    let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
-    assert_eq!(
-        ran,
-        format!("{good} 1\n"),
-        "the good job ran once, attempt 1"
-    );
-    let bad = std::fs::read_to_string(dir.path().join("bad")).unwrap();
-    assert_eq!(
-        bad,
-        "1\n2\n",
-        "attempts from the server's reserves; {}\n{}",
-        d.stdout.join("\n"),
-        d.stderr_text()
-    );
-    let rows = failed.rows();
-    assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(
-        (
-            rows[0].uuid.as_str(),
-            rows[0].connection.as_str(),
-            rows[0].queue.as_str()
-        ),
-        ("u-bad", "beanstalkd", "default")
-    );
-    assert_eq!(
-        rows[0].payload,
-        payload("Bad", "u-bad"),
-        "the bytes as stored"
-    );
-    let out = d.stdout.join("\n");
-    assert_eq!(out.matches(" DONE").count(), 1, "{out}");
-    assert_eq!(out.matches(" FAIL").count(), 2, "{out}");
+    let files = (dir.path(), config.as_path(), &failed);
+    queue_scenes::runs_releases_and_fails(&server, files, "beanstalkd", "beanstalkd");
 }
 
 /// A job running for more than three times its ttr beside a second worker
@@ -128,14 +89,17 @@ fn the_worker_runs_releases_and_fails_jobs() {
 /// gives it to the other worker.
 #[test]
 fn a_job_running_three_times_its_ttr_runs_once() {
-    let dir = scratch();
-    let Some(server) = Beanstalkd::start(dir.path()) else {
-        return;
-    };
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
     let script = "echo run >> \"$DIR/runs\"; touch \"$DIR/started\"; \
                   while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done";
-    let config = config(dir.path(), &server, failed.url(), 2, script);
+    let Some(Tube {
+        dir,
+        server,
+        failed,
+        config,
+    }) = tube(2, script)
+    else {
+        return;
+    };
     let id = server.put("default", &payload("Long", "u-long"), 0, 2);
     let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
     let mut first = Daemon::start(&args, &[]);
@@ -177,17 +141,20 @@ fn a_job_running_three_times_its_ttr_runs_once() {
 /// outage lost (at least once).
 #[test]
 fn a_server_restarted_mid_run_loses_nothing() {
-    let dir = scratch();
-    let Some(mut server) = Beanstalkd::start(dir.path()) else {
-        return;
-    };
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
     let script = "echo \"start $LARAVEL_WORKER_JOB_ID\" >> \"$DIR/runs\"; \
                   echo \"$LARAVEL_WORKER_JOB_ID\" >> \"$DIR/ran\"; \
                   if [ \"$LARAVEL_WORKER_JOB_UUID\" = u-4 ]; then touch \"$DIR/fifth\"; \
                   while [ ! -f \"$DIR/go\" ]; do sleep 0.05; done; fi; \
                   echo \"end $LARAVEL_WORKER_JOB_ID\" >> \"$DIR/runs\"";
-    let config = config(dir.path(), &server, failed.url(), 60, script);
+    let Some(Tube {
+        dir,
+        mut server,
+        failed,
+        config,
+    }) = tube(60, script)
+    else {
+        return;
+    };
     let ids: Vec<u64> = (0..20)
         .map(|i| server.put("default", &payload("Step", &format!("u-{i}")), 0, 60))
         .collect();
@@ -228,34 +195,44 @@ fn a_server_restarted_mid_run_loses_nothing() {
     assert_eq!(failed.rows().len(), 0);
 }
 
-/// `--max-jobs` stops the worker after that many jobs, the others left
-/// ready on the tube; a worker on an empty tube with `--stop-when-empty`
-/// stops at once.
+/// Every stop condition of `queue:work` on beanstalkd
+/// ([`queue_scenes::every_stop_condition`]), each on a tube of its own:
+/// the jobs the worker did not run stay on the tube, ready (none reserved
+/// and kept); `--stop-when-empty` on an empty tube stops at once; and
+/// `restart` through the cache store (here Laravel's file store) stops a
+/// running worker.
 #[test]
 fn stop_conditions_on_beanstalkd() {
-    let dir = scratch();
-    let Some(server) = Beanstalkd::start(dir.path()) else {
+    let Some(Tube {
+        dir,
+        server,
+        failed,
+        config,
+    }) = tube(60, queue_scenes::STOP_SCRIPT)
+    else {
         return;
     };
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
-    let config = config(dir.path(), &server, failed.url(), 60, "true");
-    for i in 0..5 {
-        server.put("default", &payload("Step", &format!("u-{i}")), 0, 60);
-    }
-    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0"];
-    let mut d = Daemon::start(&[&args[..], &["--max-jobs=2"]].concat(), &[]);
-    d.expect_stop(0, "max_jobs");
-    assert_eq!(server.jobs("default"), 3, "three left");
-    let stats = server.tube("default");
-    assert_eq!(
-        stats.get("current-jobs-ready").map(String::as_str),
-        Some("3")
+    let cache = dir.path().join("cache");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "[cache]\nstore = \"none\"\n",
+        &format!(
+            "[cache]\nstore = \"file\"\npath = \"{}\"\n",
+            cache.display()
+        ),
     );
-    let mut d = Daemon::start(
-        &[&args[..], &["--queue=empty", "--stop-when-empty"]].concat(),
-        &[],
-    );
-    d.expect_stop(0, "empty");
+    std::fs::write(&config, text).unwrap();
+    let work = |extra: &[&str]| {
+        let args = ["--config", config.to_str().unwrap(), "work"];
+        Daemon::start(&[&args[..], extra].concat(), &[])
+    };
+    queue_scenes::every_stop_condition(&server, dir.path(), &work);
+    work(&["--queue=empty", "--stop-when-empty", "--sleep=0"]).expect_stop(0, "empty");
+    server.put("restart", &payload("Quick", "restart-0"), 0, 60);
+    let mut d = work(&["--queue=restart", "--sleep=0.1"]);
+    common::wait_until("the job to run", || server.jobs("restart") == 0);
+    Daemon::cli(&config, &["restart"]).expect_exit(0);
+    d.expect_stop(0, "restart_signal");
+    assert_eq!(failed.rows().len(), 0);
 }
 
 /// Beside the real `php artisan queue:work beanstalkd` of Laravel 8.83 on
@@ -266,20 +243,11 @@ fn stop_conditions_on_beanstalkd() {
 /// same row. The worker reads the connection (host, port) from the app.
 #[test]
 fn jobs_run_alike_beside_php_queue_work() {
-    use common::laravel::{App, Transport};
+    use common::laravel::Transport;
     let s = common::Scene::new();
-    let Some(app) = App::new(&s) else {
+    let Some((app, server)) = app_on_beanstalkd(&s) else {
         return;
     };
-    if !pheanstalk_installed() {
-        return;
-    }
-    let Some(server) = Beanstalkd::start(s.dir.path()) else {
-        return;
-    };
-    app.set_env("QUEUE_CONNECTION", "beanstalkd");
-    app.set_env("BEANSTALKD_QUEUE_HOST", "127.0.0.1");
-    app.set_env("BEANSTALKD_QUEUE_PORT", &server.port.to_string());
     app.dispatch(serde_json::json!([
         {"kind": "plain", "tag": "a"},
         {"kind": "releasing", "tag": "r", "release": 0},
@@ -329,6 +297,55 @@ fn jobs_run_alike_beside_php_queue_work() {
     );
 }
 
+/// The test app in `s` with its queue connection `beanstalkd` on a
+/// private server; `None` (the skip recorded) without PHP and Laravel,
+/// Debian's pheanstalk or beanstalkd.
+fn app_on_beanstalkd(s: &common::Scene) -> Option<(App, Beanstalkd)> {
+    let app = App::new(s)?;
+    if !pheanstalk_installed() {
+        return None;
+    }
+    let server = Beanstalkd::start(s.dir.path())?;
+    app.set_env("QUEUE_CONNECTION", "beanstalkd");
+    app.set_env("BEANSTALKD_QUEUE_HOST", "127.0.0.1");
+    app.set_env("BEANSTALKD_QUEUE_PORT", &server.port.to_string());
+    Some((app, server))
+}
+
+/// The parity scenario's rounds ([`common::parity`]) on a beanstalkd of
+/// their own, with `php` (`queue:work beanstalkd`) or the daemon; `None`
+/// (the skip recorded) where a part is missing.
+fn parity_rounds(php: bool) -> Option<Vec<Round>> {
+    let s = common::Scene::new();
+    let (app, server) = app_on_beanstalkd(&s)?;
+    let failed = FailedDb::Sqlite(format!("sqlite://{}", s.path("failed.sqlite").display()));
+    let run = Run {
+        s: &s,
+        app: &app,
+        queue: &server,
+        failed: &failed,
+    };
+    Some(run.rounds("beanstalkd", php))
+}
+
+/// Parity with `php artisan queue:work beanstalkd` of the real Laravel
+/// 8.83 (Debian's pheanstalk): the parity scenario's job kinds, run round
+/// by round once by queue:work and once by the daemon (through the
+/// bridge, every setting read from the app), each on its own beanstalkd
+/// and Redis, leave after every round the same job log, the same jobs on
+/// the tube (attempts as `reserves`, state, the delay each was put or
+/// released with), the same `failed_jobs` rows (connection `beanstalkd`)
+/// and the same keys in the app's Redis cache. Delayed jobs are kicked
+/// between rounds.
+#[test]
+fn the_daemon_and_queue_work_beanstalkd_leave_the_same_jobs() {
+    let Some(php) = parity_rounds(true) else {
+        return;
+    };
+    let ours = parity_rounds(false).expect("checked before");
+    parity(php, ours, "beanstalkd", "beanstalkd");
+}
+
 /// Whether Debian's pheanstalk is there for the app's beanstalkd
 /// connection; else the skip is recorded.
 fn pheanstalk_installed() -> bool {
@@ -360,20 +377,11 @@ const FLEET_JOBS: usize = 300;
 /// empty), and no two runs of a job that both ended overlap in time.
 #[test]
 fn a_mixed_fleet_with_kills_of_both_kinds_loses_no_job_and_never_overlaps() {
-    use common::laravel::{App, Transport};
+    use common::laravel::Transport;
     let s = common::Scene::new();
-    let Some(app) = App::new(&s) else {
+    let Some((app, server)) = app_on_beanstalkd(&s) else {
         return;
     };
-    if !pheanstalk_installed() {
-        return;
-    }
-    let Some(server) = Beanstalkd::start(s.dir.path()) else {
-        return;
-    };
-    app.set_env("QUEUE_CONNECTION", "beanstalkd");
-    app.set_env("BEANSTALKD_QUEUE_HOST", "127.0.0.1");
-    app.set_env("BEANSTALKD_QUEUE_PORT", &server.port.to_string());
     // One job dispatched by the app, copied with a tag of the same length
     // (its serialized command stays valid) and a uuid of its own.
     app.dispatch(serde_json::json!([{"kind": "timed", "tag": "t-----"}]));
@@ -476,12 +484,15 @@ fn ended_runs(
 /// is deleted; `--stop-when-empty` then stops with it delayed on the tube.
 #[test]
 fn an_unmatched_job_is_handed_back_uncounted() {
-    let dir = scratch();
-    let Some(server) = Beanstalkd::start(dir.path()) else {
+    let Some(Tube {
+        dir,
+        server,
+        failed,
+        config,
+    }) = tube(60, "touch \"$DIR/ran\"")
+    else {
         return;
     };
-    let failed = FailedDb::sqlite(&dir.path().join("failed.sqlite"));
-    let config = config(dir.path(), &server, failed.url(), 60, "touch \"$DIR/ran\"");
     let text = std::fs::read_to_string(&config)
         .unwrap()
         .replace("match = \"*\"", "match = \"App\\\\Jobs\\\\Known\"");

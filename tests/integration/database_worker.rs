@@ -10,15 +10,10 @@ use std::path::{Path, PathBuf};
 use common::Daemon;
 use common::databases::{FailedDb, MariaDb, Postgres};
 use common::jobs_table::{JobsTable, Shape};
+use common::queue_scenes::{self, QueueSide};
 use nix::sys::signal::Signal;
 
-/// A payload as Laravel's `createPayload` writes it for the database
-/// driver: no `id`, no `attempts` (the row counts them).
-pub(crate) fn payload(name: &str, uuid: &str) -> String {
-    format!(
-        r#"{{"uuid":"{uuid}","displayName":"App\\Jobs\\{name}","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{{"commandName":"App\\Jobs\\{name}","command":"O:0:{{}}"}}}}"#
-    )
-}
+pub(crate) use common::queue_scenes::payload;
 
 /// Current UNIX time in seconds.
 fn now() -> i64 {
@@ -38,30 +33,29 @@ pub(crate) fn config(
     retry_after: u64,
     script: &str,
 ) -> PathBuf {
-    let script_path = dir.join("handler.sh");
-    std::fs::write(
-        &script_path,
-        format!(
-            "#!/bin/sh\nDIR='{}'\ncat > /dev/null\n{script}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-    // No Redis: the failed table's fallback (records it refuses, in the
-    // queue's Redis) points at a socket nobody listens on, not at the
-    // machine's 127.0.0.1:6379, whose records other tests may have left.
-    let toml = format!(
+    let queue = format!(
         "[queue]\nconnection = \"database\"\nretry_after = {retry_after}\n\n\
-         [redis]\nurl = \"unix://{}/no-redis.sock\"\n\n\
-         [database]\nurl = \"{}\"\n\n[failed]\ndriver = \"database-uuids\"\nurl = \"{failed}\"\n\n\
-         [cache]\nstore = \"none\"\n\n[[handlers]]\nmatch = \"*\"\ncommand = [\"sh\", \"{}\"]\n",
-        dir.display(),
-        jobs.url,
-        script_path.display()
+         [database]\nurl = \"{}\"",
+        jobs.url
     );
-    let path = dir.join("worker.toml");
-    std::fs::write(&path, toml).unwrap();
-    path
+    queue_scenes::write_config(dir, &queue, failed, script)
+}
+
+/// The `jobs` table as the scenes see it: a row a job.
+impl QueueSide for JobsTable {
+    fn put(&self, queue: &str, payload: &str) -> String {
+        self.insert(queue, payload, 0, None, now()).to_string()
+    }
+
+    fn left(&self, queue: &str) -> (usize, usize) {
+        let rows: Vec<_> = self
+            .rows()
+            .into_iter()
+            .filter(|r| r.queue == queue)
+            .collect();
+        let reserved = rows.iter().filter(|r| r.reserved_at.is_some()).count();
+        (rows.len(), reserved)
+    }
 }
 
 /// The databases of one test, each with a `jobs` table and a `failed_jobs`
@@ -107,54 +101,16 @@ impl Databases {
     }
 }
 
-/// On each database: a job that succeeds is deleted; one whose handler
-/// fails is released (a new row, the attempt counted), run again, and
-/// failed into `failed_jobs` with the connection `database` and its queue,
-/// as `queue:work database --tries=2` leaves them; `--stop-when-empty`
-/// then stops the worker.
+/// On each database: the scene of [`queue_scenes::runs_releases_and_fails`]
+/// (a released job is a new row, the attempt counted).
 #[test]
 fn the_worker_runs_releases_and_fails_jobs_on_each_database() {
     let dbs = Databases::start();
     for (name, jobs, failed) in &dbs.each {
         let dir = dbs.dir.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let script = "case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) exit 3;; esac\n\
-                      echo \"$LARAVEL_WORKER_JOB_ID $LARAVEL_WORKER_ATTEMPT\" >> \"$DIR/ran\"";
-        let config = config(&dir, jobs, failed.url(), 90, script);
-        let good = jobs.insert("default", &payload("Good", "u-good"), 0, None, now());
-        jobs.insert("default", &payload("Bad", "u-bad"), 0, None, now());
-        let args = ["--config", config.to_str().unwrap(), "work"];
-        let mut d = Daemon::start(
-            &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=2"]].concat(),
-            &[],
-        );
-        d.expect_stop(0, "empty");
-        assert_eq!(jobs.rows(), vec![], "{name}: every row settled");
-        let ran = std::fs::read_to_string(dir.join("ran")).unwrap();
-        assert_eq!(
-            ran,
-            format!("{good} 1\n"),
-            "{name}: the good job ran once, attempt 1"
-        );
-        let rows = failed.rows();
-        assert_eq!(rows.len(), 1, "{name}: {rows:?}");
-        assert_eq!(
-            (
-                rows[0].uuid.as_str(),
-                rows[0].connection.as_str(),
-                rows[0].queue.as_str()
-            ),
-            ("u-bad", "database", "default"),
-            "{name}"
-        );
-        assert_eq!(
-            rows[0].payload,
-            payload("Bad", "u-bad"),
-            "{name}: the bytes as stored"
-        );
-        let out = d.stdout.join("\n");
-        assert_eq!(out.matches(" DONE").count(), 1, "{name}: {out}");
-        assert_eq!(out.matches(" FAIL").count(), 2, "{name}: {out}");
+        let config = config(&dir, jobs, failed.url(), 90, queue_scenes::RUNS_SCRIPT);
+        queue_scenes::runs_releases_and_fails(jobs, (&dir, &config, failed), "database", name);
     }
 }
 
@@ -582,86 +538,20 @@ fn a_job_running_three_times_retry_after_beside_queue_work_runs_once() {
     assert_eq!(failed.rows().len(), 0);
 }
 
-/// Every stop condition of `queue:work` on the database queue, each on a
-/// queue of its own in one SQLite table: the worker exits with the status
-/// and logs the stop reason it does on Redis, and the rows it did not run
-/// stay in the table, available (none reserved and kept): `--once` runs
-/// one job; `--max-jobs=2` with four free slots reserves and runs two;
-/// `--max-time=1` stops once the running job (1.5 s) ends; `--memory=1`
-/// stops with 12 after the first job; SIGTERM while a job runs lets it
-/// finish and be deleted, then exits 0; `--stop-when-empty-for=2` runs
-/// what there is, then stops after 2 s without a job (`--stop-when-empty`
-/// ends the other tests of this file).
+/// Every stop condition of `queue:work` on the database queue
+/// ([`queue_scenes::every_stop_condition`]), each on a queue of its own in
+/// one SQLite table: the rows the worker did not run stay in the table,
+/// available (none reserved and kept).
 #[test]
 fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() {
     let (tmp, jobs, failed) = sqlite_tables();
     let dir = tmp.path();
-    let script = "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
-                  case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
-                  *Slow) sleep 1.5;;\n\
-                  *Gated) touch \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done;;\n\
-                  esac";
-    let config = config(dir, &jobs, failed.url(), 90, script);
-    let queue = |name: &str, kinds: &[&str]| {
-        for (n, kind) in kinds.iter().enumerate() {
-            jobs.insert(name, &payload(kind, &format!("{name}-{n}")), 0, None, now());
-        }
-    };
-    let ran_on = |name: &str| -> Vec<String> {
-        std::fs::read_to_string(dir.join("ran"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
-            .collect()
-    };
-    let left_on = |name: &str| -> (usize, usize) {
-        let rows: Vec<_> = jobs
-            .rows()
-            .into_iter()
-            .filter(|r| r.queue == name)
-            .collect();
-        let reserved = rows.iter().filter(|r| r.reserved_at.is_some()).count();
-        (rows.len(), reserved)
-    };
+    let config = config(dir, &jobs, failed.url(), 90, queue_scenes::STOP_SCRIPT);
     let work = |extra: &[&str]| {
-        let args = ["--config", config.to_str().unwrap(), "work", "--sleep=1"];
+        let args = ["--config", config.to_str().unwrap(), "work"];
         Daemon::start(&[&args[..], extra].concat(), &[])
     };
-    for (name, kinds, args, code, reason, runs) in common::STOP_CASES {
-        queue(name, kinds);
-        let on = format!("--queue={name}");
-        work(&[&[on.as_str()][..], args].concat()).expect_stop(code, reason);
-        let ran = ran_on(name);
-        let distinct: std::collections::HashSet<&String> = ran.iter().collect();
-        assert_eq!((ran.len(), distinct.len()), (runs, runs), "{name}: {ran:?}");
-        assert_eq!(
-            left_on(name),
-            (kinds.len() - runs, 0),
-            "{name}: the rest available"
-        );
-    }
-
-    queue("term", &["Gated", "Quick"]);
-    let mut d = work(&["--queue=term"]);
-    common::wait_until("the gated job to start", || dir.join("started").exists());
-    d.signal(Signal::SIGTERM);
-    d.wait_log(&["signal received", "SIGTERM"]);
-    assert_eq!(left_on("term"), (2, 1), "the running job still reserved");
-    std::fs::write(dir.join("go"), "").unwrap();
-    d.expect_stop(0, "interrupted");
-    assert_eq!(ran_on("term"), vec!["term-0"]);
-    assert_eq!(left_on("term"), (1, 0), "the job ended and was deleted");
-
-    queue("empty_for", &["Quick"]);
-    let started = std::time::Instant::now();
-    work(&["--queue=empty_for", "--stop-when-empty-for=2"]).expect_stop(0, "empty_for");
-    let took = started.elapsed();
-    assert!(
-        took >= std::time::Duration::from_secs(2),
-        "stopped after {took:?}"
-    );
-    assert_eq!(ran_on("empty_for"), vec!["empty_for-0"]);
-    assert_eq!(left_on("empty_for"), (0, 0));
+    queue_scenes::every_stop_condition(&jobs, dir, &work);
     assert_eq!(failed.rows().len(), 0);
 }
 

@@ -31,50 +31,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::laravel::{App, Transport};
+use common::parity::{
+    APP_KEY, ARGS, FAILED_TAGS, FailedRows, TOO_LATE, cache_keys, round_records, scenario,
+    split_named_differences, tag_of,
+};
 use common::{Failed, Payload, QueueState, Scene, Score, q};
 use serde_json::{Value, json};
-
-/// Both runs use one APP_KEY, so that serialized closures (chain catch
-/// callbacks, signed with it) are the same bytes.
-pub(crate) const APP_KEY: &str = "parityparityparityparityparity32";
-
-/// Tags whose results differ on purpose or by a known gap (see above).
-pub(crate) const DIFFERENT: &[&str] = &["too-late"];
-
-pub(crate) fn scenario() -> Value {
-    json!([
-        {"kind": "plain", "tag": "plain", "data": {"n": 1}},
-        {"kind": "string", "tag": "str", "data": {"x": "y"}},
-        {"kind": "flaky", "tag": "ok", "failures": 1},
-        {"kind": "flaky", "tag": "doomed", "failures": 9},
-        {"kind": "string", "tag": "str-fail", "data": {"fail": true}},
-        {"kind": "releasing", "tag": "rel", "release": 30},
-        {"kind": "deadline", "tag": "deadline", "seconds": 3600, "failures": 1},
-        {"kind": "deadline", "tag": "too-late", "seconds": -10, "failures": 0},
-        {"kind": "max-exceptions", "tag": "max-ex"},
-        {"kind": "unique", "tag": "uniq", "key": "k"},
-        {"kind": "unique", "tag": "uniq-fail", "key": "k2", "fail": true},
-        {"kind": "chain", "tag": "chain", "steps": ["a", "b"]},
-        {"kind": "chain", "tag": "chain-fail", "steps": ["a", "b"], "fail": "a"},
-        {"kind": "event", "tag": "order"},
-        {"kind": "notification", "tag": "invoice"},
-        {"kind": "encrypted", "tag": "enc", "secret": "s"},
-        {"kind": "self-failing", "tag": "self"},
-        {"kind": "plain", "tag": "late", "delay": 40},
-    ])
-}
 
 /// The start of both workers' failed row for a job that timed out on its
 /// last try: 8.x's class and wording.
 const TIMED_OUT: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\TimeoutJob has been attempted too many times or run too long.";
-
-/// The first line of both workers' failed row for the job whose
-/// `retryUntil` has passed (queue:work's adds ` in file:line`): the same
-/// class, in 8.x's wording.
-pub(crate) const TOO_LATE: &str = "Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\DeadlineJob has been attempted too many times or run too long. The job may have previously timed out.";
-
-/// The worker options of both runs.
-pub(crate) const ARGS: &[&str] = &["--stop-when-empty", "--sleep=0", "--tries=2", "--backoff=4"];
 
 /// What one round left behind, normalized so that two runs compare.
 #[derive(Debug, PartialEq)]
@@ -89,20 +55,6 @@ struct Round {
     failed: FailedRows,
     /// Keys of DB 0 and DB 1, uuids masked.
     keys: (Vec<String>, Vec<String>),
-}
-
-/// The test tag inside a payload (string job data, or the serialized
-/// command's `tag` property). The test jobs declare `tag` last (the
-/// RecordsRuns trait, used last), so it is the last `tag` in the text:
-/// earlier ones belong to chained jobs and closures nested in it.
-pub(crate) fn tag_of(payload: &Value) -> String {
-    if let Some(tag) = payload["data"]["tag"].as_str() {
-        return tag.to_string();
-    }
-    let command = payload["data"]["command"].as_str().unwrap();
-    let rest = &command[command.rfind("s:3:\"tag\";s:").unwrap() + 12..];
-    let rest = &rest[rest.find(':').unwrap() + 2..];
-    rest[..rest.find('"').unwrap()].to_string()
 }
 
 fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
@@ -162,37 +114,6 @@ fn observe(app: &App, s: &Scene, previous: &[Value], dispatched: i64) -> Round {
     }
 }
 
-/// A round's job log records, without what changes from run to run
-/// (time, pid, runner), sorted: the workers run jobs in parallel.
-pub(crate) fn round_records(new: &[Value]) -> Vec<String> {
-    let mut records: Vec<String> = new
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            for volatile in ["time", "pid", "runner"] {
-                r.as_object_mut().unwrap().remove(volatile);
-            }
-            r.to_string()
-        })
-        .collect();
-    records.sort();
-    records
-}
-
-/// The keys of databases 0 and 1 (queue and cache), each
-/// `job-exceptions:<uuid>` key's uuid masked.
-pub(crate) fn cache_keys(redis: &common::RedisServer) -> (Vec<String>, Vec<String>) {
-    let mask = |keys: Vec<String>| -> Vec<String> {
-        keys.into_iter()
-            .map(|k| match k.find("job-exceptions:") {
-                Some(at) => format!("{}job-exceptions:<uuid>", &k[..at]),
-                None => k,
-            })
-            .collect()
-    };
-    (mask(redis.keys(0)), mask(redis.keys(1)))
-}
-
 /// Runs the scenario round by round with `work` (one worker run to its
 /// end), making delayed jobs due between rounds.
 fn run_scenario(work: &dyn Fn(&App, &Scene, &Path)) -> Option<Vec<Round>> {
@@ -224,47 +145,9 @@ fn laravel_worker(_: &App, s: &Scene, config: &Path) {
     s.run(config, &args);
 }
 
-/// The tags of the scenario's jobs that end in `failed_jobs`, sorted.
-pub(crate) const FAILED_TAGS: &[&str] = &[
-    "chain-fail.a",
-    "doomed",
-    "max-ex",
-    "self",
-    "str-fail",
-    "uniq-fail",
-];
-
-/// A round's failed_jobs rows: tag → (connection, queue, first exception
-/// line, payload with its ids masked).
-pub(crate) type FailedRows = BTreeMap<String, (String, String, String, String)>;
-
 /// Drops the named differences from a round, returning them apart.
 fn split_differences(round: &mut Round) -> Vec<String> {
     split_named_differences(&mut round.records, &mut round.failed)
-}
-
-/// Drops the named differences ([`DIFFERENT`]) from a round's job
-/// records and failed rows, returning them apart (this test's and the
-/// database queue's parity test's rounds).
-pub(crate) fn split_named_differences(
-    records: &mut Vec<String>,
-    failed: &mut FailedRows,
-) -> Vec<String> {
-    let mut apart = vec![];
-    records.retain(|r| {
-        let v: Value = serde_json::from_str(r).unwrap();
-        let different = v["event"] == "failed" && DIFFERENT.contains(&v["tag"].as_str().unwrap());
-        if different {
-            apart.push(r.clone());
-        }
-        !different
-    });
-    for tag in DIFFERENT {
-        if let Some(row) = failed.remove(*tag) {
-            apart.push(format!("{tag}: {}", row.2));
-        }
-    }
-    apart
 }
 
 #[test]

@@ -15,7 +15,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-// The driver seam, every driver.
+// The driver seam, every driver. The scenes the drivers' own files play
+// alike are shared from tests/common: queue_scenes.rs (a run, a release,
+// a failure; every stop condition) and parity.rs (the parity scenario
+// beside `queue:work`).
 mod seam_contract;
 
 // The Redis queue: protocol, reservations, Redis topologies.

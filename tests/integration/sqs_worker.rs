@@ -562,86 +562,50 @@ fn monitor_clear_and_retry_on_sqs() {
     assert_eq!(moto.receive(&url, 30)[0].0, payload("Bad", "u-bad"));
 }
 
-/// Every stop condition of `queue:work` on SQS, each on a queue of its
-/// own with two or three messages and `--sleep=1`: the worker exits with
-/// the status and logs the stop reason it does on Redis, and leaves the
-/// messages it did not run visible (nothing received and kept in flight):
-/// `--once` runs one job; `--max-jobs=2` with four free slots receives
-/// and runs two; `--max-time=1` stops once the running job (1.5 s) ends;
-/// `--memory=1` stops with 12 after the first job; SIGTERM while a job
-/// runs lets it finish and be deleted, then exits 0; `--stop-when-empty-for=2`
-/// runs what there is, then stops after 2 s without a job. (`--stop-when-empty`
-/// ends most tests here; `restart` is in
+/// Moto's queues as the scenes see them, each made (visibility 30 s) at
+/// its first put; a job's id is its `MessageId`.
+struct SqsSide<'a> {
+    moto: &'a Moto,
+    urls: std::cell::RefCell<std::collections::HashMap<String, String>>,
+}
+
+impl SqsSide<'_> {
+    fn url(&self, queue: &str) -> String {
+        let mut urls = self.urls.borrow_mut();
+        let url = urls
+            .entry(queue.to_string())
+            .or_insert_with(|| self.moto.create_queue(queue, 30));
+        url.clone()
+    }
+}
+
+impl common::queue_scenes::QueueSide for SqsSide<'_> {
+    fn put(&self, queue: &str, payload: &str) -> String {
+        self.moto.send(&self.url(queue), payload, 0)
+    }
+
+    /// Visible, delayed and in flight; of them in flight.
+    fn left(&self, queue: &str) -> (usize, usize) {
+        let (visible, delayed, in_flight) = self.moto.counts(&self.url(queue));
+        ((visible + delayed + in_flight) as usize, in_flight as usize)
+    }
+}
+
+/// Every stop condition of `queue:work` on SQS
+/// ([`common::queue_scenes::every_stop_condition`]), each on a queue of
+/// its own: the worker leaves the messages it did not run visible
+/// (nothing received and kept in flight). (`--stop-when-empty` ends most
+/// tests here; `restart` is in
 /// [`restart_pause_and_max_exceptions_through_the_cache_on_sqs`].)
 #[test]
 fn every_stop_condition_on_sqs_leaves_the_unrun_messages_visible() {
     let Some(moto) = Moto::start() else { return };
-    let scene = Scene::new(
-        &moto,
-        30,
-        "echo \"$LARAVEL_WORKER_QUEUE $LARAVEL_WORKER_JOB_UUID\" >> \"$DIR/ran\"\n\
-         case \"$LARAVEL_WORKER_JOB_NAME\" in\n\
-         *Slow) sleep 1.5;;\n\
-         *Gated) touch \"$DIR/started\"; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done;;\n\
-         esac",
-    );
-    let queue = |name: &str, jobs: &[&str]| -> String {
-        let url = moto.create_queue(name, 30);
-        for (n, job) in jobs.iter().enumerate() {
-            moto.send(&url, &payload(job, &format!("{name}-{n}")), 0);
-        }
-        url
+    let scene = Scene::new(&moto, 30, common::queue_scenes::STOP_SCRIPT);
+    let side = SqsSide {
+        moto: &moto,
+        urls: Default::default(),
     };
-    let ran_on = |name: &str| -> Vec<String> {
-        scene
-            .ran()
-            .iter()
-            .filter_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_string))
-            .collect()
-    };
-    for (name, jobs, args, code, reason, runs) in common::STOP_CASES {
-        let url = queue(name, jobs);
-        let on = format!("--queue={name}");
-        scene
-            .work(&[&[on.as_str(), "--sleep=1"][..], args].concat())
-            .expect_stop(code, reason);
-        let ran = ran_on(name);
-        let distinct: std::collections::HashSet<&String> = ran.iter().collect();
-        assert_eq!((ran.len(), distinct.len()), (runs, runs), "{name}: {ran:?}");
-        let left = (jobs.len() - runs) as u64;
-        assert_eq!(moto.counts(&url), (left, 0, 0), "{name}: the rest visible");
-    }
-
-    let url = queue("term", &["Gated", "Quick"]);
-    let mut d = scene.work(&["--queue=term", "--sleep=1"]);
-    wait_for("the gated job to start", || {
-        scene.path().join("started").exists()
-    });
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    d.wait_log(&["signal received", "SIGTERM"]);
-    assert_eq!(
-        moto.counts(&url),
-        (1, 0, 1),
-        "the running job still in flight"
-    );
-    std::fs::write(scene.path().join("go"), "").unwrap();
-    d.expect_stop(0, "interrupted");
-    assert_eq!(ran_on("term"), vec!["term-0"]);
-    assert_eq!(
-        moto.counts(&url),
-        (1, 0, 0),
-        "the job ended and was deleted"
-    );
-
-    let url = queue("empty_for", &["Quick"]);
-    let started = Instant::now();
-    scene
-        .work(&["--queue=empty_for", "--sleep=1", "--stop-when-empty-for=2"])
-        .expect_stop(0, "empty_for");
-    let took = started.elapsed();
-    assert!(took >= Duration::from_secs(2), "stopped after {took:?}");
-    assert_eq!(ran_on("empty_for"), vec!["empty_for-0"]);
-    assert_eq!(moto.counts(&url), (0, 0, 0));
+    common::queue_scenes::every_stop_condition(&side, scene.path(), &|args| scene.work(args));
 }
 
 /// The payload's own limits hold on SQS as on Redis: a job over its
