@@ -10,6 +10,46 @@
 /// What stands in for a secret.
 pub const MASK: &str = "***";
 
+/// A secret value held from the config to the one call that needs it (an
+/// AWS secret access key, a session token): its `Debug` and `Display`
+/// write [`MASK`], so that no message, log line or `{:?}` of a settings
+/// struct shows it; [`Secret::expose`] gives the value to that call.
+/// Read from the config file as a plain string.
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value, for the call that sends it (never for a message).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Secret(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Secret(value.to_string())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
 /// Query parameters whose value is a secret (compared without case).
 const SECRET_PARAMS: &[&str] = &[
     "pass",
@@ -152,6 +192,15 @@ pub fn env_line(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret shows as the mask in `{}` and `{:?}`; the call that sends
+    /// it gets the value.
+    #[test]
+    fn a_secret_never_shows() {
+        let secret = Secret::from("wJalrXUtnFEMI");
+        assert_eq!(format!("{secret} {secret:?}"), "*** ***");
+        assert_eq!(secret.expose(), "wJalrXUtnFEMI");
+    }
 
     #[test]
     fn url_passwords_are_masked() {

@@ -524,8 +524,8 @@ fn sqs_connection(conn: &Value, cache_default: Option<String>, layer: &mut Layer
     layer.sqs.suffix = key("suffix");
     layer.sqs.region = key("region");
     layer.sqs.key = key("key");
-    layer.sqs.secret = key("secret");
-    layer.sqs.token = key("token");
+    layer.sqs.secret = key("secret").map(crate::redact::Secret::from);
+    layer.sqs.token = key("token").map(crate::redact::Secret::from);
     layer.sqs.endpoint = key("endpoint");
     let overflow = &conn["overflow"];
     // `enabled` as PHP tests it: a boolean, or what `env()` left there.

@@ -49,6 +49,7 @@ use super::file::{
     SqsLayer,
 };
 use super::phpdotenv::EnvValue;
+use crate::redact::Secret;
 pub use crate::slug::{slug, slug_with};
 
 /// How an app's skeleton builds its default prefixes from `APP_NAME`.
@@ -339,8 +340,8 @@ fn sqs_layer<F: Fn(&str) -> Option<String>>(vars: &Vars<'_, F>) -> SqsLayer {
         suffix: vars.get("SQS_SUFFIX"),
         region: vars.get("AWS_DEFAULT_REGION"),
         key: vars.get("AWS_ACCESS_KEY_ID"),
-        secret: vars.get("AWS_SECRET_ACCESS_KEY"),
-        token: vars.get("AWS_SESSION_TOKEN"),
+        secret: vars.get("AWS_SECRET_ACCESS_KEY").map(Secret::from),
+        token: vars.get("AWS_SESSION_TOKEN").map(Secret::from),
         endpoint: vars
             .get("AWS_ENDPOINT_URL_SQS")
             .or_else(|| vars.get("AWS_ENDPOINT_URL")),

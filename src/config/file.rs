@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Deserializer};
 
+use crate::redact::Secret;
+
 /// One source of settings. `None` means "this source does not say".
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -168,7 +170,7 @@ pub struct DatabaseLayer {
 
 /// `[sqs]`: where the SQS driver's queues are, as the app's `sqs`
 /// connection names them.
-#[derive(Default, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SqsLayer {
     /// `prefix` (`SQS_PREFIX`): `https://sqs.REGION.amazonaws.com/ACCOUNT`.
@@ -180,10 +182,10 @@ pub struct SqsLayer {
     /// `key` (`AWS_ACCESS_KEY_ID`); with `secret`, else AWS's default
     /// credential chain.
     pub key: Option<String>,
-    /// `secret` (`AWS_SECRET_ACCESS_KEY`).
-    pub secret: Option<String>,
-    /// `token` (`AWS_SESSION_TOKEN`).
-    pub token: Option<String>,
+    /// `secret` (`AWS_SECRET_ACCESS_KEY`); never shown.
+    pub secret: Option<Secret>,
+    /// `token` (`AWS_SESSION_TOKEN`); never shown.
+    pub token: Option<Secret>,
     /// `endpoint` (`AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`): a local
     /// or compatible SQS.
     pub endpoint: Option<String>,
@@ -205,26 +207,6 @@ pub struct SqsLayer {
     /// `overflow_delete_after_processing` (`overflow.delete_after_processing`,
     /// default true): forget a pointer's payload once its job is deleted.
     pub overflow_delete_after_processing: Option<bool>,
-}
-
-impl std::fmt::Debug for SqsLayer {
-    // Never the secret nor the token.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqsLayer")
-            .field("prefix", &self.prefix)
-            .field("suffix", &self.suffix)
-            .field("region", &self.region)
-            .field("key", &self.key)
-            .field("endpoint", &self.endpoint)
-            .field("queue", &self.queue)
-            .field("overflow_enabled", &self.overflow_enabled)
-            .field("overflow_store", &self.overflow_store)
-            .field(
-                "overflow_delete_after_processing",
-                &self.overflow_delete_after_processing,
-            )
-            .finish_non_exhaustive()
-    }
 }
 
 /// `[cache]`.

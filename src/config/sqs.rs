@@ -244,6 +244,34 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
 mod tests {
     use super::*;
 
+    /// `[sqs] secret` and `token` read from a config file as plain
+    /// strings, held as [`crate::redact::Secret`]: the layer's `{:?}` shows
+    /// the key and masks both, and the spec hands the values on.
+    #[test]
+    fn the_secret_and_token_never_show() {
+        let layer: crate::config::file::Layer = toml::from_str(
+            "[sqs]\nprefix = \"https://sqs.x/1\"\nkey = \"AKIA1\"\nsecret = \"wJalr\"\n\
+             token = \"FwoG\"\n",
+        )
+        .unwrap();
+        let shown = format!("{:?}", layer.sqs);
+        assert!(shown.contains("AKIA1") && shown.contains("***"), "{shown}");
+        assert!(
+            !shown.contains("wJalr") && !shown.contains("FwoG"),
+            "{shown}"
+        );
+        let spec = sqs_spec(&layer).unwrap();
+        let shown = format!("{spec:?}");
+        assert!(
+            !shown.contains("wJalr") && !shown.contains("FwoG"),
+            "{shown}"
+        );
+        let exposed =
+            |s: &Option<crate::redact::Secret>| s.as_ref().map(|s| s.expose().to_string());
+        assert_eq!(exposed(&spec.secret).as_deref(), Some("wJalr"));
+        assert_eq!(exposed(&spec.token).as_deref(), Some("FwoG"));
+    }
+
     fn spec() -> SqsQueueSpec {
         SqsQueueSpec {
             prefix: "https://sqs.eu-west-1.amazonaws.com/123456789012".into(),

@@ -87,8 +87,8 @@ impl SqsQueue {
         if let (Some(key), Some(secret)) = (&spec.key, &spec.secret) {
             loader = loader.credentials_provider(Credentials::new(
                 key,
-                secret,
-                spec.token.clone(),
+                secret.expose(),
+                spec.token.as_ref().map(|token| token.expose().to_string()),
                 None,
                 "laravel-sqs-connection",
             ));

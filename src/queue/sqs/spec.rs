@@ -2,6 +2,8 @@
 //! `sqs` connection) and the driver opens, and how a queue name becomes a
 //! queue URL as Laravel's `SqsQueue::getQueue` builds it.
 
+use crate::redact::Secret;
+
 /// The longest visibility timeout SQS accepts, and the longest a message
 /// may stay in flight from its receive (12 hours, in seconds).
 pub const MAX_VISIBILITY: u64 = 43_200;
@@ -50,7 +52,7 @@ impl Default for Overflow {
 
 /// One SQS queue connection, resolved as Laravel resolves the `sqs`
 /// connection of `config/queue.php` (and `SqsConnector` its client).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqsQueueSpec {
     /// `prefix` (`SQS_PREFIX`): the account's queue URL base,
     /// `https://sqs.REGION.amazonaws.com/ACCOUNT`.
@@ -65,10 +67,10 @@ pub struct SqsQueueSpec {
     /// both set, as `SqsConnector` does; else AWS's default credential
     /// chain (environment, profile, web identity, ECS, instance metadata).
     pub key: Option<String>,
-    /// See [`SqsQueueSpec::key`].
-    pub secret: Option<String>,
-    /// See [`SqsQueueSpec::key`].
-    pub token: Option<String>,
+    /// See [`SqsQueueSpec::key`]; never shown.
+    pub secret: Option<Secret>,
+    /// See [`SqsQueueSpec::key`]; never shown.
+    pub token: Option<Secret>,
     /// `endpoint` (`AWS_ENDPOINT_URL_SQS`, else `AWS_ENDPOINT_URL`): a local
     /// or compatible SQS; `None`: AWS's own for the region.
     pub endpoint: Option<String>,
@@ -79,21 +81,6 @@ pub struct SqsQueueSpec {
     pub visibility: u64,
     /// Where overflow payloads are (Laravel 13.9+).
     pub overflow: Overflow,
-}
-
-impl std::fmt::Debug for SqsQueueSpec {
-    // Never the secret nor the token.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqsQueueSpec")
-            .field("prefix", &self.prefix)
-            .field("suffix", &self.suffix)
-            .field("region", &self.region)
-            .field("key", &self.key)
-            .field("endpoint", &self.endpoint)
-            .field("visibility", &self.visibility)
-            .field("overflow", &self.overflow)
-            .finish_non_exhaustive()
-    }
 }
 
 impl SqsQueueSpec {
