@@ -21,8 +21,8 @@ use anyhow::{Context, bail};
 use percent_encoding::percent_decode_str;
 
 use super::env::encode;
-use super::file::{Layer, Nullable};
-use crate::queue::database::{DatabaseQueueSpec, NULL_RETRY_AFTER};
+use super::file::Layer;
+use crate::queue::database::DatabaseQueueSpec;
 
 /// `[database]` and `[queue]`, resolved for the database driver.
 ///
@@ -44,19 +44,7 @@ pub fn spec(layer: &Layer) -> anyhow::Result<DatabaseQueueSpec> {
     if table.trim().is_empty() {
         bail!("[database] table = {table:?}: name the jobs table (DB_QUEUE_TABLE, default jobs)");
     }
-    let retry_after = match layer.queue.retry_after {
-        None => 90,
-        Some(Nullable::Null) => NULL_RETRY_AFTER,
-        Some(Nullable::Seconds(s)) => s,
-    };
-    if retry_after == 0 {
-        bail!(
-            "[queue] retry_after = 0 on the database queue (DB_QUEUE_RETRY_AFTER; `null` there \
-             is 0 to the skeleton's (int) cast): every reserved row would be free for another \
-             worker at once, so a job would run twice; set it above the longest job (default 90)"
-        );
-    }
-    super::check_reservation(Some(retry_after), None)?;
+    let retry_after = super::retry_after::database(&layer.queue)?;
     Ok(DatabaseQueueSpec {
         url,
         table,
@@ -353,6 +341,8 @@ fn sqlite_url(database: Option<&str>, app: Option<&Path>) -> anyhow::Result<Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::Nullable;
+    use crate::queue::database::NULL_RETRY_AFTER;
     use std::collections::HashMap;
 
     fn conn(pairs: &[(&str, &str)], name: &str) -> Option<DbConnection> {

@@ -160,7 +160,7 @@ pub fn resolve_driver(
     Ok(match Driver::of(&layer.queue)? {
         Driver::Redis => (
             QueueDriverSettings::Redis,
-            layer.queue.retry_after.map_or(Some(90), Nullable::seconds),
+            super::retry_after::redis(&layer.queue)?,
             layer.queue.block_for.and_then(Nullable::seconds),
         ),
         Driver::Database => {
@@ -285,13 +285,13 @@ pub fn for_driver(mut layer: Layer, driver: Driver) -> Layer {
 
 /// `[queue]` resolved for the beanstalkd driver as `BeanstalkdConnector`
 /// reads the connection: `host` (default `localhost`), `port` (default
-/// 11300), `retry_after` the `ttr` of every push (default 90, the
-/// skeleton's; `null` is 60, `Pheanstalk::DEFAULT_TTR`), `block_for` the
-/// seconds a reserve waits (default 0; `null` is 0).
+/// 11300), `retry_after` the `ttr` of every push (see
+/// [`super::retry_after`]), `block_for` the seconds a reserve waits
+/// (default 0; `null` is 0).
 ///
 /// # Errors
-/// `[horizon]` records (Horizon reads only Redis); a `retry_after` of 0
-/// (every job would be given to another worker at once); a `block_for` of
+/// `[horizon]` records (Horizon reads only Redis); a `retry_after`
+/// [`super::retry_after::beanstalkd`] refuses; a `block_for` of
 /// 30 s or more (a reserve must answer within the worker's command time
 /// limit; an idle worker sleeps `--sleep` after it anyway).
 pub fn beanstalkd_spec(layer: &Layer) -> anyhow::Result<BeanstalkdQueueSpec> {
@@ -303,18 +303,7 @@ pub fn beanstalkd_spec(layer: &Layer) -> anyhow::Result<BeanstalkdQueueSpec> {
         );
     }
     let queue = &layer.queue;
-    let retry_after = match queue.retry_after {
-        None => 90,
-        Some(Nullable::Null) => 60,
-        Some(Nullable::Seconds(s)) => s,
-    };
-    if retry_after == 0 {
-        bail!(
-            "[queue] retry_after = 0 on the beanstalkd queue: it is the ttr of every job \
-             pushed, and beanstalkd would give a job to another worker after 1 s; set it \
-             above the longest job (default 90)"
-        );
-    }
+    let retry_after = super::retry_after::beanstalkd(queue)?;
     let block_for = queue.block_for.and_then(Nullable::seconds).unwrap_or(0);
     if block_for >= crate::queue::COMMAND_TIMEOUT.as_secs() {
         bail!(

@@ -26,6 +26,7 @@ pub mod known_keys;
 pub mod phpdotenv;
 pub use crate::redact;
 mod resolve;
+pub mod retry_after;
 pub mod sqs;
 
 use std::path::{Path, PathBuf};

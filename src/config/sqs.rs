@@ -8,7 +8,7 @@
 
 use anyhow::{Context, bail};
 
-use super::file::{Layer, Nullable};
+use super::file::Layer;
 use crate::queue::sqs::{Overflow, SqsQueueSpec};
 
 /// Checks `spec` as resolved from `[sqs]` (the app's `sqs` connection,
@@ -204,20 +204,7 @@ pub fn sqs_spec(layer: &Layer) -> anyhow::Result<SqsQueueSpec> {
          (https://sqs.REGION.amazonaws.com/ACCOUNT_ID) in the app's .env (--env-file), or \
          [sqs] prefix in the config file, or pass --app so the app answers",
     )?;
-    let visibility = match layer.queue.retry_after {
-        None => 30,
-        Some(Nullable::Seconds(s)) => s,
-        Some(Nullable::Null) => bail!(
-            "[queue] retry_after = null on the SQS queue: it is the visibility timeout each \
-             receive asks for; give it in seconds (2 to 43200, default 30)"
-        ),
-    };
-    if !(2..=crate::queue::sqs::spec::MAX_VISIBILITY).contains(&visibility) {
-        bail!(
-            "[queue] retry_after = {visibility} on the SQS queue: the visibility timeout must \
-             be 2 to 43200 s (the worker extends it every (n-1)/2 s while a job runs)"
-        );
-    }
+    let visibility = super::retry_after::sqs(&layer.queue)?;
     let spec = SqsQueueSpec {
         prefix,
         suffix: sqs.suffix.clone().unwrap_or_default(),
