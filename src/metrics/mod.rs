@@ -4,7 +4,7 @@
 //! |------------|-------------------------------------------------------------|
 //! | `/metrics` | OpenMetrics text (below)                                    |
 //! | `/healthz` | 200 while the worker process runs its loop                  |
-//! | `/readyz`  | 200 when the last reservation attempt reached Redis, no handler is tripped and the worker is not stopping; 503 otherwise, naming the tripped handlers |
+//! | `/readyz`  | 200 when the last reservation attempt reached the queue, no handler is tripped and the worker is not stopping; 503 otherwise, naming the tripped handlers |
 //!
 //! Metrics, all prefixed `laravel_worker_`:
 //! - `jobs_total{queue, outcome}`: settled jobs; `outcome` is `done`,
@@ -14,7 +14,7 @@
 //!   reservation was lost and the handler stopped);
 //! - `job_duration_seconds{queue}`: from reservation to settlement;
 //! - `jobs_in_flight`: jobs reserved and not yet settled;
-//! - `reserve_errors_total`: polls that failed to reach Redis;
+//! - `reserve_errors_total`: polls that failed to reach the queue;
 //! - `queue_*`: the watched queues' backlog, for autoscalers (see
 //!   [`backlog`]);
 //! - `queue_slots{queue}`: a balanced worker's slots per queue

@@ -6,7 +6,8 @@
 //! [`error`] and the counts of [`sizes`]. What a reserved job is ([`job`])
 //! and what its payload says ([`payload`], [`command`]) are the same for
 //! every driver. The drivers: [`database`] (the `jobs` table), [`sqs`]
-//! (Amazon SQS), and Laravel's `RedisQueue`, whose files are here: the key
+//! (Amazon SQS), [`beanstalkd`] (its tubes), and Laravel's `RedisQueue`,
+//! whose files are here: the key
 //! names ([`keys`]), the Lua scripts that keep each step atomic
 //! ([`scripts`]), the Redis calls ([`redis_queue`]) and the trait on them
 //! (`redis_driver`), the look for the same queue under another prefix

@@ -65,7 +65,7 @@ impl JobFacts {
 pub enum Event {
     /// [`JobEvents::polled`] (only to consumers that ask for it).
     Polled {
-        /// The poll reached Redis.
+        /// The poll reached the queue.
         reached_queue: bool,
     },
     /// [`JobEvents::reserved`].
@@ -76,7 +76,7 @@ pub enum Event {
         job: JobFacts,
         /// What the worker decided.
         verdict: Verdict,
-        /// What Redis did.
+        /// What the queue did.
         settled: Settled,
         /// From reservation to settlement.
         took: Duration,

@@ -8,9 +8,9 @@
 //!
 //! | event        | when                                                     |
 //! |--------------|----------------------------------------------------------|
-//! | [`polled`]   | a poll of the queues ended (reached Redis or not)        |
+//! | [`polled`]   | a poll of the queues ended (reached the queue or not)    |
 //! | [`reserved`] | a job was reserved and is about to run                   |
-//! | [`settled`]  | a job's last step reached Redis, or could not: [`Settled`] says which |
+//! | [`settled`]  | a job's last step reached the queue, or could not: [`Settled`] says which |
 //! | [`migrated`] | the migrate script moved due delayed jobs or expired reservations to a ready list |
 //! | [`paused`] / [`resumed`] | reserving stopped / started again ([`Pause`]: a signal, or a queue's pause key) |
 //! | [`stopping`] | the loop takes no more jobs and drains the ones in flight |
@@ -64,7 +64,7 @@ pub enum Pause {
 /// default, so a listener implements only what it cares about.
 pub trait JobEvents: Send + Sync {
     /// A poll of the queues ended; `reached_queue` is false when it failed
-    /// with a Redis error (the loop logs it and pauses).
+    /// with a queue error (the loop logs it and pauses).
     fn polled(&self, _reached_queue: bool) {}
 
     /// `job` was reserved (its attempt counted) and is about to run
@@ -73,9 +73,9 @@ pub trait JobEvents: Send + Sync {
 
     /// `job` was settled with `verdict`, `took` after it was reserved
     /// (Laravel's `JobProcessed`, `JobReleasedAfterException` or
-    /// `JobFailed`). Emitted whether or not Redis accepted the settle (a
+    /// `JobFailed`). Emitted whether or not the queue accepted the settle (a
     /// job left reserved by an outage is still done for this worker);
-    /// `settled` says what Redis actually did: deleted, released with its
+    /// `settled` says what the queue actually did: deleted, released with its
     /// delay, failed (and whether the failed store has the record), or
     /// refused (the reservation gone, left reserved, the lease lost).
     fn settled(&self, _job: &ReservedJob, _verdict: &Verdict, _settled: Settled, _took: Duration) {}

@@ -41,7 +41,7 @@ pub enum Fetched {
 /// in order.
 ///
 /// Only the wait is cut short by `interrupted`: a pop in flight always
-/// completes, so a job Redis has reserved is never dropped on the floor.
+/// completes, so a job the queue has reserved is never dropped on the floor.
 ///
 /// After the wait, the poll runs only if `may_take` still holds: a worker
 /// paused (SIGUSR2) or put in maintenance mode while it waited takes
@@ -49,7 +49,7 @@ pub enum Fetched {
 /// took, and the first poll after the pause finds them.
 ///
 /// # Errors
-/// Any Redis error (the caller logs it and pauses).
+/// Any queue error (the caller logs it and pauses).
 pub async fn next_jobs(
     queue: &Queue,
     queues: &[Arc<QueueKeys>],

@@ -13,7 +13,7 @@
 //! keeps it alive for any `retry_after >= 2`; with `retry_after = 1` the
 //! reservation can expire within milliseconds and no renewal can help.
 //!
-//! When renewals fail (Redis unreachable) until the reservation may have
+//! When renewals fail (the queue unreachable) until the reservation may have
 //! expired, or a renewal finds it gone, another worker may already be
 //! running the job. With `[worker] on_lease_lost = "kill"` (the default)
 //! the handler is stopped then, so the job never runs twice at once while
@@ -63,7 +63,7 @@ pub async fn hold<F: Future>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned = false;
     // The renewal in flight, polled beside the handler and the expiry: a
-    // hung Redis holds a command for up to the command timeout (30 s), and
+    // hung queue holds a command for up to the command timeout (30 s), and
     // neither the handler's end nor the lease running out may wait for it.
     let mut renewal: Option<Renewal<'_>> = None;
     tokio::pin!(work);
@@ -95,7 +95,7 @@ pub async fn hold<F: Future>(
 }
 
 /// A renewal command on its way.
-/// Whether a renewal's answer means the reservation is lost: Redis says
+/// Whether a renewal's answer means the reservation is lost: the queue says
 /// so, or it cannot be reached and the lease has run out (`warned`: the
 /// first failure to renew has been logged).
 fn renewal_lost(

@@ -12,7 +12,7 @@ pub struct WorkerOptions {
     /// `--once`: one job (or one `--sleep` when there is none), then stop.
     pub once: bool,
     /// `--stop-when-empty`: stop at the first poll that finds nothing (and,
-    /// exit status 1, after 5 polls in a row that cannot reach Redis).
+    /// exit status 1, after 5 polls in a row that cannot reach the queue).
     pub stop_when_empty: bool,
     /// `--stop-when-empty-for` (Laravel 13.10+): stop at an empty poll once
     /// no job has run for this long, counted from the end of the last job

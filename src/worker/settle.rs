@@ -1,14 +1,14 @@
 //! Carrying out a [`Verdict`]: the last step of every job.
 //!
-//! Every reserved job ends deleted, released or failed here; if Redis cannot
-//! be written, the job is left in `:reserved`, where it is reclaimed after
+//! Every reserved job ends deleted, released or failed here; if the queue
+//! cannot be written, the job is left reserved, and is reclaimed after
 //! `retry_after`. Nothing is dropped. A failure the failed-job store cannot
-//! record (the store is down) is kept in Redis instead, in the queue's
-//! `:unrecorded`, and recorded when the store is back
-//! ([`super::unrecorded`]): the job is not run again, and its real
-//! exception is what gets recorded.
+//! record (the store is down) is kept in the queue instead where the driver
+//! parks failures (Redis: the queue's `:unrecorded`), and recorded when the
+//! store is back ([`super::unrecorded`]): the job is not run again, and its
+//! real exception is what gets recorded.
 //!
-//! A Redis write is tried again, with growing pauses (100 ms doubling, at
+//! A queue write is tried again, with growing pauses (100 ms doubling, at
 //! most 2 s), for as long as the reservation is surely this worker's (its
 //! [`Lease`](crate::queue::job::Lease)): giving up sooner would re-run the
 //! job after any outage longer than a few seconds, going on longer could
@@ -30,32 +30,32 @@ use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
 use crate::queue::companion::Ending;
 
-/// The longest pause between two tries of a Redis write.
+/// The longest pause between two tries of a queue write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
-/// What Redis (and the failed store) did with a job's last step, as
+/// What the queue (and the failed store) did with a job's last step, as
 /// [`settle`] returns it and the [`settled`](super::events::JobEvents::settled)
 /// event reports it: a listener that mirrors the queue elsewhere (Horizon's
 /// job records) writes only what actually happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settled {
-    /// The job was deleted from `:reserved` (Laravel's `JobProcessed`).
+    /// The job was deleted (Laravel's `JobProcessed`).
     Done,
-    /// The job went back to `:delayed`, available in `delay` seconds
+    /// The job went back to the queue, available in `delay` seconds
     /// (a release, or an uncounted hand-back).
     Released {
         /// Seconds.
         delay: u64,
     },
-    /// The job failed and left `:reserved`. `recorded`: its record is in
+    /// The job failed and left the queue. `recorded`: its record is in
     /// the failed-job store (or its fallback); false when the store was
-    /// down and the record is kept in the queue's `:unrecorded`, to be
+    /// down and the record is parked in the queue (Redis's `:unrecorded`), to be
     /// written when the store is back.
     Failed {
         /// The record reached the store.
         recorded: bool,
     },
-    /// Redis answered that the reservation was gone. `after_failure`: an
+    /// The queue answered that the reservation was gone. `after_failure`: an
     /// earlier try had failed, so that try most likely went through and
     /// only its answer was lost; otherwise the job was reclaimed by
     /// another worker, which settles it.
@@ -63,8 +63,8 @@ pub enum Settled {
         /// An earlier try failed before this answer.
         after_failure: bool,
     },
-    /// No write reached Redis before the lease ran out: the job stays in
-    /// `:reserved` and is reclaimed after `retry_after`.
+    /// No write reached the queue before the lease ran out: the job stays
+    /// reserved and is reclaimed after `retry_after`.
     LeftReserved,
     /// The reservation was lost while the handler ran: nothing was written.
     LeaseLost,
@@ -73,23 +73,23 @@ pub enum Settled {
 /// How a settle write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
-    /// The reservation was removed by the first try that reached Redis.
+    /// The reservation was removed by the first try that reached the queue.
     Done,
-    /// Redis answered that the reservation was gone. `after_failure`: an
+    /// The queue answered that the reservation was gone. `after_failure`: an
     /// earlier try had failed, so it most likely went through and only its
     /// answer was lost.
     Gone {
         /// An earlier try failed before this answer.
         after_failure: bool,
     },
-    /// No try reached Redis before the lease ran out (or the failed store
+    /// No try reached the queue before the lease ran out (or the failed store
     /// was down): the job stays reserved.
     LeftReserved,
 }
 
 /// Applies `verdict` to `job`; `route` is the job's handler, called in
 /// failed mode when the verdict asks for the `failed()` hook. Returns what
-/// Redis did. `settled` is dropped once the job's fate is in Redis (and the
+/// the queue did. `settled` is dropped once the job's fate is in the queue (and the
 /// failed store), before that hook: a hook the drain deadline cuts short
 /// leaves nothing reserved. `slot`: the job's slot, taken back when a
 /// delete it gave it back for fails once ([`Slot::reclaim`]). `reserved_at`:
@@ -195,7 +195,7 @@ fn report(job: &ReservedJob, done: Written) {
 ///
 /// The record is written first. If the store is down, the reservation is
 /// replaced, atomically, by the record in the queue's `:unrecorded`, to be
-/// written to the store when it is back; if Redis cannot take that either,
+/// written to the store when it is back; if the queue cannot take that either,
 /// the job stays reserved (and comes back after `retry_after`) rather than
 /// vanish. Returns how the write went, whether the app's `failed()` hook
 /// may run now (the failure landed somewhere), and whether the record
@@ -299,7 +299,7 @@ async fn call_failed_hook(job: &ReservedJob, route: &Route, exception: &str, ser
     tracing::debug!(job = job.display_name(), id = %job.id(), ?outcome, "failed hook ran");
 }
 
-/// Runs a Redis write until it reaches Redis or `job`'s lease runs out,
+/// Runs a queue write until it reaches the queue or `job`'s lease runs out,
 /// pausing 100 ms, doubling up to [`MAX_PAUSE`], between tries. The first
 /// failure is logged as a warning, the rest at debug level (the outcome is
 /// logged by the caller). After the first failure the job asks for

@@ -1,7 +1,7 @@
 //! Counts of the job tasks that have not reached a stage yet.
 //!
 //! The loop keeps two: the jobs whose handler call has not begun, and the
-//! jobs whose fate is not in Redis yet. It reserves again only when every
+//! jobs whose fate is not in the queue yet. It reserves again only when every
 //! job it reserved before has reached its handler (see
 //! `Daemon::wait_for_slot`): a call a persistent pool has taken (running,
 //! or waiting for a process) is then counted by the pool, and the next

@@ -19,7 +19,7 @@ use crate::queue::{Queue, ReservedJob};
 
 /// Runs `job` to its end: decide (runs the handler), settle, report.
 /// `tickets`: dropped as the handler call begins, and once the job's fate
-/// is in Redis. `slot`: the job's `--concurrency` slot, given back as the
+/// is in the queue. `slot`: the job's `--concurrency` slot, given back as the
 /// settle write is sent when that write is all that is left to do (see
 /// [`Slot`]), else returned, for the caller to give back after `--rest`.
 ///
@@ -69,7 +69,7 @@ pub async fn run_job(
 /// Whether `job` may give its slot back as its delete is sent (see
 /// [`Slot`]): the verdict is a delete (a release must land before the next
 /// poll, which may have to find the job again), `--rest` is zero, the
-/// queue is Redis ([`Queue::overlaps_settles`]), and the job is not large
+/// queue lets settles overlap ([`Queue::overlaps_settles`]: Redis), and the job is not large
 /// (a second large job is not reserved while the first one's memory is
 /// held).
 fn may_free_early(job: &ReservedJob, verdict: &Verdict, services: &Services) -> bool {
@@ -88,8 +88,8 @@ fn is_large(job: &ReservedJob) -> bool {
 /// Ends a job's life: drops it and, when it was large
 /// ([`LARGE_JOB`](crate::memory::LARGE_JOB)), gives its memory back, so
 /// that one big job does not leave the daemon near `--memory`: the queue
-/// connection is reopened (the Redis client keeps buffers as large as the
-/// largest message it carried) and the allocator returns its free pages to
+/// connection is reopened (a client may keep buffers as large as the
+/// largest message it carried: Redis's does) and the allocator returns its free pages to
 /// the system ([`trim`](crate::memory::trim)).
 async fn after_job(job: ReservedJob, queue: &Queue) {
     let large = is_large(&job);

@@ -40,7 +40,7 @@ pub enum Verdict {
         tripped: bool,
     },
     /// The reservation was lost while the handler ran (a renewal found it
-    /// gone, or Redis stayed unreachable past its expiry) and the handler
+    /// gone, or the queue stayed unreachable past its expiry) and the handler
     /// was stopped (`[worker] on_lease_lost = "kill"`). Nothing is written:
     /// the job belongs to whoever reclaims it.
     LeaseLost,

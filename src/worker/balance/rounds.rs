@@ -1,15 +1,15 @@
 //! The rounds of a balanced worker (`[worker] balance = "auto"`).
 //!
 //! Every `balance_cooldown` a round reads each queue's waiting jobs from
-//! Redis (ready plus delayed already due: one script per queue, no job
-//! over the wire, see [`RedisQueue::sizes`]), adds what the slots measured
+//! the queue (ready plus delayed already due; on Redis one script per
+//! queue, no job over the wire, see [`RedisQueue::sizes`]), adds what the slots measured
 //! (busy slots, mean runtime), lets the [`Balancer`] decide, and gives the
 //! queues their new slots. The first round runs at once, so a backlog
 //! waiting at start grows the slots from the first cooldown on.
 //!
 //! Listeners hear the slots through the `rebalanced` event: once at start
 //! and after every round that moved a slot. A round that cannot reach
-//! Redis moves nothing (logged through a [`RepeatLimiter`]).
+//! the queue moves nothing (logged through a [`RepeatLimiter`]).
 
 use std::sync::Arc;
 
