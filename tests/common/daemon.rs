@@ -338,6 +338,13 @@ impl Daemon {
         d
     }
 
+    /// Starts `laravel-worker --config CONFIG work ARGS`.
+    pub fn work(config: &std::path::Path, args: &[&str]) -> Self {
+        let mut all = vec!["--config", config.to_str().unwrap(), "work"];
+        all.extend_from_slice(args);
+        Daemon::start(&all, &[])
+    }
+
     /// Runs `laravel-worker --config CONFIG ARGS` to its end (a command
     /// such as `restart`, `retry` or `monitor`).
     pub fn cli(config: &std::path::Path, args: &[&str]) -> Self {

@@ -83,11 +83,7 @@ pub fn runs_releases_and_fails(
 ) {
     let good = side.put("default", &payload("Good", "u-good"));
     side.put("default", &payload("Bad", "u-bad"));
-    let args = ["--config", config.to_str().unwrap(), "work"];
-    let mut d = Daemon::start(
-        &[&args[..], &["--stop-when-empty", "--sleep=0", "--tries=2"]].concat(),
-        &[],
-    );
+    let mut d = Daemon::work(config, &["--stop-when-empty", "--sleep=0", "--tries=2"]);
     d.expect_stop(0, "empty");
     assert_eq!(side.left("default"), (0, 0), "{what}: every job settled");
     let ran = std::fs::read_to_string(dir.join("ran")).unwrap();

@@ -101,10 +101,10 @@ fn a_job_running_three_times_its_ttr_runs_once() {
         return;
     };
     let id = server.put("default", &payload("Long", "u-long"), 0, 2);
-    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.2"];
-    let mut first = Daemon::start(&args, &[]);
+    let args = ["--sleep=0.2"];
+    let mut first = Daemon::work(&config, &args);
     common::wait_until("the job to start", || dir.path().join("started").exists());
-    let mut second = Daemon::start(&args, &[]);
+    let mut second = Daemon::work(&config, &args);
     // The server's own clock: the job is older than 3 x ttr, reserved all
     // along, never timed out.
     common::wait_until("the job to be 3 x ttr old", || {
@@ -158,8 +158,7 @@ fn a_server_restarted_mid_run_loses_nothing() {
     let ids: Vec<u64> = (0..20)
         .map(|i| server.put("default", &payload("Step", &format!("u-{i}")), 0, 60))
         .collect();
-    let args = ["--config", config.to_str().unwrap(), "work", "--sleep=0.1"];
-    let mut d = Daemon::start(&[&args[..], &["--concurrency=2"]].concat(), &[]);
+    let mut d = Daemon::work(&config, &["--sleep=0.1", "--concurrency=2"]);
     common::wait_until("the fifth job to run", || dir.path().join("fifth").exists());
     server.kill();
     d.wait_stderr(|line| line.contains("beanstalkd at 127.0.0.1"));
@@ -221,10 +220,7 @@ fn stop_conditions_on_beanstalkd() {
         ),
     );
     std::fs::write(&config, text).unwrap();
-    let work = |extra: &[&str]| {
-        let args = ["--config", config.to_str().unwrap(), "work"];
-        Daemon::start(&[&args[..], extra].concat(), &[])
-    };
+    let work = |extra: &[&str]| Daemon::work(&config, extra);
     queue_scenes::every_stop_condition(&server, dir.path(), &work);
     work(&["--queue=empty", "--stop-when-empty", "--sleep=0"]).expect_stop(0, "empty");
     server.put("restart", &payload("Quick", "restart-0"), 0, 60);
@@ -502,11 +498,7 @@ fn an_unmatched_job_is_handed_back_uncounted() {
     );
     std::fs::write(&config, text).unwrap();
     let original = server.put("default", &payload("Unknown", "u-unknown"), 0, 60);
-    let args = ["--config", config.to_str().unwrap(), "work"];
-    let mut d = Daemon::start(
-        &[&args[..], &["--stop-when-empty", "--sleep=0"]].concat(),
-        &[],
-    );
+    let mut d = Daemon::work(&config, &["--stop-when-empty", "--sleep=0"]);
     d.expect_stop(0, "empty");
     assert!(!dir.path().join("ran").exists(), "no handler ran");
     assert!(server.job(original).is_empty(), "the original is deleted");

@@ -70,15 +70,7 @@ fn a_refused_database_port_is_named_at_the_first_failure() {
         .unwrap();
     for (kind, url) in tcp_urls(refusing_port()) {
         let config = config_at(&dir.path().join(format!("{kind:?}")), kind, &url, 90, "");
-        let mut d = Daemon::start(
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "work",
-                "--stop-when-empty",
-            ],
-            &[],
-        );
+        let mut d = Daemon::work(&config, &["--stop-when-empty"]);
         d.expect_exit(1);
         let log = d.stderr_text();
         let first = log

@@ -482,20 +482,34 @@ fn payload_keys(payload: &str) -> Vec<String> {
     value.as_object().unwrap().keys().cloned().collect()
 }
 
+/// The test app in `s` on its database queue, the `jobs` table in its
+/// default SQLite file (`DB_DATABASE`, beside `failed_jobs`), with `specs`
+/// dispatched through its bus; `None` (the skip recorded) without PHP and
+/// Laravel.
+fn app_with_jobs(
+    s: &common::Scene,
+    specs: serde_json::Value,
+) -> Option<(common::laravel::App, JobsTable)> {
+    let app = common::laravel::App::new(s)?;
+    let jobs = JobsTable::sqlite(&s.path("failed.sqlite"));
+    app.set_env("QUEUE_CONNECTION", "database");
+    app.dispatch(specs);
+    Some((app, jobs))
+}
+
 #[test]
 fn php_workers_and_the_driver_share_one_table() {
     let s = common::Scene::new();
-    let Some(app) = common::laravel::App::new(&s) else {
+    let Some((app, t)) = app_with_jobs(
+        &s,
+        serde_json::json!([
+            {"kind": "plain", "tag": "released"},
+            {"kind": "plain", "tag": "pushed"},
+            {"kind": "plain", "tag": "handed-back"},
+        ]),
+    ) else {
         return;
     };
-    // The app's default database (DB_DATABASE) holds jobs beside failed_jobs.
-    let t = JobsTable::sqlite(&s.path("failed.sqlite"));
-    app.set_env("QUEUE_CONNECTION", "database");
-    app.dispatch(serde_json::json!([
-        {"kind": "plain", "tag": "released"},
-        {"kind": "plain", "tag": "pushed"},
-        {"kind": "plain", "tag": "handed-back"},
-    ]));
     let rt = runtime();
     let q = open(&rt, &t);
     let now = common::now();
@@ -537,12 +551,10 @@ fn php_workers_and_the_driver_share_one_table() {
 #[test]
 fn a_php_workers_reclaim_leaves_our_stale_handle_powerless() {
     let s = common::Scene::new();
-    let Some(app) = common::laravel::App::new(&s) else {
+    let Some((app, t)) = app_with_jobs(&s, serde_json::json!([{"kind": "plain", "tag": "slow"}]))
+    else {
         return;
     };
-    let t = JobsTable::sqlite(&s.path("failed.sqlite"));
-    app.set_env("QUEUE_CONNECTION", "database");
-    app.dispatch(serde_json::json!([{"kind": "plain", "tag": "slow"}]));
     let rt = runtime();
     let q = open(&rt, &t);
     // Our reservation, taken longer than retry_after (90 s) ago.
@@ -608,12 +620,12 @@ fn four_reservers_until_empty(rt: &tokio::runtime::Runtime, queues: &[DatabaseQu
 #[test]
 fn sqlite_shared_with_a_php_worker_loses_nothing_and_runs_nothing_twice() {
     let s = common::Scene::new();
-    let Some(app) = common::laravel::App::new(&s) else {
+    let Some((app, t)) = app_with_jobs(
+        &s,
+        serde_json::json!([{"kind": "plain", "tag": "j", "count": 600}]),
+    ) else {
         return;
     };
-    let t = JobsTable::sqlite(&s.path("failed.sqlite"));
-    app.set_env("QUEUE_CONNECTION", "database");
-    app.dispatch(serde_json::json!([{"kind": "plain", "tag": "j", "count": 600}]));
     let rt = runtime();
     let queues: Vec<DatabaseQueue> = (0..4).map(|_| open(&rt, &t)).collect();
     let out = std::fs::File::create(s.path("queue-work.out")).unwrap();

@@ -547,10 +547,7 @@ fn every_stop_condition_on_the_database_queue_leaves_the_unrun_rows_available() 
     let (tmp, jobs, failed) = sqlite_tables();
     let dir = tmp.path();
     let config = config(dir, &jobs, failed.url(), 90, queue_scenes::STOP_SCRIPT);
-    let work = |extra: &[&str]| {
-        let args = ["--config", config.to_str().unwrap(), "work"];
-        Daemon::start(&[&args[..], extra].concat(), &[])
-    };
+    let work = |extra: &[&str]| Daemon::work(&config, extra);
     queue_scenes::every_stop_condition(&jobs, dir, &work);
     assert_eq!(failed.rows().len(), 0);
 }

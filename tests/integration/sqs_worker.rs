@@ -1323,15 +1323,7 @@ fn sqs_settings_every_call_would_fail_on_are_refused_at_start() {
             format!("{sqs}\n{keys}")
         };
         let config = sqs_config(dir.path(), &format!("c{i}.toml"), &sqs);
-        let mut d = Daemon::start(
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "work",
-                "--stop-when-empty",
-            ],
-            &[],
-        );
+        let mut d = Daemon::work(&config, &["--stop-when-empty"]);
         let code = d.code();
         let said = format!("{}\n{}", d.stdout.join("\n"), d.stderr.join("\n"));
         assert_eq!(code, Some(1), "{sqs}:\n{said}");
