@@ -1054,15 +1054,23 @@ mod tests {
         assert_eq!(env.redis.service.as_deref(), Some("m"));
 
         let env = super::super::env::layer(|k| match k {
-            "DB_QUEUE" => Some("from-env".into()),
-            "DB_QUEUE_RETRY_AFTER" => Some("5".into()),
+            "DB_QUEUE" | "BEANSTALKD_QUEUE" => Some("from-env".into()),
+            "DB_QUEUE_RETRY_AFTER" | "BEANSTALKD_QUEUE_RETRY_AFTER" => Some("5".into()),
             _ => None,
         })
         .unwrap();
         let mut app = app;
         app.queue.retry_after = None;
-        let env = without_app_settings(env, &app);
-        assert_eq!(env.database.queue, None, "the app's queue");
-        assert_eq!(env.database.retry_after, Some(Nullable::Seconds(5)));
+        let kept = without_app_settings(env.clone(), &app);
+        assert_eq!(kept.database.queue, None, "the app's queue");
+        assert_eq!(kept.queue.beanstalkd_queue, None, "the app's queue");
+        assert_eq!(kept.database.retry_after, Some(Nullable::Seconds(5)));
+        assert_eq!(
+            kept.queue.beanstalkd_retry_after,
+            Some(Nullable::Seconds(5))
+        );
+        app.queue.retry_after = Some(Nullable::Seconds(120));
+        let yielded = without_app_settings(env, &app);
+        assert_eq!(yielded.queue.beanstalkd_retry_after, None, "the app's");
     }
 }
