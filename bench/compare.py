@@ -27,7 +27,7 @@ cloned with fresh uuid/id) through:
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
     plain spawn loop of /bin/true at 8 in parallel (`xargs -P 8`);
   * the ceiling: redis-benchmark running the worker's pop script
-    (src/queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
+    (src/queue/redis_queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
     unpipelined and pipelined (-P 16).
 
 With `--baseline BIN` (repeatable) every laravel-worker row runs again with
@@ -911,11 +911,11 @@ class Bench(Lab):
 # ---------------------------------------------------------------- small helpers
 
 def pop_script():
-    with open(os.path.join(ROOT, "src", "queue", "scripts.rs")) as f:
+    with open(os.path.join(ROOT, "src", "queue", "redis_queue", "scripts.rs")) as f:
         text = f.read()
     m = re.search(r'pub const POP: &str = r#"(.*?)"#;', text, re.S)
     if not m:
-        raise RuntimeError("cannot find the POP script in src/queue/scripts.rs")
+        raise RuntimeError("cannot find the POP script in src/queue/redis_queue/scripts.rs")
     return m.group(1)
 
 

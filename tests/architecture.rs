@@ -99,7 +99,7 @@ const KNOWN_CYCLES: &[(&str, &str, &str)] = &[
     // jobs set aside), `DatabaseQueue` (batched deletes), `SqsQueue`
     // (batched deletes, receives, overflow pointers). Each file extends
     // the type the other defines.
-    ("queue", "redis_queue", "set_aside"),
+    ("queue/redis_queue", "queue", "set_aside"),
     ("queue/database", "deletes", "queue"),
     ("queue/sqs", "delete", "queue"),
     ("queue/sqs", "overflow", "queue"),

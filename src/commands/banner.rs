@@ -132,7 +132,7 @@ fn queue_lines(queue: &Queue, queues: &[String]) -> Vec<QueueLine> {
         .iter()
         .map(|name| QueueLine {
             name: name.clone(),
-            key: queue.location(&queue.keys(name)),
+            key: queue.location(&queue.handle(name)),
         })
         .collect()
 }

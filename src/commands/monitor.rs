@@ -48,7 +48,7 @@ pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
     let mut reports = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let (_, name) = parse_target(name, connection);
-        let sizes = queue.sizes(&queue.keys(name), HeadAge::Read).await?;
+        let sizes = queue.sizes(&queue.handle(name), HeadAge::Read).await?;
         let hints = super::hints::queues_elsewhere(&queue, name).await;
         reports.push(Report {
             hints,

@@ -112,7 +112,7 @@ async fn start_metrics(
 ) -> anyhow::Result<Arc<Metrics>> {
     let mut metrics = Metrics::new();
     if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
-        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
+        let watched = options.queues.iter().map(|q| queue.handle(q)).collect();
         tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
     }
     metrics.watch_pools(router.pools());
@@ -159,7 +159,7 @@ async fn open_queue_and_stores(
     crate::failed::FailedJobStore,
 )> {
     let queue = app::open_queue(settings).await?;
-    let served: Vec<_> = options.queues.iter().map(|q| queue.keys(q)).collect();
+    let served: Vec<_> = options.queues.iter().map(|q| queue.handle(q)).collect();
     queue.check_queues(&served).await?;
     let cache = app::open_cache(settings).await?;
     if !matches!(cache, crate::cache::CacheStore::None) {
