@@ -103,6 +103,9 @@ pub struct Settings {
     pub metrics_limits: Limits,
     /// `[horizon]`: Horizon's records; `None`: not written.
     pub horizon: Option<HorizonSpec>,
+    /// `[pulse]`: Laravel Pulse's entries for the jobs Laravel does not
+    /// run; `None`: off (turned off, or nothing says where Pulse ingests).
+    pub pulse: Option<crate::pulse_feed::PulseSettings>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -297,6 +300,7 @@ impl Settings {
             }
             None => None,
         };
+        let pulse = resolve::pulse(&layer.pulse, &connection, &redis, &redis_prefix)?;
         Ok(Settings {
             app_path: layer.app.path,
             driver,
@@ -326,6 +330,7 @@ impl Settings {
             metrics_listen: layer.metrics.listen,
             backlog_interval: resolve::backlog_interval(layer.metrics.backlog_interval)?,
             horizon,
+            pulse,
             laravel: resolve::laravel(layer.app.laravel.as_deref())?,
             output_limit: worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: worker.heartbeat_file.clone(),
@@ -711,7 +716,7 @@ fn sentinel_addr(text: &str, tls: bool) -> anyhow::Result<ConnectionAddr> {
 ///
 /// # Errors
 /// A bad URL.
-fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
+pub(super) fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
     let info = parse_redis_url(url, None, "cache Redis URL")?;
     Ok(queue.with_url(info))
 }
