@@ -69,7 +69,7 @@ pub async fn run(
     if let Some(horizon) = &horizon {
         events = events.with(horizon.listener());
     }
-    let (events, pulse_feed) = with_pulse_feed(events, &settings).await?;
+    let (events, pulse_feed) = with_pulse_feed(events, &settings, &metrics_handle).await?;
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
@@ -105,14 +105,15 @@ pub async fn run(
 
 /// `events` with Laravel Pulse's feed ([`crate::pulse_feed`]) when
 /// `[pulse]` resolved to one and some handler is not the bridge (whose
-/// jobs Pulse already hears of); without, no listener costs the jobs
-/// anything.
+/// jobs Pulse already hears of), its drops counted in `metrics`; without,
+/// no listener costs the jobs anything.
 ///
 /// # Errors
 /// `[pulse] enabled = true` and Pulse's ingest cannot be used.
 async fn with_pulse_feed(
     events: Listeners,
     settings: &Settings,
+    metrics: &Metrics,
 ) -> anyhow::Result<(Listeners, Option<PulseFeed>)> {
     let Some(pulse) = &settings.pulse else {
         return Ok((events, None));
@@ -128,7 +129,10 @@ async fn with_pulse_feed(
         return Ok((events, None));
     }
     match PulseFeed::start(pulse, routes).await? {
-        Some(feed) => Ok((events.with(feed.listener()), Some(feed))),
+        Some(feed) => {
+            metrics.watch_dropped("pulse_feed", feed.dropped());
+            Ok((events.with(feed.listener()), Some(feed)))
+        }
         None => Ok((events, None)),
     }
 }

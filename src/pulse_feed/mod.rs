@@ -155,6 +155,12 @@ impl PulseFeed {
         Arc::clone(&self.listener) as Arc<dyn JobEvents>
     }
 
+    /// The events dropped because the writer fell behind (for the
+    /// `events_dropped` metric).
+    pub fn dropped(&self) -> Arc<AtomicU64> {
+        self.listener.inner.dropped()
+    }
+
     /// Once the worker stopped: writes what is still queued (for at most
     /// [`EXIT_WAIT`]) and says what was lost.
     pub async fn finish(self) {

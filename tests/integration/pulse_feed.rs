@@ -341,3 +341,100 @@ fn required_pulse_without_its_tables_refuses_to_start() {
     let stderr = s.work_exits(&config, 1);
     assert!(stderr.contains("pulse_entries"), "{stderr}");
 }
+
+/// Runs `work` on `config` with `env` until two jobs are done.
+fn run_two_with_env(s: &Scene, config: &Path, env: &[(&str, &str)]) -> common::Daemon {
+    let [a, b] = Job::named(["First", "Second"]);
+    s.push_on("default", [&a, &b]);
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "work",
+        "--max-jobs=2",
+        "--sleep=0.05",
+    ];
+    let mut d = common::Daemon::start(&args, env);
+    d.expect_exit(0);
+    d
+}
+
+/// No `[pulse]`: the app's `PULSE_INGEST_DRIVER=redis` says where its Pulse
+/// ingests, and the feed writes there.
+#[test]
+fn the_apps_pulse_settings_turn_it_on_without_a_pulse_section() {
+    let s = Scene::new();
+    let config = s.config().recording("").write();
+    let env = [
+        ("PULSE_INGEST_DRIVER", "redis"),
+        ("PULSE_SLOW_JOBS_THRESHOLD", "0"),
+    ];
+    run_two_with_env(&s, &config, &env);
+    let entries = unserialized_or_raw(&s);
+    assert_eq!(
+        entries.len(),
+        6,
+        "2 x processing, processed, slow_job: {entries:?}"
+    );
+}
+
+/// Nothing says the app has Pulse (no `[pulse]`, no `PULSE_*`, no
+/// database): no listener, nothing written.
+#[test]
+fn without_pulse_nothing_is_written() {
+    let s = Scene::new();
+    let config = s.config().recording("").write();
+    let d = run_two_with_env(&s, &config, &[]);
+    assert!(stream(&s).is_empty());
+    let stderr = d.stderr_text();
+    assert!(!stderr.contains("Laravel Pulse"), "{stderr}");
+}
+
+/// `PULSE_ENABLED=false` turns it off whatever else says Pulse is there.
+#[test]
+fn pulse_enabled_false_turns_it_off() {
+    let s = Scene::new();
+    let config = s.config().recording("").write();
+    let env = [("PULSE_ENABLED", "false"), ("PULSE_INGEST_DRIVER", "redis")];
+    run_two_with_env(&s, &config, &env);
+    assert!(stream(&s).is_empty());
+}
+
+/// The app's database has Pulse's tables (no `PULSE_*` variable): the
+/// feed writes them; an app whose database has none gets no feed, and
+/// starts all the same.
+#[test]
+fn pulses_tables_in_the_apps_database_turn_it_on() {
+    let s = Scene::new();
+    let config = s.config().recording("").write();
+    let db = s.path("app.sqlite");
+    let env = [
+        ("DB_CONNECTION", "sqlite"),
+        ("DB_DATABASE", db.to_str().unwrap()),
+    ];
+    // DB_CONNECTION is the failed store's too.
+    common::sqlite::create_failed_jobs(&db);
+    let d = run_two_with_env(&s, &config, &env);
+    let stderr = d.stderr_text();
+    assert!(stderr.contains("are not written"), "says why: {stderr}");
+
+    common::sqlite::block_on(async {
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        sqlx::raw_sql(SQLITE_TABLES).execute(&mut c).await.unwrap();
+    });
+    run_two_with_env(&s, &config, &env);
+    let processed: i64 = common::sqlite::block_on(async {
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        sqlx::query_scalar(
+            "select cast(sum(value) as integer) from pulse_aggregates \
+             where period = 60 and type = 'processed'",
+        )
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+    });
+    assert_eq!(processed, 2);
+}
