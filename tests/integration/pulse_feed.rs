@@ -438,3 +438,78 @@ fn pulses_tables_in_the_apps_database_turn_it_on() {
     });
     assert_eq!(processed, 2);
 }
+
+/// Pulse's tables on MariaDB; `generated`: `key_hash` a virtual column of
+/// `unhex(md5(key))` as before the 2026-02-13 migration, else plain
+/// `binary(16)`.
+fn mariadb_tables(generated: bool) -> String {
+    let hash = if generated {
+        "binary(16) as (unhex(md5(`key`))) virtual"
+    } else {
+        "binary(16) not null"
+    };
+    format!(
+        "create table pulse_entries (id bigint unsigned auto_increment primary key,
+  `timestamp` int unsigned not null, `type` varchar(255) not null, `key` mediumtext not null,
+  key_hash {hash}, `value` bigint null);
+create table pulse_aggregates (id bigint unsigned auto_increment primary key,
+  bucket int unsigned not null, period mediumint unsigned not null, `type` varchar(255) not null,
+  `key` mediumtext not null, key_hash {hash}, aggregate varchar(255) not null,
+  `value` decimal(20, 2) not null, `count` int unsigned null,
+  unique key pulse_aggregates_unique (bucket, period, `type`, aggregate, key_hash));"
+    )
+}
+
+/// MariaDB, with `key_hash` generated (not written) and plain (written as
+/// `unhex(md5(key))`); `key` is a reserved word there.
+#[test]
+fn mariadb_tables_hold_the_counts_whether_key_hash_is_generated_or_not() {
+    let Some(db) = common::databases::MariaDb::start() else {
+        return;
+    };
+    for generated in [true, false] {
+        let s = Scene::new();
+        let url = db.create_database(if generated {
+            "pulse_generated"
+        } else {
+            "pulse_plain"
+        });
+        common::sqlite::block_on(async {
+            let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(mariadb_tables(generated)))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        let config = pulse(
+            s.config().recording(OUTCOMES),
+            &[("url", url.clone().into())],
+        )
+        .write();
+        run_three(&s, &config);
+        let tables: Tables = common::sqlite::block_on(async {
+            let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+            let sums: Vec<(String, String, i64)> = sqlx::query_as(
+                "select `type`, aggregate, cast(sum(`value`) as signed) from pulse_aggregates
+                 where period = 60 and aggregate = 'count' group by `type`, aggregate
+                 union all select `type`, aggregate, cast(max(`value`) as signed)
+                 from pulse_aggregates where period = 60 and aggregate = 'max'
+                 group by `type`, aggregate",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+            let rows: Vec<(String, String, String)> = sqlx::query_as(
+                "select `type`, cast(`key` as char), lower(hex(key_hash)) from pulse_entries order by id",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+            (
+                sums.into_iter().map(|(t, a, v)| ((t, a), v)).collect(),
+                rows,
+            )
+        });
+        assert_tables(&tables);
+    }
+}
