@@ -513,3 +513,47 @@ fn mariadb_tables_hold_the_counts_whether_key_hash_is_generated_or_not() {
         assert_tables(&tables);
     }
 }
+
+/// A `config/pulse.php` of Pulse's shape, written by the test (the 8.83
+/// app has no Pulse): the Redis ingest on the default connection, both
+/// recorders on, the slow-job threshold a per-job map whose `default` is 0.
+const PULSE_PHP: &str = r#"<?php
+return [
+    'enabled' => true,
+    'ingest' => ['driver' => 'redis', 'redis' => ['connection' => null]],
+    'storage' => ['database' => ['connection' => null]],
+    'recorders' => [
+        'Laravel\Pulse\Recorders\Queues' => ['enabled' => true, 'sample_rate' => 1],
+        'Laravel\Pulse\Recorders\SlowJobs' => ['enabled' => true, 'sample_rate' => 1,
+            'threshold' => ['#^App\\\\Jobs\\\\Never$#' => 5000, 'default' => 0]],
+    ],
+];
+"#;
+
+/// With `--app`, the app's own `config/pulse.php` (as Laravel resolves
+/// it) says where Pulse ingests: no `[pulse]`, no `PULSE_*` variable.
+#[test]
+fn the_apps_config_pulse_php_turns_it_on() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    std::fs::write(app.dir.join("config/pulse.php"), PULSE_PHP).unwrap();
+    let config = s.config().recording("").write();
+    let [a, b] = Job::named(["First", "Second"]);
+    s.push_on("default", [&a, &b]);
+    let flag = app.app_flag();
+    let log = s
+        .run(&config, &[flag.as_str(), "--max-jobs=2", "--sleep=0.05"])
+        .stderr_text();
+    assert!(
+        log.contains("setting pulse ingest = redis (app config)"),
+        "{log}"
+    );
+    let entries = unserialized_or_raw(&s);
+    assert_eq!(
+        entries.len(),
+        6,
+        "2 x processing, processed, slow_job: {entries:?}"
+    );
+}
