@@ -782,6 +782,37 @@ mod tests {
     }
 
     #[test]
+    fn pulse_resolves_to_an_ingest_or_stays_off() {
+        let off = |extra: &str| resolve(&format!("[failed]\ndriver = \"null\"\n{extra}")).unwrap();
+        assert!(off("").pulse.is_none(), "nothing says where Pulse ingests");
+        assert!(
+            off("[pulse]\ningest = \"redis\"\nenabled = false")
+                .pulse
+                .is_none()
+        );
+        let on = off("[pulse]\ningest = \"redis\"\nslow_jobs_threshold = 50");
+        let pulse = on.pulse.expect("the redis ingest");
+        assert!(!pulse.required);
+        assert!(matches!(&pulse.ingest,
+            crate::pulse_feed::PulseIngest::Redis { prefix, .. } if prefix == "laravel-database-"));
+        assert_eq!(pulse.recorders.slow_jobs_threshold_ms, 50);
+        assert_eq!(pulse.recorders.queues_sample_rate, 1.0);
+        let stored = off("[pulse]\nenabled = true\nurl = \"sqlite:///p.sqlite\"");
+        assert!(stored.pulse.is_some_and(|p| p.required));
+        for (bad, says) in [
+            ("[pulse]\nenabled = true", "needs Pulse's database"),
+            ("[pulse]\ningest = \"kafka\"", "ingest = \"kafka\""),
+            (
+                "[pulse]\ningest = \"redis\"\nqueues_sample_rate = 2.0",
+                "queues_sample_rate = 2",
+            ),
+        ] {
+            let e = resolve(&format!("[failed]\ndriver = \"null\"\n{bad}")).unwrap_err();
+            assert!(format!("{e:#}").contains(says), "{bad}: {e:#}");
+        }
+    }
+
+    #[test]
     fn defaults_are_the_current_skeleton() {
         let s = resolve("[failed]\ndriver = \"null\"").unwrap();
         assert_eq!(s.redis_prefix, "laravel-database-");
