@@ -549,11 +549,16 @@ namespace LaravelWorker {
         private const RELEASED_AFTER_EXCEPTION = 'Illuminate\\Queue\\Events\\JobReleasedAfterException';
 
         /** JobReleased, when the job released itself while it ran. */
-        public static function released($events, string $connection, BridgeJob $job): void
+        public static function released($app, $events, string $connection, BridgeJob $job): void
         {
-            if ($job->isReleased() && class_exists(self::RELEASED)) {
+            if (! $job->isReleased() || ! class_exists(self::RELEASED)) {
+                return;
+            }
+            try {
                 $class = self::RELEASED;
                 $events->dispatch(new $class($connection, $job, $job->releaseDelay()));
+            } catch (Throwable $inner) {
+                Runner::report($app, $inner);
             }
         }
 
@@ -682,7 +687,7 @@ namespace LaravelWorker {
                 // The daemon has already failed jobs past their tries or
                 // retryUntil; this one may run.
                 $job->fire();
-                NewerEvents::released($events, $connection, $job);
+                NewerEvents::released($app, $events, $connection, $job);
                 $events->dispatch(new JobProcessed($connection, $job));
             } catch (Throwable $e) {
                 $thrown = $e;
