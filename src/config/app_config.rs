@@ -408,6 +408,7 @@ pub fn layer_for_connection(
     cache_store(answer, version, app, &mut layer)?;
     failed_store(answer, app, &mut layer)?;
     horizon_from_answer(answer, &redis_conn_name, &mut layer)?;
+    pulse_from_answer(answer, &redis_conn_name, app, &mut layer)?;
     Ok(layer)
 }
 
@@ -737,6 +738,15 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(horizon.trim_recent_failed),
     app_key!(horizon.trim_failed),
     app_key!(horizon.trim_monitored),
+    app_key!(pulse.enabled),
+    app_key!(pulse.ingest, "pulse ingest", String::clone),
+    app_key!(pulse.url, "pulse url", super::redact::url),
+    app_key!(pulse.redis_url, "pulse redis url", super::redact::url),
+    app_key!(pulse.queues),
+    app_key!(pulse.queues_sample_rate),
+    app_key!(pulse.slow_jobs),
+    app_key!(pulse.slow_jobs_sample_rate),
+    app_key!(pulse.slow_jobs_threshold),
 ];
 
 /// Horizon's config (`config/horizon.php`), when the app has one: the
@@ -784,6 +794,49 @@ fn horizon_from_answer(
     layer.horizon.trim_recent_failed = minutes("recent_failed");
     layer.horizon.trim_failed = minutes("failed");
     layer.horizon.trim_monitored = minutes("monitored");
+    Ok(())
+}
+
+/// Laravel Pulse's config (`config/pulse.php`), when the app has Pulse:
+/// `pulse.enabled` false turns the feed off; the ingest driver, the
+/// storage database (`pulse.storage.database.connection`, else the
+/// default connection), the ingest's Redis when `pulse.ingest.redis.
+/// connection` is not the queue's (`queue_connection`), and the `Queues`
+/// and `SlowJobs` recorders (off when left out of `recorders`; a
+/// threshold map's `default`).
+///
+/// # Errors
+/// A connection's `url` Laravel refuses, or a Redis port that is not a
+/// number.
+fn pulse_from_answer(
+    answer: &Value,
+    queue_connection: &str,
+    app: &Path,
+    layer: &mut Layer,
+) -> anyhow::Result<()> {
+    let pulse = &answer["pulse"];
+    if !pulse.is_object() {
+        return Ok(());
+    }
+    if pulse["enabled"] == Value::Bool(false) {
+        layer.pulse.enabled = Some(false);
+    }
+    layer.pulse.ingest = text(&pulse["ingest"]);
+    layer.pulse.url = database_url(&pulse["database"], app)?;
+    let used = text(&pulse["redis_connection"]).unwrap_or_else(|| "default".into());
+    let conn = &answer["redis"]["connections"][&used];
+    if used != queue_connection && conn.is_object() {
+        layer.pulse.redis_url = redis_url(conn)?.0;
+    }
+    let number = |v: &Value| text(v).and_then(|t| t.parse::<f64>().ok());
+    let (queues, slow) = (&pulse["queues"], &pulse["slow_jobs"]);
+    layer.pulse.queues = queues["enabled"].as_bool();
+    layer.pulse.queues_sample_rate = number(&queues["sample_rate"]);
+    layer.pulse.slow_jobs = slow["enabled"].as_bool();
+    layer.pulse.slow_jobs_sample_rate = number(&slow["sample_rate"]);
+    layer.pulse.slow_jobs_threshold = number(&slow["threshold"])
+        .filter(|ms| *ms >= 0.0)
+        .map(|ms| ms as u64);
     Ok(())
 }
 
@@ -1029,6 +1082,42 @@ mod tests {
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
         assert_eq!(l.horizon.prefix.as_deref(), Some("horizon:"));
         assert_eq!(l.horizon.url.as_deref(), Some("redis://r.internal:6380/1"));
+    }
+
+    #[test]
+    fn pulses_config_names_its_ingest_and_recorders() {
+        let mut a = answer_l12();
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            l.pulse,
+            super::super::file::PulseLayer::default(),
+            "no config/pulse.php"
+        );
+        a["pulse"] = json!({"enabled": true, "ingest": "redis", "redis_connection": "cache",
+            "database": {"driver": "sqlite", "database": "/srv/pulse.sqlite"},
+            "queues": {"enabled": true, "sample_rate": 0.5, "threshold": null},
+            "slow_jobs": {"enabled": true, "sample_rate": "1", "threshold": 2500}});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            l.pulse.enabled, None,
+            "on: left to the tables and the ingest"
+        );
+        assert_eq!(l.pulse.ingest.as_deref(), Some("redis"));
+        assert_eq!(
+            l.pulse.redis_url.as_deref(),
+            Some("redis://r.internal:6380/1")
+        );
+        assert_eq!(l.pulse.url.as_deref(), Some("sqlite:///srv/pulse.sqlite"));
+        assert_eq!(l.pulse.queues_sample_rate, Some(0.5));
+        assert_eq!(l.pulse.slow_jobs_sample_rate, Some(1.0));
+        assert_eq!(l.pulse.slow_jobs_threshold, Some(2500));
+        a["pulse"]["enabled"] = json!(false);
+        a["pulse"]["slow_jobs"] = json!({"enabled": false});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            (l.pulse.enabled, l.pulse.slow_jobs),
+            (Some(false), Some(false))
+        );
     }
 
     #[test]

@@ -81,6 +81,7 @@ mod laravel_parity;
 // Horizon's records and the metrics endpoint.
 mod horizon;
 mod metrics;
+mod pulse_feed;
 
 // The surface: command line, config, output, deploy files, first contact.
 mod banner;
