@@ -111,7 +111,7 @@ mod tests {
 
     use super::*;
     use crate::exception::JobException;
-    use crate::queue::QueueKeys;
+    use crate::queue::QueueHandle;
 
     fn recorders() -> Recorders {
         Recorders {
@@ -126,7 +126,7 @@ mod tests {
 
     fn job() -> JobFacts {
         JobFacts {
-            queue: Arc::new(QueueKeys::new("", "emails", false)),
+            queue: Arc::new(QueueHandle::named("emails")),
             reserved: bytes::Bytes::new(),
             id: Some("4f1b".into()),
             display_name: Some("App\\Jobs\\Send".into()),
