@@ -84,6 +84,15 @@ impl QueueDriverSettings {
         }
     }
 
+    /// The driver's name as `queue.connections.NAME.driver` writes it
+    /// (`redis`, `database`, `sqs`, `beanstalkd`, or the unserved one's).
+    pub fn name(&self) -> &str {
+        match self {
+            QueueDriverSettings::Unserved { driver, .. } => driver,
+            served => served.default_connection(),
+        }
+    }
+
     /// Why a command that opens the queue refuses an
     /// [`QueueDriverSettings::Unserved`] connection, with what to run
     /// instead; `None` for the drivers the worker runs.

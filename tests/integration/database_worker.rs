@@ -129,6 +129,17 @@ fn the_worker_runs_releases_and_fails_jobs_on_each_database() {
             &[],
         );
         d.expect_stop(0, "empty");
+        // The start block's queue line: engine, version, table and lock.
+        let queue = crate::banner::start_line(&d, "queue");
+        let (engine, lock) = match *name {
+            "sqlite" => ("SQLite 3.", "BEGIN IMMEDIATE, busy timeout 60 s"),
+            "postgres" => ("PostgreSQL ", "FOR UPDATE SKIP LOCKED"),
+            _ => ("MariaDB ", "FOR UPDATE SKIP LOCKED"),
+        };
+        let start = format!("database connection \"database\": {engine}");
+        assert!(queue.starts_with(&start), "{name}: {queue}");
+        assert!(queue.ends_with(&format!("table jobs, {lock}")), "{queue}");
+        assert!(!d.stderr_text().contains("redis="), "{}", d.stderr_text());
         assert_eq!(jobs.rows(), vec![], "{name}: every row settled");
         let ran = std::fs::read_to_string(dir.join("ran")).unwrap();
         assert_eq!(
