@@ -294,6 +294,19 @@ fn push_monitor_clear_and_retry_work_on_the_table() {
         out.contains("\"pending\":2") && out.contains("\"delayed\":1"),
         "{out}"
     );
+    // Another connection's name is refused, not shown with the table's
+    // counts (before: `monitor redis:default` printed them as redis's).
+    for other in ["redis:default", "foo:default"] {
+        let mut refused = Daemon::cli(&config, &["monitor", other]);
+        refused.expect_exit(1);
+        let log = refused.stderr_text();
+        assert!(
+            log.contains("is not the configured one (\"database\"")
+                && log.contains("laravel-worker monitor database:default"),
+            "{other}: {log}"
+        );
+        assert!(refused.stdout.is_empty(), "{other}: {:?}", refused.stdout);
+    }
     let mut clear = Daemon::cli(&config, &["clear", "default", "--force"]);
     clear.expect_exit(0);
     assert_eq!(jobs.rows(), vec![]);
