@@ -95,6 +95,11 @@ foreach ((array) $config->get('queue.connections', []) as $name => $connection) 
             $connections[$name]['overflow'] = (object) lw_pick($connection['overflow'], ['enabled', 'store', 'delete_after_processing']);
         }
     }
+    // A failover connection (Laravel 12.34+): its member connections, in
+    // order (the skeleton's [database, deferred]).
+    if (($connections[$name]['driver'] ?? null) === 'failover' && is_array($connection['connections'] ?? null)) {
+        $connections[$name]['connections'] = array_values(array_filter($connection['connections'], 'is_string'));
+    }
     // A beanstalkd queue connection: its server (BeanstalkdConnector's
     // host and port).
     if (($connections[$name]['driver'] ?? null) === 'beanstalkd') {

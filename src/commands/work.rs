@@ -39,7 +39,9 @@ pub async fn run(
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
 
-    super::banner::Banner::new(&settings, &queue, &options).emit(options.json);
+    let heartbeat_path = heartbeat.as_ref().map(|h| h.path().to_path_buf());
+    super::banner::Banner::new(&settings, &queue, &options, heartbeat_path.as_deref())
+        .emit(options.json);
     warn_wrong_place(
         &settings,
         app_default.as_ref(),

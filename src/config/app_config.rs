@@ -23,7 +23,8 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::database::DbConnection;
-use super::driver::{Driver, served_drivers_words};
+use super::driver::{Driver, QueueDriverSettings};
+use super::failover::FailoverMember;
 use super::file::{Layer, Nullable};
 use crate::exception::LaravelVersion;
 
@@ -438,12 +439,12 @@ fn queue_connection(
     let runs = |name: &str| driver_of(name).as_deref().and_then(Driver::named).is_some();
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
-        bail!(
-            "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             {} drivers",
-            driver_of(wanted).unwrap_or_default(),
-            served_drivers_words()
-        );
+        let unserved = QueueDriverSettings::Unserved {
+            connection: wanted.to_string(),
+            driver: driver_of(wanted).unwrap_or_default(),
+            members: failover_members(&connections, wanted),
+        };
+        bail!("{}", unserved.refusal().unwrap_or_default());
     }
     if let Some(wanted) = wanted.filter(|w| !connections.contains_key(*w)) {
         tracing::warn!(
@@ -454,6 +455,7 @@ fn queue_connection(
     }
     if wanted.is_none() && connections.contains_key(&default) && !runs(&default) {
         mark_unserved(layer, &default, driver_of(&default));
+        layer.queue.members = failover_members(&connections, &default);
         return Ok("default".to_string());
     }
     let chosen = if let Some(wanted) = wanted.filter(|w| runs(w)) {
@@ -500,6 +502,30 @@ fn queue_connection(
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
     }
     Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
+
+/// The members of the app's connection `name` when its driver is
+/// `failover` (`queue.connections.NAME.connections`, each with its own
+/// driver); `None` for any other connection.
+fn failover_members(
+    connections: &serde_json::Map<String, Value>,
+    name: &str,
+) -> Option<Vec<FailoverMember>> {
+    let conn = connections.get(name)?;
+    if text(&conn["driver"]).as_deref() != Some("failover") {
+        return None;
+    }
+    let listed = conn["connections"].as_array()?;
+    Some(
+        listed
+            .iter()
+            .filter_map(text)
+            .map(|member| FailoverMember {
+                driver: connections.get(&member).and_then(|c| text(&c["driver"])),
+                connection: member,
+            })
+            .collect(),
+    )
 }
 
 /// Names the app's default connection `name`, of a `driver` the worker

@@ -141,6 +141,11 @@ pub struct QueueLayer {
     /// refused at load instead.
     #[serde(skip)]
     pub unserved: Option<bool>,
+    /// A `failover` connection's members with their drivers, from the
+    /// app's answer (`queue.connections.NAME.connections`); never from
+    /// the file or a `.env`, which cannot say them.
+    #[serde(skip)]
+    pub members: Option<Vec<super::failover::FailoverMember>>,
 }
 
 /// `[database]`: where the database driver's jobs table is.
@@ -640,6 +645,7 @@ overlay!(QueueLayer {
     connection,
     driver,
     unserved,
+    members,
     queue,
     retry_after,
     block_for,

@@ -20,6 +20,7 @@ pub mod database;
 pub mod dotenv;
 pub mod driver;
 pub mod env;
+pub mod failover;
 pub mod file;
 pub mod handlers;
 pub mod known_keys;
@@ -437,6 +438,7 @@ pub fn merge_sources(
     merged.queue.connection = chosen.connection;
     merged.queue.driver = chosen.driver;
     merged.queue.unserved = chosen.unserved;
+    merged.queue.members = chosen.members;
     Ok(merged)
 }
 
@@ -454,18 +456,19 @@ fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer
             .find_map(|layer| layer.queue.connection.clone())
     });
     let [_, app, ..] = layers;
-    let (driver, unserved) = std::iter::once(app)
+    let (driver, unserved, members) = std::iter::once(app)
         .chain(layers.iter().rev().copied())
         .filter(|layer| layer.queue.connection == connection || layer.queue.connection.is_none())
         .find_map(|layer| {
             let queue = &layer.queue;
-            queue.driver.clone().map(|d| (Some(d), queue.unserved))
+            (queue.driver.clone()).map(|d| (Some(d), queue.unserved, queue.members.clone()))
         })
-        .unwrap_or((None, None));
+        .unwrap_or((None, None, None));
     file::QueueLayer {
         connection,
         driver,
         unserved,
+        members,
         ..file::QueueLayer::default()
     }
 }

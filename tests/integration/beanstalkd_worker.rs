@@ -87,6 +87,13 @@ fn the_worker_runs_releases_and_fails_jobs() {
         &[],
     );
     d.expect_stop(0, "empty");
+    assert_eq!(
+        crate::banner::start_line(&d, "queue"),
+        format!(
+            "beanstalkd connection \"beanstalkd\": beanstalkd at 127.0.0.1:{}",
+            server.port
+        )
+    );
     assert_eq!(server.jobs("default"), 0, "every job settled");
     let ran = std::fs::read_to_string(dir.path().join("ran")).unwrap();
     assert_eq!(

@@ -71,6 +71,7 @@ mod failed_store_hardening;
 
 // Beside a real Laravel: its config, bridge, commands and workers.
 mod composer_package;
+mod deb_first_job;
 mod laravel_app_config;
 mod laravel_bridge;
 mod laravel_commands;
