@@ -27,7 +27,7 @@ cloned with fresh uuid/id) through:
   * laravel-worker + /bin/true per job (process mode), concurrency 8, beside a
     plain spawn loop of /bin/true at 8 in parallel (`xargs -P 8`);
   * the ceiling: redis-benchmark running the worker's pop script
-    (src/queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
+    (src/queue/redis_queue/scripts.rs `POP`, by EVALSHA) on a preloaded list, 8 clients,
     unpipelined and pipelined (-P 16).
 
 With `--baseline BIN` (repeatable) every laravel-worker row runs again with
@@ -39,15 +39,17 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
-Four parts run only when `--only` names them, never in the default run:
+Five parts run only when `--only` names them, never in the default run:
 `balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
 mixed load; 8 slots, 10 s of load in quick, 30 s in full), `pool_memory`
 (bench/pool_memory.py's setups: a PHP bridge pool with and without
 idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
-idle_timeout 2 s) and `database` (bench/database.py's rows: the database
+idle_timeout 2 s), `database` (bench/database.py's rows: the database
 queue against `queue:work database` on SQLite, PostgreSQL and MariaDB,
 1500 jobs per row in quick, 10,000 in full, and the MariaDB deadlock row,
-4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full) and
+4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full),
+`beanstalkd` (bench/beanstalkd.py's rows: the beanstalkd queue against
+`queue:work beanstalkd`, 3000 jobs per row in quick, 20,000 in full) and
 `cluster` (bench/cluster.py: Redis's CPU per job on one server and on each
 master of a 3-master Redis Cluster, and of another whose cache keys are on
 the queue's master; private servers on 127.0.0.1 TCP ports, 4000 jobs in
@@ -79,6 +81,7 @@ import threading
 import time
 
 import balance
+import beanstalkd
 import cluster
 import database
 import pool_memory
@@ -94,10 +97,12 @@ SIZES = {
     # idle_timeout seconds), database (jobs per row, jobs in the deadlock row)
     "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
                   backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4,
-                  balance=(8, 10), pool_memory=(4, 4000, 2), database=(1500, 6000)),
+                  balance=(8, 10), pool_memory=(4, 4000, 2), database=(1500, 6000),
+                  beanstalkd=3000),
     "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
                  backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8,
-                 balance=(8, 30), pool_memory=(4, 4000, 2), database=(10_000, 50_000)),
+                 balance=(8, 30), pool_memory=(4, 4000, 2), database=(10_000, 50_000),
+                 beanstalkd=20_000),
 }
 
 
@@ -250,15 +255,19 @@ class Bench(Lab):
 
     # -- rows
 
-    def throughput_rows(self):
-        n, np_ = self.size["jobs"], self.size["process_jobs"]
-        rows = []
-        # Every laravel-worker row runs this build and then each --baseline,
-        # in the same repetitions (before/after).
+    def bins(self):
+        """(label, binary) of every build the laravel-worker rows run: this
+        build, then each --baseline, in the same repetitions (before/after)."""
         bins = [("", self.bin)]
         for i, baseline in enumerate(self.args.baseline or []):
             label = " (baseline)" if len(self.args.baseline) == 1 else f" (baseline {i + 1})"
             bins.append((label, os.path.abspath(baseline)))
+        return bins
+
+    def throughput_rows(self):
+        n, np_ = self.size["jobs"], self.size["process_jobs"]
+        rows = []
+        bins = self.bins()
         if self.app:
             rows += [("queue:work", "queue:work x1", n, lambda: self.queue_work(1)),
                      ("queue:work", "queue:work x2", n, lambda: self.queue_work(2))]
@@ -724,7 +733,15 @@ class Bench(Lab):
         self.flush()
         self.results["extra"]["database"] = database.DatabaseBench(
             self, jobs, self.size["reps"], deadlock_jobs,
-            self.args.databases.split(",")).rows()
+            self.args.databases.split(","), self.bins()).rows()
+        self.flush()
+
+    def beanstalkd_rows(self):
+        """bench/beanstalkd.py's rows: the beanstalkd queue against
+        queue:work beanstalkd."""
+        self.flush()
+        self.results["extra"]["beanstalkd"] = beanstalkd.BeanstalkdBench(
+            self, self.size["beanstalkd"], self.size["reps"], self.bins()).rows()
         self.flush()
 
     def cluster_rows(self):
@@ -832,6 +849,10 @@ class Bench(Lab):
              "The database queue (bench/database.py's rows; jobs/s = jobs / exec to exit "
              "of the one worker process; × queue:work: against queue:work's median of the "
              "same run; per repetition: each repetition's ratio, their median):"),
+            ("beanstalkd", beanstalkd.table,
+             "The beanstalkd queue (bench/beanstalkd.py's rows; jobs/s = jobs / exec to exit "
+             "of the one worker process; × queue:work: against queue:work beanstalkd's median "
+             "of the same run; per repetition: each repetition's ratio, their median):"),
             ("cluster", cluster.table,
              "Redis's CPU per job, one server and a 3-master cluster (bench/cluster.py; "
              "Redis CPU/job: the server's, or each master's, utime + stime over exec to exit "
@@ -842,7 +863,7 @@ class Bench(Lab):
                 print(f"\n{heading}\n")
                 for text in table(x[key]):
                     print(text)
-        if "balance" in x or "pool_memory" in x or "database" in x or "cluster" in x:
+        if any(k in x for k in ("balance", "pool_memory", "database", "beanstalkd", "cluster")):
             print()
         print(f"- took {self.results['seconds']:.0f} s")
 
@@ -874,6 +895,8 @@ class Bench(Lab):
             self.pool_memory_rows()
         if self.named("database"):
             self.database_rows()
+        if self.named("beanstalkd"):
+            self.beanstalkd_rows()
         if self.named("cluster"):
             self.cluster_rows()
         self.results["load_end"] = load()
@@ -888,11 +911,11 @@ class Bench(Lab):
 # ---------------------------------------------------------------- small helpers
 
 def pop_script():
-    with open(os.path.join(ROOT, "src", "queue", "scripts.rs")) as f:
+    with open(os.path.join(ROOT, "src", "queue", "redis_queue", "scripts.rs")) as f:
         text = f.read()
     m = re.search(r'pub const POP: &str = r#"(.*?)"#;', text, re.S)
     if not m:
-        raise RuntimeError("cannot find the POP script in src/queue/scripts.rs")
+        raise RuntimeError("cannot find the POP script in src/queue/redis_queue/scripts.rs")
     return m.group(1)
 
 
@@ -1006,7 +1029,8 @@ def main():
                                    "(bench/pool_memory.py's setups), database (bench/database.py: "
                                    "the database queue against queue:work database on SQLite, "
                                    "PostgreSQL and MariaDB, and the MariaDB deadlock row), "
-                                   "cluster (bench/cluster.py: Redis's CPU per job on one "
+                                   "beanstalkd (bench/beanstalkd.py: the beanstalkd queue "
+                                   "against queue:work beanstalkd), cluster (bench/cluster.py: Redis's CPU per job on one "
                                    "server and per master of a 3-master Redis Cluster)")
     ap.add_argument("--databases", default="sqlite,postgres,mariadb",
                     help="with --only database: which of sqlite, postgres, mariadb")

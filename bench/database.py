@@ -480,8 +480,12 @@ class DatabaseBench:
     `lab.app` None when PHP cannot run): `jobs` per throughput row,
     `reps` repetitions, `deadlock_jobs` in the MariaDB deadlock row."""
 
-    def __init__(self, lab, jobs, reps, deadlock_jobs, engines=("sqlite", "postgres", "mariadb")):
+    def __init__(self, lab, jobs, reps, deadlock_jobs, engines=("sqlite", "postgres", "mariadb"),
+                 bins=None):
         self.lab = lab
+        # (label, binary) of each build the worker rows run (this one, then
+        # any --baseline), in the same repetitions
+        self.bins = bins or [("", None)]
         self.engines = engines
         self.jobs = jobs
         self.reps = reps
@@ -579,11 +583,12 @@ colon = true
 {handler}""")
         return path
 
-    def worker(self, db, c, stderr=None, handler=None, name=None, failed='driver = "null"'):
+    def worker(self, db, c, stderr=None, handler=None, name=None, failed='driver = "null"',
+               binary=None):
         handler = handler or self.lab.handler_persistent([self.lab.warm], c)
         cfg = self.config(db, name or f"warm{c}", handler, failed)
         return self.lab.worker(cfg, "--stop-when-empty", "--sleep=0", f"--concurrency={c}",
-                               stderr=stderr)
+                               stderr=stderr, binary=binary)
 
     # -- throughput
 
@@ -639,8 +644,10 @@ colon = true
         else:
             kinds.append(("queue:work database", lambda: self.queue_work(db)))
         for c in (1, 8, 32):
-            kinds.append((f"warm no-op, c={c}", lambda c=c: self.worker(
-                db, c, stderr=self.stderr_file(db, c))))
+            for label, binary in self.bins:
+                kinds.append((f"warm no-op, c={c}{label}",
+                              lambda c=c, binary=binary: self.worker(
+                                  db, c, stderr=self.stderr_file(db, c), binary=binary)))
         runs = {name: [] for name, _ in kinds}
         for rep in range(self.reps):
             for name, start in kinds:

@@ -33,15 +33,66 @@ def main():
         assert rule.get("alert") and rule.get("expr"), f"a rule without alert or expr: {rule}"
 
     with open(path("migrating/kubernetes.yaml"), encoding="utf-8") as f:
-        kinds = [doc["kind"] for doc in yaml.safe_load_all(f) if doc]
+        manifest = [doc for doc in yaml.safe_load_all(f) if doc]
+    kinds = [doc["kind"] for doc in manifest]
     assert "Deployment" in kinds, f"the manifest has no Deployment: {kinds}"
+    drivers = check_deploy_files(manifest)
 
     autoscaling = check_autoscaling()
 
     print(f"check-data: dashboard ({len(dashboard['panels'])} panels), "
           f"{len(rules)} alert rules, Kubernetes manifest ({', '.join(kinds)}), "
+          f"app environments ({drivers}), Compose file, "
           f"autoscaling recipes ({autoscaling}) parse")
     return 0
+
+
+# The queue drivers laravel-worker runs (src/config/driver.rs SERVED_DRIVERS).
+DRIVERS = ("redis", "database", "sqs", "beanstalkd")
+
+
+def check_deploy_files(manifest):
+    """The deploy files work as written on every driver: the Deployment and
+    the Compose service run `work` without a connection (the app's
+    QUEUE_CONNECTION) and ask the app at /app; kubernetes-env.yaml has one
+    app-env ConfigMap per driver, naming it in QUEUE_CONNECTION, and the
+    Deployment's envFrom names one of them. The Kubernetes objects are
+    checked against the schema (kubernetes-validate, when installed)."""
+    [deployment] = [d for d in manifest if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    check_work_command(container["args"], "the Deployment")
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env.get("LARAVEL_WORKER_APP") == "/app", env
+    with open(path("migrating/kubernetes-env.yaml"), encoding="utf-8") as f:
+        envs = [doc for doc in yaml.safe_load_all(f) if doc]
+    by_name = {doc["metadata"]["name"]: doc for doc in envs}
+    assert set(by_name) == {f"app-env-{d}" for d in DRIVERS}, set(by_name)
+    for driver in DRIVERS:
+        data = by_name[f"app-env-{driver}"]["data"]
+        assert data["QUEUE_CONNECTION"] == driver, data
+        assert all(isinstance(v, str) for v in data.values()), data
+    refs = [e["configMapRef"]["name"] for e in container["envFrom"] if "configMapRef" in e]
+    assert refs and all(r in by_name for r in refs), refs
+    with open(path("migrating/compose.yaml"), encoding="utf-8") as f:
+        compose = yaml.safe_load(f)
+    worker = compose["services"]["worker"]
+    check_work_command(worker["command"], "the Compose service")
+    assert worker["environment"]["LARAVEL_WORKER_APP"] == "/app", worker
+    assert ".:/app" in worker["volumes"], worker
+    try:
+        import kubernetes_validate
+    except ImportError:
+        return "not checked against the schema: pip install kubernetes-validate"
+    for doc in manifest + envs:
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    return ", ".join(DRIVERS) + ", with the manifest, valid for Kubernetes 1.30"
+
+
+def check_work_command(args, where):
+    """`work` and queue:work's options: no connection argument, so the
+    app's own connection is served, never a `redis` written in."""
+    assert args[0] == "work", (where, args)
+    assert all(a.startswith("--") for a in args[1:]), (where, "names a connection", args)
 
 
 def check_autoscaling():

@@ -17,7 +17,9 @@
  * bootstrap/app.php, then the console kernel's bootstrappers) and runs each
  * job the way `php artisan queue:work` fires it: a Job object over the
  * payload, JobProcessing / JobProcessed / JobExceptionOccurred / JobFailed
- * events, `Illuminate\Queue\CallQueuedHandler@call` for dispatched objects
+ * events (and, where the app's Laravel has them, JobReleased,
+ * JobReleasedAfterException and JobAttempted: see NewerEvents),
+ * `Illuminate\Queue\CallQueuedHandler@call` for dispatched objects
  * (encrypted ones included) and `Class@method` for jobs pushed by name.
  *
  * The daemon owns Redis. This bridge never touches the job's queue keys:
@@ -26,7 +28,8 @@
  *
  *     {"action":"done"}                       the job ran
  *     {"action":"release","delay":30}         $this->release(30)
- *     {"action":"fail","reason":"..."}        $this->fail($e) (failed() has run)
+ *     {"action":"fail","reason":"..."}        $this->fail($e), or an exception the
+ *                                             app says not to retry (failed() has run)
  *     {"action":"delete"}                     deleted by the job, then it threw
  *     {"action":"exception","class":"...","message":"...","text":"(string) $e"}
  *
@@ -505,10 +508,160 @@ namespace LaravelWorker {
                 return $this->releaseDelay;
             }
 
+            /** Attempts allowed, as the daemon counts them (0: unlimited). */
+            public function maxTriesForBridge(): int
+            {
+                return $this->request->maxTries;
+            }
+
             public function failure(): ?Throwable
             {
                 return $this->failure;
             }
+        }
+    }
+
+    /**
+     * The queue events of newer Laravel versions, fired where the app's
+     * Laravel has them (class_exists), in the order Worker::process fires
+     * them, and 13.17's dontRetry() honoured:
+     *
+     *  - JobReleased (13.26): the job released itself (its release(), a
+     *    middleware such as WithoutOverlapping), after fire();
+     *  - 13.17: an exception the app's handler says not to retry
+     *    (shouldStopRetries(), from dontRetry()/dontRetryWhen()) fails the
+     *    job at once (Worker::markJobAsFailedIfItShouldntBeRetried): the
+     *    job's failed() and JobFailed run here and the answer is "fail";
+     *  - JobReleasedAfterException (9.x+): after JobExceptionOccurred, when
+     *    the daemon will release the job (not deleted, released or failed,
+     *    tries and retryUntil and maxExceptions left);
+     *  - JobAttempted (11.23+): last, with whether (11.x, 12.x) or which
+     *    (13.x) exception occurred.
+     *
+     * Every listener error is reported and never changes the outcome.
+     */
+    final class NewerEvents
+    {
+        private const ATTEMPTED = 'Illuminate\\Queue\\Events\\JobAttempted';
+
+        private const RELEASED = 'Illuminate\\Queue\\Events\\JobReleased';
+
+        private const RELEASED_AFTER_EXCEPTION = 'Illuminate\\Queue\\Events\\JobReleasedAfterException';
+
+        /** JobReleased, when the job released itself while it ran. */
+        public static function released($app, $events, string $connection, BridgeJob $job): void
+        {
+            if (! $job->isReleased() || ! class_exists(self::RELEASED)) {
+                return;
+            }
+            try {
+                $class = self::RELEASED;
+                $events->dispatch(new $class($connection, $job, $job->releaseDelay()));
+            } catch (Throwable $inner) {
+                Runner::report($app, $inner);
+            }
+        }
+
+        /**
+         * Fails the job at once when the app's exception handler says the
+         * exception must not be retried (13.17+: shouldStopRetries()).
+         */
+        public static function failIfNotToBeRetried($app, BridgeJob $job, Throwable $e): void
+        {
+            if ($job->hasFailed()) {
+                return;
+            }
+            try {
+                $handler = $app[ExceptionHandler::class];
+                if (method_exists($handler, 'shouldStopRetries') && $handler->shouldStopRetries($e)) {
+                    $job->fail($e);
+                }
+            } catch (Throwable $inner) {
+                Runner::report($app, $inner);
+            }
+        }
+
+        /**
+         * JobReleasedAfterException, when the daemon will release the job:
+         * it carries the job's backoff for this attempt (the payload's
+         * `backoff`; the daemon's --backoff is not sent to handlers: 0) and,
+         * on 13.x, the exception.
+         */
+        public static function releasedAfterException($app, $events, string $connection, BridgeJob $job, Throwable $e): void
+        {
+            if (! class_exists(self::RELEASED_AFTER_EXCEPTION)
+                || $job->isDeleted() || $job->isReleased() || $job->hasFailed()
+                || self::daemonWillFail($app, $job)) {
+                return;
+            }
+            try {
+                $class = self::RELEASED_AFTER_EXCEPTION;
+                $events->dispatch(new $class($connection, $job, self::backoff($job), $e));
+            } catch (Throwable $inner) {
+                Runner::report($app, $inner);
+            }
+        }
+
+        /** JobAttempted, last: with a bool (11.x, 12.x) or the exception (13.x). */
+        public static function attempted($app, $events, string $connection, BridgeJob $job, ?Throwable $thrown): void
+        {
+            if (! class_exists(self::ATTEMPTED)) {
+                return;
+            }
+            try {
+                $class = self::ATTEMPTED;
+                $params = (new \ReflectionMethod($class, '__construct'))->getParameters();
+                $takesBool = isset($params[2]) && $params[2]->isDefaultValueAvailable()
+                    && $params[2]->getDefaultValue() === false;
+                $events->dispatch(new $class($connection, $job, $takesBool ? $thrown !== null : $thrown));
+            } catch (Throwable $inner) {
+                Runner::report($app, $inner);
+            }
+        }
+
+        /**
+         * Whether the daemon will fail this attempt's exception rather than
+         * release it, as Worker::handleJobException decides: retryUntil
+         * passed, or (without retryUntil) the last of maxTries, or the
+         * job's maxExceptions reached with this one (the daemon counts them
+         * under Laravel's `job-exceptions:{uuid}` cache key after this
+         * answer).
+         */
+        private static function daemonWillFail($app, BridgeJob $job): bool
+        {
+            $payload = $job->payload();
+            $retryUntil = $payload['retryUntil'] ?? null;
+            if ($retryUntil) {
+                if ($retryUntil <= time()) {
+                    return true;
+                }
+            } elseif ($job->maxTriesForBridge() > 0 && $job->attempts() >= $job->maxTriesForBridge()) {
+                return true;
+            }
+            $maxExceptions = $payload['maxExceptions'] ?? null;
+            $uuid = $payload['uuid'] ?? null;
+            if ($maxExceptions === null || $uuid === null) {
+                return false;
+            }
+            try {
+                $count = (int) $app['cache']->get('job-exceptions:'.$uuid, 0);
+            } catch (Throwable $e) {
+                return false;
+            }
+
+            return $count + 1 >= (int) $maxExceptions;
+        }
+
+        /** The payload's backoff for this attempt, as Worker::calculateBackoff reads it. */
+        private static function backoff(BridgeJob $job): int
+        {
+            $backoff = $job->payload()['backoff'] ?? null;
+            if ($backoff === null || $backoff === '') {
+                return 0;
+            }
+            $steps = explode(',', (string) $backoff);
+
+            return (int) ($steps[$job->attempts() - 1] ?? end($steps));
         }
     }
 
@@ -534,15 +687,24 @@ namespace LaravelWorker {
                 // The daemon has already failed jobs past their tries or
                 // retryUntil; this one may run.
                 $job->fire();
+                NewerEvents::released($app, $events, $connection, $job);
                 $events->dispatch(new JobProcessed($connection, $job));
             } catch (Throwable $e) {
                 $thrown = $e;
+                NewerEvents::failIfNotToBeRetried($app, $job, $e);
                 try {
                     $events->dispatch(new JobExceptionOccurred($connection, $job, $e));
                 } catch (Throwable $inner) {
                     self::report($app, $inner);
                 }
-                self::report($app, $e);
+                NewerEvents::releasedAfterException($app, $events, $connection, $job, $e);
+            } finally {
+                NewerEvents::attempted($app, $events, $connection, $job, $thrown);
+            }
+            if ($thrown !== null) {
+                // Reported after JobAttempted, as Worker::runJob reports
+                // what Worker::process threw.
+                self::report($app, $thrown);
             }
 
             if ($job->hasFailed()) {

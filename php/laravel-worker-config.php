@@ -95,6 +95,11 @@ foreach ((array) $config->get('queue.connections', []) as $name => $connection) 
             $connections[$name]['overflow'] = (object) lw_pick($connection['overflow'], ['enabled', 'store', 'delete_after_processing']);
         }
     }
+    // A failover connection (Laravel 12.34+): its member connections, in
+    // order (the skeleton's [database, deferred]).
+    if (($connections[$name]['driver'] ?? null) === 'failover' && is_array($connection['connections'] ?? null)) {
+        $connections[$name]['connections'] = array_values(array_filter($connection['connections'], 'is_string'));
+    }
     // A beanstalkd queue connection: its server (BeanstalkdConnector's
     // host and port).
     if (($connections[$name]['driver'] ?? null) === 'beanstalkd') {
@@ -154,6 +159,39 @@ if (is_array($horizon)) {
     );
 }
 
+// Laravel Pulse's config (config/pulse.php), when the app has Pulse: where
+// it ingests, and its Queues and SlowJobs recorders (a recorder left out of
+// `recorders` is off; a threshold map gives its `default`).
+$pulse = $config->get('pulse');
+$pulseAnswer = null;
+if (is_array($pulse)) {
+    $recorder = function (string $class) use ($pulse) {
+        $settings = $pulse['recorders'][$class] ?? null;
+        if (! is_array($settings)) {
+            return ['enabled' => false];
+        }
+        $threshold = $settings['threshold'] ?? null;
+
+        return [
+            'enabled' => (bool) ($settings['enabled'] ?? true),
+            'sample_rate' => $settings['sample_rate'] ?? null,
+            'threshold' => is_array($threshold) ? ($threshold['default'] ?? null) : $threshold,
+        ];
+    };
+    $pulseConnection = $pulse['storage']['database']['connection'] ?? null;
+    $pulseAnswer = [
+        'enabled' => (bool) ($pulse['enabled'] ?? true),
+        'ingest' => $pulse['ingest']['driver'] ?? null,
+        'redis_connection' => $pulse['ingest']['redis']['connection'] ?? null,
+        'database' => (object) lw_pick(
+            $config->get('database.connections.'.($pulseConnection ?? $config->get('database.default'))),
+            $databaseKeys
+        ),
+        'queues' => $recorder('Laravel\\Pulse\\Recorders\\Queues'),
+        'slow_jobs' => $recorder('Laravel\\Pulse\\Recorders\\SlowJobs'),
+    ];
+}
+
 $cacheDatabase = null;
 if (is_array($store) && ($store['driver'] ?? null) === 'database') {
     $name = $store['connection'] ?? $config->get('database.default');
@@ -186,4 +224,5 @@ echo json_encode([
     'failed' => (object) $failed,
     'failed_database' => (object) $failedDatabase,
     'horizon' => $horizonAnswer,
+    'pulse' => $pulseAnswer,
 ], JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PARTIAL_OUTPUT_ON_ERROR)."\n";

@@ -24,7 +24,7 @@ use crate::horizon::{Horizon, HorizonSettings};
 use crate::lifecycle::Heartbeat;
 use crate::metrics::Metrics;
 use crate::queue::database::{DatabaseQueue, DatabaseQueueSpec};
-use crate::queue::redis_queue::QueueOptions;
+use crate::queue::redis_queue::queue::QueueOptions;
 use crate::queue::{Queue, RedisQueue};
 use crate::signals::Control;
 use crate::worker::events::LateListener;

@@ -103,10 +103,10 @@ pub enum Command {
     Health(HealthArgs),
     /// Delete failed jobs older than --hours (`queue:prune-failed`).
     PruneFailed(PruneFailedArgs),
-    /// Run the whole story on a private redis-server (or, with `--driver
-    /// database`, a SQLite file): push sample jobs, work them, list the
-    /// failed one, monitor the queues; then clean up. Needs no config and
-    /// touches no other Redis nor database.
+    /// Run the whole story on a SQLite file (or, with `--driver redis`, a
+    /// private redis-server): push sample jobs, work them, list the failed
+    /// one, monitor the queues; then clean up. Needs no config and touches
+    /// no other Redis nor database.
     Demo(DemoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),

@@ -32,6 +32,7 @@ mod memory;
 mod metrics;
 mod output;
 mod pieces;
+mod pulse_feed;
 mod queue;
 pub mod redact;
 mod redis;

@@ -41,7 +41,7 @@ const LEAVES: &[&str] = &[
 const SURFACE: &[&str] = &["cli", "commands"];
 
 /// Listeners of the worker's events.
-const LISTENERS: &[&str] = &["metrics", "horizon", "output"];
+const LISTENERS: &[&str] = &["metrics", "horizon", "output", "pulse_feed"];
 
 /// Every other module, with the rule that places it and the modules (beside
 /// [`LEAVES`]) it may import. `None`: any module but the listed ones.
@@ -74,6 +74,11 @@ const LAYERS: &[(&str, &str, Allowed)] = &[
         "8",
         Allowed::Only(&["worker", "queue", "redis", "handler"]),
     ),
+    (
+        "pulse_feed",
+        "8",
+        Allowed::Only(&["worker", "queue", "redis", "sql", "handler"]),
+    ),
     ("config", "9", Allowed::AllBut(&["app", "cli", "commands"])),
     ("app", "10", Allowed::AllBut(&["cli", "commands"])),
 ];
@@ -99,7 +104,7 @@ const KNOWN_CYCLES: &[(&str, &str, &str)] = &[
     // jobs set aside), `DatabaseQueue` (batched deletes), `SqsQueue`
     // (batched deletes, receives, overflow pointers). Each file extends
     // the type the other defines.
-    ("queue", "redis_queue", "set_aside"),
+    ("queue/redis_queue", "queue", "set_aside"),
     ("queue/database", "deletes", "queue"),
     ("queue/sqs", "delete", "queue"),
     ("queue/sqs", "overflow", "queue"),

@@ -31,7 +31,7 @@ pub use self::database::DatabaseCache;
 pub use self::file::FileCache;
 pub use self::redis::RedisCache;
 
-use crate::queue::elsewhere::RestartElsewhere;
+use crate::queue::redis_queue::elsewhere::RestartElsewhere;
 
 /// The cache key of the restart signal.
 pub const RESTART_KEY: &str = "illuminate:queue:restart";

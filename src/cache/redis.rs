@@ -8,7 +8,7 @@
 //! keys) live in different slots; the cluster client splits the `MGET` by
 //! slot and puts the answers back in the order asked.
 
-use crate::queue::elsewhere::{self, RestartElsewhere};
+use crate::queue::redis_queue::elsewhere::{self, RestartElsewhere};
 use crate::redis::RedisConn;
 
 use super::php;
@@ -35,7 +35,7 @@ impl RedisCache {
     }
 
     /// Restart keys under other names, when the watched one is absent (see
-    /// [`crate::queue::elsewhere`]).
+    /// [`crate::queue::redis_queue::elsewhere`]).
     ///
     /// # Errors
     /// Any Redis error.

@@ -13,7 +13,7 @@ pub async fn run(settings: Settings, args: ClearArgs) -> anyhow::Result<u8> {
     let names = args.queue.unwrap_or_else(|| settings.default_queue.clone());
     let mut total = 0;
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let cleared = queue.clear(&queue.keys(name)).await?;
+        let cleared = queue.clear(&queue.handle(name)).await?;
         say!("   INFO  Cleared {cleared} jobs from the [{name}] queue.");
         total += cleared;
     }

@@ -131,7 +131,7 @@ pub async fn retry(settings: Settings, args: RetryArgs) -> anyhow::Result<u8> {
             horizon.reset(&job.queue, &payload).await;
         }
         let started = Instant::now();
-        let pushed = queue.push(&queue.keys(&job.queue), &payload).await;
+        let pushed = queue.push(&queue.handle(&job.queue), &payload).await;
         task_line(id, started.elapsed(), pushed.is_ok());
         pushed.with_context(|| format!("push failed job {id} back onto queue {}", job.queue))?;
         store.delete(&job).await?;

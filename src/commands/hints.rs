@@ -1,7 +1,7 @@
 //! Hints that the worker is probably looking in the wrong place: its queues
 //! are empty but the same queues hold jobs under another Redis prefix, or
 //! the restart key it watches is absent while one exists under another
-//! name (see [`crate::queue::elsewhere`]). `work` logs them as warnings at
+//! name (see [`crate::queue::redis_queue::elsewhere`]). `work` logs them as warnings at
 //! start; `monitor` prints them beside its table.
 //!
 //! A store that cannot be read gives no hint (logged at debug level):
@@ -31,7 +31,7 @@ pub async fn wrong_place(queue: &Queue, cache: &CacheStore, queues: &[String]) -
 /// One line per other prefix under which queue `name` holds jobs while
 /// the watched keys are empty, naming both keys and the setting to change.
 pub async fn queues_elsewhere(queue: &Queue, name: &str) -> Vec<String> {
-    match queue.elsewhere(&queue.keys(name)).await {
+    match queue.elsewhere(&queue.handle(name)).await {
         Ok(found) => found.iter().map(|f| f.hint()).collect(),
         Err(e) => {
             tracing::debug!(queue = %name, "cannot look for the queue elsewhere: {e}");
@@ -84,7 +84,10 @@ pub async fn unserved_default(
 async fn jobs_on(queue: &Queue, queues: &[String]) -> anyhow::Result<u64> {
     let mut total = 0;
     for name in queues {
-        total += queue.sizes(&queue.keys(name), HeadAge::Skip).await?.size();
+        total += queue
+            .sizes(&queue.handle(name), HeadAge::Skip)
+            .await?
+            .size();
     }
     Ok(total)
 }

@@ -34,21 +34,33 @@ struct Report<'a> {
 /// above `--max`, else 0.
 ///
 /// # Errors
-/// Redis errors.
+/// A connection other than the configured one (artisan reads the one named,
+/// from `config/queue.php`; only one is configured here), or the queue's
+/// errors.
 pub async fn run(settings: Settings, args: MonitorArgs) -> anyhow::Result<u8> {
+    let (connection, list) = match args.queues.split_once(':') {
+        Some((c, l)) => (c, l),
+        None => (settings.connection.as_str(), args.queues.as_str()),
+    };
+    if connection != settings.connection {
+        anyhow::bail!(
+            "queue connection {connection:?} is not the configured one ({:?}: [queue] \
+             connection, or the app's QUEUE_CONNECTION), whose queue monitor reads; before, \
+             its counts were shown under the name {connection:?}. Run: laravel-worker monitor \
+             {}:{list}",
+            settings.connection,
+            settings.connection
+        );
+    }
     let queue = crate::app::open_queue(&settings).await?;
     let cache = crate::app::open_cache(&settings).await.unwrap_or_else(|e| {
         tracing::debug!("no restart-key hint: {e:#}");
         crate::cache::CacheStore::None
     });
-    let (connection, list) = match args.queues.split_once(':') {
-        Some((c, l)) => (c, l),
-        None => (settings.connection.as_str(), args.queues.as_str()),
-    };
     let mut reports = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let (_, name) = parse_target(name, connection);
-        let sizes = queue.sizes(&queue.keys(name), HeadAge::Read).await?;
+        let sizes = queue.sizes(&queue.handle(name), HeadAge::Read).await?;
         let hints = super::hints::queues_elsewhere(&queue, name).await;
         reports.push(Report {
             hints,

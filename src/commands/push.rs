@@ -84,7 +84,7 @@ pub async fn run(settings: Settings, args: PushArgs) -> anyhow::Result<u8> {
         args.delay
     );
     let queue = crate::app::open_queue(&settings).await?;
-    let keys = queue.keys(&args.queue);
+    let keys = queue.handle(&args.queue);
     for _ in 0..args.count {
         let body = payload(&args.job, &args.data, queue.counts_in_payload())?;
         if args.delay > 0 {

@@ -7,10 +7,12 @@ use anyhow::Context;
 
 use crate::app;
 use crate::cli::WorkArgs;
-use crate::config::Settings;
+use crate::config::{Settings, TransportSpec};
 use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::Metrics;
 use crate::output::Reporter;
+use crate::pulse_feed::PulseFeed;
+use crate::pulse_feed::laravel_ran::BridgeRoutes;
 use crate::worker::balance::spec::BalanceSettings;
 use crate::worker::{Daemon, JobEvents, Listeners, Services, WorkerOptions};
 
@@ -37,7 +39,9 @@ pub async fn run(
     let control = crate::signals::listen().context("cannot install signal handlers")?;
     resize_on_signals(router.pools())?;
 
-    super::banner::Banner::new(&settings, &queue, &options).emit(options.json);
+    let heartbeat_path = heartbeat.as_ref().map(|h| h.path().to_path_buf());
+    super::banner::Banner::new(&settings, &queue, &options, heartbeat_path.as_deref())
+        .emit(options.json);
     warn_wrong_place(
         &settings,
         app_default.as_ref(),
@@ -67,6 +71,7 @@ pub async fn run(
     if let Some(horizon) = &horizon {
         events = events.with(horizon.listener());
     }
+    let (events, pulse_feed) = with_pulse_feed(events, &settings, &metrics_handle).await?;
     let (drain_deadline, drain_deadline_rx) = tokio::sync::watch::channel(false);
     let services = Services {
         queue,
@@ -95,8 +100,50 @@ pub async fn run(
     if let Some(horizon) = horizon {
         horizon.finish().await;
     }
+    finish_pulse_feed(pulse_feed).await;
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// `events` with Laravel Pulse's feed ([`crate::pulse_feed`]) when
+/// `[pulse]` resolved to one and some handler is not the bridge (whose
+/// jobs Pulse already hears of), its drops counted in `metrics`; without,
+/// no listener costs the jobs anything.
+///
+/// # Errors
+/// `[pulse] enabled = true` and Pulse's ingest cannot be used.
+async fn with_pulse_feed(
+    events: Listeners,
+    settings: &Settings,
+    metrics: &Metrics,
+) -> anyhow::Result<(Listeners, Option<PulseFeed>)> {
+    let Some(pulse) = &settings.pulse else {
+        return Ok((events, None));
+    };
+    let routes = BridgeRoutes::new(settings.handlers.iter().map(|h| {
+        let command = match &h.transport {
+            TransportSpec::Process(c) | TransportSpec::Persistent(c, _) => Some(&c.command[..]),
+            TransportSpec::Http(_) => None,
+        };
+        (h.pattern.as_str(), h.queues.clone(), command)
+    }));
+    if !routes.has_other_handlers() {
+        return Ok((events, None));
+    }
+    match PulseFeed::start(pulse, routes).await? {
+        Some(feed) => {
+            metrics.watch_dropped("pulse_feed", feed.dropped());
+            Ok((events.with(feed.listener()), Some(feed)))
+        }
+        None => Ok((events, None)),
+    }
+}
+
+/// Writes what Pulse's feed still holds, if it runs.
+async fn finish_pulse_feed(feed: Option<PulseFeed>) {
+    if let Some(feed) = feed {
+        feed.finish().await;
+    }
 }
 
 /// The metrics: the backlog sampled every `backlog_interval` when the
@@ -112,7 +159,7 @@ async fn start_metrics(
 ) -> anyhow::Result<Arc<Metrics>> {
     let mut metrics = Metrics::new();
     if let (Some(_), Some(interval)) = (&settings.metrics_listen, settings.backlog_interval) {
-        let watched = options.queues.iter().map(|q| queue.keys(q)).collect();
+        let watched = options.queues.iter().map(|q| queue.handle(q)).collect();
         tokio::spawn(metrics.backlog().sample(queue.clone(), watched, interval));
     }
     metrics.watch_pools(router.pools());
@@ -159,7 +206,7 @@ async fn open_queue_and_stores(
     crate::failed::FailedJobStore,
 )> {
     let queue = app::open_queue(settings).await?;
-    let served: Vec<_> = options.queues.iter().map(|q| queue.keys(q)).collect();
+    let served: Vec<_> = options.queues.iter().map(|q| queue.handle(q)).collect();
     queue.check_queues(&served).await?;
     let cache = app::open_cache(settings).await?;
     if !matches!(cache, crate::cache::CacheStore::None) {

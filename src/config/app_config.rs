@@ -23,7 +23,8 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::database::DbConnection;
-use super::driver::{Driver, served_drivers_words};
+use super::driver::{Driver, QueueDriverSettings};
+use super::failover::FailoverMember;
 use super::file::{Layer, Nullable};
 use crate::exception::LaravelVersion;
 
@@ -408,6 +409,7 @@ pub fn layer_for_connection(
     cache_store(answer, version, app, &mut layer)?;
     failed_store(answer, app, &mut layer)?;
     horizon_from_answer(answer, &redis_conn_name, &mut layer)?;
+    pulse_from_answer(answer, &redis_conn_name, app, &mut layer)?;
     Ok(layer)
 }
 
@@ -437,12 +439,12 @@ fn queue_connection(
     let runs = |name: &str| driver_of(name).as_deref().and_then(Driver::named).is_some();
     let default = text(&answer["queue"]["default"]).unwrap_or_default();
     if let Some(wanted) = wanted.filter(|w| connections.contains_key(*w) && !runs(w)) {
-        bail!(
-            "the app's queue connection {wanted:?} has driver {:?}: laravel-worker runs the \
-             {} drivers",
-            driver_of(wanted).unwrap_or_default(),
-            served_drivers_words()
-        );
+        let unserved = QueueDriverSettings::Unserved {
+            connection: wanted.to_string(),
+            driver: driver_of(wanted).unwrap_or_default(),
+            members: failover_members(&connections, wanted),
+        };
+        bail!("{}", unserved.refusal().unwrap_or_default());
     }
     if let Some(wanted) = wanted.filter(|w| !connections.contains_key(*w)) {
         tracing::warn!(
@@ -453,6 +455,7 @@ fn queue_connection(
     }
     if wanted.is_none() && connections.contains_key(&default) && !runs(&default) {
         mark_unserved(layer, &default, driver_of(&default));
+        layer.queue.members = failover_members(&connections, &default);
         return Ok("default".to_string());
     }
     let chosen = if let Some(wanted) = wanted.filter(|w| runs(w)) {
@@ -499,6 +502,30 @@ fn queue_connection(
         layer.queue.block_for = nullable(&conn["block_for"], "block_for")?;
     }
     Ok(text(&conn["connection"]).unwrap_or_else(|| "default".into()))
+}
+
+/// The members of the app's connection `name` when its driver is
+/// `failover` (`queue.connections.NAME.connections`, each with its own
+/// driver); `None` for any other connection.
+fn failover_members(
+    connections: &serde_json::Map<String, Value>,
+    name: &str,
+) -> Option<Vec<FailoverMember>> {
+    let conn = connections.get(name)?;
+    if text(&conn["driver"]).as_deref() != Some("failover") {
+        return None;
+    }
+    let listed = conn["connections"].as_array()?;
+    Some(
+        listed
+            .iter()
+            .filter_map(text)
+            .map(|member| FailoverMember {
+                driver: connections.get(&member).and_then(|c| text(&c["driver"])),
+                connection: member,
+            })
+            .collect(),
+    )
 }
 
 /// Names the app's default connection `name`, of a `driver` the worker
@@ -737,6 +764,15 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(horizon.trim_recent_failed),
     app_key!(horizon.trim_failed),
     app_key!(horizon.trim_monitored),
+    app_key!(pulse.enabled),
+    app_key!(pulse.ingest, "pulse ingest", String::clone),
+    app_key!(pulse.url, "pulse url", super::redact::url),
+    app_key!(pulse.redis_url, "pulse redis url", super::redact::url),
+    app_key!(pulse.queues),
+    app_key!(pulse.queues_sample_rate),
+    app_key!(pulse.slow_jobs),
+    app_key!(pulse.slow_jobs_sample_rate),
+    app_key!(pulse.slow_jobs_threshold),
 ];
 
 /// Horizon's config (`config/horizon.php`), when the app has one: the
@@ -784,6 +820,49 @@ fn horizon_from_answer(
     layer.horizon.trim_recent_failed = minutes("recent_failed");
     layer.horizon.trim_failed = minutes("failed");
     layer.horizon.trim_monitored = minutes("monitored");
+    Ok(())
+}
+
+/// Laravel Pulse's config (`config/pulse.php`), when the app has Pulse:
+/// `pulse.enabled` false turns the feed off; the ingest driver, the
+/// storage database (`pulse.storage.database.connection`, else the
+/// default connection), the ingest's Redis when `pulse.ingest.redis.
+/// connection` is not the queue's (`queue_connection`), and the `Queues`
+/// and `SlowJobs` recorders (off when left out of `recorders`; a
+/// threshold map's `default`).
+///
+/// # Errors
+/// A connection's `url` Laravel refuses, or a Redis port that is not a
+/// number.
+fn pulse_from_answer(
+    answer: &Value,
+    queue_connection: &str,
+    app: &Path,
+    layer: &mut Layer,
+) -> anyhow::Result<()> {
+    let pulse = &answer["pulse"];
+    if !pulse.is_object() {
+        return Ok(());
+    }
+    if pulse["enabled"] == Value::Bool(false) {
+        layer.pulse.enabled = Some(false);
+    }
+    layer.pulse.ingest = text(&pulse["ingest"]);
+    layer.pulse.url = database_url(&pulse["database"], app)?;
+    let used = text(&pulse["redis_connection"]).unwrap_or_else(|| "default".into());
+    let conn = &answer["redis"]["connections"][&used];
+    if used != queue_connection && conn.is_object() {
+        layer.pulse.redis_url = redis_url(conn)?.0;
+    }
+    let number = |v: &Value| text(v).and_then(|t| t.parse::<f64>().ok());
+    let (queues, slow) = (&pulse["queues"], &pulse["slow_jobs"]);
+    layer.pulse.queues = queues["enabled"].as_bool();
+    layer.pulse.queues_sample_rate = number(&queues["sample_rate"]);
+    layer.pulse.slow_jobs = slow["enabled"].as_bool();
+    layer.pulse.slow_jobs_sample_rate = number(&slow["sample_rate"]);
+    layer.pulse.slow_jobs_threshold = number(&slow["threshold"])
+        .filter(|ms| *ms >= 0.0)
+        .map(|ms| ms as u64);
     Ok(())
 }
 
@@ -1032,6 +1111,42 @@ mod tests {
         let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
         assert_eq!(l.horizon.prefix.as_deref(), Some("horizon:"));
         assert_eq!(l.horizon.url.as_deref(), Some("redis://r.internal:6380/1"));
+    }
+
+    #[test]
+    fn pulses_config_names_its_ingest_and_recorders() {
+        let mut a = answer_l12();
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            l.pulse,
+            super::super::file::PulseLayer::default(),
+            "no config/pulse.php"
+        );
+        a["pulse"] = json!({"enabled": true, "ingest": "redis", "redis_connection": "cache",
+            "database": {"driver": "sqlite", "database": "/srv/pulse.sqlite"},
+            "queues": {"enabled": true, "sample_rate": 0.5, "threshold": null},
+            "slow_jobs": {"enabled": true, "sample_rate": "1", "threshold": 2500}});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            l.pulse.enabled, None,
+            "on: left to the tables and the ingest"
+        );
+        assert_eq!(l.pulse.ingest.as_deref(), Some("redis"));
+        assert_eq!(
+            l.pulse.redis_url.as_deref(),
+            Some("redis://r.internal:6380/1")
+        );
+        assert_eq!(l.pulse.url.as_deref(), Some("sqlite:///srv/pulse.sqlite"));
+        assert_eq!(l.pulse.queues_sample_rate, Some(0.5));
+        assert_eq!(l.pulse.slow_jobs_sample_rate, Some(1.0));
+        assert_eq!(l.pulse.slow_jobs_threshold, Some(2500));
+        a["pulse"]["enabled"] = json!(false);
+        a["pulse"]["slow_jobs"] = json!({"enabled": false});
+        let l = layer_from_answer(&a, Path::new("/srv/app")).unwrap();
+        assert_eq!(
+            (l.pulse.enabled, l.pulse.slow_jobs),
+            (Some(false), Some(false))
+        );
     }
 
     #[test]

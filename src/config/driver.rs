@@ -14,6 +14,7 @@
 use anyhow::bail;
 
 use super::database::spec;
+use super::failover::FailoverMember;
 use super::file::{Layer, Nullable, QueueLayer};
 use super::sqs::sqs_spec;
 use crate::queue::beanstalkd::BeanstalkdQueueSpec;
@@ -68,6 +69,10 @@ pub enum QueueDriverSettings {
         connection: String,
         /// Its driver.
         driver: String,
+        /// A `failover` connection's members, as the app's
+        /// `queue.connections.NAME.connections` lists them; `None`: not
+        /// known (no app answer) or not a failover connection.
+        members: Option<Vec<FailoverMember>>,
     },
 }
 
@@ -84,11 +89,25 @@ impl QueueDriverSettings {
         }
     }
 
+    /// The driver's name as `queue.connections.NAME.driver` writes it
+    /// (`redis`, `database`, `sqs`, `beanstalkd`, or the unserved one's).
+    pub fn name(&self) -> &str {
+        match self {
+            QueueDriverSettings::Unserved { driver, .. } => driver,
+            served => served.default_connection(),
+        }
+    }
+
     /// Why a command that opens the queue refuses an
     /// [`QueueDriverSettings::Unserved`] connection, with what to run
     /// instead; `None` for the drivers the worker runs.
     pub fn refusal(&self) -> Option<String> {
-        let QueueDriverSettings::Unserved { connection, driver } = self else {
+        let QueueDriverSettings::Unserved {
+            connection,
+            driver,
+            members,
+        } = self
+        else {
             return None;
         };
         let choice = served_drivers_choice();
@@ -99,12 +118,9 @@ impl QueueDriverSettings {
                  drops them), so no worker serves it; to queue them, set QUEUE_CONNECTION to \
                  a {choice} connection"
             ),
-            "failover" => "a failover connection pushes each job to the first of its member \
-                 connections that accepts it, and queue:work failover pops from the first \
-                 member only: run one worker per member that holds jobs, naming it (the \
-                 skeleton's failover = [database, deferred]: laravel-worker work database; \
-                 the members are queue.connections.failover.connections)"
-                .to_string(),
+            "failover" => {
+                super::failover::refusal_words(connection, members.as_deref(), SERVED_DRIVERS)
+            }
             _ => format!("run queue:work for it, or move its jobs to a {choice} connection"),
         };
         Some(format!(
@@ -188,6 +204,7 @@ pub fn resolve_driver(
             QueueDriverSettings::Unserved {
                 connection: layer.queue.connection.clone().unwrap_or_default(),
                 driver: layer.queue.driver.clone().unwrap_or_default(),
+                members: layer.queue.members.clone(),
             },
             None,
             None,

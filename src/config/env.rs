@@ -33,6 +33,11 @@
 //! | `BEANSTALKD_QUEUE_RETRY_AFTER`    | `[queue] retry_after` on the beanstalkd driver (`null`: 0, refused) |
 //! | `SQS_OVERFLOW_ENABLED`            | `[sqs] overflow_enabled`                 |
 //! | `SQS_OVERFLOW_STORE`              | `[sqs] overflow_store`                   |
+//! | `PULSE_ENABLED`                   | `false`: `[pulse] enabled = false`       |
+//! | `PULSE_INGEST_DRIVER`             | `[pulse] ingest`                         |
+//! | `PULSE_DB_CONNECTION` (else `DB_CONNECTION`) with the `DB_*` above | `[pulse] url` |
+//! | `PULSE_QUEUES_ENABLED`, `PULSE_QUEUES_SAMPLE_RATE` | `[pulse] queues`, `queues_sample_rate` |
+//! | `PULSE_SLOW_JOBS_ENABLED`, `PULSE_SLOW_JOBS_SAMPLE_RATE`, `PULSE_SLOW_JOBS_THRESHOLD` | `[pulse] slow_jobs`, `slow_jobs_sample_rate`, `slow_jobs_threshold` |
 //!
 //! Values are read as Laravel's `env()` returns them: `null` and `(null)`
 //! are unset (`REDIS_PASSWORD=null` is no password), `empty` is empty,
@@ -45,8 +50,8 @@
 use super::database::DbConnection;
 use super::driver::UNSERVED_SKELETON_CONNECTIONS;
 use super::file::{
-    CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, QueueLayer, RedisLayer,
-    SqsLayer,
+    CacheLayer, DatabaseLayer, FailedLayer, HorizonLayer, Layer, Nullable, PulseLayer, QueueLayer,
+    RedisLayer, SqsLayer,
 };
 use super::phpdotenv::EnvValue;
 use crate::redact::Secret;
@@ -148,7 +153,54 @@ pub fn layer_for_app(
             prefix: horizon_prefix(&vars),
             ..HorizonLayer::default()
         },
+        pulse: pulse_layer(&vars, app)?,
         ..Layer::default()
+    })
+}
+
+/// Laravel Pulse's settings (`config/pulse.php`): `PULSE_ENABLED=false`
+/// turns the feed off; the storage database is `PULSE_DB_CONNECTION`,
+/// else `DB_CONNECTION`; the recorders' switches, rates and threshold as
+/// Pulse casts them (`(float)`, `(int)`; a value that is not a number is
+/// left unset).
+fn pulse_layer<F: Fn(&str) -> Option<String>>(
+    vars: &Vars<'_, F>,
+    app: Option<&std::path::Path>,
+) -> anyhow::Result<PulseLayer> {
+    let flag = |name: &str| {
+        vars.get(name).map(|v| {
+            !matches!(
+                v.to_ascii_lowercase().as_str(),
+                "false" | "0" | "off" | "no"
+            )
+        })
+    };
+    let url = match vars
+        .get("PULSE_DB_CONNECTION")
+        .or_else(|| vars.get("DB_CONNECTION"))
+    {
+        Some(name) => match DbConnection::from_env(&name, &|k: &str| vars.get(k)) {
+            Some(conn) => conn.url(app)?,
+            None => None,
+        },
+        None => None,
+    };
+    Ok(PulseLayer {
+        enabled: flag("PULSE_ENABLED").filter(|on| !on),
+        ingest: vars.get("PULSE_INGEST_DRIVER"),
+        url,
+        redis_url: None,
+        queues: flag("PULSE_QUEUES_ENABLED"),
+        queues_sample_rate: vars
+            .get("PULSE_QUEUES_SAMPLE_RATE")
+            .and_then(|v| v.parse().ok()),
+        slow_jobs: flag("PULSE_SLOW_JOBS_ENABLED"),
+        slow_jobs_sample_rate: vars
+            .get("PULSE_SLOW_JOBS_SAMPLE_RATE")
+            .and_then(|v| v.parse().ok()),
+        slow_jobs_threshold: vars
+            .get("PULSE_SLOW_JOBS_THRESHOLD")
+            .and_then(|v| v.parse().ok()),
     })
 }
 
@@ -505,6 +557,44 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         layer(|k| map.get(k).cloned()).unwrap()
+    }
+
+    #[test]
+    fn pulses_variables_make_the_pulse_section() {
+        let l = env(&[]);
+        assert_eq!(l.pulse, PulseLayer::default());
+        let l = env(&[
+            ("PULSE_ENABLED", "true"),
+            ("PULSE_INGEST_DRIVER", "redis"),
+            ("PULSE_QUEUES_SAMPLE_RATE", "0.25"),
+            ("PULSE_SLOW_JOBS_ENABLED", "false"),
+            ("PULSE_SLOW_JOBS_SAMPLE_RATE", "nonsense"),
+            ("PULSE_SLOW_JOBS_THRESHOLD", "2500"),
+            ("DB_CONNECTION", "pgsql"),
+            ("PULSE_DB_CONNECTION", "sqlite"),
+            ("DB_DATABASE", "/srv/pulse.sqlite"),
+        ]);
+        assert_eq!(
+            l.pulse.enabled, None,
+            "true is Pulse's default: says nothing"
+        );
+        assert_eq!(l.pulse.ingest.as_deref(), Some("redis"));
+        assert_eq!(l.pulse.queues_sample_rate, Some(0.25));
+        assert_eq!(l.pulse.slow_jobs, Some(false));
+        assert_eq!(l.pulse.slow_jobs_sample_rate, None);
+        assert_eq!(l.pulse.slow_jobs_threshold, Some(2500));
+        assert_eq!(l.pulse.url.as_deref(), Some("sqlite:///srv/pulse.sqlite"));
+        let l = env(&[
+            ("PULSE_ENABLED", "false"),
+            ("DB_CONNECTION", "sqlite"),
+            ("DB_DATABASE", "/a.sqlite"),
+        ]);
+        assert_eq!(l.pulse.enabled, Some(false));
+        assert_eq!(
+            l.pulse.url.as_deref(),
+            Some("sqlite:///a.sqlite"),
+            "DB_CONNECTION's"
+        );
     }
 
     #[test]

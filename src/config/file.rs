@@ -44,6 +44,10 @@ pub struct Layer {
     /// `[horizon]`: records for Horizon's dashboard.
     #[serde(default)]
     pub horizon: HorizonLayer,
+    /// `[pulse]`: Laravel Pulse's queue entries for jobs Laravel does not
+    /// run.
+    #[serde(default)]
+    pub pulse: PulseLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -145,6 +149,11 @@ pub struct QueueLayer {
     /// refused at load instead.
     #[serde(skip)]
     pub unserved: Option<bool>,
+    /// A `failover` connection's members with their drivers, from the
+    /// app's answer (`queue.connections.NAME.connections`); never from
+    /// the file or a `.env`, which cannot say them.
+    #[serde(skip)]
+    pub members: Option<Vec<super::failover::FailoverMember>>,
 }
 
 /// `[database]`: where the database driver's jobs table is.
@@ -357,6 +366,38 @@ pub struct HorizonLayer {
     pub trim_monitored: Option<u64>,
 }
 
+/// `[pulse]`: Laravel Pulse's Queues and Slow Jobs entries for the jobs
+/// a process, persistent or HTTP handler runs (the bridge's jobs fire
+/// Laravel's events, which the app's Pulse records itself).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PulseLayer {
+    /// `true`: write them, and refuse to start when Pulse's ingest cannot
+    /// be used; `false` (or `PULSE_ENABLED=false`): never. Unset: written
+    /// when the app's settings name Pulse (a `PULSE_*` variable) or its
+    /// database has Pulse's tables.
+    pub enabled: Option<bool>,
+    /// `storage` (Pulse's tables, the default) or `redis` (the ingest
+    /// stream): `PULSE_INGEST_DRIVER`.
+    pub ingest: Option<String>,
+    /// The database of Pulse's tables (`sqlite://`, `mysql://`,
+    /// `postgres://`): `PULSE_DB_CONNECTION`, else `DB_CONNECTION`.
+    pub url: Option<String>,
+    /// The Redis of the ingest stream (`PULSE_REDIS_CONNECTION`); default:
+    /// the queue's.
+    pub redis_url: Option<String>,
+    /// `PULSE_QUEUES_ENABLED` (default true).
+    pub queues: Option<bool>,
+    /// `PULSE_QUEUES_SAMPLE_RATE`, 0 to 1 (default 1).
+    pub queues_sample_rate: Option<f64>,
+    /// `PULSE_SLOW_JOBS_ENABLED` (default true).
+    pub slow_jobs: Option<bool>,
+    /// `PULSE_SLOW_JOBS_SAMPLE_RATE`, 0 to 1 (default 1).
+    pub slow_jobs_sample_rate: Option<f64>,
+    /// `PULSE_SLOW_JOBS_THRESHOLD`, milliseconds (default 1000).
+    pub slow_jobs_threshold: Option<u64>,
+}
+
 /// One `[[handlers]]` entry.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -551,6 +592,7 @@ impl Layer {
             worker: self.worker.overlaid_by(over.worker),
             metrics: self.metrics.overlaid_by(over.metrics),
             horizon: self.horizon.overlaid_by(over.horizon),
+            pulse: self.pulse.overlaid_by(over.pulse),
             handlers: over.handlers.or(self.handlers),
         }
     }
@@ -591,6 +633,7 @@ overlay!(QueueLayer {
     connection,
     driver,
     unserved,
+    members,
     queue,
     retry_after,
     block_for,
@@ -668,4 +711,15 @@ overlay!(HorizonLayer {
     trim_recent_failed,
     trim_failed,
     trim_monitored,
+});
+overlay!(PulseLayer {
+    enabled,
+    ingest,
+    url,
+    redis_url,
+    queues,
+    queues_sample_rate,
+    slow_jobs,
+    slow_jobs_sample_rate,
+    slow_jobs_threshold,
 });

@@ -6,7 +6,7 @@ use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
     AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
-    MetricsLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
+    MetricsLayer, PulseLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -23,6 +23,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("worker", fields::<WorkerLayer>()),
         ("metrics", fields::<MetricsLayer>()),
         ("horizon", fields::<HorizonLayer>()),
+        ("pulse", fields::<PulseLayer>()),
         ("handlers", fields::<HandlerEntry>()),
     ]
 }

@@ -20,6 +20,7 @@ pub mod database;
 pub mod dotenv;
 pub mod driver;
 pub mod env;
+pub mod failover;
 pub mod file;
 pub mod handlers;
 pub mod known_keys;
@@ -104,6 +105,9 @@ pub struct Settings {
     pub metrics_limits: Limits,
     /// `[horizon]`: Horizon's records; `None`: not written.
     pub horizon: Option<HorizonSpec>,
+    /// `[pulse]`: Laravel Pulse's entries for the jobs Laravel does not
+    /// run; `None`: off (turned off, or nothing says where Pulse ingests).
+    pub pulse: Option<crate::pulse_feed::PulseSettings>,
     /// The app's Laravel version (wording of recorded exceptions).
     pub laravel: LaravelVersion,
     /// Bytes of stdout/stderr kept per handler call.
@@ -298,6 +302,7 @@ impl Settings {
             }
             None => None,
         };
+        let pulse = resolve::pulse(&layer.pulse, &connection, &redis, &redis_prefix)?;
         Ok(Settings {
             app_path: layer.app.path,
             driver,
@@ -327,6 +332,7 @@ impl Settings {
             metrics_listen: layer.metrics.listen,
             backlog_interval: resolve::backlog_interval(layer.metrics.backlog_interval)?,
             horizon,
+            pulse,
             laravel: resolve::laravel(layer.app.laravel.as_deref())?,
             output_limit: worker.output_limit.unwrap_or(16 * 1024),
             heartbeat_file: worker.heartbeat_file.clone(),
@@ -433,6 +439,7 @@ pub fn merge_sources(
     merged.queue.connection = chosen.connection;
     merged.queue.driver = chosen.driver;
     merged.queue.unserved = chosen.unserved;
+    merged.queue.members = chosen.members;
     Ok(merged)
 }
 
@@ -450,18 +457,19 @@ fn chosen_connection(cli: Option<&str>, layers: [&Layer; 4]) -> file::QueueLayer
             .find_map(|layer| layer.queue.connection.clone())
     });
     let [_, app, ..] = layers;
-    let (driver, unserved) = std::iter::once(app)
+    let (driver, unserved, members) = std::iter::once(app)
         .chain(layers.iter().rev().copied())
         .filter(|layer| layer.queue.connection == connection || layer.queue.connection.is_none())
         .find_map(|layer| {
             let queue = &layer.queue;
-            queue.driver.clone().map(|d| (Some(d), queue.unserved))
+            (queue.driver.clone()).map(|d| (Some(d), queue.unserved, queue.members.clone()))
         })
-        .unwrap_or((None, None));
+        .unwrap_or((None, None, None));
     file::QueueLayer {
         connection,
         driver,
         unserved,
+        members,
         ..file::QueueLayer::default()
     }
 }
@@ -712,7 +720,7 @@ fn sentinel_addr(text: &str, tls: bool) -> anyhow::Result<ConnectionAddr> {
 ///
 /// # Errors
 /// A bad URL.
-fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
+pub(super) fn cache_target(url: &str, queue: &RedisTarget) -> anyhow::Result<RedisTarget> {
     let info = parse_redis_url(url, None, "cache Redis URL")?;
     Ok(queue.with_url(info))
 }
@@ -775,6 +783,37 @@ mod tests {
 
     fn resolve(toml: &str) -> anyhow::Result<Settings> {
         Settings::resolve(Layer::from_toml(toml)?)
+    }
+
+    #[test]
+    fn pulse_resolves_to_an_ingest_or_stays_off() {
+        let off = |extra: &str| resolve(&format!("[failed]\ndriver = \"null\"\n{extra}")).unwrap();
+        assert!(off("").pulse.is_none(), "nothing says where Pulse ingests");
+        assert!(
+            off("[pulse]\ningest = \"redis\"\nenabled = false")
+                .pulse
+                .is_none()
+        );
+        let on = off("[pulse]\ningest = \"redis\"\nslow_jobs_threshold = 50");
+        let pulse = on.pulse.expect("the redis ingest");
+        assert!(!pulse.required);
+        assert!(matches!(&pulse.ingest,
+            crate::pulse_feed::PulseIngest::Redis { prefix, .. } if prefix == "laravel-database-"));
+        assert_eq!(pulse.recorders.slow_jobs_threshold_ms, 50);
+        assert_eq!(pulse.recorders.queues_sample_rate, 1.0);
+        let stored = off("[pulse]\nenabled = true\nurl = \"sqlite:///p.sqlite\"");
+        assert!(stored.pulse.is_some_and(|p| p.required));
+        for (bad, says) in [
+            ("[pulse]\nenabled = true", "needs Pulse's database"),
+            ("[pulse]\ningest = \"kafka\"", "ingest = \"kafka\""),
+            (
+                "[pulse]\ningest = \"redis\"\nqueues_sample_rate = 2.0",
+                "queues_sample_rate = 2",
+            ),
+        ] {
+            let e = resolve(&format!("[failed]\ndriver = \"null\"\n{bad}")).unwrap_err();
+            assert!(format!("{e:#}").contains(says), "{bad}: {e:#}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 
 use super::FailedSettings;
 use super::MAX_SECONDS;
-use super::file::{FailedLayer, HorizonLayer};
+use super::file::{FailedLayer, HorizonLayer, PulseLayer};
 use crate::exception::LaravelVersion;
 use crate::handler::{BreakerSettings, Unmatched};
 use crate::horizon::Trim;
@@ -121,6 +121,62 @@ pub(super) fn horizon(layer: &HorizonLayer) -> Option<HorizonSpec> {
             monitored: layer.trim_monitored.unwrap_or(defaults.monitored),
         },
     })
+}
+
+/// `[pulse]`, resolved: `None` when turned off, or when nothing says where
+/// the app's Pulse ingests (no `redis` ingest and no database). Required
+/// (a start error when it cannot be used) only with `enabled = true`.
+///
+/// # Errors
+/// An unknown `ingest`, a rate outside 0–1, a `redis_url` that does not
+/// parse, or `enabled = true` with nowhere to write.
+pub(super) fn pulse(
+    layer: &PulseLayer,
+    connection: &str,
+    redis: &crate::redis::RedisTarget,
+    redis_prefix: &str,
+) -> anyhow::Result<Option<crate::pulse_feed::PulseSettings>> {
+    use crate::pulse_feed::{PulseIngest, PulseSettings, record::Recorders};
+    if layer.enabled == Some(false) {
+        return Ok(None);
+    }
+    let required = layer.enabled == Some(true);
+    let ingest = match layer.ingest.as_deref().unwrap_or("storage") {
+        "redis" => PulseIngest::Redis {
+            target: match &layer.redis_url {
+                Some(url) => {
+                    Box::new(super::cache_target(url, redis).context("[pulse] redis_url")?)
+                }
+                None => Box::new(redis.clone()),
+            },
+            prefix: redis_prefix.to_string(),
+        },
+        "storage" => match &layer.url {
+            Some(url) => PulseIngest::Storage { url: url.clone() },
+            None if required => bail!(
+                "[pulse] enabled = true needs Pulse's database: set [pulse] url, or \
+                 PULSE_DB_CONNECTION / DB_CONNECTION, or ingest = \"redis\""
+            ),
+            None => return Ok(None),
+        },
+        other => bail!("[pulse] ingest = {other:?}: expected \"storage\" or \"redis\""),
+    };
+    let rate = |key: &str, value: Option<f64>| match value {
+        Some(r) if !(0.0..=1.0).contains(&r) => bail!("[pulse] {key} = {r}: expected 0 to 1"),
+        r => Ok(r.unwrap_or(1.0)),
+    };
+    Ok(Some(PulseSettings {
+        ingest,
+        recorders: Recorders {
+            connection: connection.to_string(),
+            queues: layer.queues.unwrap_or(true),
+            queues_sample_rate: rate("queues_sample_rate", layer.queues_sample_rate)?,
+            slow_jobs: layer.slow_jobs.unwrap_or(true),
+            slow_jobs_sample_rate: rate("slow_jobs_sample_rate", layer.slow_jobs_sample_rate)?,
+            slow_jobs_threshold_ms: layer.slow_jobs_threshold.unwrap_or(1000),
+        },
+        required,
+    }))
 }
 
 /// Horizon's prefix as `Horizon::use` applies `horizon.prefix`:

@@ -162,7 +162,7 @@ mod tests {
 
     fn settled(verdict: Verdict, settled: Settled) -> Vec<Record> {
         let job = JobFacts {
-            queue: std::sync::Arc::new(crate::queue::QueueKeys::new("queues:", "default", false)),
+            queue: std::sync::Arc::new(crate::queue::QueueHandle::named("default")),
             reserved: Bytes::from_static(br#"{"uuid":"u1","displayName":"App\\Jobs\\A"}"#),
             id: Some("u1".into()),
             display_name: Some("App\\Jobs\\A".into()),

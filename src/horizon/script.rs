@@ -275,7 +275,10 @@ end
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
       redis.call('ZADD', KEYS[1], recent, id)
     else
-      if pushed ~= '' and ours(hash) then watch(id) end
+      if ours(hash) then
+        if pushed ~= '' then watch(id) end
+        redis.call('HSET', hash, 'created_at', reserved)
+      end
       own_retry(hash, id, 'completed')
       redis.call('HSET', hash, 'status', 'completed', 'payload', payload,
         'updated_at', reserved, 'reserved_at', reserved, 'completed_at', time)
@@ -391,6 +394,12 @@ pub const COMPANION: &str = concat!(
     redis.call('ZADD', KEYS[2], recent, id)
   else
     own_retry(hash, id, 'completed')
+    -- A record this worker made (its `created_at` is its `reserved_at`)
+    -- stays recognisable as such with this run's `reserved_at`.
+    local made = redis.call('HMGET', hash, 'created_at', 'reserved_at')
+    if made[1] and made[1] == made[2] then
+      redis.call('HSET', hash, 'created_at', reserved)
+    end
     redis.call('HSET', hash, 'status', 'completed', 'payload', member, 'updated_at', reserved,
       'reserved_at', reserved, 'completed_at', time)
     redis.call('ZREM', KEYS[3], id)

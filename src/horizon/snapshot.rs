@@ -141,7 +141,7 @@ impl Snapshots {
         let runtime: Option<f64> = conn.hget(hash, "runtime").await?;
         let ready = match self
             .queue
-            .sizes(&self.queue.keys(queue), HeadAge::Skip)
+            .sizes(&self.queue.handle(queue), HeadAge::Skip)
             .await
         {
             Ok(sizes) => sizes.pending,

@@ -37,7 +37,7 @@ use prometheus_client::registry::Registry;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
 use crate::queue::QueueSizes;
 use crate::queue::now;
-use crate::queue::{HeadAge, Queue, QueueKeys};
+use crate::queue::{HeadAge, Queue, QueueHandle};
 
 /// Log site of a failed sample (see [`RepeatLimiter`]).
 const SAMPLE_FAILED: &str = "cannot read the queue sizes for the backlog gauges";
@@ -160,7 +160,7 @@ impl Backlog {
     }
 
     /// Samples `queues` every `interval` until the process ends.
-    pub async fn sample(self, queue: Queue, queues: Vec<Arc<QueueKeys>>, interval: Duration) {
+    pub async fn sample(self, queue: Queue, queues: Vec<Arc<QueueHandle>>, interval: Duration) {
         let mut errors = RepeatLimiter::new(DEFAULT_INTERVAL);
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -186,7 +186,7 @@ impl Backlog {
     async fn sample_once(
         &self,
         queue: &Queue,
-        queues: &[Arc<QueueKeys>],
+        queues: &[Arc<QueueHandle>],
         heads: &mut HashMap<String, HeadMemo>,
         interval: Duration,
     ) -> crate::queue::QueueResult<()> {
@@ -203,7 +203,7 @@ impl Backlog {
 /// the head is large.
 async fn read(
     queue: &Queue,
-    keys: &QueueKeys,
+    keys: &QueueHandle,
     heads: &mut HashMap<String, HeadMemo>,
     interval: Duration,
 ) -> crate::queue::QueueResult<QueueSizes> {

@@ -352,13 +352,20 @@ mod tests {
         let raw =
             bytes::Bytes::from_static(br#"{"uuid":"u","displayName":"App\\Jobs\\A","attempts":0}"#);
         ReservedJob {
-            queue: Arc::new(crate::queue::QueueKeys::new("", "default", false)),
+            queue: Arc::new(crate::queue::QueueHandle::named("default")),
             payload: crate::queue::Payload::parse(raw.clone()),
+            reservation: crate::queue::job::Reservation::Redis(
+                crate::queue::redis_queue::member::RedisReservation::new(
+                    Arc::new(crate::queue::redis_queue::keys::QueueKeys::new(
+                        "", "default", false,
+                    )),
+                    &raw,
+                    0,
+                ),
+            ),
             reserved: raw.clone(),
             raw,
-            lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now(), 0),
-            digest: None,
-            reservation: crate::queue::job::Reservation::Redis,
+            lease: crate::queue::job::Lease::new(Some(90), std::time::Instant::now()),
         }
     }
 

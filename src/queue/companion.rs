@@ -10,7 +10,7 @@
 //! nothing of what they write; each runs under `pcall`, so an error in
 //! them (a wrong key type) never fails the delete, and a script Redis
 //! refuses whole (an ACL without the companion's keys) falls back to the
-//! plain delete (see [`super::batch`]).
+//! plain delete (see [`super::redis_queue::batch`]).
 
 use std::sync::Arc;
 

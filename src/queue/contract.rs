@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::Queue;
 use super::ReservedJob;
 use super::companion::Ending;
-use super::keys::QueueKeys;
+use super::handle::QueueHandle;
 use super::sizes::{HeadAge, QueueSizes};
 
 /// A payload with a `uuid` and a `displayName`, as Laravel pushes them.
@@ -32,7 +32,7 @@ const AVAILABLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10)
 
 /// Reserves one job of `queue`, which holds one or soon will (polled:
 /// a driver has no event for a delayed job coming due).
-async fn pop_one(queue: &Queue, keys: &Arc<QueueKeys>) -> ReservedJob {
+async fn pop_one(queue: &Queue, keys: &Arc<QueueHandle>) -> ReservedJob {
     let deadline = std::time::Instant::now() + AVAILABLE_WITHIN;
     loop {
         let mut jobs = queue.pop(keys, 1).await.expect("pop");
@@ -46,7 +46,7 @@ async fn pop_one(queue: &Queue, keys: &Arc<QueueKeys>) -> ReservedJob {
 }
 
 /// Pending, delayed and reserved of `queue`.
-async fn counts(queue: &Queue, keys: &QueueKeys) -> (u64, u64, u64) {
+async fn counts(queue: &Queue, keys: &QueueHandle) -> (u64, u64, u64) {
     let QueueSizes {
         pending,
         delayed,
@@ -69,7 +69,7 @@ pub async fn attempts_are_counted_as_laravel_counts_them(
     name: &str,
     hand_back_uncounted: bool,
 ) {
-    let keys = queue.keys(name);
+    let keys = queue.handle(name);
     queue.push(&keys, &payload(1)).await.expect("push");
     let job = pop_one(queue, &keys).await;
     assert_eq!(job.attempt(), 1);
@@ -95,7 +95,7 @@ pub async fn a_lost_reservation_is_reported_and_left_alone(
     name: &str,
     lose: impl Fn(&str),
 ) {
-    let keys = queue.keys(name);
+    let keys = queue.handle(name);
     queue.push(&keys, &payload(2)).await.expect("push");
     let job = pop_one(queue, &keys).await;
     lose(name);
@@ -111,7 +111,7 @@ pub async fn a_lost_reservation_is_reported_and_left_alone(
 /// Sizes follow pushes, delays and reservations; clear empties the queue
 /// and says how many it deleted.
 pub async fn sizes_and_clear_agree(queue: &Queue, name: &str) {
-    let keys = queue.keys(name);
+    let keys = queue.handle(name);
     queue.push(&keys, &payload(3)).await.expect("push");
     queue.push(&keys, &payload(4)).await.expect("push");
     let later = super::clock::now() + 600;

@@ -24,10 +24,10 @@ use bytes::Bytes;
 
 use super::ReservedJob;
 use super::companion::{Ending, SettleCompanion};
-use super::elsewhere::QueueElsewhere;
 use super::error::QueueResult;
-use super::keys::QueueKeys;
+use super::handle::QueueHandle;
 use super::migrated::Migrated;
+use super::redis_queue::elsewhere::QueueElsewhere;
 use super::sizes::{HeadAge, QueueSizes};
 pub use super::sqs::overflow::PayloadStore;
 
@@ -64,7 +64,7 @@ pub trait Driver: Send + Sync + 'static {
     /// # Errors
     /// The queue cannot be reached or refused the reservation; nothing
     /// was reserved then, or what was is reclaimed after `retry_after`.
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>>;
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>>;
 
     /// Deletes `job`, which `ended` so (Laravel's `Job::delete`); a driver
     /// with a settle companion ([`Driver::set_companion`]) writes the
@@ -103,7 +103,7 @@ pub trait Driver: Send + Sync + 'static {
     ///
     /// # Errors
     /// The queue cannot be reached or refused the write.
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()>;
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()>;
 
     /// Pushes `payload` to `queue`, available at `available_at` (UNIX
     /// seconds; `Queue::later`).
@@ -113,7 +113,7 @@ pub trait Driver: Send + Sync + 'static {
     /// delay over 900 s, as AWS refuses Laravel's).
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()>;
@@ -123,14 +123,14 @@ pub trait Driver: Send + Sync + 'static {
     ///
     /// # Errors
     /// The queue cannot be reached.
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, head: HeadAge) -> Call<'a, QueueSizes>;
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, head: HeadAge) -> Call<'a, QueueSizes>;
 
     /// Deletes every job of `queue`, reserved ones included
     /// (`queue:clear`); returns how many.
     ///
     /// # Errors
     /// The queue cannot be reached or refused the write.
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64>;
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64>;
 
     /// Whether `queues` exist, where the driver can tell and a queue is not
     /// made by its first push (SQS: Laravel never creates a queue). An
@@ -140,7 +140,7 @@ pub trait Driver: Send + Sync + 'static {
     ///
     /// # Errors
     /// A queue does not exist, or the driver refuses to read it.
-    fn check_queues<'a>(&'a self, _queues: &'a [Arc<QueueKeys>]) -> Call<'a, ()> {
+    fn check_queues<'a>(&'a self, _queues: &'a [Arc<QueueHandle>]) -> Call<'a, ()> {
         Box::pin(async { Ok(()) })
     }
 
@@ -152,21 +152,22 @@ pub trait Driver: Send + Sync + 'static {
         self.describe()
     }
 
-    /// The handle of queue `name`, built once per queue (Redis builds its
-    /// keys into it; other drivers read only the name).
-    fn keys(&self, name: &str) -> Arc<QueueKeys> {
-        Arc::new(QueueKeys::new("", name, false))
+    /// The handle of queue `name`, built once per queue and passed to
+    /// every later call naming it (Redis builds its keys into it; other
+    /// drivers read only the name).
+    fn handle(&self, name: &str) -> Arc<QueueHandle> {
+        Arc::new(QueueHandle::named(name))
     }
 
     /// Where `queue`'s jobs are, for logs (a key, a table and its `queue`
     /// column, a queue URL).
-    fn location(&self, queue: &QueueKeys) -> String {
+    fn location(&self, queue: &QueueHandle) -> String {
         queue.name.clone()
     }
 
     /// The queue a failed job of `queue` is recorded under in
     /// `failed_jobs.queue`, as the driver's `Job::getQueue()` gives it.
-    fn failed_queue_name(&self, queue: &QueueKeys) -> String {
+    fn failed_queue_name(&self, queue: &QueueHandle) -> String {
         queue.name.clone()
     }
 
@@ -208,7 +209,7 @@ pub trait Driver: Send + Sync + 'static {
     /// The queue cannot be reached.
     fn block_on_notify<'a>(
         &'a self,
-        _queues: &'a [Arc<QueueKeys>],
+        _queues: &'a [Arc<QueueHandle>],
         wait: Option<Duration>,
         _horizon: Option<Duration>,
     ) -> Call<'a, bool> {
@@ -262,7 +263,7 @@ pub trait Driver: Send + Sync + 'static {
     /// long polls in flight at stop. Empty where nothing is held.
     fn take_received<'a>(
         &'a self,
-        _queues: &'a [Arc<QueueKeys>],
+        _queues: &'a [Arc<QueueHandle>],
         _within: Duration,
     ) -> Step<'a, Vec<ReservedJob>> {
         Box::pin(async { Vec::new() })
@@ -274,7 +275,7 @@ pub trait Driver: Send + Sync + 'static {
     ///
     /// # Errors
     /// The queue cannot be reached.
-    fn elsewhere<'a>(&'a self, _queue: &'a QueueKeys) -> Call<'a, Vec<QueueElsewhere>> {
+    fn elsewhere<'a>(&'a self, _queue: &'a QueueHandle) -> Call<'a, Vec<QueueElsewhere>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -289,7 +290,7 @@ pub trait Driver: Send + Sync + 'static {
 /// back and the record is written there.
 pub trait ParksFailures: Send + Sync {
     /// Where `queue`'s parked failures are, for logs (a key).
-    fn parked_at(&self, queue: &QueueKeys) -> String;
+    fn parked_at(&self, queue: &QueueHandle) -> String;
 
     /// Replaces `job`'s reservation by its failure `record` (failed at
     /// `at`, UNIX seconds). False when the reservation was already gone.
@@ -302,13 +303,13 @@ pub trait ParksFailures: Send + Sync {
     ///
     /// # Errors
     /// The queue cannot be reached.
-    fn unrecorded<'a>(&'a self, queue: &'a QueueKeys, count: usize) -> Call<'a, Vec<Vec<u8>>>;
+    fn unrecorded<'a>(&'a self, queue: &'a QueueHandle, count: usize) -> Call<'a, Vec<Vec<u8>>>;
 
     /// Forgets a parked failure `record` of `queue` (it reached the store).
     ///
     /// # Errors
     /// The queue cannot be reached.
-    fn forget_unrecorded<'a>(&'a self, queue: &'a QueueKeys, record: &'a [u8]) -> Call<'a, ()>;
+    fn forget_unrecorded<'a>(&'a self, queue: &'a QueueHandle, record: &'a [u8]) -> Call<'a, ()>;
 }
 
 /// Why a job fails without running (see [`Driver::refusal`]): the

@@ -5,14 +5,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::keys::QueueKeys;
-use super::member::{MemberDigest, MemberRef};
+use super::handle::QueueHandle;
 use super::payload::{Payload, PayloadError};
+use super::redis_queue::member::RedisReservation;
 
-/// One reservation, as the pop script returned it.
+/// One reservation, whichever driver made it: the job handle every later
+/// step of the job goes through.
 ///
-/// `reserved` is the only handle for delete and release: Redis re-encoded it
-/// with cjson, so it is kept byte for byte and never rebuilt (protocol §5.6).
+/// On Redis, `reserved` is the only handle for delete and release: Redis
+/// re-encoded it with cjson, so it is kept byte for byte and never rebuilt
+/// (protocol §5.6).
 ///
 /// Both byte strings are [`Bytes`]: the buffers Redis's reply was read into,
 /// shared (a clone is a reference count, not a copy) by the parsed payload
@@ -20,7 +22,7 @@ use super::payload::{Payload, PayloadError};
 #[derive(Debug, Clone)]
 pub struct ReservedJob {
     /// The queue the job was popped from.
-    pub queue: Arc<QueueKeys>,
+    pub queue: Arc<QueueHandle>,
     /// The original payload, before the attempt was counted. This is what
     /// Laravel calls the raw body: the source of `attempts` and the text
     /// written to `failed_jobs.payload`.
@@ -35,9 +37,6 @@ pub struct ReservedJob {
     pub payload: Result<Payload, PayloadError>,
     /// Until when the reservation is surely this worker's.
     pub lease: Lease,
-    /// Length and SHA-1 of `reserved` when it is large (see
-    /// [`super::member`]): writes then name the member by digest.
-    pub digest: Option<MemberDigest>,
     /// What names this reservation in the queue, per driver.
     pub reservation: Reservation,
 }
@@ -46,8 +45,8 @@ pub struct ReservedJob {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
     /// Redis: the member in `:reserved` ([`ReservedJob::reserved`], or its
-    /// digest).
-    Redis,
+    /// digest) and the keys of its queue.
+    Redis(RedisReservation),
     /// A row of the database queue: its `id` and the `attempts` the
     /// reserve wrote (on the database driver `reserved` is the payload
     /// column's bytes, as stored).
@@ -114,12 +113,6 @@ impl Eq for DriverHandle {}
 /// Past it,
 /// another worker may have reclaimed the job. Shared by the clones of a
 /// [`ReservedJob`].
-///
-/// It also tracks the scores the reservation may have in `:reserved`: the
-/// expiry the pop wrote, raised by each renewal sent, and narrowed to one
-/// score when a renewal is confirmed (a renewal whose answer was lost may
-/// or may not have landed). Writes that name a large member by digest look
-/// for it within that range.
 #[derive(Debug, Clone)]
 pub struct Lease {
     retry_after: Option<u64>,
@@ -134,37 +127,32 @@ struct LeaseState {
     confirmed: Instant,
     /// When the reservation may expire; `None` when it never does.
     until: Option<Instant>,
-    /// Lowest and highest score (UNIX seconds) the member may have.
-    scores: (i64, i64),
 }
 
 impl Lease {
     /// A lease confirmed at `sent` (when the pop was sent), for a
     /// connection's `retry_after` seconds (`None`: reservations never
-    /// expire), whose member the pop scored `score` (UNIX seconds).
-    pub fn new(retry_after: Option<u64>, sent: Instant, score: i64) -> Self {
+    /// expire).
+    pub fn new(retry_after: Option<u64>, sent: Instant) -> Self {
         let lease = Lease {
             retry_after,
             state: Arc::new(Mutex::new(LeaseState {
                 confirmed: sent,
                 until: None,
-                scores: (score, score),
             })),
         };
-        lease.confirm(sent, score);
+        lease.confirm(sent);
         lease
     }
 
-    /// The reservation was written or renewed to `score` (UNIX seconds) by
-    /// a command sent at `sent`.
-    pub fn confirm(&self, sent: Instant, score: i64) {
+    /// The reservation was written or renewed by a command sent at `sent`.
+    pub fn confirm(&self, sent: Instant) {
         let until = self
             .retry_after
             .map(|s| sent + Duration::from_secs(s.saturating_sub(1).max(1)));
         self.update(|state| {
             state.confirmed = sent;
             state.until = until;
-            state.scores = (score, score);
         });
     }
 
@@ -173,19 +161,6 @@ impl Lease {
     /// there, however long that command then waited.
     pub fn confirmed(&self) -> Instant {
         self.state().confirmed
-    }
-
-    /// A renewal to `score` is about to be sent: until it is confirmed the
-    /// member may have either its old score or this one.
-    pub fn renewing(&self, score: i64) {
-        self.update(|state| {
-            state.scores = (state.scores.0.min(score), state.scores.1.max(score));
-        });
-    }
-
-    /// Lowest and highest score the member may have in `:reserved`.
-    pub fn scores(&self) -> (i64, i64) {
-        self.state().scores
     }
 
     /// When the reservation may expire; `None` when it never does.
@@ -224,7 +199,7 @@ impl ReservedJob {
             // (an `attempts` key a Vapor or Bref payload carries is not).
             Reservation::Message(message) => message.receive_count,
             Reservation::Handle(handle) => handle.attempt,
-            Reservation::Redis => self.payload.as_ref().map_or(1, |p| p.attempts() + 1),
+            Reservation::Redis(_) => self.payload.as_ref().map_or(1, |p| p.attempts() + 1),
         }
     }
 
@@ -246,7 +221,7 @@ impl ReservedJob {
             Reservation::Row { handle, .. } => return handle.id.to_string(),
             Reservation::Message(message) => return message.message_id.to_string(),
             Reservation::Handle(handle) => return handle.id.clone(),
-            Reservation::Redis => {}
+            Reservation::Redis(_) => {}
         }
         self.payload
             .as_ref()
@@ -262,18 +237,6 @@ impl ReservedJob {
             Ok(payload) => payload.uuid(),
             Err(PayloadError::NoAttempts { uuid }) => uuid.as_deref(),
             Err(PayloadError::NotAnObject(_)) => None,
-        }
-    }
-
-    /// How writes name this job's member in `:reserved`: its bytes, or for
-    /// a large one its digest and the scores it may have.
-    pub fn member(&self) -> MemberRef {
-        match &self.digest {
-            Some(digest) => MemberRef::Digest {
-                digest: digest.clone(),
-                scores: self.lease.scores(),
-            },
-            None => MemberRef::Exact(self.reserved.clone()),
         }
     }
 }

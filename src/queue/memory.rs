@@ -24,8 +24,8 @@ use super::clock::now;
 use super::companion::Ending;
 use super::driver::{Call, Driver};
 use super::error::{ErrorKind, QueueError, QueueResult};
+use super::handle::QueueHandle;
 use super::job::{DriverHandle, Lease, Reservation};
-use super::keys::QueueKeys;
 use super::payload::Payload;
 use super::sizes::{HeadAge, QueueSizes};
 
@@ -176,7 +176,7 @@ impl MemoryQueue {
         }
     }
 
-    fn reserve(&self, queue: &Arc<QueueKeys>, count: usize) -> QueueResult<Vec<ReservedJob>> {
+    fn reserve(&self, queue: &Arc<QueueHandle>, count: usize) -> QueueResult<Vec<ReservedJob>> {
         self.fault(Operation::Pop)?;
         let (sent, at) = (Instant::now(), now());
         let until = self.lapses_from(sent);
@@ -193,7 +193,7 @@ impl MemoryQueue {
             stored.attempts += 1;
             token += 1;
             jobs.reserved.insert(token, (stored.clone(), until));
-            popped.push(self.job(queue, stored, token, sent, at));
+            popped.push(self.job(queue, stored, token, sent));
         }
         state.last_token = token;
         Ok(popped)
@@ -201,19 +201,17 @@ impl MemoryQueue {
 
     fn job(
         &self,
-        queue: &Arc<QueueKeys>,
+        queue: &Arc<QueueHandle>,
         stored: Stored,
         token: u64,
         sent: Instant,
-        at: i64,
     ) -> ReservedJob {
         ReservedJob {
             queue: Arc::clone(queue),
             payload: Payload::parse_stored(stored.payload.clone()),
             reserved: stored.payload.clone(),
             raw: stored.payload,
-            lease: Lease::new(self.retry_after, sent, at),
-            digest: None,
+            lease: Lease::new(self.retry_after, sent),
             reservation: Reservation::Handle(DriverHandle {
                 id: stored.id.to_string(),
                 attempt: stored.attempts,
@@ -285,7 +283,7 @@ impl Driver for MemoryQueue {
         self.retry_after
     }
 
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>> {
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>> {
         Box::pin(async move { self.reserve(queue, count) })
     }
 
@@ -321,7 +319,7 @@ impl Driver for MemoryQueue {
         })
     }
 
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()> {
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()> {
         Box::pin(async move {
             self.store(&queue.name, payload, None);
             Ok(())
@@ -330,7 +328,7 @@ impl Driver for MemoryQueue {
 
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()> {
@@ -340,7 +338,7 @@ impl Driver for MemoryQueue {
         })
     }
 
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, _head: HeadAge) -> Call<'a, QueueSizes> {
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, _head: HeadAge) -> Call<'a, QueueSizes> {
         Box::pin(async move {
             let at = now();
             let mut state = self.state();
@@ -357,7 +355,7 @@ impl Driver for MemoryQueue {
         })
     }
 
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64> {
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64> {
         Box::pin(async move {
             let jobs = self.state().queues.remove(&queue.name).unwrap_or_default();
             let count = jobs.ready.len() + jobs.delayed.len() + jobs.reserved.len();

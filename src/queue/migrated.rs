@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use super::keys::QueueKeys;
+use super::handle::QueueHandle;
 
 /// Most payload bytes one migrate call returns (1 MiB); the rest of the
 /// jobs it moved are counted, not returned.
@@ -48,7 +48,7 @@ impl MigratedFrom {
 #[derive(Debug, Clone)]
 pub struct Migrated {
     /// The queue whose ready list received them.
-    pub queue: Arc<QueueKeys>,
+    pub queue: Arc<QueueHandle>,
     /// The set they left.
     pub from: MigratedFrom,
     /// How many moved.
@@ -102,7 +102,7 @@ impl MigrationLog {
 /// count from an older script) into a [`Migrated`]; `None` when nothing
 /// moved or the reply is not one.
 pub fn from_reply(
-    queue: &Arc<QueueKeys>,
+    queue: &Arc<QueueHandle>,
     from: MigratedFrom,
     reply: redis::Value,
 ) -> Option<Migrated> {
@@ -136,8 +136,8 @@ pub fn from_reply(
 mod tests {
     use super::*;
 
-    fn queue() -> Arc<QueueKeys> {
-        Arc::new(QueueKeys::new("", "default", false))
+    fn queue() -> Arc<QueueHandle> {
+        Arc::new(QueueHandle::named("default"))
     }
 
     #[test]

@@ -47,7 +47,7 @@ use super::stop::{self, StopReason};
 use super::{Services, task, unrecorded};
 use crate::lifecycle::Pulse;
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
-use crate::queue::{QueueKeys, ReservedJob};
+use crate::queue::{QueueHandle, ReservedJob};
 use crate::signals::Control;
 
 /// Pause after an error talking to the queue.
@@ -75,7 +75,7 @@ pub struct Daemon {
     /// What every job task shares: queue, stores, router, listeners, flags.
     services: Arc<Services>,
     /// The queues in priority order (`--queue`), their keys built once.
-    queues: Vec<Arc<QueueKeys>>,
+    queues: Vec<Arc<QueueHandle>>,
     /// Signals received so far (quit, SIGUSR2 pause).
     control: watch::Receiver<Control>,
     /// What the stop conditions count.
@@ -119,7 +119,7 @@ impl Daemon {
         let queues: Vec<_> = options
             .queues
             .iter()
-            .map(|q| services.queue.keys(q))
+            .map(|q| services.queue.handle(q))
             .collect();
         let permits = Arc::new(Semaphore::new(options.slots()));
         let settling = Settling::new(options.slots());
@@ -450,7 +450,7 @@ impl Daemon {
     /// The queues to poll now and how many jobs each may give: the ones
     /// not paused, up to `count` each; when balanced, only those with room,
     /// each up to its room, and whether one was left out while its jobs run.
-    fn pollable(&self, count: usize) -> (Vec<Arc<QueueKeys>>, Vec<usize>, bool) {
+    fn pollable(&self, count: usize) -> (Vec<Arc<QueueHandle>>, Vec<usize>, bool) {
         let paused = self.signals.paused();
         let pollable = match &self.balanced {
             Some(balanced) => balanced.pollable(paused, count),

@@ -24,15 +24,16 @@ use tokio::sync::{mpsc, oneshot};
 use super::events::{JobEvents, Pause};
 use super::{Settled, StopReason, Verdict};
 use crate::handler::breaker::Trip;
+use crate::queue::job::Reservation;
 use crate::queue::migrated::Migrated;
-use crate::queue::{QueueKeys, ReservedJob};
+use crate::queue::{QueueHandle, ReservedJob};
 
 /// What a consumer needs to know of a job, copied out of the
 /// [`ReservedJob`] the loop lends its listeners.
 #[derive(Debug, Clone)]
 pub struct JobFacts {
     /// The job's queue.
-    pub queue: Arc<QueueKeys>,
+    pub queue: Arc<QueueHandle>,
     /// The reserved copy (its `attempts` counted), shared with the job.
     pub reserved: Bytes,
     /// Horizon's `JobPayload::id()`: the payload's `uuid`, else its `id`.
@@ -53,7 +54,7 @@ impl JobFacts {
             reserved: job.reserved.clone(),
             id: payload.and_then(|p| p.uuid().map(str::to_string).or_else(|| p.id())),
             display_name: payload.and_then(|p| p.display_name().map(str::to_string)),
-            large: job.digest.is_some(),
+            large: matches!(&job.reservation, Reservation::Redis(held) if held.digest.is_some()),
         }
     }
 }

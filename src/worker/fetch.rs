@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{COMMAND_TIMEOUT, Queue, QueueKeys, ReservedJob};
+use crate::queue::{COMMAND_TIMEOUT, Queue, QueueHandle, ReservedJob};
 
 /// How long to wait for work when every queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub enum Fetched {
 /// Any queue error (the caller logs it and pauses).
 pub async fn next_jobs(
     queue: &Queue,
-    queues: &[Arc<QueueKeys>],
+    queues: &[Arc<QueueHandle>],
     counts: &[usize],
     idle: IdleWait,
     horizon: Option<Duration>,
@@ -84,7 +84,7 @@ pub async fn next_jobs(
 
 async fn poll(
     queue: &Queue,
-    queues: &[Arc<QueueKeys>],
+    queues: &[Arc<QueueHandle>],
     counts: &[usize],
 ) -> crate::queue::QueueResult<Vec<ReservedJob>> {
     for (keys, &count) in queues.iter().zip(counts) {

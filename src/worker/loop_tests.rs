@@ -46,7 +46,7 @@ impl Scene {
     }
 
     async fn push(&self, jobs: u32) {
-        let keys = self.memory.keys("default");
+        let keys = self.memory.handle("default");
         for n in 0..jobs {
             self.memory.push(&keys, &payload(n)).await.expect("push");
         }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::stop::StopReason;
-use crate::queue::{Queue, QueueKeys, ReservedJob};
+use crate::queue::{Queue, QueueHandle, ReservedJob};
 
 /// The longest a stop waits for the queue's receives in flight: SQS's
 /// longest poll (20 s) and a round trip.
@@ -29,7 +29,7 @@ pub const WAIT: Duration = Duration::from_secs(21);
 /// `permits`, and returns the rest with their slots, to be run.
 pub async fn take(
     queue: &Queue,
-    queues: &[Arc<QueueKeys>],
+    queues: &[Arc<QueueHandle>],
     permits: &Arc<Semaphore>,
     limit: Option<Duration>,
     reason: StopReason,

@@ -53,7 +53,7 @@ async fn record_kept(services: &Services, name: &str) {
     let Some(parking) = services.queue.parking() else {
         return;
     };
-    let keys = services.queue.keys(name);
+    let keys = services.queue.handle(name);
     let kept_at = parking.parked_at(&keys);
     let kept = match parking.unrecorded(&keys, BATCH).await {
         Ok(kept) => kept,

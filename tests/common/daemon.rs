@@ -56,6 +56,14 @@ const LARAVEL_VARS: &[&str] = &[
     "DB_QUEUE",
     "DB_QUEUE_RETRY_AFTER",
     "LARAVEL_WORKER_CONFIG",
+    "PULSE_ENABLED",
+    "PULSE_INGEST_DRIVER",
+    "PULSE_DB_CONNECTION",
+    "PULSE_QUEUES_ENABLED",
+    "PULSE_QUEUES_SAMPLE_RATE",
+    "PULSE_SLOW_JOBS_ENABLED",
+    "PULSE_SLOW_JOBS_SAMPLE_RATE",
+    "PULSE_SLOW_JOBS_THRESHOLD",
 ];
 
 fn pump(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {

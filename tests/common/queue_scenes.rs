@@ -74,13 +74,14 @@ pub const RUNS_SCRIPT: &str = "case \"$LARAVEL_WORKER_JOB_NAME\" in *Bad*) \
 /// `connection`, queue `default` and the payload as stored, as
 /// `queue:work CONNECTION --tries=2` leaves them; `--stop-when-empty` then
 /// stops the worker with the queue empty. `config` runs [`RUNS_SCRIPT`]
-/// in `dir`; `what` names the queue in messages.
+/// in `dir`; `what` names the queue in messages. Returns the worker,
+/// exited, for the driver's own checks of its output.
 pub fn runs_releases_and_fails(
     side: &dyn QueueSide,
     (dir, config, failed): (&Path, &Path, &FailedDb),
     connection: &str,
     what: &str,
-) {
+) -> Daemon {
     let good = side.put("default", &payload("Good", "u-good"));
     side.put("default", &payload("Bad", "u-bad"));
     let mut d = Daemon::work(config, &["--stop-when-empty", "--sleep=0", "--tries=2"]);
@@ -106,6 +107,7 @@ pub fn runs_releases_and_fails(
     let out = d.stdout.join("\n");
     assert_eq!(out.matches(" DONE").count(), 1, "{what}: {out}");
     assert_eq!(out.matches(" FAIL").count(), 2, "{what}: {out}");
+    d
 }
 
 /// A stop condition's case: the queue, its jobs (by name: `Slow` takes

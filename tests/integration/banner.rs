@@ -1,20 +1,42 @@
-//! The start-up banner of `work`: one INFO line (or one JSON line with
-//! `--json`) that names the version and build, the config sources, the
-//! Redis address, each queue's full key, the cache store and the exact
-//! restart key, the failed store, the handlers and the concurrency, in
-//! human units.
+//! The start-up banner of `work`: a short block of INFO lines, one per
+//! subject (or one JSON line with `--json`), that names the version and
+//! build, the config sources, the queue in its driver's words, each
+//! queue's full key, the handlers, the limits, the failed and cache stores
+//! with the exact restart key, and metrics and health, in human units.
 
 use crate::common;
 
 use common::{Daemon, Handler, Scene};
 
-/// The banner line of a finished daemon's log.
-fn banner_line(d: &Daemon) -> String {
-    d.stderr_text()
+/// The start block of a finished daemon's log: its lines from `worker
+/// starting` on, each without the log line's time, level and target.
+pub(crate) fn start_block(d: &Daemon) -> Vec<String> {
+    let log = d.stderr_text();
+    let lines: Vec<String> = log
         .lines()
-        .find(|l| l.contains("worker starting"))
-        .unwrap_or_else(|| panic!("no banner in:\n{}", d.stderr_text()))
-        .to_string()
+        .filter_map(|l| l.split_once("laravel_worker::commands::banner: "))
+        .map(|(_, message)| message.to_string())
+        .collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.starts_with("worker starting: ")),
+        "no start block in:\n{log}"
+    );
+    lines
+}
+
+/// The start block's line of `subject` (`queue`, `limits`…), its label
+/// cut off.
+pub(crate) fn start_line(d: &Daemon, subject: &str) -> String {
+    let block = start_block(d);
+    block
+        .iter()
+        .find_map(|l| {
+            let rest = l.strip_prefix("  ")?.strip_prefix(subject)?;
+            rest.starts_with(' ').then(|| rest.trim_start().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {subject:?} line in:\n{}", block.join("\n")))
 }
 
 #[test]
@@ -33,32 +55,68 @@ fn the_banner_lists_what_the_worker_watches() {
             "--concurrency=2",
         ],
     );
-    let line = banner_line(&d);
+    let block = start_block(&d);
     let socket = s.redis.socket.display().to_string();
-    for part in [
-        " INFO ",
-        &format!("version={}", env!("CARGO_PKG_VERSION")),
-        "build=",
-        &format!("config=defaults < --config {}", config.display()),
-        &format!("redis={socket} db 0"),
-        "connection=redis",
-        "queues=high (laravel_database_queues:high), default (laravel_database_queues:default)",
-        "retry_after=90 s",
-        "block_for=unset (BLPOP on :notify for up to --sleep)",
-        &format!("cache=redis {socket} db 1"),
-        "restart_key=laravel_database_laravel_cache:illuminate:queue:restart",
-        "failed=",
-        &format!("* → process {}", s.path("h.sh").display()),
-        "App\\Mail\\* → http http://127.0.0.1:9/queue (queues mail)",
-        "concurrency=2",
-    ] {
-        assert!(line.contains(part), "{part:?} not in the banner:\n{line}");
+    let expected = [
+        (
+            "worker starting: ",
+            vec![
+                format!("laravel-worker {} (git ", env!("CARGO_PKG_VERSION")),
+                format!("config defaults < --config {}", config.display()),
+            ],
+        ),
+        (
+            "  queue    ",
+            vec![format!("redis connection \"redis\": {socket} db 0")],
+        ),
+        (
+            "  queues   ",
+            vec![
+                "high (laravel_database_queues:high), default (laravel_database_queues:default)"
+                    .to_string(),
+                "retry_after 90 s".into(),
+                "block_for unset (BLPOP on :notify for up to --sleep)".into(),
+            ],
+        ),
+        (
+            "  handlers ",
+            vec![
+                format!("* → process {}", s.path("h.sh").display()),
+                "App\\Mail\\* → http http://127.0.0.1:9/queue (queues mail)".into(),
+            ],
+        ),
+        (
+            "  limits   ",
+            vec![
+                "concurrency 2, tries 1, timeout 60 s, memory 128 MB, sleep 0 s".into(),
+                "--stop-when-empty".into(),
+            ],
+        ),
+        (
+            "  stores   ",
+            vec![
+                "failed ".into(),
+                format!("cache redis {socket} db 1"),
+                "restart key laravel_database_laravel_cache:illuminate:queue:restart".into(),
+            ],
+        ),
+        (
+            "  metrics  ",
+            vec!["off; heartbeat off; horizon records off".into()],
+        ),
+    ];
+    assert_eq!(block.len(), expected.len(), "{block:#?}");
+    for ((label, parts), line) in expected.iter().zip(&block) {
+        assert!(line.starts_with(label), "{label:?} is not {line:?}");
+        for part in parts {
+            assert!(line.contains(part.as_str()), "{part:?} not in {line:?}");
+        }
     }
-    // One line, no Rust debug values.
+    // One block, no Rust debug values, no field labelled redis= anywhere.
     let log = d.stderr_text();
     assert_eq!(log.matches("worker starting").count(), 1, "{log}");
-    for wrong in ["Some(", "None", "\\n"] {
-        assert!(!line.contains(wrong), "{wrong:?} in the banner:\n{line}");
+    for wrong in ["Some(", "None", "\\n", "redis="] {
+        assert!(!block.concat().contains(wrong), "{wrong:?} in:\n{block:#?}");
     }
 }
 
@@ -94,6 +152,13 @@ fn with_json_the_banner_is_one_json_line() {
         handler.display().to_string()
     );
     assert_eq!(banner["concurrency"], 1);
+    assert_eq!(banner["driver"], "redis");
+    assert_eq!(banner["connection"], "redis");
+    assert_eq!(banner["at"], banner["redis"], "0.1.0's field kept on Redis");
+    assert_eq!(banner["limits"]["tries"], 1);
+    assert_eq!(banner["limits"]["flags"][0], "--stop-when-empty");
+    assert_eq!(banner["metrics"], "off");
+    assert_eq!(banner["heartbeat"], "off");
     assert!(
         banner["config_sources"][1]
             .as_str()

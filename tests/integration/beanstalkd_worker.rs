@@ -80,7 +80,14 @@ fn the_worker_runs_releases_and_fails_jobs() {
         return;
     };
     let files = (dir.path(), config.as_path(), &failed);
-    queue_scenes::runs_releases_and_fails(&server, files, "beanstalkd", "beanstalkd");
+    let d = queue_scenes::runs_releases_and_fails(&server, files, "beanstalkd", "beanstalkd");
+    assert_eq!(
+        crate::banner::start_line(&d, "queue"),
+        format!(
+            "beanstalkd connection \"beanstalkd\": beanstalkd at 127.0.0.1:{}",
+            server.port
+        )
+    );
 }
 
 /// A job running for more than three times its ttr beside a second worker

@@ -110,7 +110,19 @@ fn the_worker_runs_releases_and_fails_jobs_on_each_database() {
         let dir = dbs.dir.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let config = config(&dir, jobs, failed.url(), 90, queue_scenes::RUNS_SCRIPT);
-        queue_scenes::runs_releases_and_fails(jobs, (&dir, &config, failed), "database", name);
+        let files = (dir.as_path(), config.as_path(), failed);
+        let d = queue_scenes::runs_releases_and_fails(jobs, files, "database", name);
+        // The start block's queue line: engine, version, table and lock.
+        let queue = crate::banner::start_line(&d, "queue");
+        let (engine, lock) = match *name {
+            "sqlite" => ("SQLite 3.", "BEGIN IMMEDIATE, busy timeout 60 s"),
+            "postgres" => ("PostgreSQL ", "FOR UPDATE SKIP LOCKED"),
+            _ => ("MariaDB ", "FOR UPDATE SKIP LOCKED"),
+        };
+        let start = format!("database connection \"database\": {engine}");
+        assert!(queue.starts_with(&start), "{name}: {queue}");
+        assert!(queue.ends_with(&format!("table jobs, {lock}")), "{queue}");
+        assert!(!d.stderr_text().contains("redis="), "{}", d.stderr_text());
     }
 }
 
@@ -239,6 +251,19 @@ fn push_monitor_clear_and_retry_work_on_the_table() {
         out.contains("\"pending\":2") && out.contains("\"delayed\":1"),
         "{out}"
     );
+    // Another connection's name is refused, not shown with the table's
+    // counts (before: `monitor redis:default` printed them as redis's).
+    for other in ["redis:default", "foo:default"] {
+        let mut refused = Daemon::cli(&config, &["monitor", other]);
+        refused.expect_exit(1);
+        let log = refused.stderr_text();
+        assert!(
+            log.contains("is not the configured one (\"database\"")
+                && log.contains("laravel-worker monitor database:default"),
+            "{other}: {log}"
+        );
+        assert!(refused.stdout.is_empty(), "{other}: {:?}", refused.stdout);
+    }
     let mut clear = Daemon::cli(&config, &["clear", "default", "--force"]);
     clear.expect_exit(0);
     assert_eq!(jobs.rows(), vec![]);

@@ -672,9 +672,24 @@ fn status(s: &Scene, job: &Job) -> Option<String> {
 /// Waits until `job`'s record is `want` and out of `pending_jobs`.
 #[track_caller]
 fn wait_final(s: &Scene, job: &Job, want: &str) {
-    common::wait_until(&format!("{} {want}", job.uuid()), || {
-        status(s, job).as_deref() == Some(want) && !members(s, "pending_jobs").contains(&job.uuid())
-    });
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let pending = members(s, "pending_jobs").contains(&job.uuid());
+        if status(s, job).as_deref() == Some(want) && !pending {
+            return;
+        }
+        if std::time::Instant::now() >= deadline {
+            // What the record holds instead (its payload left out).
+            let mut record = hash(s, &job.uuid());
+            record.remove("payload");
+            panic!(
+                "waited {:?} for {} {want} in vain: pending {pending}, record {record:?}",
+                common::WAIT,
+                job.uuid()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Issue 30 item 1: Horizon's connector pushes, then writes the `pending`

@@ -231,3 +231,54 @@ fn app_config_resolves_a_database_connection_on_laravel_8() {
     let e = format!("{:#}", load(Some("sync")).unwrap_err());
     assert!(e.contains("\"sync\" has driver \"sync\""), "{e}");
 }
+
+/// Laravel 12.34+'s `failover` connection, written into the 8.83 app's
+/// `config/queue.php` as the skeleton has it (`[database, deferred]`) and
+/// made the default: `work` refuses it at start (exit 1, no worker started)
+/// naming the app's actual members, the `work database` command, and
+/// `deferred` as no queue; `work failover` says the same. The command it
+/// names then runs the job the app dispatched to its `database` member.
+#[test]
+fn a_failover_connection_is_refused_naming_its_members_and_their_commands() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else {
+        return;
+    };
+    app.edit_config(
+        "queue.php",
+        "        'sync' => [",
+        "        'failover' => [\n            'driver' => 'failover',\n            \
+         'connections' => ['database', 'deferred'],\n        ],\n        \
+         'deferred' => [\n            'driver' => 'deferred',\n        ],\n        'sync' => [",
+    );
+    let jobs = common::jobs_table::JobsTable::sqlite(&app.scene().join("failed.sqlite"));
+    // Laravel 8.83 has no FailoverQueue: the job goes to the member itself.
+    app.set_env("QUEUE_CONNECTION", "database");
+    app.dispatch(json!([{"kind": "plain", "tag": "member"}]));
+    assert_eq!(jobs.rows().len(), 1, "dispatched to the database member");
+    app.set_env("QUEUE_CONNECTION", "failover");
+    let config = app.config_from_app(&s, Transport::PerJob);
+    let flag = app.app_flag();
+    for named in [None, Some("failover")] {
+        let mut args = vec![flag.as_str()];
+        args.extend(named);
+        args.extend(["--stop-when-empty", "--sleep=0"]);
+        let mut d = s.work(&config, &args);
+        d.expect_exit(1);
+        let log = d.stderr_text();
+        for says in [
+            "\"failover\" has driver \"failover\"",
+            "(queue.connections.failover.connections) are [database, deferred]",
+            "with this command's other options: laravel-worker work database;",
+            "deferred (driver \"deferred\") is not a queue",
+        ] {
+            assert!(log.contains(says), "{named:?}: no {says:?} in:\n{log}");
+        }
+        assert!(!log.contains("worker started"), "{log}");
+    }
+    assert_eq!(jobs.rows().len(), 1, "nothing was touched");
+    let args = [flag.as_str(), "database", "--stop-when-empty", "--sleep=0"];
+    s.work(&config, &args).expect_stop(0, "empty");
+    assert_eq!(app.attempts("member"), vec![1], "the named command ran it");
+    assert_eq!(jobs.rows(), vec![]);
+}

@@ -398,3 +398,158 @@ fn boot_failure_is_reported_as_the_jobs_exception() {
     );
     assert_eq!(app.records(), Vec::<Value>::new(), "no job ran");
 }
+
+/// The queue events a job's run fired, in order: `(event, what it
+/// carried)`, for the job whose payload `uuid` is given.
+fn queue_events(app: &App, uuid: &str) -> Vec<(String, Value)> {
+    app.records()
+        .into_iter()
+        .filter(|r| r["event"] == "queue-event" && r["uuid"] == uuid)
+        .map(|r| {
+            (
+                r["job"].as_str().unwrap_or("").to_string(),
+                r["carried"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The events of Laravel versions newer than the test app's 8.83
+/// (JobReleasedAfterException 9.x, JobAttempted 11.23, JobReleased 13.26)
+/// and 13.17's `shouldStopRetries()`, in the order Laravel's Worker fires
+/// them. Laravel 8.83 has none of these classes: the test app declares
+/// stand-ins with the newest constructors, and its exception handler a
+/// `shouldStopRetries()`, only under `LW_NEWER_QUEUE_EVENTS`
+/// (tests/laravel/app/Support/NewerQueueEvents.php). So what this shows is
+/// the bridge's side: it fires each event where `class_exists` finds it,
+/// in Worker's order, and fails at once what the handler says not to
+/// retry; that Laravel's real classes take these arguments is read from
+/// their source, not run here.
+#[test]
+fn newer_events_fire_in_the_workers_order_where_the_app_has_them() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    app.dispatch(json!([
+        {"kind": "plain", "tag": "plain"},
+        {"kind": "flaky", "tag": "flaky", "failures": 5},
+        {"kind": "flaky", "tag": "last", "failures": 5},
+        {"kind": "releasing", "tag": "rel", "release": 7},
+        {"kind": "dont-retry", "tag": "stop"},
+        {"kind": "dont-retry", "tag": "old"},
+        {"kind": "max-exceptions", "tag": "mx1"},
+        {"kind": "max-exceptions", "tag": "mx2"},
+    ]));
+    let newer = [
+        ("LW_NEWER_QUEUE_EVENTS", "1"),
+        ("LARAVEL_WORKER_MAX_TRIES", "3"),
+    ];
+    let run = |attempt: u64, env: &[(&str, &str)]| {
+        let payload = reserve(&s, attempt);
+        let outcome = run_once(&app, &s, &payload, env);
+        let uuid = payload["uuid"].as_str().unwrap().to_string();
+        (outcome, queue_events(&app, &uuid))
+    };
+    let none = Value::Null;
+    let thrown = |class: &str| Value::from(class);
+    let names =
+        |events: &[(String, Value)]| events.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+
+    let (outcome, events) = run(1, &newer);
+    assert_eq!(outcome, json!({"action": "done"}));
+    assert_eq!(
+        names(&events),
+        ["JobProcessing", "JobProcessed", "JobAttempted"]
+    );
+    assert_eq!(events[2].1, none, "no exception carried");
+
+    // Tries left: released after the exception, with the job's backoff.
+    let (outcome, events) = run(1, &newer);
+    assert_eq!(outcome["action"], "exception");
+    assert_eq!(
+        names(&events),
+        [
+            "JobProcessing",
+            "JobExceptionOccurred",
+            "JobReleasedAfterException",
+            "JobAttempted"
+        ]
+    );
+    assert_eq!(events[2].1, thrown("RuntimeException"));
+    assert_eq!(events[3].1, thrown("RuntimeException"));
+    let released = app
+        .records()
+        .into_iter()
+        .find(|r| r["job"] == "JobReleasedAfterException")
+        .unwrap();
+    assert_eq!(
+        released["backoff"], 2,
+        "FlakyJob's backoff [2, 5], attempt 1"
+    );
+
+    // The last try: the daemon fails it, so no release is announced.
+    let (outcome, events) = run(3, &newer);
+    assert_eq!(outcome["action"], "exception");
+    assert_eq!(
+        names(&events),
+        ["JobProcessing", "JobExceptionOccurred", "JobAttempted"]
+    );
+
+    // Released by the job itself: JobReleased, then JobProcessed.
+    let (outcome, events) = run(1, &newer);
+    assert_eq!(outcome, json!({"action": "release", "delay": 7}));
+    assert_eq!(
+        names(&events),
+        [
+            "JobProcessing",
+            "JobReleased",
+            "JobProcessed",
+            "JobAttempted"
+        ]
+    );
+
+    // dontRetry: failed at once on attempt 1 of 3, failed() run here.
+    let (outcome, events) = run(1, &newer);
+    assert_eq!(outcome["action"], "fail");
+    assert_eq!(outcome["class"], "App\\Exceptions\\DontRetryException");
+    assert_eq!(
+        names(&events),
+        [
+            "JobProcessing",
+            "JobFailed",
+            "JobExceptionOccurred",
+            "JobAttempted"
+        ]
+    );
+    assert_eq!(app.events("failed", "stop").len(), 1);
+
+    // Laravel 8.83 as it is: no such hook, the exception is retried.
+    let (outcome, events) = run(1, &[("LARAVEL_WORKER_MAX_TRIES", "3")]);
+    assert_eq!(outcome["action"], "exception");
+    assert!(events.is_empty(), "no recording listener: {events:?}");
+    assert!(app.events("failed", "old").is_empty());
+
+    // maxExceptions 2: the first exception is released; with one already
+    // counted (the daemon's `job-exceptions:{uuid}` cache entry) the
+    // daemon fails it, so no release is announced.
+    let ten = [
+        ("LW_NEWER_QUEUE_EVENTS", "1"),
+        ("LARAVEL_WORKER_MAX_TRIES", "10"),
+    ];
+    let (outcome, events) = run(2, &ten);
+    assert_eq!(outcome["action"], "exception");
+    assert!(
+        names(&events).contains(&"JobReleasedAfterException".to_string()),
+        "{events:?}"
+    );
+    let payload = reserve(&s, 3);
+    let uuid = payload["uuid"].as_str().unwrap();
+    let key = format!("laravel_database_laravel_cache:job-exceptions:{uuid}");
+    let _: () = s.redis.cache(&["SET", &key, "1"]);
+    let outcome = run_once(&app, &s, &payload, &ten);
+    assert_eq!(outcome["action"], "exception");
+    assert_eq!(
+        names(&queue_events(&app, uuid)),
+        ["JobProcessing", "JobExceptionOccurred", "JobAttempted"]
+    );
+    assert_queue_untouched(&s, 0);
+}

@@ -1,6 +1,6 @@
 //! Jobs of a megabyte or more: their reserved member is named by length
 //! and SHA-1 in the delete, release and renewal scripts instead of being
-//! sent back to Redis (see `src/queue/member.rs`). Each path must settle
+//! sent back to Redis (see `src/queue/redis_queue/member.rs`). Each path must settle
 //! exactly the member it reserved and leave every other one alone.
 
 use crate::common;

@@ -74,6 +74,7 @@ mod failed_store_hardening;
 
 // Beside a real Laravel: its config, bridge, commands and workers.
 mod composer_package;
+mod deb_first_job;
 mod laravel_app_config;
 mod laravel_bridge;
 mod laravel_commands;
@@ -84,6 +85,7 @@ mod laravel_parity;
 // Horizon's records and the metrics endpoint.
 mod horizon;
 mod metrics;
+mod pulse_feed;
 
 // The surface: command line, config, output, deploy files, first contact.
 mod banner;

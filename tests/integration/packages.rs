@@ -18,9 +18,11 @@ use std::sync::OnceLock;
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The packages made by one run of the script, shared by this file's tests.
-struct Built {
-    dir: PathBuf,
-    deb: PathBuf,
+pub(crate) struct Built {
+    /// The folder holding the packages and SHA256SUMS.
+    pub(crate) dir: PathBuf,
+    /// The .deb.
+    pub(crate) deb: PathBuf,
     rpm: PathBuf,
     tarball: PathBuf,
 }
@@ -71,7 +73,7 @@ fn one_file(dir: &Path, suffix: &str) -> PathBuf {
 
 /// Builds the packages once (the first test to ask waits for it, the others
 /// for the first); `None`, with the skip noted, without the packaging tools.
-fn built() -> Option<&'static Built> {
+pub(crate) fn built() -> Option<&'static Built> {
     static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
     for tool in ["cargo-deb", "cargo-generate-rpm"] {
         if !common::skip::have(

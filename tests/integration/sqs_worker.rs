@@ -142,6 +142,14 @@ fn the_worker_runs_releases_and_fails_jobs_on_sqs() {
     let bad = moto.send(&url, &payload("Bad", "u-bad"), 0);
     let mut d = scene.work(&["--stop-when-empty", "--sleep=0", "--tries=2"]);
     d.expect_stop(0, "empty");
+    // The start block names the prefix, the endpoint and the region.
+    let queue = crate::banner::start_line(&d, "queue");
+    let start = format!(
+        "sqs connection \"sqs\": SQS {} (endpoint {}, region ",
+        moto.prefix(),
+        moto.endpoint
+    );
+    assert!(queue.starts_with(&start), "{queue}");
     let mut ran = scene.ran();
     ran.sort();
     assert_eq!(

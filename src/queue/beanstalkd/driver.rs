@@ -29,7 +29,7 @@ use crate::queue::ReservedJob;
 use crate::queue::clock::now;
 use crate::queue::companion::Ending;
 use crate::queue::driver::{Call, Driver};
-use crate::queue::keys::QueueKeys;
+use crate::queue::handle::QueueHandle;
 use crate::queue::sizes::{HeadAge, QueueSizes};
 
 impl Driver for BeanstalkdQueue {
@@ -42,7 +42,7 @@ impl Driver for BeanstalkdQueue {
         Some(self.spec().retry_after)
     }
 
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>> {
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>> {
         Box::pin(async move { Ok(self.pop_jobs(queue, count).await?) })
     }
 
@@ -101,13 +101,13 @@ impl Driver for BeanstalkdQueue {
             };
             let touched = self.on_reservation(job, false, touch).await?;
             if touched {
-                job.lease.confirm(sent, now());
+                job.lease.confirm(sent);
             }
             Ok(touched)
         })
     }
 
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()> {
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()> {
         Box::pin(async move {
             self.put(&queue.name, payload.as_bytes(), 0).await?;
             Ok(())
@@ -116,7 +116,7 @@ impl Driver for BeanstalkdQueue {
 
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()> {
@@ -127,16 +127,16 @@ impl Driver for BeanstalkdQueue {
         })
     }
 
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, _head: HeadAge) -> Call<'a, QueueSizes> {
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, _head: HeadAge) -> Call<'a, QueueSizes> {
         Box::pin(async move { Ok(BeanstalkdQueue::sizes(self, &queue.name).await?) })
     }
 
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64> {
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64> {
         Box::pin(async move { Ok(BeanstalkdQueue::clear(self, &queue.name).await?) })
     }
 
     /// The tube.
-    fn location(&self, queue: &QueueKeys) -> String {
+    fn location(&self, queue: &QueueHandle) -> String {
         format!("tube {}", queue.name)
     }
 }

@@ -19,9 +19,8 @@ use std::time::Instant;
 
 use super::client::{Connection, JobStats, Reserved};
 use super::error::{BeanstalkdError, Result};
-use crate::queue::clock::now;
 use crate::queue::job::{DriverHandle, Lease, Reservation};
-use crate::queue::{Payload, QueueKeys, QueueSizes, ReservedJob};
+use crate::queue::{Payload, QueueHandle, QueueSizes, ReservedJob};
 
 /// The priority Laravel puts and releases jobs with
 /// (`Pheanstalk::DEFAULT_PRIORITY`).
@@ -159,7 +158,11 @@ impl BeanstalkdQueue {
     /// # Errors
     /// A queue name that is no tube name; the server cannot be reached
     /// (for the first job: later ones end the pop with what it has).
-    pub async fn pop_jobs(&self, queue: &Arc<QueueKeys>, count: usize) -> Result<Vec<ReservedJob>> {
+    pub async fn pop_jobs(
+        &self,
+        queue: &Arc<QueueHandle>,
+        count: usize,
+    ) -> Result<Vec<ReservedJob>> {
         check_tube(&queue.name)?;
         let mut jobs = Vec::new();
         let mut wait = self.inner.spec.block_for;
@@ -183,7 +186,11 @@ impl BeanstalkdQueue {
     /// reservation (a restart ends every connection): the new reservation
     /// is handed to the running job ([`BeanstalkdQueue::adopt`]) and the
     /// reserve goes on, so that no slot runs it a second time at once.
-    async fn reserve_one(&self, queue: &Arc<QueueKeys>, wait: u64) -> Result<Option<ReservedJob>> {
+    async fn reserve_one(
+        &self,
+        queue: &Arc<QueueHandle>,
+        wait: u64,
+    ) -> Result<Option<ReservedJob>> {
         loop {
             let mut conn = self.connection().await?;
             let sent = Instant::now();
@@ -224,7 +231,7 @@ impl BeanstalkdQueue {
 
     async fn stats_of(
         &self,
-        queue: &Arc<QueueKeys>,
+        queue: &Arc<QueueHandle>,
         mut conn: Connection,
         reserved: Reserved,
         sent: Instant,
@@ -241,7 +248,7 @@ impl BeanstalkdQueue {
 
     fn job(
         &self,
-        queue: &Arc<QueueKeys>,
+        queue: &Arc<QueueHandle>,
         conn: Connection,
         reserved: Reserved,
         stats: JobStats,
@@ -268,8 +275,7 @@ impl BeanstalkdQueue {
             raw: body,
             // The job's own ttr: the server's clock for this reservation
             // (the pusher's `retry_after`, ours or a PHP app's).
-            lease: Lease::new(Some(stats.ttr.max(1)), sent, now()),
-            digest: None,
+            lease: Lease::new(Some(stats.ttr.max(1)), sent),
             reservation: Reservation::Handle(DriverHandle {
                 id: id.to_string(),
                 attempt: stats.reserves,

@@ -75,7 +75,7 @@ async fn a_later_attempt_handed_back_keeps_its_count() {
         return;
     };
     let queue = server.queue();
-    let keys = queue.keys("default");
+    let keys = queue.handle("default");
     queue
         .push(&keys, &contract::payload(7))
         .await
@@ -105,7 +105,7 @@ async fn an_unreachable_server_is_unavailable() {
         block_for: 0,
     });
     let e = queue
-        .pop_jobs(&queue.keys("default"), 1)
+        .pop_jobs(&queue.handle("default"), 1)
         .await
         .expect_err("no server");
     assert_eq!(e.kind, crate::queue::error::ErrorKind::Unavailable);

@@ -15,8 +15,8 @@ use crate::queue::ReservedJob;
 use crate::queue::clock::now;
 use crate::queue::companion::Ending;
 use crate::queue::driver::{Call, Driver, Refusal};
+use crate::queue::handle::QueueHandle;
 use crate::queue::job::Reservation;
-use crate::queue::keys::QueueKeys;
 use crate::queue::sizes::{HeadAge, QueueSizes};
 
 impl Driver for DatabaseQueue {
@@ -30,7 +30,7 @@ impl Driver for DatabaseQueue {
         u64::try_from(DatabaseQueue::retry_after(self)).ok()
     }
 
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>> {
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>> {
         Box::pin(async move { Ok(self.pop_jobs(queue, count).await?) })
     }
 
@@ -52,7 +52,7 @@ impl Driver for DatabaseQueue {
         Box::pin(async move { Ok(self.renew_job(job).await?) })
     }
 
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()> {
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()> {
         Box::pin(async move {
             DatabaseQueue::push(self, &queue.name, payload, 0, now()).await?;
             Ok(())
@@ -61,7 +61,7 @@ impl Driver for DatabaseQueue {
 
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()> {
@@ -75,7 +75,7 @@ impl Driver for DatabaseQueue {
 
     /// The oldest pending row's `available_at` is read whatever `head`
     /// says: it costs an index lookup, not a copy of the job.
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, _head: HeadAge) -> Call<'a, QueueSizes> {
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, _head: HeadAge) -> Call<'a, QueueSizes> {
         Box::pin(async move {
             let sizes = DatabaseQueue::sizes(self, &queue.name, now()).await?;
             Ok(QueueSizes {
@@ -90,7 +90,7 @@ impl Driver for DatabaseQueue {
         })
     }
 
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64> {
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64> {
         Box::pin(async move { Ok(DatabaseQueue::clear(self, &queue.name).await?) })
     }
 
@@ -99,7 +99,7 @@ impl Driver for DatabaseQueue {
     }
 
     /// The table and its `queue` column.
-    fn location(&self, queue: &QueueKeys) -> String {
+    fn location(&self, queue: &QueueHandle) -> String {
         format!("{} where queue = '{}'", self.table(), queue.name)
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::error::{DatabaseQueueError, ErrorKind};
 use super::queue::{DatabaseQueue, DatabaseReservation, ReservationHandle};
 use crate::queue::job::{Lease, Reservation};
-use crate::queue::{Payload, QueueKeys, ReservedJob, now};
+use crate::queue::{Payload, QueueHandle, ReservedJob, now};
 
 /// A `Result` of this module.
 type Result<T> = std::result::Result<T, DatabaseQueueError>;
@@ -22,7 +22,11 @@ impl DatabaseQueue {
     /// # Errors
     /// The database could not be reached (nothing was reserved) or refused
     /// the statements.
-    pub async fn pop_jobs(&self, queue: &Arc<QueueKeys>, count: usize) -> Result<Vec<ReservedJob>> {
+    pub async fn pop_jobs(
+        &self,
+        queue: &Arc<QueueHandle>,
+        count: usize,
+    ) -> Result<Vec<ReservedJob>> {
         let sent = Instant::now();
         let at = now();
         let rows = self.reserve(&queue.name, count, at).await?;
@@ -36,8 +40,7 @@ impl DatabaseQueue {
                     payload: Payload::parse_stored(raw.clone()),
                     reserved: raw.clone(),
                     raw,
-                    lease: Lease::new(Some(retry_after), sent, at),
-                    digest: None,
+                    lease: Lease::new(Some(retry_after), sent),
                     reservation: Reservation::Row {
                         handle: row.handle,
                         at_attempts_limit: row.at_attempts_limit,
@@ -91,7 +94,7 @@ impl DatabaseQueue {
         let at = now();
         let renewed = self.renew(handle(job)?, at).await?;
         if renewed {
-            job.lease.confirm(sent, at);
+            job.lease.confirm(sent);
         }
         Ok(renewed)
     }

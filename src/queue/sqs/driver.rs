@@ -17,8 +17,8 @@ use crate::queue::ReservedJob;
 use crate::queue::clock::now;
 use crate::queue::companion::Ending;
 use crate::queue::driver::{Call, Driver, PayloadStore, Refusal, Step};
+use crate::queue::handle::QueueHandle;
 use crate::queue::job::Reservation;
-use crate::queue::keys::QueueKeys;
 use crate::queue::sizes::{HeadAge, QueueSizes};
 
 impl Driver for SqsQueue {
@@ -31,7 +31,7 @@ impl Driver for SqsQueue {
         Some(self.visibility())
     }
 
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>> {
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>> {
         Box::pin(async move { Ok(self.pop_jobs(queue, count).await?) })
     }
 
@@ -51,7 +51,7 @@ impl Driver for SqsQueue {
         Box::pin(async move { Ok(self.renew_job(job).await?) })
     }
 
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()> {
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()> {
         Box::pin(async move { Ok(self.send(&queue.name, payload, 0).await?) })
     }
 
@@ -59,7 +59,7 @@ impl Driver for SqsQueue {
     /// Laravel's send).
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()> {
@@ -69,7 +69,7 @@ impl Driver for SqsQueue {
         })
     }
 
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, _head: HeadAge) -> Call<'a, QueueSizes> {
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, _head: HeadAge) -> Call<'a, QueueSizes> {
         Box::pin(async move {
             let sizes = SqsQueue::sizes(self, &queue.name).await?;
             Ok(QueueSizes {
@@ -85,13 +85,13 @@ impl Driver for SqsQueue {
     }
 
     /// `PurgeQueue`.
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64> {
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64> {
         Box::pin(async move { Ok(self.purge(&queue.name).await?) })
     }
 
     /// Each queue's attributes read once: a queue SQS says does not exist
     /// (or refuses to show) is refused in one line naming its URL.
-    fn check_queues<'a>(&'a self, queues: &'a [Arc<QueueKeys>]) -> Call<'a, ()> {
+    fn check_queues<'a>(&'a self, queues: &'a [Arc<QueueHandle>]) -> Call<'a, ()> {
         Box::pin(async move {
             for queue in queues {
                 self.check_exists(&queue.name).await?;
@@ -101,12 +101,12 @@ impl Driver for SqsQueue {
     }
 
     /// The queue's URL.
-    fn location(&self, queue: &QueueKeys) -> String {
+    fn location(&self, queue: &QueueHandle) -> String {
         self.url_of(&queue.name)
     }
 
     /// The queue URL (`SqsJob` is given the URL as its queue).
-    fn failed_queue_name(&self, queue: &QueueKeys) -> String {
+    fn failed_queue_name(&self, queue: &QueueHandle) -> String {
         self.url_of(&queue.name)
     }
 
@@ -129,7 +129,7 @@ impl Driver for SqsQueue {
     /// Long polls on every queue at once, cut to `horizon`.
     fn block_on_notify<'a>(
         &'a self,
-        queues: &'a [Arc<QueueKeys>],
+        queues: &'a [Arc<QueueHandle>],
         wait: Option<Duration>,
         horizon: Option<Duration>,
     ) -> Call<'a, bool> {
@@ -138,7 +138,7 @@ impl Driver for SqsQueue {
 
     fn take_received<'a>(
         &'a self,
-        queues: &'a [Arc<QueueKeys>],
+        queues: &'a [Arc<QueueHandle>],
         within: Duration,
     ) -> Step<'a, Vec<ReservedJob>> {
         Box::pin(SqsQueue::take_received(self, queues, within))

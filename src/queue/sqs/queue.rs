@@ -109,14 +109,19 @@ impl SqsQueue {
         }
     }
 
-    /// Where the queues are, for logs: the prefix and region (never a key;
+    /// Where the queues are, for logs: the prefix, the endpoint when set,
+    /// and the region (never a key;
     /// a URL's password masked, though a user part is refused at start).
     pub fn describe(&self) -> String {
         let spec = &self.inner.spec;
         let prefix = crate::redact::url(&spec.prefix);
         match &spec.endpoint {
-            Some(endpoint) => format!("SQS {prefix} (endpoint {})", crate::redact::url(endpoint)),
-            None => format!("SQS {prefix} ({})", spec.region),
+            Some(endpoint) => format!(
+                "SQS {prefix} (endpoint {}, region {})",
+                crate::redact::url(endpoint),
+                spec.region
+            ),
+            None => format!("SQS {prefix} (region {})", spec.region),
         }
     }
 

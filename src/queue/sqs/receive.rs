@@ -43,7 +43,7 @@ use super::error::{Result, SqsQueueError};
 use super::queue::{SqsQueue, seconds};
 use super::spec::{MAX_VISIBILITY, MAX_WAIT};
 use crate::queue::job::{Lease, Reservation};
-use crate::queue::{Payload, QueueKeys, ReservedJob, now};
+use crate::queue::{Payload, QueueHandle, ReservedJob};
 
 /// SQS's most messages per receive.
 const MAX_RECEIVE: usize = 10;
@@ -104,7 +104,11 @@ impl SqsQueue {
     ///
     /// # Errors
     /// SQS refused the receive or could not be reached (nothing received).
-    pub async fn pop_jobs(&self, queue: &Arc<QueueKeys>, count: usize) -> Result<Vec<ReservedJob>> {
+    pub async fn pop_jobs(
+        &self,
+        queue: &Arc<QueueHandle>,
+        count: usize,
+    ) -> Result<Vec<ReservedJob>> {
         let url = self.url_of(&queue.name);
         let count = count.min(MAX_RECEIVE);
         if count == 0 {
@@ -151,7 +155,7 @@ impl SqsQueue {
     /// A long poll failed (SQS refused it or could not be reached).
     pub async fn block_on_notify(
         &self,
-        queues: &[Arc<QueueKeys>],
+        queues: &[Arc<QueueHandle>],
         wait: Option<Duration>,
         horizon: Option<Duration>,
     ) -> Result<bool> {
@@ -197,7 +201,7 @@ impl SqsQueue {
     /// SQS, which shows what it took again after the visibility timeout.
     pub async fn take_received(
         &self,
-        queues: &[Arc<QueueKeys>],
+        queues: &[Arc<QueueHandle>],
         within: Duration,
     ) -> Vec<ReservedJob> {
         let urls: Vec<String> = queues.iter().map(|q| self.url_of(&q.name)).collect();
@@ -329,9 +333,13 @@ impl SqsQueue {
     /// The jobs of `received` messages of `queue` (at `url`). A message
     /// without a receipt handle (never sent by SQS) cannot be settled and
     /// is left to SQS.
-    fn jobs(&self, queue: &Arc<QueueKeys>, url: &str, received: Vec<Received>) -> Vec<ReservedJob> {
+    fn jobs(
+        &self,
+        queue: &Arc<QueueHandle>,
+        url: &str,
+        received: Vec<Received>,
+    ) -> Vec<ReservedJob> {
         let url: Arc<str> = Arc::from(url);
-        let at = now();
         received
             .into_iter()
             .filter_map(|Received { message, sent, .. }| {
@@ -351,8 +359,7 @@ impl SqsQueue {
                     // it (the receipt handle is in the message handle).
                     reserved: raw.clone(),
                     raw,
-                    lease: Lease::new(Some(self.visibility()), sent, at),
-                    digest: None,
+                    lease: Lease::new(Some(self.visibility()), sent),
                     reservation: Reservation::Message(Arc::new(MessageHandle {
                         url: Arc::clone(&url),
                         message_id: Arc::from(message.message_id.unwrap_or_default()),
@@ -447,7 +454,7 @@ impl SqsQueue {
             .change_visibility(&handle.url, &handle.receipt, self.visibility())
             .await?;
         if renewed {
-            job.lease.confirm(sent, now());
+            job.lease.confirm(sent);
         }
         Ok(renewed)
     }

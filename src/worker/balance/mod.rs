@@ -28,7 +28,7 @@ pub use queue_slots::{QueueSlots, Share, SlotTicket};
 pub use share::{Balancer, Mode, Policy, Strategy};
 
 use super::Services;
-use crate::queue::QueueKeys;
+use crate::queue::QueueHandle;
 
 /// The balancing side of a running loop.
 pub struct Balanced {
@@ -80,7 +80,7 @@ impl Balanced {
     }
 
     /// Starts the rounds' task over `queues` (the same queues, their keys).
-    pub fn start(&mut self, services: Arc<Services>, queues: Vec<Arc<QueueKeys>>) {
+    pub fn start(&mut self, services: Arc<Services>, queues: Vec<Arc<QueueHandle>>) {
         if let Some(balancer) = self.balancer.take() {
             let rounds = rounds::run(services, queues, Arc::clone(&self.slots), balancer);
             self.rounds = Some(tokio::spawn(rounds));

@@ -18,7 +18,7 @@ use super::super::events::JobEvents;
 use super::queue_slots::QueueSlots;
 use super::share::{Balancer, Mode};
 use crate::log_limit::{DEFAULT_INTERVAL, RepeatLimiter};
-use crate::queue::{HeadAge, QueueKeys};
+use crate::queue::{HeadAge, QueueHandle};
 
 /// Log site of a round that could not read the queue sizes.
 const ROUND_FAILED: &str = "cannot read the queue sizes to balance the slots";
@@ -27,7 +27,7 @@ const ROUND_FAILED: &str = "cannot read the queue sizes to balance the slots";
 /// round every cooldown until dropped (the loop aborts it when it stops).
 pub async fn run(
     services: Arc<Services>,
-    queues: Vec<Arc<QueueKeys>>,
+    queues: Vec<Arc<QueueHandle>>,
     slots: Arc<QueueSlots>,
     mut balancer: Balancer,
 ) {
@@ -73,7 +73,7 @@ pub async fn run(
 /// The queue could not be reached.
 pub async fn pending(
     services: &Services,
-    queues: &[Arc<QueueKeys>],
+    queues: &[Arc<QueueHandle>],
 ) -> crate::queue::QueueResult<Vec<u64>> {
     let mut pending = Vec::with_capacity(queues.len());
     for keys in queues {

@@ -73,6 +73,9 @@ class DispatchJobs extends Command
             case 'self-failing':
                 $this->bus(new Jobs\SelfFailingJob($tag), $spec);
                 break;
+            case 'dont-retry':
+                $this->bus(new Jobs\DontRetryJob($tag), $spec);
+                break;
             case 'gated':
                 $this->bus(new Jobs\GatedJob($tag, $spec['gate']), $spec);
                 break;

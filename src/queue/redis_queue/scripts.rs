@@ -101,7 +101,7 @@ return out
 /// Oldest first, to the *tail* of the ready list, one notify token per job.
 /// Returns `{count, payload, …}`: how many moved and, as Laravel returns
 /// them, the payloads moved, oldest first, as long as they fit within
-/// ARGV\[3\] bytes (see [`super::migrated`]).
+/// ARGV\[3\] bytes (see [`crate::queue::migrated`]).
 pub const MIGRATE_EXPIRED: &str = r#"
 local due = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'limit', 0, ARGV[2])
 local count = #due

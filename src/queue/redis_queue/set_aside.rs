@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis::{RedisResult, Value};
 
 use super::keys::QueueKeys;
-use super::redis_queue::{RedisQueue, SET_ASIDE_PIECE};
+use super::queue::{RedisQueue, SET_ASIDE_PIECE};
 use super::scripts;
 use super::scripts::name_denied_script_command;
 

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::ReservedJob;
-use super::companion::{Ending, SettleCompanion};
-use super::driver::{Call, Driver, ParksFailures, Step, WaitingForJobs};
 use super::elsewhere::QueueElsewhere;
-use super::keys::QueueKeys;
-use super::migrated::Migrated;
-use super::redis_queue::RedisQueue;
-use super::sizes::{HeadAge, QueueSizes};
+use super::queue::RedisQueue;
+use crate::queue::ReservedJob;
+use crate::queue::companion::{Ending, SettleCompanion};
+use crate::queue::driver::{Call, Driver, ParksFailures, Step, WaitingForJobs};
+use crate::queue::handle::QueueHandle;
+use crate::queue::migrated::Migrated;
+use crate::queue::sizes::{HeadAge, QueueSizes};
 
 impl Driver for RedisQueue {
     fn describe(&self) -> String {
@@ -26,7 +26,7 @@ impl Driver for RedisQueue {
         RedisQueue::retry_after(self)
     }
 
-    fn pop<'a>(&'a self, queue: &'a Arc<QueueKeys>, count: usize) -> Call<'a, Vec<ReservedJob>> {
+    fn pop<'a>(&'a self, queue: &'a Arc<QueueHandle>, count: usize) -> Call<'a, Vec<ReservedJob>> {
         Box::pin(async move { Ok(RedisQueue::pop(self, queue, count).await?) })
     }
 
@@ -46,38 +46,40 @@ impl Driver for RedisQueue {
         Box::pin(async move { Ok(RedisQueue::renew(self, job).await?) })
     }
 
-    fn push<'a>(&'a self, queue: &'a QueueKeys, payload: &'a str) -> Call<'a, ()> {
-        Box::pin(async move { Ok(RedisQueue::push(self, queue, payload).await?) })
+    fn push<'a>(&'a self, queue: &'a QueueHandle, payload: &'a str) -> Call<'a, ()> {
+        Box::pin(async move { Ok(RedisQueue::push(self, &self.keys_of(queue), payload).await?) })
     }
 
     fn later<'a>(
         &'a self,
-        queue: &'a QueueKeys,
+        queue: &'a QueueHandle,
         available_at: i64,
         payload: &'a str,
     ) -> Call<'a, ()> {
-        Box::pin(async move { Ok(RedisQueue::later(self, queue, available_at, payload).await?) })
+        Box::pin(async move {
+            Ok(RedisQueue::later(self, &self.keys_of(queue), available_at, payload).await?)
+        })
     }
 
-    fn sizes<'a>(&'a self, queue: &'a QueueKeys, head: HeadAge) -> Call<'a, QueueSizes> {
-        Box::pin(async move { Ok(RedisQueue::sizes(self, queue, head).await?) })
+    fn sizes<'a>(&'a self, queue: &'a QueueHandle, head: HeadAge) -> Call<'a, QueueSizes> {
+        Box::pin(async move { Ok(RedisQueue::sizes(self, &self.keys_of(queue), head).await?) })
     }
 
-    fn clear<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, u64> {
-        Box::pin(async move { Ok(RedisQueue::clear(self, queue).await?) })
+    fn clear<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, u64> {
+        Box::pin(async move { Ok(RedisQueue::clear(self, &self.keys_of(queue)).await?) })
     }
 
     fn at(&self) -> String {
         format!("Redis at {}", RedisQueue::describe(self))
     }
 
-    fn keys(&self, name: &str) -> Arc<QueueKeys> {
-        RedisQueue::keys(self, name)
+    fn handle(&self, name: &str) -> Arc<QueueHandle> {
+        RedisQueue::handle(self, name)
     }
 
     /// The ready list's full key.
-    fn location(&self, queue: &QueueKeys) -> String {
-        queue.ready.clone()
+    fn location(&self, queue: &QueueHandle) -> String {
+        self.keys_of(queue).ready.clone()
     }
 
     fn counts_in_payload(&self) -> bool {
@@ -96,7 +98,7 @@ impl Driver for RedisQueue {
 
     fn block_on_notify<'a>(
         &'a self,
-        queues: &'a [Arc<QueueKeys>],
+        queues: &'a [Arc<QueueHandle>],
         wait: Option<Duration>,
         _horizon: Option<Duration>,
     ) -> Call<'a, bool> {
@@ -119,8 +121,8 @@ impl Driver for RedisQueue {
         Some(self)
     }
 
-    fn elsewhere<'a>(&'a self, queue: &'a QueueKeys) -> Call<'a, Vec<QueueElsewhere>> {
-        Box::pin(async move { Ok(RedisQueue::elsewhere(self, queue).await?) })
+    fn elsewhere<'a>(&'a self, queue: &'a QueueHandle) -> Call<'a, Vec<QueueElsewhere>> {
+        Box::pin(async move { Ok(RedisQueue::elsewhere(self, &self.keys_of(queue)).await?) })
     }
 
     fn renew_connection(&self) -> Step<'_, ()> {
@@ -130,19 +132,23 @@ impl Driver for RedisQueue {
 
 /// The queue's `:unrecorded` sorted set (ours; Laravel has no such key).
 impl ParksFailures for RedisQueue {
-    fn parked_at(&self, queue: &QueueKeys) -> String {
-        queue.unrecorded.clone()
+    fn parked_at(&self, queue: &QueueHandle) -> String {
+        self.keys_of(queue).unrecorded.clone()
     }
 
     fn park_failure<'a>(&'a self, job: &'a ReservedJob, record: Bytes, at: i64) -> Call<'a, bool> {
         Box::pin(async move { Ok(RedisQueue::park_failure(self, job, record, at).await?) })
     }
 
-    fn unrecorded<'a>(&'a self, queue: &'a QueueKeys, count: usize) -> Call<'a, Vec<Vec<u8>>> {
-        Box::pin(async move { Ok(RedisQueue::unrecorded(self, queue, count).await?) })
+    fn unrecorded<'a>(&'a self, queue: &'a QueueHandle, count: usize) -> Call<'a, Vec<Vec<u8>>> {
+        Box::pin(
+            async move { Ok(RedisQueue::unrecorded(self, &self.keys_of(queue), count).await?) },
+        )
     }
 
-    fn forget_unrecorded<'a>(&'a self, queue: &'a QueueKeys, record: &'a [u8]) -> Call<'a, ()> {
-        Box::pin(async move { Ok(RedisQueue::forget_unrecorded(self, queue, record).await?) })
+    fn forget_unrecorded<'a>(&'a self, queue: &'a QueueHandle, record: &'a [u8]) -> Call<'a, ()> {
+        Box::pin(async move {
+            Ok(RedisQueue::forget_unrecorded(self, &self.keys_of(queue), record).await?)
+        })
     }
 }

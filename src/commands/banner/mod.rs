@@ -16,6 +16,11 @@ use crate::config::{CacheSettings, FailedSettings, HandlerSpec, Settings, redact
 use crate::queue::Queue;
 use crate::worker::WorkerOptions;
 
+mod block;
+mod limits;
+
+pub use limits::Limits;
+
 /// One queue the worker takes jobs from.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct QueueLine {
@@ -50,12 +55,20 @@ pub struct Banner {
     pub build: String,
     /// Where the settings came from, lowest precedence first.
     pub config_sources: Vec<String>,
-    /// Where the queue is, as its driver describes it (the queue Redis,
-    /// the database and table, the SQS prefix), without credentials. Named
-    /// `redis` for the JSON line's readers of old.
-    pub redis: String,
+    /// The queue connection's driver, as `queue.connections.NAME.driver`
+    /// names it (`redis`, `database`, `sqs`, `beanstalkd`).
+    pub driver: String,
     /// The queue connection name (written into failed_jobs).
     pub connection: String,
+    /// Where the queue is, as its driver describes it (the queue Redis;
+    /// the database's engine, version, place, table and lock clause; the
+    /// SQS prefix, endpoint and region; the beanstalkd server), without
+    /// credentials.
+    pub at: String,
+    /// The same as `at`, on the Redis driver only: the field 0.1.0's JSON
+    /// line named it by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<String>,
     /// The queues, highest priority first.
     pub queues: Vec<QueueLine>,
     /// `retry_after` in words: `90 s` or `never`.
@@ -74,6 +87,15 @@ pub struct Banner {
     pub handlers: Vec<HandlerLine>,
     /// Jobs run at once.
     pub concurrency: usize,
+    /// `queue:work`'s limits and flags.
+    pub limits: Limits,
+    /// The metrics and health endpoint's `[metrics] listen` address, or
+    /// `off`.
+    pub metrics: String,
+    /// The heartbeat file `health` reads, or `off`.
+    pub heartbeat: String,
+    /// Whether Horizon's records are written (`[horizon] enabled`).
+    pub horizon: bool,
 }
 
 /// Seconds in words: `90 s`, or `none_text` for `None`.
@@ -132,7 +154,7 @@ fn queue_lines(queue: &Queue, queues: &[String]) -> Vec<QueueLine> {
         .iter()
         .map(|name| QueueLine {
             name: name.clone(),
-            key: queue.location(&queue.keys(name)),
+            key: queue.location(&queue.handle(name)),
         })
         .collect()
 }
@@ -156,56 +178,42 @@ fn handler_line(h: &HandlerSpec) -> HandlerLine {
 
 impl Banner {
     /// The banner of a worker with `settings` (its sources as
-    /// [`Settings::sources`]) and `options`, serving `queue`: the driver's
-    /// fields come from the opened queue (where it is, where each queue's
-    /// jobs are) and from its settings (how an idle worker waits).
-    pub fn new(settings: &Settings, queue: &Queue, options: &WorkerOptions) -> Banner {
-        let redis = queue.describe();
-        let queues = queue_lines(queue, &options.queues);
-        let block_for = settings.driver.idle_wait_words(settings.block_for);
+    /// [`Settings::sources`]) and `options`, serving `queue`, its
+    /// heartbeat file `heartbeat` (`--heartbeat-file` or `[worker]
+    /// heartbeat_file`): the driver's fields come from the opened queue
+    /// (where it is, where each queue's jobs are) and from its settings
+    /// (how an idle worker waits).
+    pub fn new(
+        settings: &Settings,
+        queue: &Queue,
+        options: &WorkerOptions,
+        heartbeat: Option<&std::path::Path>,
+    ) -> Banner {
+        let at = queue.describe();
+        let driver = settings.driver.name().to_string();
+        let redis = (driver == "redis").then(|| at.clone());
         let (cache, restart_key) = cache_lines(&settings.cache);
-        let handlers = settings.handlers.iter().map(handler_line).collect();
         Banner {
             version: VERSION.into(),
             build: BUILD.into(),
             config_sources: settings.sources.clone(),
-            redis,
+            driver,
             connection: settings.connection.clone(),
-            queues,
+            at,
+            redis,
+            queues: queue_lines(queue, &options.queues),
             retry_after: seconds(settings.retry_after, "never"),
-            block_for,
+            block_for: settings.driver.idle_wait_words(settings.block_for),
             cache,
             restart_key,
             failed: failed_line(settings),
-            handlers,
+            handlers: settings.handlers.iter().map(handler_line).collect(),
             concurrency: options.concurrency,
+            limits: Limits::of(options),
+            metrics: settings.metrics_listen.clone().unwrap_or("off".into()),
+            heartbeat: heartbeat.map_or("off".into(), |p| p.display().to_string()),
+            horizon: settings.horizon.is_some(),
         }
-    }
-
-    /// The handlers in one line: `App\Jobs\* → process ./hello.sh; * → http
-    /// https://app/_queue (queues mail)`.
-    pub fn handlers_text(&self) -> String {
-        self.handlers
-            .iter()
-            .map(|h| {
-                let queues = if h.queues.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (queues {})", h.queues.join(","))
-                };
-                format!("{} → {} {}{queues}", h.pattern, h.transport, h.target)
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// The queues in one line: `default (laravel_database_queues:default), …`.
-    pub fn queues_text(&self) -> String {
-        self.queues
-            .iter()
-            .map(|q| format!("{} ({})", q.name, q.key))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 
     /// The banner as one JSON object (`"message":"worker starting"`,
@@ -219,29 +227,17 @@ impl Banner {
         value.to_string()
     }
 
-    /// Writes the banner: one INFO log event, or with `json` one JSON line
-    /// on stderr (stdout carries the job events).
+    /// Writes the banner: a block of INFO log lines, one per subject
+    /// ([`Banner::lines`]), or with `json` one JSON line on stderr (stdout
+    /// carries the job events).
     pub fn emit(&self, json: bool) {
         if json {
             use std::io::Write;
             let _ = writeln!(std::io::stderr().lock(), "{}", self.json());
             return;
         }
-        tracing::info!(
-            version = %self.version,
-            build = %self.build,
-            config = %self.config_sources.join(" < "),
-            redis = %self.redis,
-            connection = %self.connection,
-            queues = %self.queues_text(),
-            retry_after = %self.retry_after,
-            block_for = %self.block_for,
-            cache = %self.cache,
-            restart_key = %self.restart_key,
-            failed = %self.failed,
-            handlers = %self.handlers_text(),
-            concurrency = self.concurrency,
-            "worker starting"
-        );
+        for line in self.lines() {
+            tracing::info!("{line}");
+        }
     }
 }

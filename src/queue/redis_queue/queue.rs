@@ -8,13 +8,14 @@ use std::time::Duration;
 use redis::{RedisResult, Value};
 
 use super::batch::{SharedConnection, Write, WriteBatch};
-use super::job::{Lease, ReservedJob};
 use super::keys::QueueKeys;
-use super::member::{DIGEST_AT, MemberDigest, MemberRef};
-use super::migrated::{Migrated, MigratedFrom, MigrationLog};
-use super::payload::{Payload, PayloadError};
+use super::member::{DIGEST_AT, MemberRef, RedisReservation};
 use super::scripts::{self, name_denied_script_command};
-use super::sizes::{HeadAge, QueueSizes};
+use crate::queue::handle::QueueHandle;
+use crate::queue::job::{Lease, Reservation, ReservedJob};
+use crate::queue::migrated::{Migrated, MigratedFrom, MigrationLog};
+use crate::queue::payload::{Payload, PayloadError};
+use crate::queue::sizes::{HeadAge, QueueSizes};
 use crate::redis::{COMMAND_TIMEOUT, Purpose, RedisConn, RedisTarget, is_noscript};
 use bytes::Bytes;
 
@@ -91,8 +92,8 @@ pub struct RedisQueue {
     /// Deletes and releases, pipelined with those of other jobs.
     writes: WriteBatch,
     /// The writes a listener adds to each delete of a finished job (see
-    /// [`super::companion`]), once installed.
-    companion: Arc<std::sync::OnceLock<super::companion::Installed>>,
+    /// [`crate::queue::companion`]), once installed.
+    companion: Arc<std::sync::OnceLock<crate::queue::companion::Installed>>,
     /// When each queue was last migrated (see [`Self::pop`]).
     migrations: Arc<MigrationTicks>,
     /// The pop goes as text from now on: Redis refused `EVALSHA` (an ACL
@@ -130,12 +131,12 @@ pub struct QueueOptions {
     /// `-1` for no limit.
     pub migration_batch_size: i64,
     /// Most payload bytes a migrate call returns for the `migrated` event
-    /// (at most [`super::migrated::REPLY_BUDGET`]); 0 when no listener
+    /// (at most [`crate::queue::migrated::REPLY_BUDGET`]); 0 when no listener
     /// reads the payloads, so a migration moves no job over the wire twice.
     pub migrated_payloads: usize,
 }
 
-pub use super::clock::now;
+pub use crate::queue::clock::now;
 
 impl RedisQueue {
     /// Connects to the queue database of `target` (one server, Sentinel or
@@ -216,6 +217,20 @@ impl RedisQueue {
         Arc::new(QueueKeys::new(&self.prefix, name, self.target.is_cluster()))
     }
 
+    /// The handle of queue `name`, its keys built into it.
+    pub fn handle(&self, name: &str) -> Arc<QueueHandle> {
+        Arc::new(QueueHandle::with(name, self.keys(name)))
+    }
+
+    /// The keys `queue` carries ([`Self::handle`]), or built from its name
+    /// for a handle made elsewhere.
+    pub fn keys_of(&self, queue: &QueueHandle) -> Arc<QueueKeys> {
+        match queue.data::<Arc<QueueKeys>>() {
+            Some(keys) => Arc::clone(keys),
+            None => self.keys(&queue.name),
+        }
+    }
+
     /// Seconds a reservation lasts (`None`: reserved jobs are never reclaimed).
     pub fn retry_after(&self) -> Option<u64> {
         self.retry_after
@@ -235,7 +250,12 @@ impl RedisQueue {
     /// Any Redis error; nothing was reserved then unless the pop script ran,
     /// in which case its jobs are in `:reserved` and are reclaimed after
     /// `retry_after`.
-    pub async fn pop(&self, queue: &Arc<QueueKeys>, count: usize) -> RedisResult<Vec<ReservedJob>> {
+    pub async fn pop(
+        &self,
+        handle: &Arc<QueueHandle>,
+        count: usize,
+    ) -> RedisResult<Vec<ReservedJob>> {
+        let queue = &self.keys_of(handle);
         let sent = std::time::Instant::now();
         let now = now();
         let mut pipe = redis::pipe();
@@ -269,12 +289,13 @@ impl RedisQueue {
             .into_iter()
             .zip([MigratedFrom::Delayed, MigratedFrom::Reserved])
         {
-            self.note_migrated(queue, from, reply);
+            self.note_migrated(handle, from, reply);
         }
         self.take_set_aside(&set_aside, queue, expiry, &mut popped)
             .await?;
-        let lease = || Lease::new(self.retry_after, sent, expiry);
-        Ok(reserved_jobs(queue, popped, lease))
+        let reservation = |member: &[u8]| RedisReservation::new(Arc::clone(queue), member, expiry);
+        let lease = || Lease::new(self.retry_after, sent);
+        Ok(reserved_jobs(handle, popped, reservation, lease))
     }
 
     /// Sends `pipe` (the due migrations) with `call`'s pop by SHA1, or as
@@ -322,12 +343,14 @@ impl RedisQueue {
     /// Any Redis error.
     pub async fn block_on_notify(
         &self,
-        queues: &[Arc<QueueKeys>],
+        queues: &[Arc<QueueHandle>],
         wait: Option<Duration>,
     ) -> RedisResult<bool> {
         if wait.is_some_and(|w| w < Duration::from_millis(1)) {
             return Ok(false);
         }
+        let queues: Vec<Arc<QueueKeys>> = queues.iter().map(|q| self.keys_of(q)).collect();
+        let queues = &queues[..];
         match &self.blocking {
             Blocking::One(conn) => {
                 let keys: Vec<&str> = queues.iter().map(|q| q.notify.as_str()).collect();
@@ -349,10 +372,11 @@ impl RedisQueue {
     /// # Errors
     /// Any Redis error; the job then stays reserved and is reclaimed later.
     pub async fn delete(&self, job: &ReservedJob) -> RedisResult<bool> {
+        let held = held(job)?;
         self.writes
             .send(Write::Delete {
-                reserved: job.queue.reserved.clone(),
-                member: job.member(),
+                reserved: held.keys.reserved.clone(),
+                member: held.member(&job.reserved),
             })
             .await
     }
@@ -361,9 +385,12 @@ impl RedisQueue {
     /// finished job ([`Self::delete_settled`]) of this queue connection
     /// and its clones. Only the first companion installed is kept; false
     /// for a later one.
-    pub fn set_companion(&self, companion: Arc<dyn super::companion::SettleCompanion>) -> bool {
+    pub fn set_companion(
+        &self,
+        companion: Arc<dyn crate::queue::companion::SettleCompanion>,
+    ) -> bool {
         self.companion
-            .set(super::companion::Installed::new(companion))
+            .set(crate::queue::companion::Installed::new(companion))
             .is_ok()
     }
 
@@ -376,9 +403,10 @@ impl RedisQueue {
     pub async fn delete_settled(
         &self,
         job: &ReservedJob,
-        ended: super::companion::Ending<'_>,
+        ended: crate::queue::companion::Ending<'_>,
     ) -> RedisResult<bool> {
-        let companion = self.companion.get().filter(|_| job.digest.is_none());
+        let held = held(job)?;
+        let companion = self.companion.get().filter(|_| held.digest.is_none());
         let Some(installed) = companion else {
             return self.delete(job).await;
         };
@@ -387,7 +415,7 @@ impl RedisQueue {
         };
         self.writes
             .send(Write::DeleteWith {
-                reserved: job.queue.reserved.clone(),
+                reserved: held.keys.reserved.clone(),
                 member: job.reserved.clone(),
                 script: Arc::clone(&installed.script),
                 writes,
@@ -413,9 +441,10 @@ impl RedisQueue {
     pub async fn release(&self, job: &ReservedJob, delay: u64) -> RedisResult<bool> {
         let released = self.move_to_delayed(job, delay, None).await?;
         if delay == 0 {
-            self.migrations.expire(&job.queue.ready);
+            let keys = &held(job)?.keys;
+            self.migrations.expire(&keys.ready);
             if released && self.fetching.load(Ordering::SeqCst) > 0 {
-                self.migrate_delayed(&job.queue).await;
+                self.migrate_delayed(&job.queue, keys).await;
             }
         }
         Ok(released)
@@ -449,13 +478,13 @@ impl RedisQueue {
     /// Moves the due jobs of `queue`'s `:delayed` to its ready list now,
     /// with their notify tokens (the migration a pop would run). A failure
     /// is only logged: the next pop migrates them anyway.
-    async fn migrate_delayed(&self, queue: &Arc<QueueKeys>) {
+    async fn migrate_delayed(&self, handle: &Arc<QueueHandle>, queue: &QueueKeys) {
         let moved = self
             .migrate(queue, &queue.delayed, now())
             .query_async::<Value>(&mut self.conn())
             .await;
         match moved {
-            Ok(reply) => self.note_migrated(queue, MigratedFrom::Delayed, reply),
+            Ok(reply) => self.note_migrated(handle, MigratedFrom::Delayed, reply),
             Err(e) => {
                 tracing::debug!(queue = %queue.name, "cannot migrate the delayed jobs now: {e}")
             }
@@ -463,15 +492,15 @@ impl RedisQueue {
     }
 
     /// Keeps what a migrate call moved for [`Self::take_migrated`].
-    fn note_migrated(&self, queue: &Arc<QueueKeys>, from: MigratedFrom, reply: Value) {
-        if let Some(migrated) = super::migrated::from_reply(queue, from, reply) {
+    fn note_migrated(&self, queue: &Arc<QueueHandle>, from: MigratedFrom, reply: Value) {
+        if let Some(migrated) = crate::queue::migrated::from_reply(queue, from, reply) {
             self.migrated.note(migrated);
         }
     }
 
     /// The jobs the migrate script moved to a ready list (due delayed jobs,
     /// expired reservations) since the last call, on every clone of this
-    /// connection, oldest first (see [`super::migrated`]).
+    /// connection, oldest first (see [`crate::queue::migrated`]).
     pub fn take_migrated(&self) -> Vec<Migrated> {
         self.migrated.take()
     }
@@ -498,11 +527,12 @@ impl RedisQueue {
         delay: u64,
         instead: Option<Bytes>,
     ) -> RedisResult<bool> {
+        let held = held(job)?;
         self.writes
             .send(Write::Release {
-                delayed: job.queue.delayed.clone(),
-                reserved: job.queue.reserved.clone(),
-                member: job.member(),
+                delayed: held.keys.delayed.clone(),
+                reserved: held.keys.reserved.clone(),
+                member: held.member(&job.reserved),
                 at: now().saturating_add(i64::try_from(delay).unwrap_or(i64::MAX)),
                 instead,
             })
@@ -523,11 +553,12 @@ impl RedisQueue {
         record: Bytes,
         failed_at: i64,
     ) -> RedisResult<bool> {
+        let held = held(job)?;
         self.writes
             .send(Write::Park {
-                unrecorded: job.queue.unrecorded.clone(),
-                reserved: job.queue.reserved.clone(),
-                member: job.member(),
+                unrecorded: held.keys.unrecorded.clone(),
+                reserved: held.keys.reserved.clone(),
+                member: held.member(&job.reserved),
                 at: failed_at,
                 record,
             })
@@ -578,18 +609,19 @@ impl RedisQueue {
         };
         let sent = std::time::Instant::now();
         let expiry = now() + retry_after as i64;
+        let held = held(job)?;
         let mut renew = redis::cmd("EVAL");
-        match job.member() {
+        match held.member(&job.reserved) {
             MemberRef::Exact(member) => renew
                 .arg(scripts::RENEW)
                 .arg(1)
-                .arg(&job.queue.reserved)
+                .arg(&held.keys.reserved)
                 .arg(&member[..])
                 .arg(expiry),
             MemberRef::Digest { digest, scores } => renew
                 .arg(scripts::RENEW_BY_DIGEST)
                 .arg(1)
-                .arg(&job.queue.reserved)
+                .arg(&held.keys.reserved)
                 .arg(scores.0)
                 .arg(scores.1)
                 .arg(digest.len)
@@ -597,13 +629,14 @@ impl RedisQueue {
                 .arg(expiry),
         };
         // Until the answer arrives the member may have either score.
-        job.lease.renewing(expiry);
+        held.renewing(expiry);
         let renewed: i64 = renew
             .query_async(&mut self.conn())
             .await
             .map_err(name_denied_script_command)?;
         if renewed == 1 {
-            job.lease.confirm(sent, expiry);
+            job.lease.confirm(sent);
+            held.confirm(expiry);
         }
         Ok(renewed == 1)
     }
@@ -842,16 +875,30 @@ async fn blpop(mut conn: RedisConn, keys: &[&str], wait: Option<Duration>) -> Re
     Ok(token.is_some())
 }
 
+/// The Redis reservation of `job`; an error for a job another driver
+/// reserved (never passed here: each driver settles its own jobs).
+fn held(job: &ReservedJob) -> RedisResult<&RedisReservation> {
+    match &job.reservation {
+        Reservation::Redis(held) => Ok(held),
+        _ => Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "not a Redis reservation",
+        ))),
+    }
+}
+
 /// Turns the pop script's flat `{original, reserved, poison, …}` into jobs.
 ///
 /// The script's poison flag is authoritative: a payload the script could not
 /// count an attempt on is never run, whatever the Rust parser makes of it.
 ///
 /// Each job gets a lease of its own from `lease` (the pop's: sent when,
-/// for how long, scored what); a large member gets its digest.
+/// for how long) and its reservation from `reservation` (the queue's keys,
+/// the score the pop wrote; a large member's digest).
 fn reserved_jobs(
-    queue: &Arc<QueueKeys>,
+    queue: &Arc<QueueHandle>,
     popped: Vec<Value>,
+    reservation: impl Fn(&[u8]) -> RedisReservation,
     lease: impl Fn() -> Lease,
 ) -> Vec<ReservedJob> {
     let mut parts = popped.into_iter();
@@ -897,9 +944,8 @@ fn reserved_jobs(
             raw,
             payload,
             lease: lease(),
-            digest: MemberDigest::of_large(&reserved),
+            reservation: Reservation::Redis(reservation(&reserved)),
             reserved,
-            reservation: super::job::Reservation::Redis,
         });
     }
 }

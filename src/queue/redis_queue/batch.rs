@@ -49,7 +49,7 @@ pub enum Write {
         instead: Option<Bytes>,
     },
     /// `ZREM reserved member`, then a companion's writes when it removed
-    /// the member, in one script (see [`super::companion`]); by SHA1
+    /// the member, in one script (see [`crate::queue::companion`]); by SHA1
     /// unless `text`.
     DeleteWith {
         /// The `:reserved` key.
@@ -57,9 +57,9 @@ pub enum Write {
         /// The reserved member's bytes.
         member: Bytes,
         /// The delete script with the companion's body.
-        script: Arc<super::companion::DeleteScript>,
+        script: Arc<crate::queue::companion::DeleteScript>,
         /// The companion's keys and arguments.
-        writes: super::companion::Writes,
+        writes: crate::queue::companion::Writes,
         /// Send the script's text (`EVAL`), not its SHA1.
         text: bool,
     },
@@ -144,13 +144,13 @@ impl Write {
     }
 }
 
-/// The delete script of a companion ([`super::companion::script_with`]).
+/// The delete script of a companion ([`crate::queue::companion::script_with`]).
 fn delete_with(
     pipe: &mut Pipeline,
     reserved: &str,
     member: &Bytes,
-    script: &super::companion::DeleteScript,
-    writes: &super::companion::Writes,
+    script: &crate::queue::companion::DeleteScript,
+    writes: &crate::queue::companion::Writes,
     text: bool,
 ) {
     let cmd = if text {
