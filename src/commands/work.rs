@@ -50,16 +50,8 @@ pub async fn run(
         &options.queues,
     )
     .await;
-    let metrics = start_metrics(&settings, &options, &queue, &router).await?;
-    // `WorkCommand::listenForEvents`: the output lines and the metrics
-    // hear the worker's job events, and Horizon's records when asked.
-    let mut events = Listeners::new()
-        .with(Arc::new(
-            Reporter::new(options.json, settings.connection.clone())
-                .with_laravel8_lines(settings.laravel.major < 9),
-        ) as Arc<dyn JobEvents>)
-        .with(Arc::clone(&metrics) as Arc<dyn JobEvents>);
-    let metrics_handle = metrics;
+    let metrics_handle = start_metrics(&settings, &options, &queue, &router).await?;
+    let mut events = output_and_metrics(&settings, &options, &metrics_handle);
     let horizon = app::start_horizon(
         &settings,
         &queue,
@@ -103,6 +95,22 @@ pub async fn run(
     finish_pulse_feed(pulse_feed).await;
     tracing::info!(reason = reason.as_str(), "worker stopped");
     Ok(reason.exit_code())
+}
+
+/// `WorkCommand::listenForEvents`: the output lines and the metrics hear
+/// the worker's job events (Horizon's records and Pulse's feed are added
+/// after them when asked).
+fn output_and_metrics(
+    settings: &Settings,
+    options: &WorkerOptions,
+    metrics: &Arc<Metrics>,
+) -> Listeners {
+    Listeners::new()
+        .with(Arc::new(
+            Reporter::new(options.json, settings.connection.clone())
+                .with_laravel8_lines(settings.laravel.major < 9),
+        ) as Arc<dyn JobEvents>)
+        .with(Arc::clone(metrics) as Arc<dyn JobEvents>)
 }
 
 /// `events` with Laravel Pulse's feed ([`crate::pulse_feed`]) when
