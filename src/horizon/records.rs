@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use crate::worker::decoupled::{Event, JobFacts, Stamped};
-use crate::worker::{Settled, Verdict};
+use crate::worker::{Outcome, Settled, Verdict};
 
 /// Events waiting for the writer before new ones are dropped.
 pub const CAPACITY: usize = 10_000;
@@ -103,38 +103,33 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
     }
 }
 
-/// The step a settle stands for, when Redis did it.
+/// The step a settle stands for, when the queue did it: the job's
+/// [`Outcome`], the one mapping of (verdict, settled) every listener
+/// reports, in Horizon's steps.
 ///
 /// A settle whose answer was lost (`Gone` after a failed try: Redis did
 /// the step, the reply never came, and the next try found the reservation
-/// gone) stands for the step the verdict asked for, as the settle itself
+/// gone) stands for the step the verdict asked for, as `Outcome::of`
 /// concludes: that try removed the reservation. A job another worker
-/// reclaimed meanwhile gets that worker's records after this one.
+/// reclaimed meanwhile gets that worker's records after this one. Only a
+/// delete this settle saw land (not a large member's, named by digest)
+/// carried the companion's writes (`deleted`).
 fn settled_step(verdict: &Verdict, settled: Settled, took: Duration, large: bool) -> Option<Step> {
-    let completed = |deleted: bool| Step::Completed {
-        runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
-        deleted,
-    };
-    match (settled, verdict) {
-        (Settled::Done, _) => Some(completed(!large)),
-        (Settled::Released { .. }, _) => Some(Step::Released),
-        (Settled::Failed { .. }, Verdict::Fail { exception, .. }) => Some(Step::Failed {
-            exception: exception.to_string(),
+    match Outcome::of(verdict, settled) {
+        Outcome::Done => Some(Step::Completed {
+            runtime_ms: (took.as_secs_f64() * 100_000.0).round() / 100.0,
+            deleted: settled == Settled::Done && !large,
         }),
-        (
-            Settled::Gone {
-                after_failure: true,
-            },
-            verdict,
-        ) => match verdict {
-            Verdict::Delete => Some(completed(false)),
-            Verdict::Release { .. } | Verdict::HandBack { .. } => Some(Step::Released),
+        Outcome::Released | Outcome::ReleasedAfterException | Outcome::HandedBack => {
+            Some(Step::Released)
+        }
+        Outcome::Failed => match verdict {
             Verdict::Fail { exception, .. } => Some(Step::Failed {
                 exception: exception.to_string(),
             }),
-            Verdict::LeaseLost => None,
+            _ => None,
         },
-        _ => None,
+        Outcome::LeaseLost | Outcome::Reclaimed | Outcome::LeftReserved => None,
     }
 }
 
