@@ -83,6 +83,7 @@ pub async fn run(
         on_lease_lost: settings.on_lease_lost,
         laravel: settings.laravel,
         on_tripped: crate::worker::tripped::TripPolicy::new(settings.on_handler_tripped),
+        bookkeeping: app::open_bookkeeping(&settings).await,
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);

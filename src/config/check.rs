@@ -21,6 +21,10 @@ pub(super) fn handlers(handlers: &[HandlerEntry]) -> anyhow::Result<()> {
                 h.pattern
             ),
         }
+        if let Some(keeper) = &h.bookkeeping {
+            crate::whole::Keeper::parse(keeper)
+                .map_err(|e| anyhow::anyhow!("[[handlers]] match = {:?}: {e}", h.pattern))?;
+        }
     }
     Ok(())
 }

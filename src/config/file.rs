@@ -42,6 +42,10 @@ pub struct Layer {
     /// `[horizon]`: records for Horizon's dashboard.
     #[serde(default)]
     pub horizon: HorizonLayer,
+    /// `[bookkeeping]`: unique locks and batch counters for jobs Laravel's
+    /// code does not run.
+    #[serde(default)]
+    pub bookkeeping: BookkeepingLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -246,6 +250,32 @@ pub struct CacheLayer {
     pub colon: Option<bool>,
 }
 
+/// `[bookkeeping]`: what the worker does around jobs Laravel's own code
+/// does not run (see [`crate::whole`]).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BookkeepingLayer {
+    /// Release unique locks and record batches natively (default true).
+    pub enabled: Option<bool>,
+    /// `ShouldBeUniqueUntilProcessing` classes (`*` wildcards): their
+    /// lock is released before the run, never after.
+    pub until_processing: Option<Vec<String>>,
+    /// The app's name of the `[cache]` store (a key of `cache.stores`):
+    /// locks a payload places there are released. Default: the app's
+    /// default store (read through PHP), else the store's kind.
+    pub lock_store: Option<String>,
+    /// Redis store: the lock connection (`lock_connection`); default the
+    /// `[redis]` URL (the skeleton's `default` connection).
+    pub lock_url: Option<String>,
+    /// Database store: the locks table (`lock_table`, default `cache_locks`).
+    pub lock_table: Option<String>,
+    /// The batches database (`queue.batching.database`); default
+    /// `[failed] url` (the app's default connection).
+    pub batches_url: Option<String>,
+    /// The batches table (`queue.batching.table`, default `job_batches`).
+    pub batches_table: Option<String>,
+}
+
 /// `[failed]`.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -434,6 +464,11 @@ pub struct HandlerEntry {
     /// Faults of this handler itself, in a row, that trip it (default
     /// `[worker] trip_after`; 0 = never).
     pub trip_after: Option<u32>,
+    /// Who does Laravel's bookkeeping (unique lock, batch counters) for
+    /// this handler's jobs: `"laravel"` (the PHP bridge) or `"worker"`;
+    /// default `"laravel"` when the command runs
+    /// `laravel-worker-bridge.php`, else `"worker"`.
+    pub bookkeeping: Option<String>,
 }
 
 /// The transport a `[[handlers]]` entry means. [`HandlerEntry::transport`]
@@ -563,6 +598,7 @@ impl Layer {
             worker: self.worker.overlaid_by(over.worker),
             metrics: self.metrics.overlaid_by(over.metrics),
             horizon: self.horizon.overlaid_by(over.horizon),
+            bookkeeping: self.bookkeeping.overlaid_by(over.bookkeeping),
             handlers: over.handlers.or(self.handlers),
         }
     }
@@ -624,6 +660,15 @@ overlay!(CacheLayer {
     colon,
 });
 overlay!(FailedLayer { driver, url, table });
+overlay!(BookkeepingLayer {
+    enabled,
+    until_processing,
+    lock_store,
+    lock_url,
+    lock_table,
+    batches_url,
+    batches_table,
+});
 overlay!(DatabaseLayer {
     url,
     table,

@@ -24,6 +24,9 @@ pub struct HandlerSpec {
     pub queues: Option<Vec<String>>,
     /// Its breaker: `[worker]`'s, with the entry's own `trip_after`.
     pub breaker: BreakerSettings,
+    /// Who does Laravel's bookkeeping for its jobs (`bookkeeping`; by
+    /// default Laravel for the PHP bridge, the worker otherwise).
+    pub keeper: crate::whole::Keeper,
 }
 
 /// How a job reaches a handler.
@@ -94,6 +97,11 @@ impl HandlerSpec {
     /// The spec of a checked entry, `breaker` being `[worker]`'s.
     pub(super) fn new(entry: HandlerEntry, breaker: BreakerSettings) -> HandlerSpec {
         let transport = entry.transport();
+        let keeper = match entry.bookkeeping.as_deref() {
+            // Checked before (`check::handlers`).
+            Some(text) => crate::whole::Keeper::parse(text).unwrap_or_default(),
+            None => crate::whole::Keeper::of_command(entry.command.as_deref().unwrap_or_default()),
+        };
         let command = || CommandSpec {
             command: entry.command.clone().unwrap_or_default(),
             env: entry.env.clone().unwrap_or_default(),
@@ -137,6 +145,7 @@ impl HandlerSpec {
             transport,
             timeout: entry.timeout,
             queues: entry.queues,
+            keeper,
         }
     }
 

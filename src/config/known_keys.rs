@@ -5,8 +5,8 @@
 use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
-    AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
-    MetricsLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
+    AppLayer, BookkeepingLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer,
+    Layer, MetricsLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -23,6 +23,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("worker", fields::<WorkerLayer>()),
         ("metrics", fields::<MetricsLayer>()),
         ("horizon", fields::<HorizonLayer>()),
+        ("bookkeeping", fields::<BookkeepingLayer>()),
         ("handlers", fields::<HandlerEntry>()),
     ]
 }

@@ -70,6 +70,10 @@ pub struct Invocation<'a> {
     pub timeout: Option<Duration>,
     /// Run or failed hook.
     pub mode: Mode<'a>,
+    /// Whether the job's batch was cancelled (`SkipIfBatchCancelled`);
+    /// `None` when it is in no batch, or its batch is Laravel's to read
+    /// (the PHP bridge), or could not be read.
+    pub batch_cancelled: Option<bool>,
 }
 
 /// What a handler reports back.

@@ -23,6 +23,9 @@ pub struct Route {
     queues: Option<Vec<String>>,
     /// Stops handing jobs to the handler while it keeps failing on its own.
     pub breaker: Breaker,
+    /// Who does Laravel's bookkeeping for its jobs (see
+    /// [`crate::whole::done_by_laravel`]).
+    pub keeper: crate::whole::Keeper,
 }
 
 impl Route {
@@ -35,7 +38,14 @@ impl Route {
             timeout,
             queues: None,
             breaker: Breaker::new(pattern, BreakerSettings::default(), DEFAULT_INTERVAL),
+            keeper: crate::whole::Keeper::Worker,
         }
+    }
+
+    /// This route with its bookkeeping done by `keeper`.
+    pub fn with_keeper(mut self, keeper: crate::whole::Keeper) -> Self {
+        self.keeper = keeper;
+        self
     }
 
     /// This route with its breaker set to `settings`, repeated faults
