@@ -232,20 +232,27 @@ impl Batches {
     /// `markAsCancelled` (`cancelled_at` = `finished_at` = now).
     async fn stamp(&self, id: &str, cancel: bool) -> anyhow::Result<()> {
         let set = if cancel {
-            format!("cancelled_at = {a}, finished_at = {a}", a = self.mark(1))
+            format!(
+                "cancelled_at = {}, finished_at = {}",
+                self.mark(1),
+                self.mark(2)
+            )
         } else {
             format!("finished_at = {}", self.mark(1))
         };
+        let at = if cancel { 3 } else { 2 };
         let sql = format!(
             "UPDATE {} SET {set} WHERE id = {}",
             self.table,
-            self.mark(2)
+            self.mark(at)
         );
         let now = now();
         on_pool!(&self.pool, |p| {
-            sqlx::query(AssertSqlSafe(sql))
-                .bind(now)
-                .bind(id)
+            let mut q = sqlx::query(AssertSqlSafe(sql)).bind(now);
+            if cancel {
+                q = q.bind(now);
+            }
+            q.bind(id)
                 .execute(p)
                 .await
                 .with_context(|| format!("cannot mark the batch {id} in {}", self.table))?;

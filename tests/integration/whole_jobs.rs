@@ -1,0 +1,255 @@
+//! Whole jobs, part 1 (issue 45): the unique lock and the batch counters
+//! of a job run by a handler that is not the PHP bridge, written by the
+//! worker before the job leaves the queue, on a real redis-server and a
+//! real SQLite file; the PHP bridge's jobs never booked twice.
+
+use crate::common;
+
+use common::recordings;
+use common::sqlite;
+use common::{Job, Scene};
+use serde_json::json;
+
+/// The lock key of the 12.67 recording's `UniqueJob`.
+const KEY: &str = "laravel_unique_job:App\\Jobs\\UniqueJob:k";
+/// The Scene's cache prefix on Redis (`laravel_database_` +
+/// `laravel_cache` + `:`).
+const REDIS_PREFIX: &str = "laravel_database_laravel_cache:";
+
+/// The recorded 12.67 `UniqueJob` payload, its lock in `store`.
+fn unique_payload(store: &str) -> String {
+    let raw = recordings::read("laravel12/payloads/unique.json");
+    raw.replace(
+        "s:8:\\\"database\\\";",
+        &format!("s:{}:\\\"{store}\\\";", store.len()),
+    )
+}
+
+/// A 13.24-style payload: the context's hidden part with the lock's
+/// store, key and owner, each PHP-serialized (the documented shape).
+fn owned_payload(owner: &str) -> String {
+    let ser = |s: &str| format!("s:{}:\"{s}\";", s.len());
+    Job::laravel13("App\\Jobs\\UniqueJob")
+        .set(
+            "illuminate:log:context",
+            json!({"data": [], "hidden": {
+                "laravel_unique_job_cache_store": ser("redis"),
+                "laravel_unique_job_key": ser(KEY),
+                "laravel_unique_job_lock_owner": ser(owner),
+            }}),
+        )
+        .build()
+}
+
+#[test]
+fn a_process_handler_s_unique_job_has_its_redis_lock_released() {
+    let (s, config) = Scene::configured(|c| c.script("exit 0"));
+    let lock = format!("{REDIS_PREFIX}{KEY}");
+    let _: () = s
+        .redis
+        .cmd(&["SET", &lock, "oxo2vtxMweerU2DO", "EX", "3600"]);
+    s.redis.push("default", &unique_payload("redis"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let left: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(left, 0, "the lock is released (DEL on the lock connection)");
+}
+
+#[test]
+fn an_owner_is_compared_before_the_delete() {
+    let (s, config) = Scene::configured(|c| c.script("exit 0"));
+    let lock = format!("{REDIS_PREFIX}{KEY}");
+    // A new dispatch took the lock since: another owner's lock stays.
+    let _: () = s.redis.cmd(&["SET", &lock, "someone-else"]);
+    s.redis.push("default", &owned_payload("mine"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let value: Option<String> = s.redis.cmd(&["GET", &lock]);
+    assert_eq!(value.as_deref(), Some("someone-else"));
+    // The job's own lock goes.
+    let _: () = s.redis.cmd(&["SET", &lock, "mine"]);
+    s.redis.push("default", &owned_payload("mine"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let left: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn a_released_job_keeps_its_lock_and_until_processing_is_released_before_the_run() {
+    let (s, config) = Scene::configured(|c| {
+        c.script("echo '{\"action\":\"release\",\"delay\":60}' > \"$LARAVEL_WORKER_RESULT\"")
+    });
+    let lock = format!("{REDIS_PREFIX}{KEY}");
+    let _: () = s.redis.cmd(&["SET", &lock, "o"]);
+    s.redis.push("default", &unique_payload("redis"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let left: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(left, 1, "a job released back keeps its lock");
+
+    // UntilProcessing: the handler runs after the lock is gone, and a lock
+    // taken again meanwhile (by a new dispatch) is not deleted after.
+    let config = s
+        .config()
+        .set(
+            "bookkeeping",
+            "until_processing",
+            vec!["App\\Jobs\\UniqueJob".to_string()],
+        )
+        .script(&format!(
+            "redis-cli -s '{}' EXISTS '{lock}' > \"$DIR/seen\"; redis-cli -s '{}' SET '{lock}' new > /dev/null",
+            s.path("redis.sock").display(),
+            s.path("redis.sock").display()
+        ))
+        .write();
+    let _: () = s
+        .redis
+        .cmd(&["DEL", "laravel_database_queues:default:delayed"]);
+    s.redis.push("default", &unique_payload("redis"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(s.read("seen"), "0", "released before the handler ran");
+    let value: Option<String> = s.redis.cmd(&["GET", &lock]);
+    assert_eq!(value.as_deref(), Some("new"), "not deleted after the run");
+}
+
+#[test]
+fn a_database_store_lock_is_released_from_cache_locks() {
+    let s = Scene::new();
+    let db = s.path("app.sqlite");
+    sqlite::execute(
+        &db,
+        "create table cache_locks (\"key\" varchar not null primary key, owner varchar not null, expiration integer not null)",
+        &[],
+    );
+    sqlite::execute(
+        &db,
+        "insert into cache_locks values (?, 'zIXCBQS2gXXXFX0k', 9999999999)",
+        &[&format!("laravel-cache-{KEY}")],
+    );
+    let url = format!("sqlite://{}", db.display());
+    let config = s
+        .config()
+        .set("cache", "store", "database")
+        .set("cache", "url", url.as_str())
+        .set("cache", "prefix", "laravel-cache-")
+        .set("cache", "colon", false)
+        .set("bookkeeping", "batches_url", url.as_str())
+        .script("exit 0")
+        .write();
+    s.redis.push("default", &unique_payload("database"));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let left = sqlite::strings(&db, "SELECT \"key\" FROM cache_locks");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A `job_batches` table (Laravel's migration) with one batch `name` of
+/// `total` jobs, its options allowing failures or not; returns its id.
+fn batch(db: &std::path::Path, name: &str, total: i64, allow_failures: bool) -> String {
+    let id = format!("9f{name}-0000-4000-8000-000000000000");
+    sqlite::execute(
+        db,
+        "create table if not exists job_batches (id varchar not null primary key, name varchar not null, \
+         total_jobs integer not null, pending_jobs integer not null, failed_jobs integer not null, \
+         failed_job_ids text not null, options text, cancelled_at integer, created_at integer not null, \
+         finished_at integer)",
+        &[],
+    );
+    let options = if allow_failures {
+        "a:1:{s:13:\"allowFailures\";b:1;}"
+    } else {
+        "a:0:{}"
+    };
+    sqlite::execute(
+        db,
+        "insert into job_batches values (?, ?, ?, ?, 0, '[]', ?, null, 1, null)",
+        &[&id, name, &total.to_string(), &total.to_string(), options],
+    );
+    id
+}
+
+/// A job of batch `id`, its batch id in `data.batchId` (12.51+) or, with
+/// `in_command`, only in the serialized command (8.x).
+fn batched(class: &str, id: &str, in_command: bool) -> Job {
+    let command = format!(
+        "O:{}:\"{class}\":2:{{s:7:\"batchId\";s:{}:\"{id}\";s:5:\"queue\";N;}}",
+        class.len(),
+        id.len()
+    );
+    let batch_id = if in_command { json!(null) } else { json!(id) };
+    Job::laravel8(class).set(
+        "data",
+        json!({"commandName": class, "command": command, "batchId": batch_id}),
+    )
+}
+
+#[test]
+fn a_batch_run_by_a_process_handler_finishes_and_counts_failures() {
+    let s = Scene::new();
+    let db = s.path("app.sqlite");
+    let ok = batch(&db, "ok", 3, false);
+    let lenient = batch(&db, "lenient", 2, true);
+    let strict = batch(&db, "strict", 2, false);
+    let url = format!("sqlite://{}", db.display());
+    let config = s
+        .config()
+        .set("bookkeeping", "batches_url", url.as_str())
+        .script(
+            "echo \"$LARAVEL_WORKER_JOB_NAME $LARAVEL_WORKER_BATCH_CANCELLED\" >> \"$LOG\"\n\
+             case \"$LARAVEL_WORKER_JOB_NAME\" in *Fails) exit 1;; esac",
+        )
+        .write();
+    for (i, in_command) in [false, true, false].into_iter().enumerate() {
+        s.push(&batched(&format!("App\\Jobs\\Ok{i}"), &ok, in_command));
+    }
+    s.push(&batched("App\\Jobs\\Fine", &lenient, false));
+    s.push(&batched("App\\Jobs\\Fails", &lenient, false));
+    s.push(&batched("App\\Jobs\\Fails", &strict, true));
+    s.push(&batched("App\\Jobs\\After", &strict, false));
+    s.run(&config, &["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    let rows = sqlite::batches(&db);
+    let by = |name: &str| rows.iter().find(|r| r.name == name).unwrap().clone();
+    let ok = by("ok");
+    assert_eq!((ok.pending_jobs, ok.failed_jobs), (0, 0));
+    assert!(ok.finished && !ok.cancelled, "{ok:?}");
+    let lenient = by("lenient");
+    assert_eq!(
+        (
+            lenient.pending_jobs,
+            lenient.failed_jobs,
+            lenient.failed_job_ids
+        ),
+        (1, 1, 1)
+    );
+    assert!(!lenient.cancelled && !lenient.finished, "{lenient:?}");
+    let strict = by("strict");
+    assert_eq!((strict.pending_jobs, strict.failed_jobs), (1, 1));
+    assert!(strict.cancelled && strict.finished, "{strict:?}");
+    let log = s.log();
+    assert!(log.contains(&"App\\Jobs\\Ok0 0".to_string()), "{log:?}");
+    assert!(
+        log.contains(&"App\\Jobs\\After 1".to_string()),
+        "a cancelled batch's job is told so: {log:?}"
+    );
+}
+
+#[test]
+fn the_php_bridge_s_jobs_are_never_booked_twice() {
+    let s = Scene::new();
+    let db = s.path("app.sqlite");
+    let id = batch(&db, "bridged", 2, false);
+    let url = format!("sqlite://{}", db.display());
+    // A handler whose program is the bridge (by its file name): Laravel's
+    // own code books its jobs.
+    let bridge = s.script("laravel-worker-bridge.php", "exit 0");
+    let config = s
+        .config()
+        .set("bookkeeping", "batches_url", url.as_str())
+        .command(&bridge)
+        .write();
+    let lock = format!("{REDIS_PREFIX}{KEY}");
+    let _: () = s.redis.cmd(&["SET", &lock, "o"]);
+    s.redis.push("default", &unique_payload("redis"));
+    s.push(&batched("App\\Jobs\\Ok", &id, false));
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let rows = sqlite::batches(&db);
+    assert_eq!(rows[0].pending_jobs, 2, "not decremented by the worker");
+    let left: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(left, 1, "the bridge releases its own locks");
+}
