@@ -21,9 +21,12 @@ pub(super) fn handlers(handlers: &[HandlerEntry]) -> anyhow::Result<()> {
                 h.pattern
             ),
         }
-        if let Some(keeper) = &h.bookkeeping {
-            crate::whole::Keeper::parse(keeper)
-                .map_err(|e| anyhow::anyhow!("[[handlers]] match = {:?}: {e}", h.pattern))?;
+        match h.bookkeeping.as_deref() {
+            None | Some("laravel" | "worker") => {}
+            Some(other) => bail!(
+                "[[handlers]] match = {:?}: bookkeeping = {other:?}: expected \"laravel\" (the PHP bridge) or \"worker\"",
+                h.pattern
+            ),
         }
     }
     Ok(())

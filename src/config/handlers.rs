@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::file::{HandlerEntry, Transport};
-use crate::handler::BreakerSettings;
 use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::handler::scheduling::Scheduling;
+use crate::handler::{BreakerSettings, Keeper};
 
 /// One `[[handlers]]` entry, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct HandlerSpec {
     pub breaker: BreakerSettings,
     /// Who does Laravel's bookkeeping for its jobs (`bookkeeping`; by
     /// default Laravel for the PHP bridge, the worker otherwise).
-    pub keeper: crate::whole::Keeper,
+    pub keeper: Keeper,
 }
 
 /// How a job reaches a handler.
@@ -97,11 +97,7 @@ impl HandlerSpec {
     /// The spec of a checked entry, `breaker` being `[worker]`'s.
     pub(super) fn new(entry: HandlerEntry, breaker: BreakerSettings) -> HandlerSpec {
         let transport = entry.transport();
-        let keeper = match entry.bookkeeping.as_deref() {
-            // Checked before (`check::handlers`).
-            Some(text) => crate::whole::Keeper::parse(text).unwrap_or_default(),
-            None => crate::whole::Keeper::of_command(entry.command.as_deref().unwrap_or_default()),
-        };
+        let keeper = keeper(&entry);
         let command = || CommandSpec {
             command: entry.command.clone().unwrap_or_default(),
             env: entry.env.clone().unwrap_or_default(),
@@ -171,6 +167,30 @@ impl HandlerSpec {
             TransportSpec::Process(_) => "process",
             TransportSpec::Persistent(..) => "persistent",
             TransportSpec::Http(_) => "http",
+        }
+    }
+}
+
+/// Who keeps the books of `entry`'s jobs: its `bookkeeping` (`"laravel"`
+/// or `"worker"`, checked by `check::handlers`), else Laravel for the PHP
+/// bridge (an argument whose file name is `laravel-worker-bridge.php`, as
+/// every bridge version is named, so an older bridge is never
+/// double-booked) and the worker for any other handler.
+fn keeper(entry: &HandlerEntry) -> Keeper {
+    match entry.bookkeeping.as_deref() {
+        Some("laravel") => Keeper::Laravel,
+        Some(_) => Keeper::Worker,
+        None => {
+            let bridge = entry.command.iter().flatten().any(|arg| {
+                std::path::Path::new(arg)
+                    .file_name()
+                    .is_some_and(|f| f == "laravel-worker-bridge.php")
+            });
+            if bridge {
+                Keeper::Laravel
+            } else {
+                Keeper::Worker
+            }
         }
     }
 }

@@ -111,6 +111,13 @@ pub const FIELDS: [Field; 11] = [
     BATCH_CANCELLED,
 ];
 
+/// The fields the HTTP signature covers, in the order of its signed text:
+/// every field but [`BATCH_CANCELLED`], which came later and is left out
+/// so that endpoints checking the documented text keep verifying.
+pub const SIGNED_FIELDS: [Field; 10] = [
+    MODE, JOB_ID, JOB_UUID, JOB_NAME, QUEUE, CONNECTION, ATTEMPT, MAX_TRIES, TIMEOUT, EXCEPTION,
+];
+
 /// A field's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value<'a> {

@@ -40,7 +40,7 @@ pub use breaker::{BreakerSettings, Fault, FaultKind};
 pub use http::{HttpHandler, HttpOptions, Secret};
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use pool::{Pool, PoolSettings};
-pub use router::{Route, Router, Unmatched};
+pub use router::{Keeper, Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;
 
 /// Why the handler is called.

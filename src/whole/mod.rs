@@ -34,57 +34,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use wildmatch::WildMatch;
 
-use crate::handler::Route;
+use crate::handler::{Keeper, Route};
 use crate::queue::ReservedJob;
 
 pub use batch::Batches;
 pub use marks::{Marks, UniqueLock};
 pub use unique::LockStore;
-
-/// Who runs Laravel's bookkeeping for the jobs of a handler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Keeper {
-    /// Laravel's own code (`CallQueuedHandler`, through the PHP bridge):
-    /// the worker writes nothing.
-    Laravel,
-    /// The worker, natively (any other handler).
-    #[default]
-    Worker,
-}
-
-impl Keeper {
-    /// The keeper of a command handler running `command`, when its config
-    /// does not say (`[[handlers]] bookkeeping`): Laravel for the PHP
-    /// bridge (an argument whose file name is `laravel-worker-bridge.php`,
-    /// as every bridge version is named, so an older bridge is never
-    /// double-booked), the worker otherwise.
-    pub fn of_command(command: &[String]) -> Keeper {
-        let bridge = command.iter().any(|arg| {
-            std::path::Path::new(arg)
-                .file_name()
-                .is_some_and(|f| f == "laravel-worker-bridge.php")
-        });
-        if bridge {
-            Keeper::Laravel
-        } else {
-            Keeper::Worker
-        }
-    }
-
-    /// From the config value `laravel` or `worker`.
-    ///
-    /// # Errors
-    /// Any other value.
-    pub fn parse(text: &str) -> anyhow::Result<Keeper> {
-        match text {
-            "laravel" => Ok(Keeper::Laravel),
-            "worker" => Ok(Keeper::Worker),
-            other => anyhow::bail!(
-                "[[handlers]] bookkeeping = {other:?}: expected \"laravel\" (the PHP bridge) or \"worker\""
-            ),
-        }
-    }
-}
 
 /// Whether Laravel's own code did (or, for a failure, will do in the
 /// handler's failed mode) the bookkeeping of a job run by `route`: unique
