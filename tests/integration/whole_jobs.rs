@@ -253,3 +253,166 @@ fn the_php_bridge_s_jobs_are_never_booked_twice() {
     let left: i64 = s.redis.cmd(&["EXISTS", &lock]);
     assert_eq!(left, 1, "the bridge releases its own locks");
 }
+
+/// A batches database on a server, by URL.
+enum ServerDb {
+    Postgres(String),
+    MySql(String),
+}
+
+impl ServerDb {
+    fn url(&self) -> &str {
+        match self {
+            ServerDb::Postgres(u) | ServerDb::MySql(u) => u,
+        }
+    }
+
+    /// Runs `sql` (one statement).
+    fn run(&self, sql: &str) {
+        use sqlx::Connection;
+        sqlite::block_on(async {
+            match self {
+                ServerDb::Postgres(url) => {
+                    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+                        .execute(&mut c)
+                        .await
+                        .unwrap();
+                }
+                ServerDb::MySql(url) => {
+                    let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+                        .execute(&mut c)
+                        .await
+                        .unwrap();
+                }
+            }
+        });
+    }
+
+    /// `(name, pending, failed, failed_job_ids, cancelled, finished)` of
+    /// each batch, by name.
+    fn rows(&self) -> Vec<(String, i64, i64, String, bool, bool)> {
+        use sqlx::{Connection, Row};
+        let sql = "SELECT name, CAST(pending_jobs AS {int}) AS p, CAST(failed_jobs AS {int}) AS f, \
+                   failed_job_ids, cancelled_at IS NOT NULL AS c, finished_at IS NOT NULL AS d \
+                   FROM job_batches ORDER BY name";
+        sqlite::block_on(async {
+            match self {
+                ServerDb::Postgres(url) => {
+                    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+                    let sql = sql.replace("{int}", "BIGINT");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .fetch_all(&mut c)
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+                        .collect()
+                }
+                ServerDb::MySql(url) => {
+                    let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+                    let sql = sql.replace("{int}", "SIGNED");
+                    sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .fetch_all(&mut c)
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|r| {
+                            let c: i64 = r.get(4);
+                            let d: i64 = r.get(5);
+                            (r.get(0), r.get(1), r.get(2), r.get(3), c != 0, d != 0)
+                        })
+                        .collect()
+                }
+            }
+        })
+    }
+}
+
+/// Three batches on `db` (Laravel's `job_batches` migration, options
+/// base64-encoded on PostgreSQL as Laravel writes them there), run by a
+/// process handler: success, failure with and without `allowFailures`.
+fn batches_on_a_server(db: &ServerDb) {
+    let (texts, lenient_options) = match db {
+        ServerDb::Postgres(_) => (
+            "failed_job_ids text not null, options text null",
+            // base64 of a:1:{s:13:"allowFailures";b:1;}
+            "YToxOntzOjEzOiJhbGxvd0ZhaWx1cmVzIjtiOjE7fQ==",
+        ),
+        ServerDb::MySql(_) => (
+            "failed_job_ids longtext not null, options mediumtext null",
+            "a:1:{s:13:\"allowFailures\";b:1;}",
+        ),
+    };
+    db.run(&format!(
+        "create table job_batches (id varchar(255) not null primary key, name varchar(255) not null, \
+         total_jobs integer not null, pending_jobs integer not null, failed_jobs integer not null, \
+         {texts}, cancelled_at integer null, created_at integer not null, finished_at integer null)"
+    ));
+    for (id, name, options) in [
+        ("b-ok", "ok", "a:0:{}"),
+        ("b-lenient", "lenient", lenient_options),
+        ("b-strict", "strict", "a:0:{}"),
+    ] {
+        db.run(&format!(
+            "insert into job_batches values ('{id}', '{name}', 2, 2, 0, '[]', '{options}', null, 1, null)"
+        ));
+    }
+    let s = Scene::new();
+    let config = s
+        .config()
+        .set("bookkeeping", "batches_url", db.url())
+        .script("case \"$LARAVEL_WORKER_JOB_NAME\" in *Fails) exit 1;; esac")
+        .write();
+    for (class, id) in [
+        ("App\\Jobs\\Ok", "b-ok"),
+        ("App\\Jobs\\Ok", "b-ok"),
+        ("App\\Jobs\\Fine", "b-lenient"),
+        ("App\\Jobs\\Fails", "b-lenient"),
+        ("App\\Jobs\\Fails", "b-strict"),
+    ] {
+        s.push(&batched(class, id, false));
+    }
+    s.run(&config, &["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    let rows = db.rows();
+    let failed_ids = |ids: &str| serde_json::from_str::<Vec<String>>(ids).unwrap().len();
+    let [lenient, ok, strict] = &rows[..] else {
+        panic!("{rows:?}")
+    };
+    assert_eq!((ok.1, ok.2, ok.4, ok.5), (0, 0, false, true), "{ok:?}");
+    assert_eq!(
+        (
+            lenient.1,
+            lenient.2,
+            failed_ids(&lenient.3),
+            lenient.4,
+            lenient.5
+        ),
+        (1, 1, 1, false, false),
+        "{lenient:?}"
+    );
+    assert_eq!(
+        (strict.1, strict.2, strict.4, strict.5),
+        (2, 1, true, true),
+        "{strict:?}"
+    );
+}
+
+#[test]
+fn batches_on_postgres_move_as_laravel_moves_them() {
+    let Some(pg) = common::databases::Postgres::start() else {
+        return;
+    };
+    let db = pg.database("app");
+    batches_on_a_server(&ServerDb::Postgres(db.url().to_string()));
+}
+
+#[test]
+fn batches_on_mariadb_move_as_laravel_moves_them() {
+    let Some(maria) = common::databases::MariaDb::start() else {
+        return;
+    };
+    let db = maria.database("app");
+    batches_on_a_server(&ServerDb::MySql(db.url().to_string()));
+}
