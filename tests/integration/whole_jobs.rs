@@ -143,14 +143,7 @@ fn a_database_store_lock_is_released_from_cache_locks() {
 /// `total` jobs, its options allowing failures or not; returns its id.
 fn batch(db: &std::path::Path, name: &str, total: i64, allow_failures: bool) -> String {
     let id = format!("9f{name}-0000-4000-8000-000000000000");
-    sqlite::execute(
-        db,
-        "create table if not exists job_batches (id varchar not null primary key, name varchar not null, \
-         total_jobs integer not null, pending_jobs integer not null, failed_jobs integer not null, \
-         failed_job_ids text not null, options text, cancelled_at integer, created_at integer not null, \
-         finished_at integer)",
-        &[],
-    );
+    batches_table(db);
     let options = if allow_failures {
         "a:1:{s:13:\"allowFailures\";b:1;}"
     } else {
@@ -162,6 +155,18 @@ fn batch(db: &std::path::Path, name: &str, total: i64, allow_failures: bool) -> 
         &[&id, name, &total.to_string(), &total.to_string(), options],
     );
     id
+}
+
+/// Laravel's `job_batches` table in the SQLite file `db`.
+fn batches_table(db: &std::path::Path) {
+    sqlite::execute(
+        db,
+        "create table if not exists job_batches (id varchar not null primary key, name varchar not null, \
+         total_jobs integer not null, pending_jobs integer not null, failed_jobs integer not null, \
+         failed_job_ids text not null, options text, cancelled_at integer, created_at integer not null, \
+         finished_at integer)",
+        &[],
+    );
 }
 
 /// A job of batch `id`, its batch id in `data.batchId` (12.51+) or, with
@@ -415,4 +420,69 @@ fn batches_on_mariadb_move_as_laravel_moves_them() {
     };
     let db = maria.database("app");
     batches_on_a_server(&ServerDb::MySql(db.url().to_string()));
+}
+
+/// Batches the Laravel 8.83 test app dispatched with `Bus::batch`, run by
+/// a process handler (a shell script, not PHP): the app itself then reads
+/// them back (`Bus::findBatch`) finished, with their failures counted
+/// (`allowFailures`), or cancelled, whose later job was told so.
+#[test]
+fn batches_the_app_dispatched_are_finished_for_the_app_when_a_process_handler_runs_them() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let db = s.path("failed.sqlite");
+    batches_table(&db);
+    app.dispatch(json!([
+        {"kind": "batch", "tag": "ok", "steps": ["a", "b", "c"]},
+        {"kind": "batch", "tag": "lenient", "steps": ["a", "b:fail"], "allow_failures": true},
+        {"kind": "batch", "tag": "strict", "steps": ["x:fail", "y"]},
+    ]));
+    let config = s
+        .config()
+        .laravel(common::laravel::LARAVEL)
+        .script(
+            "echo \"$LARAVEL_WORKER_BATCH_CANCELLED\" >> \"$LOG\"\n\
+             grep -Eq '\"fail\": ?true' \"$LARAVEL_WORKER_COMMAND_FILE\" && exit 1\nexit 0",
+        )
+        .write();
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let reader = s.path("read-batches.php");
+    std::fs::write(
+        &reader,
+        format!(
+            "<?php\n$app = require '{}/bootstrap/app.php';\n\
+             $app->make(Illuminate\\Contracts\\Console\\Kernel::class)->bootstrap();\n\
+             $out = [];\n\
+             foreach (Illuminate\\Support\\Facades\\DB::table('job_batches')->pluck('id') as $id) {{\n\
+                 $b = Illuminate\\Support\\Facades\\Bus::findBatch($id);\n\
+                 $out[$b->name] = [$b->pendingJobs, $b->failedJobs, $b->finished(), $b->cancelled()];\n\
+             }}\n\
+             ksort($out);\necho json_encode($out);\n",
+            app.dir.display()
+        ),
+    )
+    .unwrap();
+    let out = common::succeeds(
+        std::process::Command::new("php")
+            .arg(&reader)
+            .current_dir(&app.dir),
+    );
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        read,
+        json!({
+            "lenient": [1, 1, false, false],
+            "ok": [0, 0, true, false],
+            "strict": [1, 1, true, true],
+        }),
+        "as the app reads its batches"
+    );
+    let told = s.log();
+    assert_eq!(
+        told.iter().filter(|l| *l == "1").count(),
+        1,
+        "the strict batch's second job is told its batch was cancelled: {told:?}"
+    );
 }
