@@ -81,8 +81,13 @@ impl Marks {
     /// or whose parts have other shapes, has none (PHP's `unserialize`
     /// of a value that is not a string gives no lock either).
     pub fn read(raw: &[u8]) -> Marks {
-        // Most jobs carry neither: skip the parse.
-        if !contains(raw, b"batchId") && !contains(raw, b"laravel_unique_job_key") {
+        // Most jobs carry neither (12.x payloads always have a
+        // `"batchId":null`): skip the parse unless a batch id is a string
+        // (in `data` or in the command) or a lock is named.
+        if !contains(raw, br#""batchId":""#)
+            && !contains(raw, br#"s:7:\"batchId\";s:"#)
+            && !contains(raw, b"laravel_unique_job_key")
+        {
             return Marks::default();
         }
         let Ok(fields) = serde_json::from_slice::<Fields<'_>>(raw) else {
