@@ -486,3 +486,62 @@ fn batches_the_app_dispatched_are_finished_for_the_app_when_a_process_handler_ru
         "the strict batch's second job is told its batch was cancelled: {told:?}"
     );
 }
+
+/// The bookkeeping comes before the queue write (Laravel's order): in the
+/// Redis commands the worker sends, the unique lock's `DEL` precedes the
+/// `ZREM` of the reservation.
+#[test]
+fn the_lock_is_released_before_the_job_leaves_the_queue() {
+    let (s, config) = Scene::configured(|c| c.script("exit 0"));
+    let lock = format!("{REDIS_PREFIX}{KEY}");
+    let _: () = s.redis.cmd(&["SET", &lock, "o"]);
+    s.redis.push("default", &owned_payload("o"));
+    let Some(monitor) = recordings::Monitor::start(&s, "order") else {
+        return;
+    };
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let trace = monitor.stop(&s);
+    let released = trace.find("\"del\"").or_else(|| trace.find("\"DEL\""));
+    let deleted = trace.find("\"ZREM\"").or_else(|| trace.find("\"zrem\""));
+    assert!(
+        matches!((released, deleted), (Some(r), Some(d)) if r < d),
+        "the lock's delete comes first:\n{trace}"
+    );
+}
+
+/// On the database queue (SQLite `jobs`), the same bookkeeping: the batch
+/// is recorded before the row is deleted, whatever the driver.
+#[test]
+fn a_batch_on_the_database_queue_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.sqlite");
+    let jobs = common::jobs_table::JobsTable::sqlite(&db);
+    let failed = common::databases::FailedDb::sqlite(&db);
+    failed.create_table();
+    let id = batch(&db, "db", 2, false);
+    let config = crate::database_worker::config(dir.path(), &jobs, failed.url(), 90, "exit 0");
+    for (n, uuid) in ["u-1", "u-2"].iter().enumerate() {
+        let class = format!("App\\Jobs\\Step{n}");
+        let command = format!(
+            "O:{}:\"{class}\":1:{{s:7:\"batchId\";s:{}:\"{id}\";}}",
+            class.len(),
+            id.len()
+        );
+        let payload = json!({"uuid": uuid, "displayName": class, "job": "Illuminate\\Queue\\CallQueuedHandler@call",
+            "maxTries": null, "data": {"commandName": class, "command": command}});
+        jobs.insert("default", &payload.to_string(), 0, None, common::now());
+    }
+    let args = ["--config", config.to_str().unwrap(), "work"];
+    let mut d = common::Daemon::start(
+        &[&args[..], &["--stop-when-empty", "--sleep=0"]].concat(),
+        &[],
+    );
+    d.expect_stop(0, "empty");
+    assert_eq!(jobs.rows(), vec![], "every row settled");
+    let rows = sqlite::batches(&db);
+    assert_eq!(
+        (rows[0].pending_jobs, rows[0].finished),
+        (0, true),
+        "{rows:?}"
+    );
+}
