@@ -38,6 +38,25 @@ use crate::handler::{Keeper, Route};
 use crate::queue::ReservedJob;
 
 pub use batch::Batches;
+
+/// The longest one bookkeeping write (a lock release, a batch update, a
+/// batch read) may take before the job goes on without it: 10 s. A store
+/// that hangs must not hold the job's settle past its reservation.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `write`, given up after [`WRITE_TIMEOUT`] (an error saying so).
+async fn bounded<T>(
+    write: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(WRITE_TIMEOUT, write)
+        .await
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "no answer within {} s",
+                WRITE_TIMEOUT.as_secs()
+            ))
+        })
+}
 pub use marks::{Marks, UniqueLock};
 pub use unique::LockStore;
 
@@ -179,7 +198,7 @@ impl Bookkeeping {
         }
         let id = marks.batch_id.as_deref()?;
         let batches = inner.batches.as_ref()?;
-        match batches.cancelled(id).await {
+        match bounded(batches.cancelled(id)).await {
             Ok(cancelled) => Some(cancelled),
             Err(e) => {
                 tracing::warn!(
@@ -242,7 +261,7 @@ impl Inner {
                 return;
             }
         };
-        match store.release(&lock.key, lock.owner.as_deref()).await {
+        match bounded(store.release(&lock.key, lock.owner.as_deref())).await {
             Ok(deleted) => tracing::debug!(
                 job = job.display_name(),
                 key = lock.key,
@@ -262,8 +281,8 @@ impl Inner {
     async fn record(&self, job: &ReservedJob, id: &str, uuid: &str, ending: Ending) {
         let Some(batches) = &self.batches else { return };
         let written = match ending {
-            Ending::Success => batches.record_success(id, uuid).await,
-            Ending::Failure => batches.record_failure(id, uuid).await,
+            Ending::Success => bounded(batches.record_success(id, uuid)).await,
+            Ending::Failure => bounded(batches.record_failure(id, uuid)).await,
         };
         match written {
             Ok(counts) => tracing::debug!(

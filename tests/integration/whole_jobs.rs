@@ -545,3 +545,34 @@ fn a_batch_on_the_database_queue_is_recorded() {
         "{rows:?}"
     );
 }
+
+/// A lock store and a batches table the worker cannot use are named at
+/// start, and the jobs are settled all the same.
+#[test]
+fn stores_that_cannot_be_used_are_named_at_start_and_jobs_still_settle() {
+    let s = Scene::new();
+    let db = s.path("empty.sqlite");
+    sqlite::execute(&db, "create table other (x integer)", &[]);
+    let nowhere = format!("unix://{}/nobody.sock", s.dir.path().display());
+    let config = s
+        .config()
+        .set("bookkeeping", "lock_url", nowhere.as_str())
+        .set(
+            "bookkeeping",
+            "batches_url",
+            format!("sqlite://{}", db.display()).as_str(),
+        )
+        .script("exit 0")
+        .write();
+    s.redis.push("default", &owned_payload("o"));
+    s.push(&batched("App\\Jobs\\Ok", "9f-none", false));
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let err = d.stderr_text();
+    assert!(err.contains("unique locks' Redis"), "{err}");
+    assert!(err.contains("batch counters cannot be recorded"), "{err}");
+    let left: i64 = s.redis.cmd(&["LLEN", "laravel_database_queues:default"]);
+    let reserved: i64 = s
+        .redis
+        .cmd(&["ZCARD", "laravel_database_queues:default:reserved"]);
+    assert_eq!((left, reserved), (0, 0), "both jobs settled");
+}
