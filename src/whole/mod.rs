@@ -154,6 +154,9 @@ impl Bookkeeping {
                     );
                 }
             }
+            // A Redis or database store that could not be opened was
+            // named as it was opened.
+            None if matches!(inner.lock_kind.as_str(), "redis" | "database") => {}
             None => tracing::warn!(
                 store = inner.lock_name,
                 kind = inner.lock_kind,
