@@ -206,6 +206,8 @@ pub async fn open_bookkeeping(settings: &Settings) -> crate::whole::Bookkeeping 
     });
     let bookkeeping = crate::whole::Bookkeeping::new(crate::whole::Parts {
         until_processing: b.until_processing.clone(),
+        unique: b.unique.clone(),
+        laravel: settings.laravel,
         lock_name: b.lock_name.clone(),
         lock,
         lock_kind: kind.to_string(),

@@ -37,6 +37,9 @@ pub struct BookkeepingSettings {
     pub enabled: bool,
     /// `ShouldBeUniqueUntilProcessing` class patterns.
     pub until_processing: Vec<String>,
+    /// `ShouldBeUnique` class patterns with a property `uniqueId` (for
+    /// payloads before 11.39).
+    pub unique: Vec<String>,
     /// The app's name of the lock store.
     pub lock_name: String,
     /// The lock store.
@@ -93,6 +96,7 @@ pub(super) fn resolve(
     Ok(BookkeepingSettings {
         enabled: b.enabled.unwrap_or(true),
         until_processing: b.until_processing.clone().unwrap_or_default(),
+        unique: b.unique.clone().unwrap_or_default(),
         lock_name: b.lock_store.clone().unwrap_or_else(|| kind.to_string()),
         lock,
         batches,

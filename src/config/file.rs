@@ -260,6 +260,10 @@ pub struct BookkeepingLayer {
     /// `ShouldBeUniqueUntilProcessing` classes (`*` wildcards): their
     /// lock is released before the run, never after.
     pub until_processing: Option<Vec<String>>,
+    /// `ShouldBeUnique` classes whose `uniqueId` is a property (or none)
+    /// (`*` wildcards): for payloads before Laravel 11.39, which do not
+    /// carry their lock, the key is built from the class and property.
+    pub unique: Option<Vec<String>>,
     /// The app's name of the `[cache]` store (a key of `cache.stores`):
     /// locks a payload places there are released. Default: the app's
     /// default store (read through PHP), else the store's kind.
@@ -663,6 +667,7 @@ overlay!(FailedLayer { driver, url, table });
 overlay!(BookkeepingLayer {
     enabled,
     until_processing,
+    unique,
     lock_store,
     lock_url,
     lock_table,

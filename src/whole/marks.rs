@@ -40,6 +40,9 @@ pub struct Marks {
     pub batch_id: Option<String>,
     /// The job's class (`data.commandName`), when it has one.
     pub class: Option<String>,
+    /// The command's `uniqueId` property (a string or an integer), for a
+    /// payload whose context names no lock (before 11.39).
+    pub unique_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -77,16 +80,28 @@ struct Hidden<'a> {
 }
 
 impl Marks {
+    /// The marks of the payload `raw`, skipping the parse of a payload
+    /// with no sign of either (tests).
+    #[cfg(test)]
+    pub fn read(raw: &[u8]) -> Marks {
+        Self::read_with(raw, false)
+    }
+
     /// The marks of the payload `raw` (JSON). A payload that is not JSON,
     /// or whose parts have other shapes, has none (PHP's `unserialize`
-    /// of a value that is not a string gives no lock either).
-    pub fn read(raw: &[u8]) -> Marks {
+    /// of a value that is not a string gives no lock either). With
+    /// `always`, the payload is parsed even when it shows no sign of a
+    /// batch or lock (for a configured unique class whose lock key needs
+    /// only its class).
+    pub fn read_with(raw: &[u8], always: bool) -> Marks {
         // Most jobs carry neither (12.x payloads always have a
         // `"batchId":null`): skip the parse unless a batch id is a string
         // (in `data` or in the command) or a lock is named.
         if !contains(raw, br#""batchId":""#)
             && !contains(raw, br#"s:7:\"batchId\";s:"#)
             && !contains(raw, b"laravel_unique_job_key")
+            && !contains(raw, br#"s:8:\"uniqueId\";"#)
+            && !always
         {
             return Marks::default();
         }
@@ -97,20 +112,22 @@ impl Marks {
             .data
             .and_then(|d| serde_json::from_str::<Data<'_>>(d.get()).ok());
         let unique = fields.context.and_then(|c| unique_lock(c.get()));
-        let (batch_id, class) = match data {
-            Some(data) => (
-                data.batch_id
-                    .map(Cow::into_owned)
-                    .or_else(|| data.command.as_deref().and_then(command_batch_id))
-                    .filter(|id| !id.is_empty()),
-                data.command_name.map(Cow::into_owned),
-            ),
-            None => (None, None),
+        let Some(data) = data else {
+            return Marks {
+                unique,
+                ..Marks::default()
+            };
         };
+        let command = data.command.as_deref();
         Marks {
             unique,
-            batch_id,
-            class,
+            batch_id: data
+                .batch_id
+                .map(Cow::into_owned)
+                .or_else(|| command.and_then(command_batch_id))
+                .filter(|id| !id.is_empty()),
+            class: data.command_name.map(Cow::into_owned),
+            unique_id: command.and_then(command_unique_id),
         }
     }
 }
@@ -146,6 +163,24 @@ fn command_batch_id(command: &str) -> Option<String> {
     let len: usize = len.parse().ok()?;
     let id = rest.strip_prefix('"')?.get(..len)?;
     Some(id.to_string())
+}
+
+/// The `uniqueId` property of a serialized command: a string
+/// (`s:8:"uniqueId";s:1:"k";`) or an integer (`i:5;`), as PHP's string
+/// interpolation gives it in the lock's key.
+fn command_unique_id(command: &str) -> Option<String> {
+    if !command.starts_with("O:") {
+        return None;
+    }
+    let at = command.find("s:8:\"uniqueId\";")? + "s:8:\"uniqueId\";".len();
+    let rest = &command[at..];
+    if let Some(int) = rest.strip_prefix("i:") {
+        let digits = int.split(';').next()?;
+        return digits.parse::<i64>().ok().map(|n| n.to_string());
+    }
+    let (len, rest) = rest.strip_prefix("s:")?.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    Some(rest.strip_prefix('"')?.get(..len)?.to_string())
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -197,5 +232,13 @@ mod tests {
         assert_eq!(Marks::read(outside).batch_id, None);
         let encrypted = br#"{"data":{"command":"eyJpdiI6 batchId"}}"#;
         assert_eq!(Marks::read(encrypted).batch_id, None);
+    }
+
+    #[test]
+    fn the_unique_id_property() {
+        let text = br#"{"data":{"commandName":"App\\Jobs\\P","command":"O:10:\"App\\Jobs\\P\":1:{s:8:\"uniqueId\";s:2:\"k1\";}"}}"#;
+        assert_eq!(Marks::read(text).unique_id.as_deref(), Some("k1"));
+        let int = br#"{"data":{"command":"O:1:\"P\":1:{s:8:\"uniqueId\";i:42;}"}}"#;
+        assert_eq!(Marks::read(int).unique_id.as_deref(), Some("42"));
     }
 }

@@ -88,6 +88,8 @@ pub struct Bookkeeping {
 
 struct Inner {
     until_processing: Vec<WildMatch>,
+    unique: Vec<WildMatch>,
+    laravel: crate::exception::LaravelVersion,
     /// The app's name of the lock store, and the store (`None`: a store
     /// the worker cannot release locks in, `kind` says which).
     lock_name: String,
@@ -102,6 +104,11 @@ struct Inner {
 pub struct Parts {
     /// `ShouldBeUniqueUntilProcessing` class patterns (`*` wildcards).
     pub until_processing: Vec<String>,
+    /// `ShouldBeUnique` class patterns whose `uniqueId` is a property, for
+    /// payloads that do not carry their lock (before 11.39).
+    pub unique: Vec<String>,
+    /// The app's Laravel version: the lock key's shape before 11.39.
+    pub laravel: crate::exception::LaravelVersion,
     /// The app's name of the cache store locks are released in.
     pub lock_name: String,
     /// That store, when the worker can release locks there.
@@ -128,6 +135,8 @@ impl Bookkeeping {
                     .iter()
                     .map(|p| WildMatch::new(p))
                     .collect(),
+                unique: parts.unique.iter().map(|p| WildMatch::new(p)).collect(),
+                laravel: parts.laravel,
                 lock_name: parts.lock_name,
                 lock: parts.lock,
                 lock_kind: parts.lock_kind,
@@ -192,8 +201,8 @@ impl Bookkeeping {
         if done_by_laravel(Some(route)) {
             return None;
         }
-        let marks = Marks::read(&job.raw);
-        if let Some(lock) = &marks.unique
+        let marks = Marks::read_with(&job.raw, inner.has_classes());
+        if let Some(lock) = &inner.lock_of(&marks)
             && inner.until_processing(job, &marks)
             && (job.attempt() <= 1 || lock.owner.is_some())
         {
@@ -224,8 +233,8 @@ impl Bookkeeping {
         if done_by_laravel(route) {
             return;
         }
-        let marks = Marks::read(&job.raw);
-        if let Some(lock) = &marks.unique
+        let marks = Marks::read_with(&job.raw, inner.has_classes());
+        if let Some(lock) = &inner.lock_of(&marks)
             && !inner.until_processing(job, &marks)
         {
             inner.release(job, lock).await;
@@ -237,6 +246,41 @@ impl Bookkeeping {
 }
 
 impl Inner {
+    /// The lock `job` holds: the one its payload names (11.39+), else, for
+    /// a configured unique class (`unique` or `until_processing`), the
+    /// key Laravel builds from the class and its `uniqueId` property
+    /// (empty without one), `laravel_unique_job:{class}{id}` before 11.0
+    /// and `laravel_unique_job:{class}:{id}` since, in the default store.
+    fn lock_of(&self, marks: &Marks) -> Option<UniqueLock> {
+        if let Some(lock) = &marks.unique {
+            return Some(lock.clone());
+        }
+        let class = marks.class.as_deref()?;
+        let configured = self
+            .unique
+            .iter()
+            .chain(&self.until_processing)
+            .any(|p| p.matches(class));
+        if !configured {
+            return None;
+        }
+        let separator = if self.laravel.major >= 11 { ":" } else { "" };
+        Some(UniqueLock {
+            store: self.lock_name.clone(),
+            key: format!(
+                "laravel_unique_job:{class}{separator}{}",
+                marks.unique_id.as_deref().unwrap_or_default()
+            ),
+            owner: None,
+        })
+    }
+
+    /// Whether unique classes are configured (their payloads are read
+    /// whole).
+    fn has_classes(&self) -> bool {
+        !self.unique.is_empty() || !self.until_processing.is_empty()
+    }
+
     /// Whether `job`'s class is a configured `ShouldBeUniqueUntilProcessing`.
     fn until_processing(&self, job: &ReservedJob, marks: &Marks) -> bool {
         let class = marks.class.as_deref().unwrap_or(job.display_name());

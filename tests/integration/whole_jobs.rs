@@ -576,3 +576,42 @@ fn stores_that_cannot_be_used_are_named_at_start_and_jobs_still_settle() {
         .cmd(&["ZCARD", "laravel_database_queues:default:reserved"]);
     assert_eq!((left, reserved), (0, 0), "both jobs settled");
 }
+
+/// Laravel 8.83, whose payloads do not carry the lock: a `ShouldBeUnique`
+/// class with a `uniqueId` property, named in `[bookkeeping] unique`, run
+/// by a process handler, can be dispatched again right after it ran (the
+/// app refused the second dispatch while it was queued).
+#[test]
+fn an_8_x_unique_job_with_a_property_id_can_be_dispatched_again_after_it_ran() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    let spec = json!([{"kind": "property-unique", "tag": "u", "key": "p1"}]);
+    app.dispatch(spec.clone());
+    app.dispatch(spec.clone());
+    let queued = || -> i64 { s.redis.cmd(&["LLEN", "laravel_database_queues:default"]) };
+    assert_eq!(
+        queued(),
+        1,
+        "the app refuses a second dispatch while the lock is held"
+    );
+    let lock = format!("{REDIS_PREFIX}laravel_unique_job:App\\Jobs\\PropertyUniqueJobp1");
+    let held: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(held, 1, "the 8.x key: class and id with no separator");
+    let config = s
+        .config()
+        .laravel(common::laravel::LARAVEL)
+        .set(
+            "bookkeeping",
+            "unique",
+            vec!["App\\Jobs\\PropertyUniqueJob".to_string()],
+        )
+        .script("exit 0")
+        .write();
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    let held: i64 = s.redis.cmd(&["EXISTS", &lock]);
+    assert_eq!(held, 0, "released after the run");
+    app.dispatch(spec);
+    assert_eq!(queued(), 1, "dispatched again at once");
+}
