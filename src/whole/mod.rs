@@ -152,21 +152,27 @@ impl Bookkeeping {
     pub async fn check(&self) {
         let Some(inner) = &self.inner else { return };
         match &inner.lock {
-            Some(lock) => {
-                if let Err(e) = lock.check().await {
-                    tracing::warn!(
-                        store = inner.lock_name,
-                        "unique locks cannot be released in the cache store {:?} ({}): {}",
-                        inner.lock_name,
-                        lock.describe(),
-                        crate::error_chain::error_chain(e.as_ref())
-                    );
-                }
-            }
+            Some(lock) => match lock.check().await {
+                Ok(()) => {}
+                Err(e) if missing_table(&e) => tracing::info!(
+                    store = inner.lock_name,
+                    "no locks table in the cache store ({}): unique locks are not released \
+                         there (fine if the app has no ShouldBeUnique job)",
+                    lock.describe()
+                ),
+                Err(e) => tracing::warn!(
+                    store = inner.lock_name,
+                    "unique locks cannot be released in the cache store {:?} ({}): {}",
+                    inner.lock_name,
+                    lock.describe(),
+                    crate::error_chain::error_chain(e.as_ref())
+                ),
+            },
             // A Redis or database store that could not be opened was
             // named as it was opened.
             None if matches!(inner.lock_kind.as_str(), "redis" | "database") => {}
-            None => tracing::warn!(
+            // Named as a warning when a job's lock is met there.
+            None => tracing::info!(
                 store = inner.lock_name,
                 kind = inner.lock_kind,
                 "unique locks are released natively only in a Redis or database cache store; \
@@ -175,16 +181,22 @@ impl Bookkeeping {
         }
         match &inner.batches {
             Some(batches) => {
-                if let Err(e) = batches.check().await {
-                    tracing::warn!(
+                match batches.check().await {
+                    Ok(()) => {}
+                    // Most apps have no batches: not a fault.
+                    Err(e) if missing_table(&e) => tracing::info!(
                         table = batches.table(),
-                        "batch counters cannot be recorded (fine if the app does not use \
-                         Bus::batch): {}",
+                        "no batches table: the batches of jobs not run by the PHP bridge are \
+                         not recorded (php artisan queue:batches-table creates it)"
+                    ),
+                    Err(e) => tracing::warn!(
+                        table = batches.table(),
+                        "batch counters cannot be recorded: {}",
                         crate::error_chain::error_chain(e.as_ref())
-                    );
+                    ),
                 }
             }
-            None => tracing::warn!(
+            None => tracing::info!(
                 "no database for job_batches ([bookkeeping] batches_url, [failed] url): \
                  the batches of jobs not run by the PHP bridge are not recorded"
             ),
@@ -243,6 +255,20 @@ impl Bookkeeping {
             inner.record(job, id, uuid, ending).await;
         }
     }
+}
+
+/// Whether `e` says a table does not exist (SQLite's `no such table`,
+/// PostgreSQL's `42P01`, MySQL's and MariaDB's `42S02`).
+fn missing_table(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .and_then(sqlx::Error::as_database_error)
+            .is_some_and(|db| {
+                matches!(db.code().as_deref(), Some("42P01" | "42S02"))
+                    || db.message().starts_with("no such table")
+            })
+    })
 }
 
 impl Inner {
