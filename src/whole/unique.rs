@@ -63,11 +63,15 @@ impl LockStore {
                             .query_async(&mut conn.clone())
                             .await
                     }
+                    // EVAL, not EVALSHA: the script is short, and the
+                    // book's ACL user may run EVAL only.
                     Some(owner) => {
-                        redis::Script::new(RELEASE_LOCK)
-                            .key(&full)
+                        redis::cmd("EVAL")
+                            .arg(RELEASE_LOCK)
+                            .arg(1)
+                            .arg(&full)
                             .arg(owner)
-                            .invoke_async(&mut conn.clone())
+                            .query_async(&mut conn.clone())
                             .await
                     }
                 }
@@ -103,15 +107,17 @@ impl LockStore {
         }
     }
 
-    /// Checks that the store answers (a `PING`, or a read of the locks
-    /// table), for the start-up warning.
+    /// Checks that the store answers (an `MGET` of a key under the locks'
+    /// prefix: a command the book's ACL user may run; or a read of the
+    /// locks table), for the start-up warning.
     ///
     /// # Errors
     /// The store cannot be reached or the table read.
     pub async fn check(&self) -> anyhow::Result<()> {
         match self {
-            LockStore::Redis { conn, .. } => {
-                redis::cmd("PING")
+            LockStore::Redis { conn, prefix } => {
+                redis::cmd("MGET")
+                    .arg(format!("{prefix}laravel_unique_job:"))
                     .query_async::<()>(&mut conn.clone())
                     .await
                     .context("the lock Redis does not answer")?;
