@@ -194,3 +194,32 @@ fn keeper(entry: &HandlerEntry) -> Keeper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(toml_text: &str) -> HandlerEntry {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn the_bridge_keeps_its_own_books_by_default() {
+        let bridge = entry(
+            "match = \"*\"\ncommand = [\"php\", \"/srv/app/vendor/laravel-worker/laravel-worker/laravel-worker-bridge.php\", \"--app=/srv/app\"]",
+        );
+        assert_eq!(keeper(&bridge), Keeper::Laravel);
+        let python = entry("match = \"*\"\ncommand = [\"python3\", \"worker.py\"]");
+        assert_eq!(keeper(&python), Keeper::Worker);
+        let http = entry("match = \"*\"\nurl = \"http://h/q\"");
+        assert_eq!(keeper(&http), Keeper::Worker);
+        let renamed = entry(
+            "match = \"*\"\ncommand = [\"php\", \"bridge-copy.php\"]\nbookkeeping = \"laravel\"",
+        );
+        assert_eq!(keeper(&renamed), Keeper::Laravel);
+        let forced = entry(
+            "match = \"*\"\ncommand = [\"php\", \"laravel-worker-bridge.php\"]\nbookkeeping = \"worker\"",
+        );
+        assert_eq!(keeper(&forced), Keeper::Worker);
+    }
+}

@@ -96,7 +96,7 @@ struct Inner {
     lock: Option<LockStore>,
     lock_kind: String,
     batches: Option<Batches>,
-    /// Stores already named as unsupported (logged once each).
+    /// Whether a lock in a store the worker cannot use was named (once).
     warned_store: AtomicBool,
 }
 
