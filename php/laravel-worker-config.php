@@ -218,8 +218,15 @@ echo json_encode([
     'cache' => [
         'default' => $cacheDefault,
         'prefix' => $config->get('cache.prefix'),
-        'store' => lw_pick($store, ['driver', 'connection', 'table', 'path', 'prefix', 'lock_connection']),
+        'store' => lw_pick($store, ['driver', 'connection', 'table', 'path', 'prefix', 'lock_connection', 'lock_table']),
         'database' => $cacheDatabase,
+    ],
+    'batching' => [
+        'table' => $config->get('queue.batching.table'),
+        'db' => (object) lw_pick(
+            $config->get('database.connections.'.($config->get('queue.batching.database') ?? $config->get('database.default'))),
+            $databaseKeys
+        ),
     ],
     'failed' => (object) $failed,
     'failed_database' => (object) $failedDatabase,

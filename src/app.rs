@@ -154,6 +154,69 @@ async fn open_redis_queue(settings: &Settings) -> anyhow::Result<Queue> {
     unreachable!("the loop returns on its last try")
 }
 
+/// Opens the bookkeeping's stores (`[bookkeeping]`) and names at start,
+/// as warnings, those it cannot use. Never fails: a store that cannot be
+/// opened is left out, and its jobs' locks or batches are not written.
+pub async fn open_bookkeeping(settings: &Settings) -> crate::whole::Bookkeeping {
+    use crate::config::bookkeeping::LockSettings;
+    let b = &settings.bookkeeping;
+    if !b.enabled {
+        return crate::whole::Bookkeeping::off();
+    }
+    let (lock, kind) = match &b.lock {
+        LockSettings::Redis { connection, prefix } => {
+            match crate::redis::open(connection, crate::redis::Purpose::Commands).await {
+                Ok(conn) => (
+                    Some(crate::whole::LockStore::Redis {
+                        conn,
+                        prefix: prefix.clone(),
+                    }),
+                    "redis",
+                ),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot connect to the unique locks' Redis ({}): locks of jobs not run \
+                         by the PHP bridge are not released: {e}",
+                        connection.describe()
+                    );
+                    (None, "redis")
+                }
+            }
+        }
+        LockSettings::Database { url, table, prefix } => match crate::sql::Pool::lazy(url) {
+            Ok(pool) => (
+                Some(crate::whole::LockStore::Database {
+                    pool,
+                    table: table.clone(),
+                    prefix: prefix.clone(),
+                }),
+                "database",
+            ),
+            Err(e) => {
+                tracing::warn!("cannot open the unique locks' database: {e}");
+                (None, "database")
+            }
+        },
+        LockSettings::Unsupported(kind) => (None, *kind),
+    };
+    let batches = b.batches.as_ref().and_then(|(url, table)| {
+        crate::whole::Batches::new(url, table)
+            .inspect_err(|e| tracing::warn!("cannot open the batches database: {e}"))
+            .ok()
+    });
+    let bookkeeping = crate::whole::Bookkeeping::new(crate::whole::Parts {
+        until_processing: b.until_processing.clone(),
+        unique: b.unique.clone(),
+        laravel: settings.laravel,
+        lock_name: b.lock_name.clone(),
+        lock,
+        lock_kind: kind.to_string(),
+        batches,
+    });
+    bookkeeping.check().await;
+    bookkeeping
+}
+
 /// Opens the cache store.
 ///
 /// # Errors
@@ -274,7 +337,8 @@ pub fn build_router(settings: &Settings) -> anyhow::Result<Router> {
                 }
             };
             let route = Route::new(&spec.pattern, Arc::new(handler), spec.timeout)
-                .with_breaker(spec.breaker, settings.error_summary_interval);
+                .with_breaker(spec.breaker, settings.error_summary_interval)
+                .with_keeper(spec.keeper);
             Ok(match &spec.queues {
                 Some(queues) => route.with_queues(queues.clone()),
                 None => route,

@@ -39,6 +39,7 @@ mod redis;
 mod signals;
 mod slug;
 mod sql;
+mod whole;
 mod worker;
 
 // The crate's surface: what the binary and the integration tests use.

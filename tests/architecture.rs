@@ -57,7 +57,20 @@ const LAYERS: &[(&str, &str, Allowed)] = &[
     (
         "worker",
         "7",
-        Allowed::Only(&["queue", "handler", "cache", "failed", "lifecycle", "memory"]),
+        Allowed::Only(&[
+            "queue",
+            "handler",
+            "cache",
+            "failed",
+            "lifecycle",
+            "memory",
+            "whole",
+        ]),
+    ),
+    (
+        "whole",
+        "7",
+        Allowed::Only(&["queue", "handler", "cache", "redis", "sql"]),
     ),
     (
         "metrics",

@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::app;
 use crate::cli::WorkArgs;
-use crate::config::{Settings, TransportSpec};
+use crate::config::Settings;
 use crate::lifecycle::{Notifier, Pulse};
 use crate::metrics::Metrics;
 use crate::output::Reporter;
@@ -80,6 +80,7 @@ pub async fn run(
         on_lease_lost: settings.on_lease_lost,
         laravel: settings.laravel,
         on_tripped: crate::worker::tripped::TripPolicy::new(settings.on_handler_tripped),
+        bookkeeping: app::open_bookkeeping(&settings).await,
         options,
     };
     let pulse = Pulse::new(Notifier::from_env(), heartbeat);
@@ -129,11 +130,8 @@ async fn with_pulse_feed(
         return Ok((events, None));
     };
     let routes = BridgeRoutes::new(settings.handlers.iter().map(|h| {
-        let command = match &h.transport {
-            TransportSpec::Process(c) | TransportSpec::Persistent(c, _) => Some(&c.command[..]),
-            TransportSpec::Http(_) => None,
-        };
-        (h.pattern.as_str(), h.queues.clone(), command)
+        let laravel = h.keeper == crate::handler::router::Keeper::Laravel;
+        (h.pattern.as_str(), h.queues.clone(), laravel)
     }));
     if !routes.has_other_handlers() {
         return Ok((events, None));

@@ -408,6 +408,7 @@ pub fn layer_for_connection(
     redis_connection(answer, &redis_conn_name, &mut layer)?;
     cache_store(answer, version, app, &mut layer)?;
     failed_store(answer, app, &mut layer)?;
+    bookkeeping(answer, app, &mut layer)?;
     horizon_from_answer(answer, &redis_conn_name, &mut layer)?;
     pulse_from_answer(answer, &redis_conn_name, app, &mut layer)?;
     Ok(layer)
@@ -664,6 +665,44 @@ fn cache_store(
     Ok(())
 }
 
+/// Where the bookkeeping writes (`[bookkeeping]`): the name of the app's
+/// default cache store and its lock connection (Redis) or locks table
+/// (database), and the batches table (`queue.batching`) and its database.
+///
+/// # Errors
+/// A lock connection whose URL Laravel would refuse.
+fn bookkeeping(answer: &Value, app: &Path, layer: &mut Layer) -> anyhow::Result<()> {
+    let cache = &answer["cache"];
+    let store = &cache["store"];
+    let b = &mut layer.bookkeeping;
+    match text(&store["driver"]).as_deref() {
+        Some("redis") => {
+            b.lock_store = text(&cache["default"]);
+            let lock = text(&store["lock_connection"])
+                .or_else(|| text(&store["connection"]))
+                .unwrap_or_else(|| "default".into());
+            let conn = &answer["redis"]["connections"][&lock];
+            if conn.is_object() {
+                b.lock_url = redis_url(conn)?.0;
+            }
+        }
+        Some("database") => {
+            b.lock_store = text(&cache["default"]);
+            b.lock_table = text(&store["lock_table"]).filter(|t| !t.is_empty());
+        }
+        _ => {}
+    }
+    let batching = &answer["batching"];
+    if batching["db"].is_object() {
+        // A batches database the worker cannot name is left to the
+        // defaults (and named at start): it must not stop the app's
+        // settings from being read.
+        b.batches_url = database_url(&batching["db"], app).ok().flatten();
+    }
+    b.batches_table = text(&batching["table"]).filter(|t| !t.is_empty());
+    Ok(())
+}
+
 /// The failed-jobs store: `database-uuids` (its database and table) or
 /// `null`; another driver is left to the config file.
 fn failed_store(answer: &Value, app: &Path, layer: &mut Layer) -> anyhow::Result<()> {
@@ -750,6 +789,11 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(cache.redis_prefix),
     app_key!(cache.prefix, "cache prefix", quoted),
     app_key!(cache.colon, "cache colon", bool::to_string),
+    app_key!(bookkeeping.lock_store, "lock store", String::clone),
+    app_key!(bookkeeping.lock_url, "lock url", super::redact::url),
+    app_key!(bookkeeping.lock_table, "lock table", String::clone),
+    app_key!(bookkeeping.batches_url, "batches url", super::redact::url),
+    app_key!(bookkeeping.batches_table, "batches table", String::clone),
     app_key!(failed.driver, "failed driver", String::clone),
     app_key!(failed.url, "failed url", super::redact::url),
     app_key!(failed.table, "failed table", String::clone),
@@ -951,6 +995,32 @@ mod tests {
             "failed": {"driver": "database-uuids", "database": "sqlite", "table": "failed_jobs"},
             "failed_database": {"driver": "sqlite", "database": "database/database.sqlite"}
         })
+    }
+
+    #[test]
+    fn the_bookkeeping_s_stores_from_the_answer() {
+        let mut a = answer_l12();
+        a["cache"]["store"]["lock_connection"] = json!("default");
+        a["batching"] = json!({"table": "job_batches",
+            "db": {"driver": "sqlite", "database": "database/batches.sqlite"}});
+        let l = layer_for_connection(&a, Path::new("/srv/app"), Some("redis")).unwrap();
+        let b = &l.bookkeeping;
+        assert_eq!(b.lock_store.as_deref(), Some("redis"));
+        assert_eq!(
+            b.lock_url.as_deref(),
+            Some("redis://:s3cret@r.internal:6380/0"),
+            "the store's lock connection, not its cache connection"
+        );
+        assert_eq!(
+            b.batches_url.as_deref(),
+            Some("sqlite:///srv/app/database/batches.sqlite")
+        );
+        assert_eq!(b.batches_table.as_deref(), Some("job_batches"));
+        a["cache"] = json!({"default": "db", "prefix": "p-",
+            "store": {"driver": "database", "table": "cache", "lock_table": "locks"}});
+        let l = layer_for_connection(&a, Path::new("/srv/app"), Some("redis")).unwrap();
+        assert_eq!(l.bookkeeping.lock_store.as_deref(), Some("db"));
+        assert_eq!(l.bookkeeping.lock_table.as_deref(), Some("locks"));
     }
 
     #[test]

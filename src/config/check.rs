@@ -21,6 +21,13 @@ pub(super) fn handlers(handlers: &[HandlerEntry]) -> anyhow::Result<()> {
                 h.pattern
             ),
         }
+        match h.bookkeeping.as_deref() {
+            None | Some("laravel" | "worker") => {}
+            Some(other) => bail!(
+                "[[handlers]] match = {:?}: bookkeeping = {other:?}: expected \"laravel\" (the PHP bridge) or \"worker\"",
+                h.pattern
+            ),
+        }
     }
     Ok(())
 }

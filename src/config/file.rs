@@ -48,6 +48,10 @@ pub struct Layer {
     /// run.
     #[serde(default)]
     pub pulse: PulseLayer,
+    /// `[bookkeeping]`: unique locks and batch counters for jobs Laravel's
+    /// code does not run.
+    #[serde(default)]
+    pub bookkeeping: BookkeepingLayer,
     /// `[[handlers]]`, in match order.
     #[serde(default)]
     pub handlers: Option<Vec<HandlerEntry>>,
@@ -241,6 +245,36 @@ pub struct CacheLayer {
     pub prefix: Option<String>,
     /// Put `:` after a non-empty prefix (Laravel ≤ 10); 11+ does not.
     pub colon: Option<bool>,
+}
+
+/// `[bookkeeping]`: what the worker does around jobs Laravel's own code
+/// does not run (see [`crate::whole`]).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BookkeepingLayer {
+    /// Release unique locks and record batches natively (default true).
+    pub enabled: Option<bool>,
+    /// `ShouldBeUniqueUntilProcessing` classes (`*` wildcards): their
+    /// lock is released before the run, never after.
+    pub until_processing: Option<Vec<String>>,
+    /// `ShouldBeUnique` classes whose `uniqueId` is a property (or none)
+    /// (`*` wildcards): for payloads before Laravel 11.39, which do not
+    /// carry their lock, the key is built from the class and property.
+    pub unique: Option<Vec<String>>,
+    /// The app's name of the `[cache]` store (a key of `cache.stores`):
+    /// locks a payload places there are released. Default: the app's
+    /// default store (read through PHP), else the store's kind.
+    pub lock_store: Option<String>,
+    /// Redis store: the lock connection (`lock_connection`); default the
+    /// `[redis]` URL (the skeleton's `default` connection).
+    pub lock_url: Option<String>,
+    /// Database store: the locks table (`lock_table`, default `cache_locks`).
+    pub lock_table: Option<String>,
+    /// The batches database (`queue.batching.database`); default
+    /// `[failed] url` (the app's default connection).
+    pub batches_url: Option<String>,
+    /// The batches table (`queue.batching.table`, default `job_batches`).
+    pub batches_table: Option<String>,
 }
 
 /// `[failed]`.
@@ -463,6 +497,11 @@ pub struct HandlerEntry {
     /// Faults of this handler itself, in a row, that trip it (default
     /// `[worker] trip_after`; 0 = never).
     pub trip_after: Option<u32>,
+    /// Who does Laravel's bookkeeping (unique lock, batch counters) for
+    /// this handler's jobs: `"laravel"` (the PHP bridge) or `"worker"`;
+    /// default `"laravel"` when the command runs
+    /// `laravel-worker-bridge.php`, else `"worker"`.
+    pub bookkeeping: Option<String>,
 }
 
 /// The transport a `[[handlers]]` entry means. [`HandlerEntry::transport`]
@@ -593,6 +632,7 @@ impl Layer {
             metrics: self.metrics.overlaid_by(over.metrics),
             horizon: self.horizon.overlaid_by(over.horizon),
             pulse: self.pulse.overlaid_by(over.pulse),
+            bookkeeping: self.bookkeeping.overlaid_by(over.bookkeeping),
             handlers: over.handlers.or(self.handlers),
         }
     }
@@ -656,6 +696,16 @@ overlay!(CacheLayer {
     colon,
 });
 overlay!(FailedLayer { driver, url, table });
+overlay!(BookkeepingLayer {
+    enabled,
+    until_processing,
+    unique,
+    lock_store,
+    lock_url,
+    lock_table,
+    batches_url,
+    batches_table,
+});
 overlay!(DatabaseLayer {
     url,
     table,

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::file::{HandlerEntry, Transport};
-use crate::handler::BreakerSettings;
 use crate::handler::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::handler::scheduling::Scheduling;
+use crate::handler::{BreakerSettings, Keeper};
 
 /// One `[[handlers]]` entry, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,9 @@ pub struct HandlerSpec {
     pub queues: Option<Vec<String>>,
     /// Its breaker: `[worker]`'s, with the entry's own `trip_after`.
     pub breaker: BreakerSettings,
+    /// Who does Laravel's bookkeeping for its jobs (`bookkeeping`; by
+    /// default Laravel for the PHP bridge, the worker otherwise).
+    pub keeper: Keeper,
 }
 
 /// How a job reaches a handler.
@@ -94,6 +97,7 @@ impl HandlerSpec {
     /// The spec of a checked entry, `breaker` being `[worker]`'s.
     pub(super) fn new(entry: HandlerEntry, breaker: BreakerSettings) -> HandlerSpec {
         let transport = entry.transport();
+        let keeper = keeper(&entry);
         let command = || CommandSpec {
             command: entry.command.clone().unwrap_or_default(),
             env: entry.env.clone().unwrap_or_default(),
@@ -137,6 +141,7 @@ impl HandlerSpec {
             transport,
             timeout: entry.timeout,
             queues: entry.queues,
+            keeper,
         }
     }
 
@@ -163,5 +168,58 @@ impl HandlerSpec {
             TransportSpec::Persistent(..) => "persistent",
             TransportSpec::Http(_) => "http",
         }
+    }
+}
+
+/// Who keeps the books of `entry`'s jobs: its `bookkeeping` (`"laravel"`
+/// or `"worker"`, checked by `check::handlers`), else Laravel for the PHP
+/// bridge (an argument whose file name is `laravel-worker-bridge.php`, as
+/// every bridge version is named, so an older bridge is never
+/// double-booked) and the worker for any other handler.
+fn keeper(entry: &HandlerEntry) -> Keeper {
+    match entry.bookkeeping.as_deref() {
+        Some("laravel") => Keeper::Laravel,
+        Some(_) => Keeper::Worker,
+        None => {
+            let bridge = entry.command.iter().flatten().any(|arg| {
+                std::path::Path::new(arg)
+                    .file_name()
+                    .is_some_and(|f| f == "laravel-worker-bridge.php")
+            });
+            if bridge {
+                Keeper::Laravel
+            } else {
+                Keeper::Worker
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(toml_text: &str) -> HandlerEntry {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn the_bridge_keeps_its_own_books_by_default() {
+        let bridge = entry(
+            "match = \"*\"\ncommand = [\"php\", \"/srv/app/vendor/laravel-worker/laravel-worker/laravel-worker-bridge.php\", \"--app=/srv/app\"]",
+        );
+        assert_eq!(keeper(&bridge), Keeper::Laravel);
+        let python = entry("match = \"*\"\ncommand = [\"python3\", \"worker.py\"]");
+        assert_eq!(keeper(&python), Keeper::Worker);
+        let http = entry("match = \"*\"\nurl = \"http://h/q\"");
+        assert_eq!(keeper(&http), Keeper::Worker);
+        let renamed = entry(
+            "match = \"*\"\ncommand = [\"php\", \"bridge-copy.php\"]\nbookkeeping = \"laravel\"",
+        );
+        assert_eq!(keeper(&renamed), Keeper::Laravel);
+        let forced = entry(
+            "match = \"*\"\ncommand = [\"php\", \"laravel-worker-bridge.php\"]\nbookkeeping = \"worker\"",
+        );
+        assert_eq!(keeper(&forced), Keeper::Worker);
     }
 }

@@ -5,8 +5,8 @@
 use serde::de::{DeserializeOwned, Error, Visitor, value};
 
 use super::file::{
-    AppLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer, Layer,
-    MetricsLayer, PulseLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
+    AppLayer, BookkeepingLayer, CacheLayer, DatabaseLayer, FailedLayer, HandlerEntry, HorizonLayer,
+    Layer, MetricsLayer, PulseLayer, QueueLayer, RedisLayer, SqsLayer, WorkerLayer,
 };
 
 /// Every section (`handlers` for `[[handlers]]`) with its keys, in the
@@ -24,6 +24,7 @@ pub fn sections() -> Vec<(&'static str, &'static [&'static str])> {
         ("metrics", fields::<MetricsLayer>()),
         ("horizon", fields::<HorizonLayer>()),
         ("pulse", fields::<PulseLayer>()),
+        ("bookkeeping", fields::<BookkeepingLayer>()),
         ("handlers", fields::<HandlerEntry>()),
     ]
 }

@@ -15,6 +15,7 @@
 //! set them for apps made before Laravel 12.
 
 pub mod app_config;
+pub mod bookkeeping;
 mod check;
 pub mod database;
 pub mod dotenv;
@@ -83,6 +84,9 @@ pub struct Settings {
     pub unmatched: Unmatched,
     /// Cache store for restart and maxExceptions keys.
     pub cache: CacheSettings,
+    /// `[bookkeeping]`: unique locks and batches of jobs Laravel's code
+    /// does not run.
+    pub bookkeeping: bookkeeping::BookkeepingSettings,
     /// Failed job store.
     pub failed: FailedSettings,
     /// SIGTERM → SIGKILL grace for timed-out handlers.
@@ -285,6 +289,7 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| "laravel-database-".into());
         let cache = cache_settings(&layer, &redis, &redis_prefix)?;
+        let bookkeeping = bookkeeping::resolve(&layer, &cache, &redis)?;
         let entries = layer.handlers.unwrap_or_default();
         check::handlers(&entries)?;
         let breaker = resolve::breaker(layer.worker.trip_after, layer.worker.trip_backoff);
@@ -318,6 +323,7 @@ impl Settings {
                 layer.queue.unmatched_release_delay,
             )?,
             cache,
+            bookkeeping,
             failed: resolve::failed(layer.failed)?,
             kill_grace: Duration::from_secs(worker.kill_grace.unwrap_or(10)),
             drain_timeout: worker.drain_timeout.map(Duration::from_secs),

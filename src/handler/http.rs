@@ -459,7 +459,8 @@ fn retry_after(value: &str, now: DateTime<Utc>) -> Option<u64> {
 /// (control characters are sent as spaces), so the lines cannot be shifted
 /// into one another.
 fn signed_head(headers: &HeaderMap) -> Vec<u8> {
-    let names = std::iter::once(TIMESTAMP_HEADER).chain(metadata::FIELDS.iter().map(|f| f.header));
+    let names =
+        std::iter::once(TIMESTAMP_HEADER).chain(metadata::SIGNED_FIELDS.iter().map(|f| f.header));
     let mut text = Vec::with_capacity(512);
     for name in names {
         if let Some(value) = headers.get(name) {
@@ -618,8 +619,15 @@ mod tests {
             sign(&secret, &headers, body),
             "ff16f54fa0099c37d8c6f9f7ea5f6476ef1587821340ad7077a4bf103f5cf660"
         );
-        // Any signed header changed, the signature changes.
-        for field in metadata::FIELDS {
+        // Any signed header changed, the signature changes; the batch
+        // header is outside the signed text.
+        let mut batch = headers.clone();
+        batch.insert(
+            HeaderName::from_static(metadata::BATCH_CANCELLED.header),
+            header_value("1"),
+        );
+        assert_eq!(sign(&secret, &batch, body), sign(&secret, &headers, body));
+        for field in metadata::SIGNED_FIELDS {
             let mut changed = headers.clone();
             changed.insert(HeaderName::from_static(field.header), header_value("other"));
             assert_ne!(

@@ -40,7 +40,7 @@ pub use breaker::{BreakerSettings, Fault, FaultKind};
 pub use http::{HttpHandler, HttpOptions, Secret};
 pub use persistent::{PersistentHandler, PersistentOptions};
 pub use pool::{Pool, PoolSettings};
-pub use router::{Route, Router, Unmatched};
+pub use router::{Keeper, Route, Router, Unmatched};
 pub use subprocess::SubprocessHandler;
 
 /// Why the handler is called.
@@ -70,6 +70,10 @@ pub struct Invocation<'a> {
     pub timeout: Option<Duration>,
     /// Run or failed hook.
     pub mode: Mode<'a>,
+    /// Whether the job's batch was cancelled (`SkipIfBatchCancelled`);
+    /// `None` when it is in no batch, or its batch is Laravel's to read
+    /// (the PHP bridge), or could not be read.
+    pub batch_cancelled: Option<bool>,
 }
 
 /// What a handler reports back.

@@ -10,6 +10,18 @@ use super::breaker::{Breaker, BreakerSettings};
 use super::pool::Pool;
 use crate::log_limit::DEFAULT_INTERVAL;
 
+/// Who runs Laravel's bookkeeping (unique lock, batch record) for the
+/// jobs of a handler; `crate::whole::done_by_laravel` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Keeper {
+    /// Laravel's own code (`CallQueuedHandler`, through the PHP bridge):
+    /// the worker writes nothing.
+    Laravel,
+    /// The worker, natively (any other handler).
+    #[default]
+    Worker,
+}
+
 /// One `[[handlers]]` entry.
 #[derive(Debug)]
 pub struct Route {
@@ -23,6 +35,9 @@ pub struct Route {
     queues: Option<Vec<String>>,
     /// Stops handing jobs to the handler while it keeps failing on its own.
     pub breaker: Breaker,
+    /// Who does Laravel's bookkeeping for its jobs (see
+    /// `crate::whole::done_by_laravel`).
+    pub keeper: Keeper,
 }
 
 impl Route {
@@ -35,7 +50,14 @@ impl Route {
             timeout,
             queues: None,
             breaker: Breaker::new(pattern, BreakerSettings::default(), DEFAULT_INTERVAL),
+            keeper: Keeper::Worker,
         }
+    }
+
+    /// This route with its bookkeeping done by `keeper`.
+    pub fn with_keeper(mut self, keeper: Keeper) -> Self {
+        self.keeper = keeper;
+        self
     }
 
     /// This route with its breaker set to `settings`, repeated faults

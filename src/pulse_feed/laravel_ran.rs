@@ -7,11 +7,9 @@ use wildmatch::WildMatch;
 use crate::queue::ReservedJob;
 use crate::worker::Verdict;
 
-/// The file every bridge command runs.
-const BRIDGE: &str = "laravel-worker-bridge.php";
-
-/// The handlers in match order: what each takes, and whether it is the
-/// bridge.
+/// The handlers in match order: what each takes, and whether Laravel's
+/// own code keeps its jobs' books (the bridge's; see
+/// [`crate::whole::done_by_laravel`]).
 #[derive(Debug, Default)]
 pub struct BridgeRoutes {
     routes: Vec<(WildMatch, Option<Vec<String>>, bool)>,
@@ -19,19 +17,16 @@ pub struct BridgeRoutes {
 
 impl BridgeRoutes {
     /// From the `[[handlers]]`, in order: each one's `match` pattern, its
-    /// `queues`, and its command (`None` for an HTTP handler). A command
-    /// one of whose arguments is a `laravel-worker-bridge.php` is the
-    /// bridge.
+    /// `queues`, and whether Laravel keeps its jobs' books (its resolved
+    /// `bookkeeping`, `"laravel"` by default for a command running
+    /// `laravel-worker-bridge.php`): the same answer the settle's
+    /// bookkeeping acts on.
     pub fn new<'a>(
-        handlers: impl IntoIterator<Item = (&'a str, Option<Vec<String>>, Option<&'a [String]>)>,
+        handlers: impl IntoIterator<Item = (&'a str, Option<Vec<String>>, bool)>,
     ) -> Self {
         let routes = handlers
             .into_iter()
-            .map(|(pattern, queues, command)| {
-                let bridge = command
-                    .is_some_and(|c| c.iter().any(|arg| arg.rsplit('/').next() == Some(BRIDGE)));
-                (WildMatch::new(pattern), queues, bridge)
-            })
+            .map(|(pattern, queues, laravel)| (WildMatch::new(pattern), queues, laravel))
             .collect();
         BridgeRoutes { routes }
     }

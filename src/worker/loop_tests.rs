@@ -87,6 +87,7 @@ impl Scene {
             on_lease_lost: Default::default(),
             laravel: crate::exception::LaravelVersion::NEWEST,
             on_tripped: Default::default(),
+            bookkeeping: Default::default(),
         };
         Daemon::new(services, self.quit.subscribe())
     }

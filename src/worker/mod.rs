@@ -96,4 +96,6 @@ pub struct Services {
     pub laravel: crate::exception::LaravelVersion,
     /// What a handler's trip does (`[worker] on_handler_tripped`).
     pub on_tripped: tripped::TripPolicy,
+    /// Unique locks and batches of jobs Laravel's code does not run.
+    pub bookkeeping: crate::whole::Bookkeeping,
 }

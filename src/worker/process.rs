@@ -183,7 +183,8 @@ async fn call_handler(
             tripped: true,
         });
     }
-    let invocation = invocation(job, route, services, Mode::Run);
+    let mut invocation = invocation(job, route, services, Mode::Run);
+    invocation.batch_cancelled = Box::pin(services.bookkeeping.before_run(job, route)).await;
     let call = route.handler.call(&invocation);
     // No await until the call is first polled (the runtime has one
     // thread), so the loop sees its handler taken when it wakes.
@@ -222,6 +223,7 @@ pub fn invocation<'a>(
             .unwrap_or(options.tries),
         timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
         mode,
+        batch_cancelled: None,
     }
 }
 

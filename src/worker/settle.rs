@@ -28,7 +28,8 @@ use crate::exception::JobException;
 use crate::failed::{FailedJob, Logged};
 use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
-use crate::queue::companion::Ending;
+use crate::queue::companion::Ending as QueueEnding;
+use crate::whole::Ending;
 
 /// The longest pause between two tries of a queue write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -105,10 +106,20 @@ pub async fn settle(
     reserved_at: std::time::SystemTime,
 ) -> Settled {
     let queue = &services.queue;
+    // Laravel's order: the bookkeeping before the delete or the failure
+    // reaches the queue, whatever the driver.
+    let ending = match verdict {
+        Verdict::Delete => Some(Ending::Success),
+        Verdict::Fail { .. } => Some(Ending::Failure),
+        Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => None,
+    };
+    if let Some(ending) = ending {
+        Box::pin(services.bookkeeping.before_settle(job, route, ending)).await;
+    }
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
             retry("delete", job, Some(slot), || {
-                queue.delete(job, Ending::Completed { reserved_at })
+                queue.delete(job, QueueEnding::Completed { reserved_at })
             })
             .await,
             Settled::Done,
@@ -218,7 +229,7 @@ async fn fail(
         );
         return (parked, landed, false);
     }
-    let ended = Ending::Failed { exception: &text };
+    let ended = QueueEnding::Failed { exception: &text };
     (
         retry("delete", job, None, || services.queue.delete(job, ended)).await,
         true,

@@ -35,6 +35,22 @@ const TRACE_FILES: &[&str] = &[
 /// for every file in it.
 pub const USES: &[(&str, &[&str])] = &[
     (
+        "a_process_handler_s_unique_job_has_its_redis_lock_released",
+        &["laravel12/payloads/unique.json"],
+    ),
+    (
+        "a_released_job_keeps_its_lock_and_until_processing_is_released_before_the_run",
+        &["laravel12/payloads/unique.json"],
+    ),
+    (
+        "a_database_store_lock_is_released_from_cache_locks",
+        &["laravel12/payloads/unique.json"],
+    ),
+    (
+        "the_php_bridge_s_jobs_are_never_booked_twice",
+        &["laravel12/payloads/unique.json"],
+    ),
+    (
         "every_fixture_file_is_used_by_a_test",
         &["laravel12/README.md"],
     ),

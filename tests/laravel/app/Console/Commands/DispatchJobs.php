@@ -88,6 +88,9 @@ class DispatchJobs extends Command
             case 'unique':
                 $this->bus(new Jobs\UniqueJob($tag, $spec['key'], $spec['fail'] ?? false), $spec);
                 break;
+            case 'property-unique':
+                $this->bus(new Jobs\PropertyUniqueJob($tag, $spec['key']), $spec);
+                break;
             case 'chain':
                 // Steps are tagged "<tag>.<step>"; the step named in "fail" throws.
                 $steps = array_map(

@@ -1,0 +1,244 @@
+//! What a payload says about the bookkeeping Laravel does around its job
+//! (`CallQueuedHandler`): the unique lock it holds and the batch it
+//! belongs to. Read from the payload alone, without PHP.
+//!
+//! - The unique lock (Laravel 11.39+): `illuminate:log:context` →
+//!   `hidden` → `laravel_unique_job_cache_store`, `laravel_unique_job_key`
+//!   and (13.24+) `laravel_unique_job_lock_owner`, each a PHP-serialized
+//!   string. Before 11.39 the payload does not carry it.
+//! - The batch: `data.batchId` (12.51+), else the `batchId` property of
+//!   the serialized command (`Batchable`, 8.x+). An encrypted command
+//!   (not starting with `O:`) hides it.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::cache::php::unserialize_string;
+
+/// The unique lock a job holds, as its payload's context names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueLock {
+    /// The cache store's config name (`redis`, `database`): the job's
+    /// `uniqueVia()`, else the app's default store.
+    pub store: String,
+    /// The lock's key before the store's prefix
+    /// (`laravel_unique_job:App\Jobs\X:id`).
+    pub key: String,
+    /// The lock's owner token (13.24+): the release is then a
+    /// compare-and-delete.
+    pub owner: Option<String>,
+}
+
+/// The bookkeeping marks of one payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// The unique lock, when the payload carries one.
+    pub unique: Option<UniqueLock>,
+    /// The batch id, when the job belongs to a batch.
+    pub batch_id: Option<String>,
+    /// The job's class (`data.commandName`), when it has one.
+    pub class: Option<String>,
+    /// The command's `uniqueId` property (a string or an integer), for a
+    /// payload whose context names no lock (before 11.39).
+    pub unique_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "illuminate:log:context")]
+    context: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Data<'a> {
+    #[serde(borrow, default, rename = "batchId")]
+    batch_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    command: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "commandName")]
+    command_name: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Context<'a> {
+    #[serde(borrow, default)]
+    hidden: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Hidden<'a> {
+    #[serde(borrow, default)]
+    laravel_unique_job_cache_store: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    laravel_unique_job_key: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    laravel_unique_job_lock_owner: Option<Cow<'a, str>>,
+}
+
+impl Marks {
+    /// The marks of the payload `raw`, skipping the parse of a payload
+    /// with no sign of either (tests).
+    #[cfg(test)]
+    pub fn read(raw: &[u8]) -> Marks {
+        Self::read_with(raw, false)
+    }
+
+    /// The marks of the payload `raw` (JSON). A payload that is not JSON,
+    /// or whose parts have other shapes, has none (PHP's `unserialize`
+    /// of a value that is not a string gives no lock either). With
+    /// `always`, the payload is parsed even when it shows no sign of a
+    /// batch or lock (for a configured unique class whose lock key needs
+    /// only its class).
+    pub fn read_with(raw: &[u8], always: bool) -> Marks {
+        // Most jobs carry neither (12.x payloads always have a
+        // `"batchId":null`): skip the parse unless a batch id is a string
+        // (in `data` or in the command) or a lock is named.
+        if !contains(raw, br#""batchId":""#)
+            && !contains(raw, br#"s:7:\"batchId\";s:"#)
+            && !contains(raw, b"laravel_unique_job_key")
+            && !contains(raw, br#"s:8:\"uniqueId\";"#)
+            && !always
+        {
+            return Marks::default();
+        }
+        let Ok(fields) = serde_json::from_slice::<Fields<'_>>(raw) else {
+            return Marks::default();
+        };
+        let data = fields
+            .data
+            .and_then(|d| serde_json::from_str::<Data<'_>>(d.get()).ok());
+        let unique = fields.context.and_then(|c| unique_lock(c.get()));
+        let Some(data) = data else {
+            return Marks {
+                unique,
+                ..Marks::default()
+            };
+        };
+        let command = data.command.as_deref();
+        Marks {
+            unique,
+            batch_id: data
+                .batch_id
+                .map(Cow::into_owned)
+                .or_else(|| command.and_then(command_batch_id))
+                .filter(|id| !id.is_empty()),
+            class: data.command_name.map(Cow::into_owned),
+            unique_id: command.and_then(command_unique_id),
+        }
+    }
+}
+
+/// The lock named by the context's `hidden` part, when it has a store and
+/// a key.
+fn unique_lock(context: &str) -> Option<UniqueLock> {
+    let context: Context<'_> = serde_json::from_str(context).ok()?;
+    // An empty `hidden` is PHP's empty array, `[]`: no lock.
+    let hidden: Hidden<'_> = serde_json::from_str(context.hidden?.get()).ok()?;
+    let text = |v: Option<Cow<'_, str>>| {
+        v.as_deref()
+            .and_then(unserialize_string)
+            .map(str::to_string)
+    };
+    Some(UniqueLock {
+        store: text(hidden.laravel_unique_job_cache_store)?,
+        key: text(hidden.laravel_unique_job_key)?,
+        owner: text(hidden.laravel_unique_job_lock_owner).filter(|o| !o.is_empty()),
+    })
+}
+
+/// The `batchId` property of a serialized command (`s:7:"batchId";` then a
+/// string; `N;` when the job is not in a batch). An encrypted command has
+/// none that can be read.
+fn command_batch_id(command: &str) -> Option<String> {
+    if !command.starts_with("O:") {
+        return None;
+    }
+    let at = command.find("s:7:\"batchId\";")? + "s:7:\"batchId\";".len();
+    let rest = &command[at..];
+    let (len, rest) = rest.strip_prefix("s:")?.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let id = rest.strip_prefix('"')?.get(..len)?;
+    Some(id.to_string())
+}
+
+/// The `uniqueId` property of a serialized command: a string
+/// (`s:8:"uniqueId";s:1:"k";`) or an integer (`i:5;`), as PHP's string
+/// interpolation gives it in the lock's key.
+fn command_unique_id(command: &str) -> Option<String> {
+    if !command.starts_with("O:") {
+        return None;
+    }
+    let at = command.find("s:8:\"uniqueId\";")? + "s:8:\"uniqueId\";".len();
+    let rest = &command[at..];
+    if let Some(int) = rest.strip_prefix("i:") {
+        let digits = int.split(';').next()?;
+        return digits.parse::<i64>().ok().map(|n| n.to_string());
+    }
+    let (len, rest) = rest.strip_prefix("s:")?.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    Some(rest.strip_prefix('"')?.get(..len)?.to_string())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_unique_lock_of_a_12_payload() {
+        let raw = br#"{"uuid":"u","data":{"commandName":"App\\Jobs\\UniqueJob","command":"O:1:\"X\":0:{}","batchId":null},"illuminate:log:context":{"data":[],"hidden":{"laravel_unique_job_cache_store":"s:8:\"database\";","laravel_unique_job_key":"s:39:\"laravel_unique_job:App\\Jobs\\UniqueJob:k\";"}},"attempts":0}"#;
+        let marks = Marks::read(raw);
+        assert_eq!(
+            marks.unique,
+            Some(UniqueLock {
+                store: "database".into(),
+                key: "laravel_unique_job:App\\Jobs\\UniqueJob:k".into(),
+                owner: None,
+            })
+        );
+        assert_eq!(marks.batch_id, None);
+        assert_eq!(marks.class.as_deref(), Some("App\\Jobs\\UniqueJob"));
+    }
+
+    #[test]
+    fn an_owner_and_an_empty_hidden() {
+        let raw = br#"{"data":{},"illuminate:log:context":{"data":[],"hidden":{"laravel_unique_job_cache_store":"s:5:\"redis\";","laravel_unique_job_key":"s:5:\"key:1\";","laravel_unique_job_lock_owner":"s:4:\"abcd\";"}}}"#;
+        let lock = Marks::read(raw).unique.unwrap();
+        assert_eq!(lock.owner.as_deref(), Some("abcd"));
+        assert_eq!(lock.store, "redis");
+        let none = br#"{"data":{"batchId":null},"illuminate:log:context":{"data":[],"hidden":[]}}"#;
+        assert_eq!(Marks::read(none), Marks::default());
+        assert_eq!(Marks::read(b"not json batchId"), Marks::default());
+    }
+
+    #[test]
+    fn the_batch_id_from_data_or_from_the_command() {
+        let data =
+            br#"{"data":{"batchId":"9f1","command":"O:1:\"X\":1:{s:7:\"batchId\";s:3:\"old\";}"}}"#;
+        assert_eq!(Marks::read(data).batch_id.as_deref(), Some("9f1"));
+        let command = br#"{"data":{"command":"O:1:\"X\":2:{s:7:\"batchId\";s:36:\"9a5e8f4c-1a2b-4c3d-8e9f-0a1b2c3d4e5f\";s:1:\"k\";N;}"}}"#;
+        assert_eq!(
+            Marks::read(command).batch_id.as_deref(),
+            Some("9a5e8f4c-1a2b-4c3d-8e9f-0a1b2c3d4e5f")
+        );
+        let outside = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"batchId\";N;}"}}"#;
+        assert_eq!(Marks::read(outside).batch_id, None);
+        let encrypted = br#"{"data":{"command":"eyJpdiI6 batchId"}}"#;
+        assert_eq!(Marks::read(encrypted).batch_id, None);
+    }
+
+    #[test]
+    fn the_unique_id_property() {
+        let text = br#"{"data":{"commandName":"App\\Jobs\\P","command":"O:10:\"App\\Jobs\\P\":1:{s:8:\"uniqueId\";s:2:\"k1\";}"}}"#;
+        assert_eq!(Marks::read(text).unique_id.as_deref(), Some("k1"));
+        let int = br#"{"data":{"command":"O:1:\"P\":1:{s:8:\"uniqueId\";i:42;}"}}"#;
+        assert_eq!(Marks::read(int).unique_id.as_deref(), Some("42"));
+    }
+}
