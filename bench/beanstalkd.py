@@ -139,6 +139,18 @@ class Server:
         PROCS.stop(self.proc)
 
 
+def serves_beanstalkd(binary):
+    """Whether `binary` has the beanstalkd driver (its text names the
+    skeleton's `BEANSTALKD_QUEUE_HOST`); None is this run's build."""
+    if binary is None:
+        return True
+    try:
+        with open(binary, "rb") as f:
+            return b"BEANSTALKD_QUEUE_HOST" in f.read()
+    except OSError:
+        return False
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -252,7 +264,9 @@ driver = "null"
         else:
             kinds.append(("queue:work beanstalkd", lambda: self.queue_work(server)))
         for c in (1, 8, 32):
-            for label, binary in self.bins:
+            # A --baseline build from before the driver (issue 46) would not
+            # serve the tube: it is left out unless it knows beanstalkd.
+            for label, binary in [b for b in self.bins if serves_beanstalkd(b[1])]:
                 kinds.append((f"warm no-op, c={c}{label}",
                               lambda c=c, binary=binary: self.worker(server, c, binary)))
         runs = {name: [] for name, _ in kinds}
