@@ -298,15 +298,7 @@ impl Settings {
             .map(|entry| HandlerSpec::new(entry, breaker))
             .collect();
         let worker = &layer.worker;
-        let horizon = match resolve::horizon(&layer.horizon) {
-            Some(mut spec) => {
-                if let Some(url) = &layer.horizon.url {
-                    spec.redis = Some(cache_target(url, &redis).context("[horizon] url")?);
-                }
-                Some(spec)
-            }
-            None => None,
-        };
+        let horizon = horizon_spec(&layer.horizon, &redis)?;
         let pulse = resolve::pulse(&layer.pulse, &connection, &redis, &redis_prefix)?;
         Ok(Settings {
             app_path: layer.app.path,
@@ -350,6 +342,24 @@ impl Settings {
             app_connection: None,
         })
     }
+}
+
+/// `[horizon]`, resolved: off, or Horizon's settings with their Redis
+/// (`[horizon] url`, else the queue's).
+///
+/// # Errors
+/// A `[horizon] url` that is not a Redis URL.
+fn horizon_spec(
+    layer: &file::HorizonLayer,
+    redis: &RedisTarget,
+) -> anyhow::Result<Option<HorizonSpec>> {
+    let Some(mut spec) = resolve::horizon(layer) else {
+        return Ok(None);
+    };
+    if let Some(url) = &layer.url {
+        spec.redis = Some(cache_target(url, redis).context("[horizon] url")?);
+    }
+    Ok(Some(spec))
 }
 
 /// `[cache]`, resolved: the Redis store (by default the queue Redis on DB
