@@ -58,71 +58,27 @@ impl Storage {
     pub async fn store(&self, entries: &[Entry], now: i64) -> anyhow::Result<()> {
         let rows = aggregate::rows(entries, now);
         let kept: Vec<&Entry> = entries.iter().filter(|e| !e.only_buckets).collect();
-        match &self.pool {
-            Pool::Sqlite(pool) => {
-                let mut tx = pool.begin().await?;
-                for e in &kept {
-                    let sql = entry_sql(Engine::Sqlite, self.entries_hash);
-                    let mut q = sqlx::query(AssertSqlSafe(sql))
-                        .bind(e.timestamp)
-                        .bind(e.kind)
-                        .bind(&e.key);
-                    if self.entries_hash {
-                        q = q.bind(md5_hex(&e.key));
-                    }
-                    q.bind(e.value).execute(&mut *tx).await?;
-                }
-                for row in &rows {
-                    let sql = upsert_sql(Engine::Sqlite, self.aggregates_hash, row.aggregate);
-                    bind_row(sqlx::query(AssertSqlSafe(sql)), row, self.aggregates_hash)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
+        let engine = match &self.pool {
+            Pool::Sqlite(_) => Engine::Sqlite,
+            Pool::Postgres(_) => Engine::Postgres,
+            Pool::MySql(_) => Engine::MySql,
+        };
+        crate::sql::on_pool!(&self.pool, |pool| {
+            let mut tx = pool.begin().await?;
+            for e in &kept {
+                let sql = entry_sql(engine, self.entries_hash);
+                bind_entry(sqlx::query(AssertSqlSafe(sql)), e, self.entries_hash)
+                    .execute(&mut *tx)
+                    .await?;
             }
-            Pool::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                for e in &kept {
-                    let sql = entry_sql(Engine::Postgres, self.entries_hash);
-                    let mut q = sqlx::query(AssertSqlSafe(sql))
-                        .bind(e.timestamp)
-                        .bind(e.kind)
-                        .bind(&e.key);
-                    if self.entries_hash {
-                        q = q.bind(md5_hex(&e.key));
-                    }
-                    q.bind(e.value).execute(&mut *tx).await?;
-                }
-                for row in &rows {
-                    let sql = upsert_sql(Engine::Postgres, self.aggregates_hash, row.aggregate);
-                    bind_row(sqlx::query(AssertSqlSafe(sql)), row, self.aggregates_hash)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
+            for row in &rows {
+                let sql = upsert_sql(engine, self.aggregates_hash, row.aggregate);
+                bind_row(sqlx::query(AssertSqlSafe(sql)), row, self.aggregates_hash)
+                    .execute(&mut *tx)
+                    .await?;
             }
-            Pool::MySql(pool) => {
-                let mut tx = pool.begin().await?;
-                for e in &kept {
-                    let sql = entry_sql(Engine::MySql, self.entries_hash);
-                    let mut q = sqlx::query(AssertSqlSafe(sql))
-                        .bind(e.timestamp)
-                        .bind(e.kind)
-                        .bind(&e.key);
-                    if self.entries_hash {
-                        q = q.bind(md5_hex(&e.key));
-                    }
-                    q.bind(e.value).execute(&mut *tx).await?;
-                }
-                for row in &rows {
-                    let sql = upsert_sql(Engine::MySql, self.aggregates_hash, row.aggregate);
-                    bind_row(sqlx::query(AssertSqlSafe(sql)), row, self.aggregates_hash)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-            }
-        }
+            tx.commit().await?;
+        });
         Ok(())
     }
 }
@@ -206,6 +162,31 @@ fn upsert_sql(engine: Engine, with_hash: bool, aggregate: Aggregation) -> String
         }
     };
     quoted(engine, &format!("{insert} {update}"))
+}
+
+/// Binds `entry` in the order of [`entry_sql`].
+fn bind_entry<'q, DB>(
+    query: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>,
+    entry: &'q Entry,
+    with_hash: bool,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let query = query
+        .bind(entry.timestamp)
+        .bind(entry.kind)
+        .bind(entry.key.as_str());
+    let query = if with_hash {
+        query.bind(md5_hex(&entry.key))
+    } else {
+        query
+    };
+    query.bind(entry.value)
 }
 
 /// Binds `row` in the order of [`upsert_sql`].
