@@ -47,19 +47,27 @@ pub struct BookkeepingSettings {
     /// The batches database URL and table; `None` when no database is
     /// known.
     pub batches: Option<(String, String)>,
+    /// The `match` of the handler that finishes jobs needing PHP; `None`:
+    /// the first bridge configured.
+    pub finish_with: Option<String>,
 }
 
 /// Resolves `[bookkeeping]` against the `[cache]` store `cache` and the
 /// `[redis]` connection `redis`.
 ///
 /// # Errors
-/// A `lock_url` that is not a Redis URL.
+/// A `lock_url` that is not a Redis URL; a `finish_with` that is no
+/// `[[handlers]]` entry's `match`.
 pub(super) fn resolve(
     layer: &Layer,
     cache: &CacheSettings,
     redis: &RedisTarget,
 ) -> anyhow::Result<BookkeepingSettings> {
     let b = &layer.bookkeeping;
+    super::check::finish_with(
+        b.finish_with.as_deref(),
+        layer.handlers.as_deref().unwrap_or_default(),
+    )?;
     let lock = match cache {
         CacheSettings::Redis { key_prefix, .. } => LockSettings::Redis {
             connection: Box::new(match &b.lock_url {
@@ -100,5 +108,6 @@ pub(super) fn resolve(
         lock_name: b.lock_store.clone().unwrap_or_else(|| kind.to_string()),
         lock,
         batches,
+        finish_with: b.finish_with.clone(),
     })
 }
