@@ -111,3 +111,31 @@ pub(super) fn resolve(
         finish_with: b.finish_with.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Settings;
+    use super::super::file::Layer;
+
+    fn resolve(toml: &str) -> anyhow::Result<Settings> {
+        Settings::resolve(Layer::from_toml(toml)?)
+    }
+
+    #[test]
+    fn finish_with_names_a_handler_s_match() {
+        let handlers = "[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"App\\\\Py\\\\*\"\ncommand = [\"python3\", \"h.py\"]\n[[handlers]]\nmatch = \"Bridge\"\ncommand = [\"php\", \"laravel-worker-bridge.php\"]\n";
+        let named = resolve(&format!(
+            "{handlers}[bookkeeping]\nfinish_with = \"Bridge\""
+        ))
+        .unwrap();
+        assert_eq!(named.bookkeeping.finish_with.as_deref(), Some("Bridge"));
+        let default = resolve(handlers).unwrap();
+        assert_eq!(default.bookkeeping.finish_with, None, "the first bridge");
+        let e = resolve(&format!("{handlers}[bookkeeping]\nfinish_with = \"Nope\"")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no [[handlers]] entry has match = \"Nope\""),
+            "{e}"
+        );
+    }
+}

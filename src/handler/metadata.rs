@@ -246,6 +246,19 @@ mod tests {
     }
 
     #[test]
+    fn finish_modes_are_named_and_carry_the_failure() {
+        let done = metadata(Mode::Finish { failure: None });
+        assert_eq!((done.mode_name(), done.exception()), ("finish", None));
+        let failed = metadata(Mode::Finish {
+            failure: Some("E: m"),
+        });
+        assert_eq!(
+            (failed.mode_name(), failed.exception()),
+            ("finish-failed", Some("E: m"))
+        );
+    }
+
+    #[test]
     fn fields_follow_the_table_and_names_are_unique() {
         let failed = metadata(Mode::Failed { exception: "E: m" });
         let listed: Vec<Field> = failed.fields().iter().map(|(f, _)| *f).collect();
