@@ -185,3 +185,26 @@ fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn an_encrypted_job_without_a_bridge_runs_and_is_named_once() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    app.dispatch(json!([
+        {"kind": "encrypted", "tag": "e1", "secret": "s"},
+        {"kind": "encrypted", "tag": "e2", "secret": "s"},
+    ]));
+    let config = s
+        .config()
+        .laravel(LARAVEL)
+        .script("echo ran >> \"$DIR/ran\"")
+        .write();
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(ran(&s), ["ran", "ran"], "both run");
+    assert!(s.failed_rows().is_empty());
+    let warned = d
+        .stderr_text()
+        .matches("an encrypted job (ShouldBeEncrypted) runs on a handler")
+        .count();
+    assert_eq!(warned, 1, "{}", d.stderr_text());
+}
