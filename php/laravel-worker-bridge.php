@@ -51,6 +51,15 @@
  * failed() method) and the JobFailed event. It writes no failed_jobs row:
  * the daemon already has.
  *
+ * In "finish" and "finish-failed" modes another handler (a process, HTTP
+ * or persistent handler in any language) ran the job; the bridge does only
+ * the bookkeeping CallQueuedHandler does around a run, without running
+ * handle(): "finish" (the job succeeded) releases the unique lock, dispatches
+ * the chain's next job and records the batch's success; "finish-failed"
+ * (the failure as recorded) releases the unique lock, records the batch's
+ * failure and runs the chain's catch callbacks (not the job's failed(),
+ * nor JobFailed: the handler that ran the job has its own failed mode).
+ *
  * Batches, chains, unique, encrypted and (13.6+) debounced jobs need nothing
  * here: CallQueuedHandler does their bookkeeping in this process, as it does
  * under queue:work (batch rows and callbacks, next chain job, lock release,
@@ -101,7 +110,7 @@ namespace LaravelWorker {
     /** One call from the daemon: the payload and what the daemon knows. */
     final class Request
     {
-        /** @var string "run" or "failed" */
+        /** @var string "run", "failed", "finish" or "finish-failed" */
         public $mode = 'run';
 
         /** @var string the reserved payload JSON (attempts already counted) */
@@ -377,9 +386,16 @@ namespace LaravelWorker {
                 return Outcome::exception($e);
             }
 
-            return $request->mode === 'failed'
-                ? Runner::failed(self::$app, $job, $request->exception)
-                : Runner::run(self::$app, $job);
+            switch ($request->mode) {
+                case 'failed':
+                    return Runner::failed(self::$app, $job, $request->exception);
+                case 'finish':
+                    return Runner::finish(self::$app, $job, null);
+                case 'finish-failed':
+                    return Runner::finish(self::$app, $job, $request->exception);
+                default:
+                    return Runner::run(self::$app, $job);
+            }
         }
 
         /**
@@ -752,6 +768,33 @@ namespace LaravelWorker {
         }
 
         /**
+         * Finish modes: the bookkeeping of a job another handler ran
+         * (`$recorded` null: it succeeded; else its recorded failure).
+         * A job pushed by name (no data.command) has none.
+         */
+        public static function finish($app, BridgeJob $job, ?string $recorded): array
+        {
+            try {
+                $data = $job->payload()['data'] ?? null;
+                if (! is_array($data) || ! is_string($data['command'] ?? null)) {
+                    return Outcome::done();
+                }
+                $finisher = $app->make(Finisher::class);
+                if ($recorded === null) {
+                    $finisher->succeeded($job, $data);
+                } else {
+                    $finisher->failedBookkeeping($job, $data, self::rebuildException($recorded, $job));
+                }
+            } catch (Throwable $e) {
+                self::report($app, $e);
+
+                return Outcome::exception($e);
+            }
+
+            return Outcome::done();
+        }
+
+        /**
          * The exception named by a failed_jobs text ("Class: message in
          * file:line\nStack trace:..." as PHP writes it, or the daemon's own
          * "Class: message\nStack trace:\n#0 {main}").
@@ -790,6 +833,62 @@ namespace LaravelWorker {
                 $app[ExceptionHandler::class]->report($e);
             } catch (Throwable $ignored) {
                 fwrite(STDERR, (string) $e."\n");
+            }
+        }
+    }
+}
+
+namespace LaravelWorker {
+
+    use Illuminate\Contracts\Queue\Job as QueueJob;
+    use Illuminate\Contracts\Queue\ShouldBeUniqueUntilProcessing;
+    use Illuminate\Queue\CallQueuedHandler;
+    use Throwable;
+
+    if (class_exists(CallQueuedHandler::class)) {
+        /**
+         * CallQueuedHandler's steps around a run, without the run: what the
+         * finish modes do for a job another handler ran. Each step is the
+         * app's own method, called only where its Laravel has it.
+         */
+        class Finisher extends CallQueuedHandler
+        {
+            /** After a successful run: lock, the chain's next job, the batch. */
+            public function succeeded(QueueJob $job, array $data): void
+            {
+                $command = $this->setJobInstanceIfNecessary($job, $this->getCommand($data));
+                $this->releaseLock($command, (string) $job->uuid());
+                $this->ensureNextJobInChainIsDispatched($command);
+                $this->ensureSuccessfulBatchJobIsRecorded($command);
+            }
+
+            /** After the final failure: lock, the batch, the chain's catch callbacks. */
+            public function failedBookkeeping(QueueJob $job, array $data, Throwable $e): void
+            {
+                $command = $this->setJobInstanceIfNecessary($job, $this->getCommand($data));
+                $uuid = (string) $job->uuid();
+                $this->releaseLock($command, $uuid);
+                if ($command instanceof \__PHP_Incomplete_Class) {
+                    return;
+                }
+                $this->ensureFailedBatchJobIsRecorded($uuid, $command, $e);
+                $this->ensureChainCatchCallbacksAreInvoked($uuid, $command, $e);
+            }
+
+            /** The unique lock, as CallQueuedHandler releases it after a run. */
+            private function releaseLock($command, string $uuid): void
+            {
+                if ($command instanceof ShouldBeUniqueUntilProcessing) {
+                    // Released before the run; 13.x forgets its marker here.
+                    if (method_exists($this, 'forgetUniqueUntilProcessingReleasedMarker')) {
+                        $this->forgetUniqueUntilProcessingReleasedMarker($command, $uuid);
+                    }
+
+                    return;
+                }
+                if (method_exists($this, 'ensureUniqueJobLockIsReleased')) {
+                    $this->ensureUniqueJobLockIsReleased($command);
+                }
             }
         }
     }

@@ -212,6 +212,7 @@ pub async fn open_bookkeeping(settings: &Settings) -> crate::whole::Bookkeeping 
         lock,
         lock_kind: kind.to_string(),
         batches,
+        finish_with: b.finish_with.clone(),
     });
     bookkeeping.check().await;
     bookkeeping

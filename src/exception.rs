@@ -19,6 +19,9 @@ pub const INVALID_PAYLOAD: &str = "Illuminate\\Queue\\InvalidPayloadException";
 pub const HANDLER_FAILED: &str = "LaravelWorker\\HandlerFailedException";
 /// The worker stopped and its drain deadline passed while the job ran.
 pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
+/// A job whose bookkeeping needs the PHP bridge (a chain), where none is
+/// configured (`crate::whole::Books::NoBridge`).
+pub const NO_BRIDGE: &str = "LaravelWorker\\NoBridgeException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
 /// An SQS message's body is an overflow pointer (Laravel 13.9+) whose

@@ -47,19 +47,27 @@ pub struct BookkeepingSettings {
     /// The batches database URL and table; `None` when no database is
     /// known.
     pub batches: Option<(String, String)>,
+    /// The `match` of the handler that finishes jobs needing PHP; `None`:
+    /// the first bridge configured.
+    pub finish_with: Option<String>,
 }
 
 /// Resolves `[bookkeeping]` against the `[cache]` store `cache` and the
 /// `[redis]` connection `redis`.
 ///
 /// # Errors
-/// A `lock_url` that is not a Redis URL.
+/// A `lock_url` that is not a Redis URL; a `finish_with` that is no
+/// `[[handlers]]` entry's `match`.
 pub(super) fn resolve(
     layer: &Layer,
     cache: &CacheSettings,
     redis: &RedisTarget,
 ) -> anyhow::Result<BookkeepingSettings> {
     let b = &layer.bookkeeping;
+    super::check::finish_with(
+        b.finish_with.as_deref(),
+        layer.handlers.as_deref().unwrap_or_default(),
+    )?;
     let lock = match cache {
         CacheSettings::Redis { key_prefix, .. } => LockSettings::Redis {
             connection: Box::new(match &b.lock_url {
@@ -100,5 +108,34 @@ pub(super) fn resolve(
         lock_name: b.lock_store.clone().unwrap_or_else(|| kind.to_string()),
         lock,
         batches,
+        finish_with: b.finish_with.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Settings;
+    use super::super::file::Layer;
+
+    fn resolve(toml: &str) -> anyhow::Result<Settings> {
+        Settings::resolve(Layer::from_toml(toml)?)
+    }
+
+    #[test]
+    fn finish_with_names_a_handler_s_match() {
+        let handlers = "[failed]\ndriver = \"null\"\n[[handlers]]\nmatch = \"App\\\\Py\\\\*\"\ncommand = [\"python3\", \"h.py\"]\n[[handlers]]\nmatch = \"Bridge\"\ncommand = [\"php\", \"laravel-worker-bridge.php\"]\n";
+        let named = resolve(&format!(
+            "{handlers}[bookkeeping]\nfinish_with = \"Bridge\""
+        ))
+        .unwrap();
+        assert_eq!(named.bookkeeping.finish_with.as_deref(), Some("Bridge"));
+        let default = resolve(handlers).unwrap();
+        assert_eq!(default.bookkeeping.finish_with, None, "the first bridge");
+        let e = resolve(&format!("{handlers}[bookkeeping]\nfinish_with = \"Nope\"")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no [[handlers]] entry has match = \"Nope\""),
+            "{e}"
+        );
+    }
 }

@@ -32,6 +32,21 @@ pub(super) fn handlers(handlers: &[HandlerEntry]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Checks that `[bookkeeping] finish_with`, when set, is the `match` of a
+/// `[[handlers]]` entry.
+///
+/// # Errors
+/// No entry has that `match`.
+pub(super) fn finish_with(name: Option<&str>, handlers: &[HandlerEntry]) -> anyhow::Result<()> {
+    match name {
+        Some(name) if !handlers.iter().any(|h| h.pattern == name) => bail!(
+            "[bookkeeping] finish_with = {name:?}: no [[handlers]] entry has match = {name:?} \
+             (name the PHP bridge's entry by its match)"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Checks that a `[[handlers]]` entry names exactly one transport
 /// (`command` or `url`), only with the keys that transport reads, and a
 /// usable `queues` list.

@@ -275,6 +275,11 @@ pub struct BookkeepingLayer {
     pub batches_url: Option<String>,
     /// The batches table (`queue.batching.table`, default `job_batches`).
     pub batches_table: Option<String>,
+    /// The `[[handlers]]` entry (its `match`) that finishes, in the PHP
+    /// bridge's finish mode, the jobs other handlers ran whose bookkeeping
+    /// needs PHP (a chain, an encrypted command). Default: the first entry
+    /// whose books Laravel keeps (the bridge).
+    pub finish_with: Option<String>,
 }
 
 /// `[failed]`.
@@ -705,6 +710,7 @@ overlay!(BookkeepingLayer {
     lock_table,
     batches_url,
     batches_table,
+    finish_with,
 });
 overlay!(DatabaseLayer {
     url,

@@ -6,7 +6,7 @@
 //!
 //! | header                          | value                                   |
 //! |---------------------------------|-----------------------------------------|
-//! | `X-Laravel-Worker-Mode`         | `run`, or `failed` for the failed hook  |
+//! | `X-Laravel-Worker-Mode`         | `run`, `failed` (failed hook), `finish`, `finish-failed` |
 //! | `X-Laravel-Worker-Job-Id`       | payload `id`                            |
 //! | `X-Laravel-Worker-Job-Uuid`     | payload `uuid` (empty when none)        |
 //! | `X-Laravel-Worker-Job-Name`     | displayName                             |

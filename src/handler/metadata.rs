@@ -182,19 +182,24 @@ impl<'a> CallMetadata<'a> {
         }
     }
 
-    /// `run` or `failed`.
+    /// `run`, `failed`, `finish` or `finish-failed`.
     pub fn mode_name(&self) -> &'static str {
         match self.mode {
             Mode::Run => "run",
             Mode::Failed { .. } => "failed",
+            Mode::Finish { failure: None } => "finish",
+            Mode::Finish { failure: Some(_) } => "finish-failed",
         }
     }
 
     /// The recorded failure, in failed mode.
     pub fn exception(&self) -> Option<&'a str> {
         match self.mode {
-            Mode::Run => None,
-            Mode::Failed { exception } => Some(exception),
+            Mode::Run | Mode::Finish { failure: None } => None,
+            Mode::Failed { exception }
+            | Mode::Finish {
+                failure: Some(exception),
+            } => Some(exception),
         }
     }
 
@@ -238,6 +243,19 @@ mod tests {
             timeout: 60,
             batch_cancelled: Some(false),
         }
+    }
+
+    #[test]
+    fn finish_modes_are_named_and_carry_the_failure() {
+        let done = metadata(Mode::Finish { failure: None });
+        assert_eq!((done.mode_name(), done.exception()), ("finish", None));
+        let failed = metadata(Mode::Finish {
+            failure: Some("E: m"),
+        });
+        assert_eq!(
+            (failed.mode_name(), failed.exception()),
+            ("finish-failed", Some("E: m"))
+        );
     }
 
     #[test]

@@ -55,6 +55,17 @@ pub enum Mode<'a> {
         /// The failure, as recorded.
         exception: &'a str,
     },
+    /// Another handler ran the job; the PHP bridge does only Laravel's
+    /// bookkeeping around it, without running `handle()`, as
+    /// `CallQueuedHandler` does after a run: `failure` `None` (mode
+    /// `finish`): unique lock, the chain's next job, the batch's success;
+    /// `Some` (mode `finish-failed`, the recorded failure): unique lock,
+    /// the batch's failure, the chain's `catch` callbacks (see
+    /// `crate::whole`).
+    Finish {
+        /// The failure, as recorded, when the job failed.
+        failure: Option<&'a str>,
+    },
 }
 
 /// Everything a handler is told about one call.

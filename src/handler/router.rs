@@ -75,6 +75,11 @@ impl Route {
         self
     }
 
+    /// The `match` pattern, as configured.
+    pub fn pattern(&self) -> &str {
+        self.breaker.handler()
+    }
+
     /// True when this route takes a job named `display_name` from `queue`.
     pub fn matches(&self, display_name: &str, queue: &str) -> bool {
         self.queues
@@ -115,6 +120,17 @@ impl Router {
     /// queue restriction, if any, names `queue`.
     pub fn route(&self, display_name: &str, queue: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(display_name, queue))
+    }
+
+    /// The PHP bridge that finishes the jobs other handlers ran (see
+    /// `crate::whole`): the route whose `match` is `name` (`[bookkeeping]
+    /// finish_with`), else the first route whose books Laravel keeps.
+    /// `None`: no bridge is configured.
+    pub fn finisher(&self, name: Option<&str>) -> Option<&Route> {
+        match name {
+            Some(name) => self.routes.iter().find(|r| r.pattern() == name),
+            None => self.routes.iter().find(|r| r.keeper == Keeper::Laravel),
+        }
     }
 
     /// How many jobs may be reserved now, whichever handler each turns out
@@ -167,6 +183,24 @@ mod tests {
             })
             .unwrap(),
         ))
+    }
+
+    #[test]
+    fn the_finisher_is_named_or_the_first_bridge() {
+        let router = Router::new(
+            vec![
+                Route::new("App\\Jobs\\Py*", handler(), None),
+                Route::new("App\\Php\\*", handler(), None).with_keeper(Keeper::Laravel),
+                Route::new("*", handler(), None).with_keeper(Keeper::Laravel),
+            ],
+            Unmatched::Fail,
+        );
+        let finisher = |name| router.finisher(name).map(Route::pattern);
+        assert_eq!(finisher(None), Some("App\\Php\\*"));
+        assert_eq!(finisher(Some("*")), Some("*"));
+        assert_eq!(finisher(Some("nope")), None);
+        let none = Router::new(vec![Route::new("*", handler(), None)], Unmatched::Fail);
+        assert!(none.finisher(None).is_none(), "no bridge configured");
     }
 
     #[test]

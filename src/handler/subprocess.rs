@@ -7,7 +7,7 @@
 //!
 //! | variable                     | value                                    |
 //! |------------------------------|------------------------------------------|
-//! | `LARAVEL_WORKER_MODE`        | `run`, or `failed` for the failed hook   |
+//! | `LARAVEL_WORKER_MODE`        | `run`, `failed` (failed hook), `finish`, `finish-failed` |
 //! | `LARAVEL_WORKER_JOB_ID`      | payload `id`                             |
 //! | `LARAVEL_WORKER_JOB_UUID`    | payload `uuid` (empty when none)         |
 //! | `LARAVEL_WORKER_JOB_NAME`    | displayName                              |
@@ -17,7 +17,7 @@
 //! | `LARAVEL_WORKER_MAX_TRIES`   | attempts allowed, 0 = unlimited          |
 //! | `LARAVEL_WORKER_TIMEOUT`     | seconds, 0 = none                        |
 //! | `LARAVEL_WORKER_RESULT`      | file for a request ([`super::request`])  |
-//! | `LARAVEL_WORKER_EXCEPTION`   | failed mode only: the recorded failure   |
+//! | `LARAVEL_WORKER_EXCEPTION`   | failed and finish-failed modes: the recorded failure |
 //! | `LARAVEL_WORKER_COMMAND_FILE` | a file holding `data.command` as JSON, when it is a plain PHP-serialized object ([`crate::queue::command`]) |
 //! | `LARAVEL_WORKER_VERSION`     | the daemon's version ([`super::child::VERSION_ENV`]) |
 //!

@@ -183,6 +183,55 @@ fn command_unique_id(command: &str) -> Option<String> {
     Some(rest.strip_prefix('"')?.get(..len)?.to_string())
 }
 
+/// Why a job's bookkeeping needs the app's own PHP code, read from its
+/// payload alone: what the worker cannot do natively (see
+/// [`needs_php`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeedsPhp {
+    /// A non-empty `chained` (`Bus::chain`): the next job is dispatched by
+    /// `dispatchNextJobInChain()`, the chain's `catch` callbacks are
+    /// closures.
+    Chain,
+    /// An encrypted command (`ShouldBeEncrypted`): whether it has a chain
+    /// (or a batch) cannot be known without `APP_KEY`.
+    Encrypted,
+}
+
+/// What of `raw`'s bookkeeping only PHP can do: a non-empty `chained`
+/// (`s:7:"chained";a:N:{` with N > 0, anywhere in the command: a false
+/// sign costs one finish call, a missed one would drop a chain), or an
+/// encrypted command (`data.command` not starting with `O:`). `None` for
+/// a job pushed by name (no `data.command`) or a payload that is not
+/// JSON. Plain jobs are not parsed: `"command":"O:` without a chain mark
+/// answers at once.
+pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
+    let chain = has_chain(raw, br#"s:7:\"chained\";a:"#);
+    if chain {
+        return Some(NeedsPhp::Chain);
+    }
+    if contains(raw, br#""command":"O:"#) || !contains(raw, br#""command""#) {
+        return None;
+    }
+    let fields = serde_json::from_slice::<Fields<'_>>(raw).ok()?;
+    let data = serde_json::from_str::<Data<'_>>(fields.data?.get()).ok()?;
+    let command = data.command?;
+    if command.starts_with("O:") {
+        has_chain(command.as_bytes(), br#"s:7:"chained";a:"#).then_some(NeedsPhp::Chain)
+    } else {
+        Some(NeedsPhp::Encrypted)
+    }
+}
+
+/// Whether `haystack` has `mark` (a serialized `chained` array's start)
+/// followed by a count above zero.
+fn has_chain(haystack: &[u8], mark: &[u8]) -> bool {
+    memchr::memmem::find_iter(haystack, mark).any(|at| {
+        let count = &haystack[at + mark.len()..];
+        let digits = count.iter().take_while(|b| b.is_ascii_digit()).count();
+        digits > 0 && count[..digits].iter().any(|&b| b != b'0')
+    })
+}
+
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
@@ -232,6 +281,23 @@ mod tests {
         assert_eq!(Marks::read(outside).batch_id, None);
         let encrypted = br#"{"data":{"command":"eyJpdiI6 batchId"}}"#;
         assert_eq!(Marks::read(encrypted).batch_id, None);
+    }
+
+    #[test]
+    fn which_jobs_need_php() {
+        let chain = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:2:{i:0;s:3:\"abc\";i:1;s:3:\"def\";}}"}}"#;
+        assert_eq!(needs_php(chain), Some(NeedsPhp::Chain));
+        let last = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:0:{}}"}}"#;
+        assert_eq!(needs_php(last), None, "the chain's last job");
+        let ten = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:10:{}}"}}"#;
+        assert_eq!(needs_php(ten), Some(NeedsPhp::Chain));
+        let encrypted = br#"{"data":{"commandName":"X","command":"eyJpdiI6Ij"}}"#;
+        assert_eq!(needs_php(encrypted), Some(NeedsPhp::Encrypted));
+        let spaced = br#"{"data": {"command": "O:1:\"X\":0:{}"}}"#;
+        assert_eq!(needs_php(spaced), None);
+        let by_name = br#"{"job":"App\\Jobs\\X@handle","data":{"a":1}}"#;
+        assert_eq!(needs_php(by_name), None);
+        assert_eq!(needs_php(b"not json \"command\":"), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! Who did it: [`done_by_laravel`] is the one place that decides.
 
 pub mod batch;
+pub mod marker;
 pub mod marks;
 pub mod unique;
 
@@ -34,7 +35,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use wildmatch::WildMatch;
 
-use crate::handler::{Keeper, Route};
+use crate::exception::JobException;
+use crate::handler::{Keeper, Route, Router};
 use crate::queue::ReservedJob;
 
 pub use batch::Batches;
@@ -57,7 +59,7 @@ async fn bounded<T>(
             ))
         })
 }
-pub use marks::{Marks, UniqueLock};
+pub use marks::{Marks, NeedsPhp, UniqueLock, needs_php};
 pub use unique::LockStore;
 
 /// Whether Laravel's own code did (or, for a failure, will do in the
@@ -68,6 +70,22 @@ pub use unique::LockStore;
 /// settle step ask it.
 pub fn done_by_laravel(route: Option<&Route>) -> bool {
     route.is_some_and(|r| r.keeper == Keeper::Laravel)
+}
+
+/// Who keeps the books of one job, as [`Bookkeeping::books`] decides.
+#[derive(Debug, Clone, Copy)]
+pub enum Books<'r> {
+    /// Laravel's own code ran it (the PHP bridge): nothing to do here.
+    Laravel,
+    /// The worker, natively (unique lock, batch counters), or nothing
+    /// when bookkeeping is off.
+    Worker,
+    /// The PHP bridge's finish mode, on this route: all of the job's
+    /// bookkeeping after its run (unique lock, chain, batch and its
+    /// callbacks); the worker writes none of it.
+    Finish(&'r Route),
+    /// The job needs PHP but no bridge is configured.
+    NoBridge(NeedsPhp),
 }
 
 /// How a job ended, for its bookkeeping.
@@ -98,6 +116,10 @@ struct Inner {
     batches: Option<Batches>,
     /// Whether a lock in a store the worker cannot use was named (once).
     warned_store: AtomicBool,
+    /// Whether an encrypted job without a bridge was named (once).
+    warned_encrypted: AtomicBool,
+    /// The `match` of the handler that finishes jobs needing PHP.
+    finish_with: Option<String>,
 }
 
 /// The parts [`Bookkeeping::new`] is built from.
@@ -118,6 +140,9 @@ pub struct Parts {
     pub lock_kind: String,
     /// The batches table, when known.
     pub batches: Option<Batches>,
+    /// The `match` of the handler that finishes jobs needing PHP
+    /// (`[bookkeeping] finish_with`); `None`: the first bridge.
+    pub finish_with: Option<String>,
 }
 
 impl Bookkeeping {
@@ -142,6 +167,8 @@ impl Bookkeeping {
                 lock_kind: parts.lock_kind,
                 batches: parts.batches,
                 warned_store: AtomicBool::new(false),
+                warned_encrypted: AtomicBool::new(false),
+                finish_with: parts.finish_with,
             })),
         }
     }
@@ -233,6 +260,100 @@ impl Bookkeeping {
                 );
                 None
             }
+        }
+    }
+
+    /// Who keeps `job`'s books, run by `route` (`None`: no handler took
+    /// it): the one place this is decided. Laravel, when the bridge ran
+    /// it ([`done_by_laravel`]); the bridge's finish mode (`router`'s
+    /// [`Router::finisher`]) when its payload says it needs PHP
+    /// ([`needs_php`]: a chain, an encrypted command); otherwise the
+    /// worker. Off (`enabled = false`): the worker, which then writes
+    /// nothing.
+    pub fn books<'r>(
+        &self,
+        job: &ReservedJob,
+        route: Option<&Route>,
+        router: &'r Router,
+    ) -> Books<'r> {
+        let Some(inner) = &self.inner else {
+            return Books::Worker;
+        };
+        if done_by_laravel(route) {
+            return Books::Laravel;
+        }
+        let Some(needs) = needs_php(&job.raw) else {
+            return Books::Worker;
+        };
+        match router.finisher(inner.finish_with.as_deref()) {
+            Some(finisher) => Books::Finish(finisher),
+            None => Books::NoBridge(needs),
+        }
+    }
+
+    /// What becomes of `job`, which needs PHP for `needs` where no bridge
+    /// is configured ([`Books::NoBridge`]): a chain is refused before its
+    /// handler runs, failed with an exception saying what to configure
+    /// (its next jobs would be dropped silently otherwise); an encrypted
+    /// command (which may or may not carry a chain) runs, named once as a
+    /// warning. `Some`: the failure to record.
+    pub fn refusal(&self, job: &ReservedJob, needs: NeedsPhp) -> Option<JobException> {
+        match needs {
+            NeedsPhp::Chain => Some(JobException::new(
+                crate::exception::NO_BRIDGE,
+                format!(
+                    "{} is part of a chain (Bus::chain): its next job is dispatched by \
+                     Laravel's own code, and no PHP bridge is configured to do it. Add a \
+                     [[handlers]] entry for laravel-worker-bridge.php (any match; it finishes \
+                     the chains other handlers run), or name one in [bookkeeping] finish_with.",
+                    job.display_name()
+                ),
+            )),
+            NeedsPhp::Encrypted => {
+                let inner = self.inner.as_ref()?;
+                if !inner.warned_encrypted.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        job = job.display_name(),
+                        "an encrypted job (ShouldBeEncrypted) runs on a handler that is not the \
+                         PHP bridge, and no bridge is configured: if it is part of a chain, its \
+                         next job is not dispatched; add a [[handlers]] entry for \
+                         laravel-worker-bridge.php to finish such jobs (logged once)"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Claims the finish of the job `uuid` ([`marker`]), its marker kept
+    /// `retry_after` + [`marker::MARGIN`] seconds. A marker that cannot
+    /// be written is logged and the job finished (as Laravel would).
+    pub async fn claim_finish(&self, uuid: &str, retry_after: u64) -> marker::Claim {
+        let store = self.inner.as_ref().and_then(|i| i.lock.as_ref());
+        let ttl = retry_after.saturating_add(marker::MARGIN);
+        bounded(marker::claim(store, uuid, ttl))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(
+                    uuid,
+                    "cannot keep the finish marker (a crash before the delete would dispatch \
+                     the chain's next job again): {}",
+                    crate::error_chain::error_chain(e.as_ref())
+                );
+                marker::Claim::Unmarked
+            })
+    }
+
+    /// Takes back the claim of [`Bookkeeping::claim_finish`] (the finish
+    /// failed); logged when it cannot.
+    pub async fn unclaim_finish(&self, uuid: &str) {
+        let store = self.inner.as_ref().and_then(|i| i.lock.as_ref());
+        if let Err(e) = bounded(marker::unclaim(store, uuid)).await {
+            tracing::warn!(
+                uuid,
+                "cannot delete the finish marker (a retry of the job will not finish it): {}",
+                crate::error_chain::error_chain(e.as_ref())
+            );
         }
     }
 

@@ -37,6 +37,7 @@ pub mod decoupled;
 pub mod drain;
 pub mod events;
 pub mod fetch;
+pub mod finish;
 pub mod lease;
 pub mod options;
 pub mod outcome;

@@ -26,6 +26,7 @@ use crate::handler::breaker::Admit;
 use crate::handler::{Invocation, Mode, Reply, Route, Unmatched};
 use crate::queue::now;
 use crate::queue::{Payload, ReservedJob};
+use crate::whole::Books;
 
 /// The attempt limits of one job, from its payload and the worker flags.
 #[derive(Debug, Clone, Copy)]
@@ -167,7 +168,8 @@ pub async fn decide(
 }
 
 /// Calls `route`'s handler for `job` while the reservation is held, unless
-/// its breaker refuses the job, and tells the breaker how the call went
+/// it needs the PHP bridge and none is configured (failed, see
+/// `crate::whole::Bookkeeping::refusal`) or its breaker refuses the job, and tells the breaker how the call went
 /// (announcing a trip or a recovery). `Err` is the verdict of a job that
 /// did not run to an outcome: handed back for a tripped handler, or its
 /// reservation lost. `ticket` is dropped once the handler has the job.
@@ -177,6 +179,17 @@ async fn call_handler(
     services: &Services,
     ticket: Ticket,
 ) -> Result<Reply, Verdict> {
+    // A job that needs the PHP bridge where none is configured (a chain).
+    if let Books::NoBridge(needs) = services
+        .bookkeeping
+        .books(job, Some(route), &services.router)
+        && let Some(exception) = services.bookkeeping.refusal(job, needs)
+    {
+        return Err(Verdict::Fail {
+            exception,
+            failed_hook: false,
+        });
+    }
     if let Admit::Refuse { delay } = route.breaker.admit(Instant::now()) {
         return Err(Verdict::HandBack {
             delay,

@@ -20,6 +20,7 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::Services;
+use super::finish::finish;
 use super::process::invocation;
 use super::slot::Slot;
 use super::starts::Ticket;
@@ -29,7 +30,7 @@ use crate::failed::{FailedJob, Logged};
 use crate::handler::{Mode, Route};
 use crate::queue::ReservedJob;
 use crate::queue::companion::Ending as QueueEnding;
-use crate::whole::Ending;
+use crate::whole::{Books, Ending};
 
 /// The longest pause between two tries of a queue write.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -108,14 +109,7 @@ pub async fn settle(
     let queue = &services.queue;
     // Laravel's order: the bookkeeping before the delete or the failure
     // reaches the queue, whatever the driver.
-    let ending = match verdict {
-        Verdict::Delete => Some(Ending::Success),
-        Verdict::Fail { .. } => Some(Ending::Failure),
-        Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => None,
-    };
-    if let Some(ending) = ending {
-        Box::pin(services.bookkeeping.before_settle(job, route, ending)).await;
-    }
+    Box::pin(keep_books(job, route, verdict, services)).await;
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
             retry("delete", job, Some(slot), || {
@@ -171,6 +165,32 @@ pub async fn settle(
         Written::Done => landed,
         Written::Gone { after_failure } => Settled::Gone { after_failure },
         Written::LeftReserved => Settled::LeftReserved,
+    }
+}
+
+/// `job`'s bookkeeping for `verdict` (a delete or a failure), by whoever
+/// keeps its books ([`crate::whole::Bookkeeping::books`]): nothing for
+/// the bridge's jobs, the bridge's finish mode for a job that needs PHP,
+/// else the worker's own writes.
+async fn keep_books(
+    job: &ReservedJob,
+    route: Option<&Route>,
+    verdict: &Verdict,
+    services: &Services,
+) {
+    let (ending, failure) = match verdict {
+        Verdict::Delete => (Ending::Success, None),
+        Verdict::Fail { exception, .. } => (Ending::Failure, Some(exception.to_string())),
+        Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => return,
+    };
+    match services.bookkeeping.books(job, route, &services.router) {
+        Books::Laravel => {}
+        Books::Finish(finisher) => {
+            Box::pin(finish(job, finisher, failure.as_deref(), services)).await;
+        }
+        Books::Worker | Books::NoBridge(_) => {
+            Box::pin(services.bookkeeping.before_settle(job, route, ending)).await;
+        }
     }
 }
 

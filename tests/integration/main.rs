@@ -35,6 +35,7 @@ mod redis_cluster;
 mod redis_sentinel;
 mod redis_tls;
 mod throughput_paths;
+mod whole_chains;
 mod whole_jobs;
 
 // The database queue, and the database cache store.

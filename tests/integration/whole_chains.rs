@@ -1,0 +1,210 @@
+//! Whole jobs, parts 2 and 3 (issue 45): `Bus::chain([A, B, C])`
+//! dispatched by the real Laravel 8.83 app, its steps run by a process
+//! handler (a shell script), finished by the PHP bridge's finish mode: the
+//! chain runs in order, a failure runs the chain's `catch`, no bridge is a
+//! loud failure, and a crash between the finish and the delete does not
+//! dispatch the next step twice.
+
+use crate::common;
+
+use common::config::Handler;
+use common::laravel::{self, App, LARAVEL, Transport};
+use common::{Scene, q};
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+/// The step handler: appends the step's tag (the command's last `tag`, its
+/// own: the chained steps' come before it) to `$DIR/ran`, and fails (exit
+/// 1) when its own `fail` (its first property) is true.
+const STEP: &str = r#"payload=$(cat)
+[ "$LARAVEL_WORKER_MODE" = run ] || exit 0
+tag=$(printf '%s' "$payload" | grep -o 's:3:\\"tag\\";s:[0-9]*:\\"[^\\]*' | tail -n 1 | sed 's/.*"//')
+echo "$tag" >> "$DIR/ran"
+own=$(printf '%s' "$payload" | grep -o 's:4:\\"fail\\";b:[01]' | head -n 1)
+case "$own" in *b:1) echo "step $tag failed" >&2; exit 1;; esac"#;
+
+/// The scene and app with a chain of `steps` (the step `fail`, if any,
+/// throws) dispatched; `None` when PHP or Laravel is missing.
+fn chain(fail: Option<&str>) -> Option<(Scene, App)> {
+    let s = Scene::new();
+    let app = App::new(&s)?;
+    let mut spec = json!({"kind": "chain", "tag": "c", "steps": ["a", "b", "c"]});
+    if let Some(step) = fail {
+        spec["fail"] = json!(step);
+    }
+    app.dispatch(json!([spec]));
+    Some((s, app))
+}
+
+/// Steps on the process handler, then `finisher` (the bridge) for
+/// everything else.
+fn config(s: &Scene, finisher: Option<Handler>) -> std::path::PathBuf {
+    let step = Handler::command(&s.script("step.sh", STEP)).matching("App\\Jobs\\ChainStep");
+    let config = s.config().laravel(LARAVEL).handler(step);
+    match finisher {
+        Some(f) => config.handler(f).write(),
+        None => config.write(),
+    }
+}
+
+/// Runs the daemon with `--stop-when-empty` until the queue is empty: a
+/// step the finish pushes while the daemon already stops for an empty
+/// queue runs on the next start (at most 5).
+fn drain(s: &Scene, config: &std::path::Path, tries: &str) {
+    let reserved = format!("{}:reserved", q("default"));
+    for _ in 0..5 {
+        s.run(config, &["--stop-when-empty", "--sleep=0", tries]);
+        if s.redis.llen(&q("default")) + s.redis.zcard(&reserved) == 0 {
+            return;
+        }
+    }
+    panic!("the queue is not empty after 5 runs: {:?}", ran(s));
+}
+
+fn ran(s: &Scene) -> Vec<String> {
+    std::fs::read_to_string(s.path("ran"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_chain_run_by_a_process_handler_runs_in_order() {
+    let Some((s, app)) = chain(None) else { return };
+    let config = config(&s, Some(app.handler(Transport::PerJob)));
+    drain(&s, &config, "--tries=1");
+    assert_eq!(ran(&s), ["c.a", "c.b", "c.c"]);
+    assert!(
+        app.events("handle", "c.a").is_empty(),
+        "handle() not run by PHP"
+    );
+    assert!(s.failed_rows().is_empty());
+    // A's and B's finish markers (C has no chain), kept retry_after + 1 h.
+    let markers: Vec<String> = s.redis.cmd(&[
+        "KEYS",
+        "laravel_database_laravel_cache:laravel_worker_finished:*",
+    ]);
+    assert_eq!(markers.len(), 2, "{markers:?}");
+}
+
+#[test]
+fn a_failing_step_runs_the_chain_s_catch_and_stops_it() {
+    let Some((s, app)) = chain(Some("a")) else {
+        return;
+    };
+    let finisher = app.handler(Transport::Persistent(1));
+    let config = config(&s, Some(finisher));
+    drain(&s, &config, "--tries=1");
+    assert_eq!(ran(&s), ["c.a"], "the chain stops");
+    let caught = app.events("chain-catch", "c");
+    assert_eq!(caught.len(), 1, "the catch callback ran once: {caught:?}");
+    assert_eq!(s.failed_rows().len(), 1);
+}
+
+#[test]
+fn no_bridge_fails_the_chain_loudly() {
+    let Some((s, _app)) = chain(None) else { return };
+    let config = config(&s, None);
+    s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert!(ran(&s).is_empty(), "the step is refused before it runs");
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0].exception.starts_with(
+            "LaravelWorker\\NoBridgeException: App\\Jobs\\ChainStep is part of a chain"
+        ),
+        "{}",
+        rows[0].exception
+    );
+    assert!(rows[0].exception.contains("[bookkeeping] finish_with"));
+}
+
+#[test]
+fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
+    let Some((s, app)) = chain(None) else { return };
+    // The finisher: the bridge, then, while `block` exists, it says it
+    // finished and hangs on the fifo `gate` (the daemon is killed there).
+    let bridge = laravel::bridge();
+    let wrapper = s.script(
+        "finisher.sh",
+        &format!(
+            "php '{}' '{}'; rc=$?\n\
+             if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/block\" ]; then\n\
+               rm \"$DIR/block\"; touch \"$DIR/finished\"; cat \"$DIR/gate\" > /dev/null\n\
+             fi\nexit $rc",
+            bridge.display(),
+            app.app_flag()
+        ),
+    );
+    let finisher = Handler::command(&wrapper).matching("LaravelWorker\\Finisher");
+    let config = s
+        .config()
+        .laravel(LARAVEL)
+        .handler(Handler::command(&s.script("step.sh", STEP)).matching("App\\Jobs\\ChainStep"))
+        .handler(finisher)
+        .set("bookkeeping", "finish_with", "LaravelWorker\\Finisher")
+        .retry_after(60)
+        .write();
+    std::fs::write(s.path("block"), "").unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(s.path("gate"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+
+    let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
+    s.wait_for_file("finished");
+    d.signal(Signal::SIGKILL);
+    d.wait_exit();
+    // Let the hung finisher go, if it outlived the daemon (no reader: it
+    // did not).
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(s.path("gate"));
+    // B is queued (or reserved ahead by the killed daemon), once.
+    let reserved = format!("{}:reserved", q("default"));
+    let queued = s.redis.llen(&q("default")) + s.redis.zcard(&reserved);
+    assert_eq!(queued, 2, "A and B, once: {:?}", ran(&s));
+
+    // A is reclaimed and runs again; its finish is not done twice.
+    s.redis.make_due(&reserved);
+    drain(&s, &config, "--tries=3");
+    // (B, queued, may run before the reclaimed A.)
+    let mut runs = ran(&s);
+    runs.sort();
+    assert_eq!(
+        runs,
+        ["c.a", "c.a", "c.b", "c.c"],
+        "B and C once: {:?}",
+        s.failed_rows()
+            .iter()
+            .map(|r| r.exception.lines().next().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_encrypted_job_without_a_bridge_runs_and_is_named_once() {
+    let s = Scene::new();
+    let Some(app) = App::new(&s) else { return };
+    app.dispatch(json!([
+        {"kind": "encrypted", "tag": "e1", "secret": "s"},
+        {"kind": "encrypted", "tag": "e2", "secret": "s"},
+    ]));
+    let config = s
+        .config()
+        .laravel(LARAVEL)
+        .script("echo ran >> \"$DIR/ran\"")
+        .write();
+    let d = s.run(&config, &["--stop-when-empty", "--sleep=0"]);
+    assert_eq!(ran(&s), ["ran", "ran"], "both run");
+    assert!(s.failed_rows().is_empty());
+    let warned = d
+        .stderr_text()
+        .matches("an encrypted job (ShouldBeEncrypted) runs on a handler")
+        .count();
+    assert_eq!(warned, 1, "{}", d.stderr_text());
+}
