@@ -195,6 +195,11 @@ pub enum NeedsPhp {
     /// An encrypted command (`ShouldBeEncrypted`): whether it has a chain
     /// (or a batch) cannot be known without `APP_KEY`.
     Encrypted,
+    /// A job of a batch (`Bus::batch`): the batch's `progress`, `then`,
+    /// `catch` and `finally` callbacks are closures (and 12.48+ fires its
+    /// events), so the bridge records the batch where one is configured;
+    /// without one the worker moves the counters itself.
+    Batch,
 }
 
 /// What of `raw`'s bookkeeping only PHP can do: a non-empty `chained`
@@ -210,16 +215,25 @@ pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
         return Some(NeedsPhp::Chain);
     }
     if contains(raw, br#""command":"O:"#) || !contains(raw, br#""command""#) {
-        return None;
+        return in_batch(raw).then_some(NeedsPhp::Batch);
     }
     let fields = serde_json::from_slice::<Fields<'_>>(raw).ok()?;
     let data = serde_json::from_str::<Data<'_>>(fields.data?.get()).ok()?;
     let command = data.command?;
-    if command.starts_with("O:") {
-        has_chain(command.as_bytes(), br#"s:7:"chained";a:"#).then_some(NeedsPhp::Chain)
-    } else {
+    if !command.starts_with("O:") {
         Some(NeedsPhp::Encrypted)
+    } else if has_chain(command.as_bytes(), br#"s:7:"chained";a:"#) {
+        Some(NeedsPhp::Chain)
+    } else {
+        in_batch(raw).then_some(NeedsPhp::Batch)
     }
+}
+
+/// Whether `raw` names a batch: `data.batchId` a string (12.51+), or the
+/// command's `batchId` property a string (`s:7:"batchId";s:`); 12.x's
+/// `"batchId":null` is not one.
+fn in_batch(raw: &[u8]) -> bool {
+    contains(raw, br#""batchId":""#) || contains(raw, br#"s:7:\"batchId\";s:"#)
 }
 
 /// Whether `haystack` has `mark` (a serialized `chained` array's start)
@@ -298,6 +312,13 @@ mod tests {
         let by_name = br#"{"job":"App\\Jobs\\X@handle","data":{"a":1}}"#;
         assert_eq!(needs_php(by_name), None);
         assert_eq!(needs_php(b"not json \"command\":"), None);
+        let batched = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"batchId\";s:3:\"b-1\";}"}}"#;
+        assert_eq!(needs_php(batched), Some(NeedsPhp::Batch));
+        let by_data = br#"{"data":{"batchId":"b-1","command":"O:1:\"X\":0:{}"}}"#;
+        assert_eq!(needs_php(by_data), Some(NeedsPhp::Batch));
+        let unbatched =
+            br#"{"data":{"batchId":null,"command":"O:1:\"X\":1:{s:7:\"batchId\";N;}"}}"#;
+        assert_eq!(needs_php(unbatched), None);
     }
 
     #[test]

@@ -118,6 +118,8 @@ struct Inner {
     warned_store: AtomicBool,
     /// Whether an encrypted job without a bridge was named (once).
     warned_encrypted: AtomicBool,
+    /// A batch's job met without a bridge was named (once).
+    warned_batch: AtomicBool,
     /// The `match` of the handler that finishes jobs needing PHP.
     finish_with: Option<String>,
 }
@@ -168,6 +170,7 @@ impl Bookkeeping {
                 batches: parts.batches,
                 warned_store: AtomicBool::new(false),
                 warned_encrypted: AtomicBool::new(false),
+                warned_batch: AtomicBool::new(false),
                 finish_with: parts.finish_with,
             })),
         }
@@ -267,7 +270,8 @@ impl Bookkeeping {
     /// it): the one place this is decided. Laravel, when the bridge ran
     /// it ([`done_by_laravel`]); the bridge's finish mode (`router`'s
     /// [`Router::finisher`]) when its payload says it needs PHP
-    /// ([`needs_php`]: a chain, an encrypted command); otherwise the
+    /// ([`needs_php`]: a chain, an encrypted command, a batch's job);
+    /// otherwise the
     /// worker. Off (`enabled = false`): the worker, which then writes
     /// nothing.
     pub fn books<'r>(
@@ -309,6 +313,20 @@ impl Bookkeeping {
                     job.display_name()
                 ),
             )),
+            NeedsPhp::Batch => {
+                let inner = self.inner.as_ref()?;
+                if !inner.warned_batch.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        job = job.display_name(),
+                        "a job of a batch (Bus::batch) runs on a handler that is not the PHP \
+                         bridge, and no bridge is configured: the worker moves the batch's \
+                         counters, but its then, catch, finally and progress callbacks are PHP \
+                         and do not run; add a [[handlers]] entry for laravel-worker-bridge.php \
+                         to finish such jobs (logged once)"
+                    );
+                }
+                None
+            }
             NeedsPhp::Encrypted => {
                 let inner = self.inner.as_ref()?;
                 if !inner.warned_encrypted.swap(true, Ordering::Relaxed) {

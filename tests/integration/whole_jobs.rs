@@ -487,6 +487,56 @@ fn batches_the_app_dispatched_are_finished_for_the_app_when_a_process_handler_ru
     );
 }
 
+/// A batch's jobs run by a process handler, with the PHP bridge configured
+/// beside it: the bridge's finish mode records each job in the batch, so
+/// the batch's `then`, `catch` and `finally` callbacks (closures the app
+/// registered) run as under `queue:work`, each once, and the worker moves
+/// no counter itself (none counted twice).
+#[test]
+fn a_batch_s_callbacks_run_when_a_bridge_finishes_its_jobs() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    batches_table(&s.path("failed.sqlite"));
+    app.dispatch(json!([
+        {"kind": "batch", "tag": "ok", "steps": ["a", "b", "c"]},
+        {"kind": "batch", "tag": "strict", "steps": ["x:fail", "y"]},
+    ]));
+    let step = common::config::Handler::command(&s.script(
+        "step.sh",
+        "[ \"$LARAVEL_WORKER_MODE\" = run ] || exit 0\n\
+         grep -Eq '\"fail\": ?true' \"$LARAVEL_WORKER_COMMAND_FILE\" && exit 1\nexit 0",
+    ))
+    .matching("App\\Jobs\\BatchStep");
+    let bridge = app.handler(common::laravel::Transport::PerJob);
+    let config = s
+        .config()
+        .laravel(common::laravel::LARAVEL)
+        .handler(step)
+        .handler(bridge)
+        .write();
+    s.run(&config, &["--stop-when-empty", "--sleep=0", "--tries=1"]);
+    let once = |event: &str, tag: &str| app.events(event, tag).len();
+    assert_eq!(
+        (once("batch-then", "ok"), once("batch-finally", "ok")),
+        (1, 1),
+        "the ok batch's then and finally"
+    );
+    assert_eq!(once("batch-catch", "ok"), 0);
+    assert_eq!(
+        (
+            once("batch-catch", "strict"),
+            once("batch-finally", "strict")
+        ),
+        (1, 1),
+        "the strict batch's catch and finally"
+    );
+    let finished = app.events("batch-finally", "ok");
+    assert_eq!(finished[0]["pending"], 0, "{finished:?}");
+    assert_eq!(finished[0]["failed"], 0, "{finished:?}");
+}
+
 /// The bookkeeping comes before the queue write (Laravel's order): in the
 /// Redis commands the worker sends, the unique lock's `DEL` precedes the
 /// `ZREM` of the reservation.
