@@ -11,11 +11,36 @@
 //!   (not starting with `O:`) hides it.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::cache::php::unserialize_string;
+
+/// A searcher for `$bytes`, built once rather than at each search: every
+/// payload a non-PHP handler runs is searched for these, up to four
+/// times.
+macro_rules! needle {
+    ($name:ident, $bytes:expr) => {
+        static $name: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new($bytes));
+    };
+}
+
+// `data.batchId` a string (12.51+), and the command's `batchId` property
+// a string, as they stand in the payload's JSON text.
+needle!(BATCH_IN_DATA, br#""batchId":""#);
+needle!(BATCH_IN_COMMAND, br#"s:7:\"batchId\";s:"#);
+needle!(UNIQUE_KEY, b"laravel_unique_job_key");
+needle!(UNIQUE_ID, br#"s:8:\"uniqueId\";"#);
+needle!(COMMAND, br#""command""#);
+needle!(COMMAND_OBJECT, br#""command":"O:"#);
+// A serialized `chained` array's start, in the JSON text and in the
+// decoded command.
+needle!(CHAINED_IN_JSON, br#"s:7:\"chained\";a:"#);
+needle!(CHAINED, br#"s:7:"chained";a:"#);
 
 /// The unique lock a job holds, as its payload's context names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,10 +122,10 @@ impl Marks {
         // Most jobs carry neither (12.x payloads always have a
         // `"batchId":null`): skip the parse unless a batch id is a string
         // (in `data` or in the command) or a lock is named.
-        if !contains(raw, br#""batchId":""#)
-            && !contains(raw, br#"s:7:\"batchId\";s:"#)
-            && !contains(raw, b"laravel_unique_job_key")
-            && !contains(raw, br#"s:8:\"uniqueId\";"#)
+        if !contains(raw, &BATCH_IN_DATA)
+            && !contains(raw, &BATCH_IN_COMMAND)
+            && !contains(raw, &UNIQUE_KEY)
+            && !contains(raw, &UNIQUE_ID)
             && !always
         {
             return Marks::default();
@@ -210,11 +235,11 @@ pub enum NeedsPhp {
 /// JSON. Plain jobs are not parsed: `"command":"O:` without a chain mark
 /// answers at once.
 pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
-    let chain = has_chain(raw, br#"s:7:\"chained\";a:"#);
+    let chain = has_chain(raw, &CHAINED_IN_JSON);
     if chain {
         return Some(NeedsPhp::Chain);
     }
-    if contains(raw, br#""command":"O:"#) || !contains(raw, br#""command""#) {
+    if contains(raw, &COMMAND_OBJECT) || !contains(raw, &COMMAND) {
         return in_batch(raw).then_some(NeedsPhp::Batch);
     }
     let fields = serde_json::from_slice::<Fields<'_>>(raw).ok()?;
@@ -222,7 +247,7 @@ pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
     let command = data.command?;
     if !command.starts_with("O:") {
         Some(NeedsPhp::Encrypted)
-    } else if has_chain(command.as_bytes(), br#"s:7:"chained";a:"#) {
+    } else if has_chain(command.as_bytes(), &CHAINED) {
         Some(NeedsPhp::Chain)
     } else {
         in_batch(raw).then_some(NeedsPhp::Batch)
@@ -233,21 +258,22 @@ pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
 /// command's `batchId` property a string (`s:7:"batchId";s:`); 12.x's
 /// `"batchId":null` is not one.
 fn in_batch(raw: &[u8]) -> bool {
-    contains(raw, br#""batchId":""#) || contains(raw, br#"s:7:\"batchId\";s:"#)
+    contains(raw, &BATCH_IN_DATA) || contains(raw, &BATCH_IN_COMMAND)
 }
 
 /// Whether `haystack` has `mark` (a serialized `chained` array's start)
 /// followed by a count above zero.
-fn has_chain(haystack: &[u8], mark: &[u8]) -> bool {
-    memchr::memmem::find_iter(haystack, mark).any(|at| {
-        let count = &haystack[at + mark.len()..];
+fn has_chain(haystack: &[u8], mark: &Finder<'_>) -> bool {
+    let len = mark.needle().len();
+    mark.find_iter(haystack).any(|at| {
+        let count = &haystack[at + len..];
         let digits = count.iter().take_while(|b| b.is_ascii_digit()).count();
         digits > 0 && count[..digits].iter().any(|&b| b != b'0')
     })
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
+fn contains(haystack: &[u8], needle: &Finder<'_>) -> bool {
+    needle.find(haystack).is_some()
 }
 
 #[cfg(test)]

@@ -125,9 +125,13 @@ fn a_stopped_database_demo_leaves_no_directory() {
         std::fs::write(
             &shim,
             format!(
-                "#!/bin/sh\n: > '{}'\nwhile [ ! -f '{}' ]; do '{}' 0.01; done\nexec '{}' \"$@\"\n",
+                // Gone with the test's folder, a shim the worker left
+                // behind stops waiting instead of looping for good.
+                "#!/bin/sh\n: > '{}'\nwhile [ ! -f '{}' ]; do [ -d '{}' ] || exit 1; '{}' 0.01; done\n\
+                 exec '{}' \"$@\"\n",
                 started.display(),
                 gate.display(),
+                dir.path().display(),
                 sleep.display(),
                 cat.display()
             ),
