@@ -782,6 +782,7 @@ namespace LaravelWorker {
                 $finisher = $app->make(Finisher::class);
                 if ($recorded === null) {
                     $finisher->succeeded($job, $data);
+                    self::markFinished($app, $job);
                 } else {
                     $finisher->failedBookkeeping($job, $data, self::rebuildException($recorded, $job));
                 }
@@ -792,6 +793,35 @@ namespace LaravelWorker {
             }
 
             return Outcome::done();
+        }
+
+        /**
+         * The daemon's finish marker for the job (laravel_worker_finished:
+         * {uuid}, a lock of the app's default cache store, which the daemon
+         * set to "started" before calling) set to "done" as soon as the
+         * finish is done: a daemon killed before this answer reaches it
+         * then does not finish the job (push its chain's next job) again.
+         * A store without locks keeps none; a failure here is reported and
+         * never fails the finish.
+         */
+        private static function markFinished($app, BridgeJob $job): void
+        {
+            $uuid = (string) $job->uuid();
+            if ($uuid === '') {
+                return;
+            }
+            try {
+                $store = $app['cache']->store()->getStore();
+                if (! $store instanceof \Illuminate\Contracts\Cache\LockProvider) {
+                    return;
+                }
+                $retryAfter = (int) $app['config']->get('queue.connections.'.$job->getConnectionName().'.retry_after', 90);
+                $lock = $store->lock('laravel_worker_finished:'.$uuid, $retryAfter + 3600, 'done');
+                $lock->forceRelease();
+                $lock->acquire();
+            } catch (Throwable $e) {
+                self::report($app, $e);
+            }
         }
 
         /**

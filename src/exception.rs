@@ -22,6 +22,9 @@ pub const WORKER_STOPPED: &str = "LaravelWorker\\WorkerStoppedException";
 /// A job whose bookkeeping needs the PHP bridge (a chain), where none is
 /// configured (`crate::whole::Books::NoBridge`).
 pub const NO_BRIDGE: &str = "LaravelWorker\\NoBridgeException";
+/// The PHP bridge did not finish a job another handler ran (its chain's
+/// next job, batch or catch callbacks) and answered no exception of its own.
+pub const FINISH_FAILED: &str = "LaravelWorker\\FinishFailedException";
 /// No `[[handlers]]` entry matches the job's displayName.
 pub const NO_HANDLER: &str = "LaravelWorker\\NoHandlerException";
 /// An SQS message's body is an overflow pointer (Laravel 13.9+) whose

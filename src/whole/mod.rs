@@ -362,6 +362,22 @@ impl Bookkeeping {
             })
     }
 
+    /// Marks the claim of [`Bookkeeping::claim_finish`] done (the bridge
+    /// finished the job); logged when it cannot: a crash before the delete
+    /// then finishes the job again.
+    pub async fn finished(&self, uuid: &str, retry_after: u64) {
+        let store = self.inner.as_ref().and_then(|i| i.lock.as_ref());
+        let ttl = retry_after.saturating_add(marker::MARGIN);
+        if let Err(e) = bounded(marker::finished(store, uuid, ttl)).await {
+            tracing::warn!(
+                uuid,
+                "cannot mark the finish done (a crash before the delete would finish the job \
+                 again): {}",
+                crate::error_chain::error_chain(e.as_ref())
+            );
+        }
+    }
+
     /// Takes back the claim of [`Bookkeeping::claim_finish`] (the finish
     /// failed); logged when it cannot.
     pub async fn unclaim_finish(&self, uuid: &str) {

@@ -138,7 +138,10 @@ pub async fn decide(
     };
 
     match outcome {
-        Reply::Done | Reply::Delete => Verdict::Delete,
+        Reply::Done | Reply::Delete => match Box::pin(finish_run(job, route, services)).await {
+            Ok(()) => Verdict::Delete,
+            Err(e) => Box::pin(after_exception(job, payload, limits, e, false, services)).await,
+        },
         Reply::Release { delay } => Verdict::Release {
             delay,
             exception: None,
@@ -211,6 +214,26 @@ async fn call_handler(
         services.on_tripped.announce(&change, &services.events);
     }
     Ok(outcome)
+}
+
+/// After a successful run of a job whose bookkeeping needs PHP (a chain,
+/// see [`crate::whole::Books::Finish`]): the bridge's finish, before the
+/// verdict. A finish that failed is the run's exception, as one thrown by
+/// `dispatchNextJobInChain` is in `CallQueuedHandler::call`: the job is
+/// released to run again (its finish with it) or failed, never deleted
+/// with its chain's next job lost.
+async fn finish_run(
+    job: &ReservedJob,
+    route: &Route,
+    services: &Services,
+) -> Result<(), JobException> {
+    match services
+        .bookkeeping
+        .books(job, Some(route), &services.router)
+    {
+        Books::Finish(finisher) => super::finish::finish(job, finisher, None, services).await,
+        _ => Ok(()),
+    }
 }
 
 /// The call of `route`'s handler for `job`: the payload's `timeout` wins

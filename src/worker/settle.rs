@@ -170,8 +170,9 @@ pub async fn settle(
 
 /// `job`'s bookkeeping for `verdict` (a delete or a failure), by whoever
 /// keeps its books ([`crate::whole::Bookkeeping::books`]): nothing for
-/// the bridge's jobs, the bridge's finish mode for a job that needs PHP,
-/// else the worker's own writes.
+/// the bridge's jobs, the bridge's finish mode for a failed job that
+/// needs PHP (a successful one was finished before its verdict, in
+/// [`super::process`]), else the worker's own writes.
 async fn keep_books(
     job: &ReservedJob,
     route: Option<&Route>,
@@ -185,8 +186,12 @@ async fn keep_books(
     };
     match services.bookkeeping.books(job, route, &services.router) {
         Books::Laravel => {}
+        // A successful run's finish came before its verdict (`process`).
+        Books::Finish(_) if failure.is_none() => {}
         Books::Finish(finisher) => {
-            Box::pin(finish(job, finisher, failure.as_deref(), services)).await;
+            // A failure's finish that fails is logged: the job fails all
+            // the same, without its chain's catch callbacks.
+            let _ = Box::pin(finish(job, finisher, failure.as_deref(), services)).await;
         }
         Books::Worker | Books::NoBridge(_) => {
             Box::pin(services.bookkeeping.before_settle(job, route, ending)).await;

@@ -69,6 +69,37 @@ fn ran(s: &Scene) -> Vec<String> {
         .collect()
 }
 
+/// Steps on the process handler, finished by `finisher` (its match
+/// named by `[bookkeeping] finish_with`), `retry_after` 60.
+fn finished_by(s: &Scene, finisher: Handler) -> std::path::PathBuf {
+    s.config()
+        .laravel(LARAVEL)
+        .handler(Handler::command(&s.script("step.sh", STEP)).matching("App\\Jobs\\ChainStep"))
+        .handler(finisher)
+        .set("bookkeeping", "finish_with", "LaravelWorker\\Finisher")
+        .retry_after(60)
+        .write()
+}
+
+/// The fifo `$DIR/gate` a finisher hangs on while the daemon is killed.
+fn make_gate(s: &Scene) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(s.path("gate"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+}
+
+/// Lets a finisher hung on the gate go, if it outlived the daemon (with
+/// no reader there, it did not).
+fn open_gate(s: &Scene) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(s.path("gate"));
+}
+
 #[test]
 fn a_chain_run_by_a_process_handler_runs_in_order() {
     let Some((s, app)) = chain(None) else { return };
@@ -100,6 +131,53 @@ fn a_failing_step_runs_the_chain_s_catch_and_stops_it() {
     let caught = app.events("chain-catch", "c");
     assert_eq!(caught.len(), 1, "the catch callback ran once: {caught:?}");
     assert_eq!(s.failed_rows().len(), 1);
+}
+
+/// The bridge as a finisher that fails (exit 1) its first finish while
+/// `$DIR/fail-finish` exists: the step's run then ends as an exception.
+fn flaky_finisher(s: &Scene, app: &App) -> Handler {
+    let wrapper = s.script(
+        "finisher.sh",
+        &format!(
+            "if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/fail-finish\" ]; then\n\
+               rm \"$DIR/fail-finish\"; echo 'the bridge is down' >&2; exit 1\n\
+             fi\nexec php '{}' '{}'",
+            laravel::bridge().display(),
+            app.app_flag()
+        ),
+    );
+    Handler::command(&wrapper).matching("LaravelWorker\\Finisher")
+}
+
+#[test]
+fn a_finish_that_fails_releases_the_step_and_the_chain_goes_on() {
+    let Some((s, app)) = chain(None) else { return };
+    let config = finished_by(&s, flaky_finisher(&s, &app));
+    std::fs::write(s.path("fail-finish"), "").unwrap();
+    drain(&s, &config, "--tries=2");
+    // A's first finish failed: A was released (the attempt counted, as an
+    // exception from dispatchNextJobInChain is), ran again and was
+    // finished; B and C each once. Before, A was deleted and B never ran.
+    assert_eq!(ran(&s), ["c.a", "c.a", "c.b", "c.c"]);
+    assert!(s.failed_rows().is_empty());
+}
+
+#[test]
+fn a_finish_that_fails_on_the_last_try_fails_the_step_and_runs_the_catch() {
+    let Some((s, app)) = chain(None) else { return };
+    let config = finished_by(&s, flaky_finisher(&s, &app));
+    std::fs::write(s.path("fail-finish"), "").unwrap();
+    drain(&s, &config, "--tries=1");
+    assert_eq!(ran(&s), ["c.a"], "the chain stops");
+    let rows = s.failed_rows();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0].exception.contains("the bridge is down"),
+        "the finish's own error is recorded: {}",
+        rows[0].exception
+    );
+    // The failure's finish (finish-failed) ran the chain's catch.
+    assert_eq!(app.events("chain-catch", "c").len(), 1);
 }
 
 #[test]
@@ -138,32 +216,15 @@ fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
         ),
     );
     let finisher = Handler::command(&wrapper).matching("LaravelWorker\\Finisher");
-    let config = s
-        .config()
-        .laravel(LARAVEL)
-        .handler(Handler::command(&s.script("step.sh", STEP)).matching("App\\Jobs\\ChainStep"))
-        .handler(finisher)
-        .set("bookkeeping", "finish_with", "LaravelWorker\\Finisher")
-        .retry_after(60)
-        .write();
+    let config = finished_by(&s, finisher);
     std::fs::write(s.path("block"), "").unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(s.path("gate"))
-        .status()
-        .unwrap();
-    assert!(made.success(), "mkfifo");
+    make_gate(&s);
 
     let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
     s.wait_for_file("finished");
     d.signal(Signal::SIGKILL);
     d.wait_exit();
-    // Let the hung finisher go, if it outlived the daemon (no reader: it
-    // did not).
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(s.path("gate"));
+    open_gate(&s);
     // B is queued (or reserved ahead by the killed daemon), once.
     let reserved = format!("{}:reserved", q("default"));
     let queued = s.redis.llen(&q("default")) + s.redis.zcard(&reserved);
@@ -184,6 +245,50 @@ fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
             .map(|r| r.exception.lines().next().unwrap_or_default().to_string())
             .collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_crash_before_the_bridge_finished_finishes_again_and_loses_no_step() {
+    let Some((s, app)) = chain(None) else { return };
+    // The finisher: while `block` exists, it hangs on the fifo `gate`
+    // before the bridge starts (the daemon is killed there), then the
+    // bridge.
+    let wrapper = s.script(
+        "finisher.sh",
+        &format!(
+            "if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/block\" ]; then\n\
+               rm \"$DIR/block\"; touch \"$DIR/started\"; cat \"$DIR/gate\" > /dev/null\n\
+             fi\nexec php '{}' '{}'",
+            laravel::bridge().display(),
+            app.app_flag()
+        ),
+    );
+    let config = finished_by(
+        &s,
+        Handler::command(&wrapper).matching("LaravelWorker\\Finisher"),
+    );
+    std::fs::write(s.path("block"), "").unwrap();
+    make_gate(&s);
+
+    let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
+    s.wait_for_file("started");
+    d.signal(Signal::SIGKILL);
+    d.wait_exit();
+    open_gate(&s);
+    let reserved = format!("{}:reserved", q("default"));
+    assert_eq!(
+        s.redis.llen(&q("default")) + s.redis.zcard(&reserved),
+        1,
+        "only A: B was not pushed"
+    );
+
+    // A is reclaimed, runs again, and this time its finish pushes B
+    // (before, the marker claimed for the killed finish made A's rerun
+    // skip it: B and C were lost).
+    s.redis.make_due(&reserved);
+    drain(&s, &config, "--tries=3");
+    assert_eq!(ran(&s), ["c.a", "c.a", "c.b", "c.c"]);
+    assert!(s.failed_rows().is_empty());
 }
 
 #[test]
