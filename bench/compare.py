@@ -39,7 +39,7 @@ first poll (redis-cli MONITOR: the first command naming the queue's ready or
 notify key), jobs/s with a small and a large backlog, and a burst of due
 delayed jobs while ready jobs are pushed on a higher queue.
 
-Five parts run only when `--only` names them, never in the default run:
+Six parts run only when `--only` names them, never in the default run:
 `balance` (bench/balance.py's rows: off, simple, auto and horizon-like on a
 mixed load; 8 slots, 10 s of load in quick, 30 s in full), `pool_memory`
 (bench/pool_memory.py's setups: a PHP bridge pool with and without
@@ -47,9 +47,13 @@ idle_timeout against as many queue:work processes; 4 processes, 4000 jobs,
 idle_timeout 2 s), `database` (bench/database.py's rows: the database
 queue against `queue:work database` on SQLite, PostgreSQL and MariaDB,
 1500 jobs per row in quick, 10,000 in full, and the MariaDB deadlock row,
-4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full),
+4 workers + 2 queue:work on 6000 jobs in quick, 50,000 in full; its queue:work
+rows and the deadlock row are left out with `--no-queue-work`),
 `beanstalkd` (bench/beanstalkd.py's rows: the beanstalkd queue against
-`queue:work beanstalkd`, 3000 jobs per row in quick, 20,000 in full) and
+`queue:work beanstalkd`, 3000 jobs per row in quick, 20,000 in full),
+`finish` (bench/finish.py's rows: chains of two jobs run by a no-op
+handler and finished by the PHP bridge against as many jobs that need no
+finish, at concurrency 1 and 8; 500 chains in quick, 3000 in full) and
 `cluster` (bench/cluster.py: Redis's CPU per job on one server and on each
 master of a 3-master Redis Cluster, and of another whose cache keys are on
 the queue's master; private servers on 127.0.0.1 TCP ports, 4000 jobs in
@@ -82,6 +86,7 @@ import time
 
 import balance
 import beanstalkd
+import finish
 import cluster
 import database
 import pool_memory
@@ -98,11 +103,11 @@ SIZES = {
     "quick": dict(jobs=4000, process_jobs=1000, reps=1, pickup=12, bench_requests=100_000,
                   backlog=(10_000, 200_000, 6000), delayed=20_000, probe_after=4,
                   balance=(8, 10), pool_memory=(4, 4000, 2), database=(1500, 6000),
-                  beanstalkd=3000),
+                  beanstalkd=3000, finish=500),
     "full": dict(jobs=30_000, process_jobs=6000, reps=3, pickup=200, bench_requests=400_000,
                  backlog=(10_000, 1_000_000, 8000), delayed=100_000, probe_after=8,
                  balance=(8, 30), pool_memory=(4, 4000, 2), database=(10_000, 50_000),
-                 beanstalkd=20_000),
+                 beanstalkd=20_000, finish=3000),
 }
 
 
@@ -733,7 +738,8 @@ class Bench(Lab):
         self.flush()
         self.results["extra"]["database"] = database.DatabaseBench(
             self, jobs, self.size["reps"], deadlock_jobs,
-            self.args.databases.split(","), self.bins()).rows()
+            self.args.databases.split(","), self.bins(),
+            queue_work=not self.args.no_queue_work).rows()
         self.flush()
 
     def beanstalkd_rows(self):
@@ -742,6 +748,14 @@ class Bench(Lab):
         self.flush()
         self.results["extra"]["beanstalkd"] = beanstalkd.BeanstalkdBench(
             self, self.size["beanstalkd"], self.size["reps"], self.bins()).rows()
+        self.flush()
+
+    def finish_rows(self):
+        """bench/finish.py's rows: chained jobs finished by the PHP bridge
+        against jobs that need no finish."""
+        self.flush()
+        self.results["extra"]["finish"] = finish.FinishBench(
+            self, self.size["finish"], self.size["reps"], self.bins()).rows()
         self.flush()
 
     def cluster_rows(self):
@@ -853,6 +867,10 @@ class Bench(Lab):
              "The beanstalkd queue (bench/beanstalkd.py's rows; jobs/s = jobs / exec to exit "
              "of the one worker process; × queue:work: against queue:work beanstalkd's median "
              "of the same run; per repetition: each repetition's ratio, their median):"),
+            ("finish", finish.table,
+             "The PHP bridge's finish mode (bench/finish.py's rows; jobs/s = jobs / exec to "
+             "exit of the one worker process; ms per finish: (chained time - unchained time) "
+             "/ chains, each repetition's, their median):"),
             ("cluster", cluster.table,
              "Redis's CPU per job, one server and a 3-master cluster (bench/cluster.py; "
              "Redis CPU/job: the server's, or each master's, utime + stime over exec to exit "
@@ -863,7 +881,8 @@ class Bench(Lab):
                 print(f"\n{heading}\n")
                 for text in table(x[key]):
                     print(text)
-        if any(k in x for k in ("balance", "pool_memory", "database", "beanstalkd", "cluster")):
+        if any(k in x for k in ("balance", "pool_memory", "database", "beanstalkd", "finish",
+                                "cluster")):
             print()
         print(f"- took {self.results['seconds']:.0f} s")
 
@@ -897,6 +916,8 @@ class Bench(Lab):
             self.database_rows()
         if self.named("beanstalkd"):
             self.beanstalkd_rows()
+        if self.named("finish"):
+            self.finish_rows()
         if self.named("cluster"):
             self.cluster_rows()
         self.results["load_end"] = load()
@@ -1030,7 +1051,9 @@ def main():
                                    "the database queue against queue:work database on SQLite, "
                                    "PostgreSQL and MariaDB, and the MariaDB deadlock row), "
                                    "beanstalkd (bench/beanstalkd.py: the beanstalkd queue "
-                                   "against queue:work beanstalkd), cluster (bench/cluster.py: Redis's CPU per job on one "
+                                   "against queue:work beanstalkd), finish (bench/finish.py: "
+                                   "chained jobs finished by the PHP bridge against jobs that "
+                                   "need no finish), cluster (bench/cluster.py: Redis's CPU per job on one "
                                    "server and per master of a 3-master Redis Cluster)")
     ap.add_argument("--databases", default="sqlite,postgres,mariadb",
                     help="with --only database: which of sqlite, postgres, mariadb")
@@ -1045,6 +1068,10 @@ def main():
                     help="another laravel-worker binary (repeat the flag for more): every "
                          "laravel-worker row runs with each one too, in the same repetitions "
                          "(before/after)")
+    ap.add_argument("--no-queue-work", action="store_true",
+                    help="with --only database: leave out the queue:work rows and the deadlock "
+                         "row (a before/after of laravel-worker builds with --baseline, without "
+                         "PHP's slow rows)")
     args = ap.parse_args()
     bench = Bench(args)
     return run_guarded(bench.run, bench.cleanup)

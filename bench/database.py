@@ -481,8 +481,10 @@ class DatabaseBench:
     `reps` repetitions, `deadlock_jobs` in the MariaDB deadlock row."""
 
     def __init__(self, lab, jobs, reps, deadlock_jobs, engines=("sqlite", "postgres", "mariadb"),
-                 bins=None):
+                 bins=None, queue_work=True):
         self.lab = lab
+        # False: no queue:work and no deadlock row (--no-queue-work)
+        self.with_queue_work = queue_work
         # (label, binary) of each build the worker rows run (this one, then
         # any --baseline), in the same repetitions
         self.bins = bins or [("", None)]
@@ -639,7 +641,9 @@ colon = true
     def throughput(self, db):
         kinds = []
         why = self.php_missing(db.label)
-        if why:
+        if not self.with_queue_work:
+            log(f"note: {LABELS[db.label]}: no queue:work row (--no-queue-work)")
+        elif why:
             log(f"note: {LABELS[db.label]}: no queue:work row: {why}")
         else:
             kinds.append(("queue:work database", lambda: self.queue_work(db)))
@@ -779,7 +783,7 @@ colon = true
             try:
                 db.execute(DDL[db.label])
                 self.throughput(db)
-                if kind is MariaDb and self.deadlock_jobs:
+                if kind is MariaDb and self.deadlock_jobs and self.with_queue_work:
                     self.deadlocks(db)
             finally:
                 db.stop()

@@ -161,7 +161,8 @@ if (is_array($horizon)) {
 
 // Laravel Pulse's config (config/pulse.php), when the app has Pulse: where
 // it ingests, and its Queues and SlowJobs recorders (a recorder left out of
-// `recorders` is off; a threshold map gives its `default`).
+// `recorders` is off; a threshold map gives its `default` and its patterns;
+// the `ignore` patterns).
 $pulse = $config->get('pulse');
 $pulseAnswer = null;
 if (is_array($pulse)) {
@@ -171,11 +172,22 @@ if (is_array($pulse)) {
             return ['enabled' => false];
         }
         $threshold = $settings['threshold'] ?? null;
+        // A threshold map's entries other than `default`, as [pattern, ms]
+        // pairs in the map's order (the first match wins, as in Pulse).
+        $thresholds = [];
+        foreach (is_array($threshold) ? $threshold : [] as $pattern => $ms) {
+            if ($pattern !== 'default') {
+                $thresholds[] = [(string) $pattern, $ms];
+            }
+        }
+        $ignore = array_values(array_filter((array) ($settings['ignore'] ?? []), 'is_string'));
 
         return [
             'enabled' => (bool) ($settings['enabled'] ?? true),
             'sample_rate' => $settings['sample_rate'] ?? null,
             'threshold' => is_array($threshold) ? ($threshold['default'] ?? null) : $threshold,
+            'thresholds' => $thresholds,
+            'ignore' => $ignore,
         ];
     };
     $pulseConnection = $pulse['storage']['database']['connection'] ?? null;

@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::database::DbConnection;
 use super::driver::{Driver, QueueDriverSettings};
 use super::failover::FailoverMember;
-use super::file::{Layer, Nullable};
+use super::file::{Layer, Nullable, ThresholdEntry};
 use crate::exception::LaravelVersion;
 
 /// The reader script, fed to `php` on stdin (so the binary needs no files
@@ -817,6 +817,9 @@ pub const APP_KEYS: &[AppKey] = &[
     app_key!(pulse.slow_jobs),
     app_key!(pulse.slow_jobs_sample_rate),
     app_key!(pulse.slow_jobs_threshold),
+    app_key!(pulse.slow_jobs_thresholds),
+    app_key!(pulse.queues_ignore),
+    app_key!(pulse.slow_jobs_ignore),
 ];
 
 /// Horizon's config (`config/horizon.php`), when the app has one: the
@@ -904,10 +907,31 @@ fn pulse_from_answer(
     layer.pulse.queues_sample_rate = number(&queues["sample_rate"]);
     layer.pulse.slow_jobs = slow["enabled"].as_bool();
     layer.pulse.slow_jobs_sample_rate = number(&slow["sample_rate"]);
-    layer.pulse.slow_jobs_threshold = number(&slow["threshold"])
-        .filter(|ms| *ms >= 0.0)
-        .map(|ms| ms as u64);
+    let ms = |v: &Value| number(v).filter(|ms| *ms >= 0.0).map(|ms| ms as u64);
+    layer.pulse.slow_jobs_threshold = ms(&slow["threshold"]);
+    layer.pulse.slow_jobs_thresholds = slow["thresholds"].as_array().map(|pairs| {
+        pairs
+            .iter()
+            .filter_map(|pair| {
+                Some(ThresholdEntry {
+                    pattern: pair[0].as_str()?.to_string(),
+                    ms: ms(&pair[1])?,
+                })
+            })
+            .collect()
+    });
+    layer.pulse.queues_ignore = patterns(&queues["ignore"]);
+    layer.pulse.slow_jobs_ignore = patterns(&slow["ignore"]);
     Ok(())
+}
+
+/// A recorder's `ignore` list as the app's answer gives it (strings).
+fn patterns(list: &Value) -> Option<Vec<String>> {
+    list.as_array().map(|l| {
+        l.iter()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect()
+    })
 }
 
 /// `env` without what `app` sets: the app's answer already reflects the

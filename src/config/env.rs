@@ -201,6 +201,10 @@ fn pulse_layer<F: Fn(&str) -> Option<String>>(
         slow_jobs_threshold: vars
             .get("PULSE_SLOW_JOBS_THRESHOLD")
             .and_then(|v| v.parse().ok()),
+        // Only in config/pulse.php (or [pulse]): no variable names them.
+        slow_jobs_thresholds: None,
+        queues_ignore: None,
+        slow_jobs_ignore: None,
     })
 }
 

@@ -433,8 +433,27 @@ pub struct PulseLayer {
     pub slow_jobs: Option<bool>,
     /// `PULSE_SLOW_JOBS_SAMPLE_RATE`, 0 to 1 (default 1).
     pub slow_jobs_sample_rate: Option<f64>,
-    /// `PULSE_SLOW_JOBS_THRESHOLD`, milliseconds (default 1000).
+    /// `PULSE_SLOW_JOBS_THRESHOLD`, milliseconds (default 1000); a
+    /// threshold map's `default`.
     pub slow_jobs_threshold: Option<u64>,
+    /// A threshold map's other entries, in order: the first pattern
+    /// (PHP's `preg_match`, delimiters included) matching a job's name
+    /// gives its threshold.
+    pub slow_jobs_thresholds: Option<Vec<ThresholdEntry>>,
+    /// The `Queues` recorder's `ignore` patterns (job names).
+    pub queues_ignore: Option<Vec<String>>,
+    /// The `SlowJobs` recorder's `ignore` patterns (job names).
+    pub slow_jobs_ignore: Option<Vec<String>>,
+}
+
+/// One entry of Pulse's slow-job threshold map: `{ pattern = "#^App\\\\Jobs\\\\Import#", ms = 10000 }`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdEntry {
+    /// A PHP `preg_match` pattern, delimiters included.
+    pub pattern: String,
+    /// The threshold of the jobs it matches, milliseconds.
+    pub ms: u64,
 }
 
 /// One `[[handlers]]` entry.
@@ -778,4 +797,7 @@ overlay!(PulseLayer {
     slow_jobs,
     slow_jobs_sample_rate,
     slow_jobs_threshold,
+    slow_jobs_thresholds,
+    queues_ignore,
+    slow_jobs_ignore,
 });

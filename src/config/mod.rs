@@ -802,6 +802,28 @@ mod tests {
     }
 
     #[test]
+    fn pulse_rules_keep_their_order_and_leave_out_what_cannot_be_read() {
+        let settings = resolve(
+            "[failed]\ndriver = \"null\"\n[pulse]\ningest = \"redis\"\n\
+             slow_jobs_thresholds = [{ pattern = \"#Import$#\", ms = 9 }, \
+             { pattern = \"/(?=x)/\", ms = 1 }, { pattern = \"#Im#\", ms = 5 }]\n\
+             queues_ignore = [\"/^ping$/i\", \"no delimiter\"]\n",
+        )
+        .unwrap();
+        let r = settings.pulse.expect("on").recorders;
+        let rules: Vec<(&str, u64)> = r
+            .slow_jobs_thresholds
+            .iter()
+            .map(|(p, ms)| (p.source.as_str(), *ms))
+            .collect();
+        assert_eq!(rules, [("#Import$#", 9), ("#Im#", 5)], "look-around left out");
+        assert_eq!(r.threshold_ms("DataImport"), 9);
+        assert_eq!(r.threshold_ms("Imp"), 5);
+        assert_eq!(r.queues_ignore.len(), 1);
+        assert!(r.queues_ignore[0].matches("PING"));
+    }
+
+    #[test]
     fn pulse_resolves_to_an_ingest_or_stays_off() {
         let off = |extra: &str| resolve(&format!("[failed]\ndriver = \"null\"\n{extra}")).unwrap();
         assert!(off("").pulse.is_none(), "nothing says where Pulse ingests");

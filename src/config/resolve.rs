@@ -13,6 +13,7 @@ use super::file::{FailedLayer, HorizonLayer, PulseLayer};
 use crate::exception::LaravelVersion;
 use crate::handler::{BreakerSettings, Unmatched};
 use crate::horizon::Trim;
+use crate::pulse_feed::pattern::PhpPattern;
 use crate::worker::lease::OnLeaseLost;
 use crate::worker::tripped::OnHandlerTripped;
 
@@ -174,9 +175,37 @@ pub(super) fn pulse(
             slow_jobs: layer.slow_jobs.unwrap_or(true),
             slow_jobs_sample_rate: rate("slow_jobs_sample_rate", layer.slow_jobs_sample_rate)?,
             slow_jobs_threshold_ms: layer.slow_jobs_threshold.unwrap_or(1000),
+            slow_jobs_thresholds: layer
+                .slow_jobs_thresholds
+                .iter()
+                .flatten()
+                .filter_map(|t| pattern("slow_jobs_thresholds", &t.pattern).map(|p| (p, t.ms)))
+                .collect(),
+            queues_ignore: patterns("queues_ignore", &layer.queues_ignore),
+            slow_jobs_ignore: patterns("slow_jobs_ignore", &layer.slow_jobs_ignore),
         },
         required,
     }))
+}
+
+/// `key`'s PHP pattern `source`, or `None` with a warning naming it and
+/// why, when it cannot be read (Pulse's own config works in PHP: such a
+/// pattern is left out rather than stopping the worker).
+fn pattern(key: &str, source: &str) -> Option<PhpPattern> {
+    PhpPattern::parse(source)
+        .inspect_err(|why| {
+            tracing::warn!("[pulse] {key}: the pattern {source:?} is left out: {why}");
+        })
+        .ok()
+}
+
+/// `key`'s patterns that can be read (see [`pattern`]).
+fn patterns(key: &str, sources: &Option<Vec<String>>) -> Vec<PhpPattern> {
+    sources
+        .iter()
+        .flatten()
+        .filter_map(|source| pattern(key, source))
+        .collect()
 }
 
 /// Horizon's prefix as `Horizon::use` applies `horizon.prefix`:

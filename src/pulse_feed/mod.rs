@@ -23,6 +23,7 @@ pub mod aggregate;
 pub mod entry;
 pub mod ingest;
 pub mod laravel_ran;
+pub mod pattern;
 pub mod record;
 pub mod sample;
 pub mod storage;

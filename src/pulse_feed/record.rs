@@ -6,6 +6,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::entry::{Aggregation, Entry};
+use super::pattern::PhpPattern;
 use super::sample;
 use crate::worker::decoupled::JobFacts;
 use crate::worker::{Settled, Verdict};
@@ -25,8 +26,33 @@ pub struct Recorders {
     /// `SlowJobs`' `sample_rate` (`PULSE_SLOW_JOBS_SAMPLE_RATE`, default 1).
     pub slow_jobs_sample_rate: f64,
     /// `SlowJobs`' `threshold`, milliseconds (`PULSE_SLOW_JOBS_THRESHOLD`,
-    /// default 1000).
+    /// default 1000): a threshold map's `default`.
     pub slow_jobs_threshold_ms: u64,
+    /// A threshold map's other entries, in the map's order: the first
+    /// whose pattern matches the job's name gives its threshold (ms).
+    pub slow_jobs_thresholds: Vec<(PhpPattern, u64)>,
+    /// `Queues`' `ignore`: jobs whose name one of these matches are not
+    /// counted.
+    pub queues_ignore: Vec<PhpPattern>,
+    /// `SlowJobs`' `ignore`: jobs whose name one of these matches are
+    /// never slow jobs.
+    pub slow_jobs_ignore: Vec<PhpPattern>,
+}
+
+impl Recorders {
+    /// The slow-job threshold of the job `name`, milliseconds, as Pulse's
+    /// `Thresholds::threshold` picks it.
+    pub fn threshold_ms(&self, name: &str) -> u64 {
+        self.slow_jobs_thresholds
+            .iter()
+            .find(|(pattern, _)| pattern.matches(name))
+            .map_or(self.slow_jobs_threshold_ms, |(_, ms)| *ms)
+    }
+}
+
+/// Pulse's `Ignores::shouldIgnore`: one of `patterns` matches `name`.
+fn ignored(patterns: &[PhpPattern], name: &str) -> bool {
+    patterns.iter().any(|p| p.matches(name))
 }
 
 /// Which event Laravel's worker fires at the end of a run, as Pulse names
@@ -69,7 +95,11 @@ pub fn entries(
     let started = unix_seconds(at.checked_sub(took).unwrap_or(at));
     let mut out = Vec::new();
     let uuid = job.id.as_deref().unwrap_or("");
-    if recorders.queues && sample::keeps_deterministically(uuid, recorders.queues_sample_rate) {
+    let name = job.display_name.as_deref().unwrap_or_default();
+    if recorders.queues
+        && !ignored(&recorders.queues_ignore, name)
+        && sample::keeps_deterministically(uuid, recorders.queues_sample_rate)
+    {
         let key = format!("{}:{}", recorders.connection, job.queue.name);
         for (timestamp, kind) in [(started, "processing"), (ended, outcome)] {
             out.push(Entry {
@@ -84,13 +114,14 @@ pub fn entries(
     }
     let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     if recorders.slow_jobs
-        && ms >= recorders.slow_jobs_threshold_ms
+        && !ignored(&recorders.slow_jobs_ignore, name)
+        && ms >= recorders.threshold_ms(name)
         && sample::keeps_at_random(recorders.slow_jobs_sample_rate)
     {
         out.push(Entry {
             timestamp: ended,
             kind: "slow_job",
-            key: job.display_name.clone().unwrap_or_default(),
+            key: name.to_string(),
             value: Some(i64::try_from(ms).unwrap_or(i64::MAX)),
             aggregations: vec![Aggregation::Max, Aggregation::Count],
             only_buckets: false,
@@ -121,6 +152,9 @@ mod tests {
             slow_jobs: true,
             slow_jobs_sample_rate: 1.0,
             slow_jobs_threshold_ms: 1000,
+            slow_jobs_thresholds: Vec::new(),
+            queues_ignore: Vec::new(),
+            slow_jobs_ignore: Vec::new(),
         }
     }
 
@@ -209,5 +243,36 @@ mod tests {
         };
         let slow = Duration::from_secs(5);
         assert!(entries(&none, &job(), &Verdict::Delete, Settled::Done, slow, at).is_empty());
+    }
+
+    #[test]
+    fn a_threshold_map_and_ignore_lists_apply_per_job_name() {
+        let at = UNIX_EPOCH + Duration::from_secs(1000);
+        let p = |text: &str| PhpPattern::parse(text).unwrap();
+        let r = Recorders {
+            slow_jobs_threshold_ms: 0,
+            slow_jobs_thresholds: vec![(p(r"#^App\\Jobs\\Send$#"), 5000), (p("#Send#"), 1)],
+            ..recorders()
+        };
+        assert_eq!(r.threshold_ms(r"App\Jobs\Send"), 5000, "the first match");
+        assert_eq!(r.threshold_ms(r"App\Jobs\SendLater"), 1);
+        assert_eq!(r.threshold_ms(r"App\Jobs\Other"), 0, "the default");
+        let took = Duration::from_millis(2500);
+        let e = |r: &Recorders| entries(r, &job(), &Verdict::Delete, Settled::Done, took, at);
+        assert_eq!(
+            e(&r).len(),
+            2,
+            "2.5 s is under Send's 5 s: counted, not slow"
+        );
+        let quiet = Recorders {
+            queues_ignore: vec![p("/send$/i")],
+            ..recorders()
+        };
+        assert_eq!(kinds(&e(&quiet)), [("slow_job", 1000, r"App\Jobs\Send")]);
+        let not_slow = Recorders {
+            slow_jobs_ignore: vec![p("#Send#")],
+            ..recorders()
+        };
+        assert_eq!(e(&not_slow).len(), 2);
     }
 }

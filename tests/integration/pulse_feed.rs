@@ -557,3 +557,49 @@ fn the_apps_config_pulse_php_turns_it_on() {
         "2 x processing, processed, slow_job: {entries:?}"
     );
 }
+
+/// Per-job rules from the app's `config/pulse.php`: a threshold map (the
+/// first matching pattern wins), the `Queues` and `SlowJobs` recorders'
+/// `ignore` lists, matched against the job's name.
+const PULSE_RULES_PHP: &str = r#"<?php
+return [
+    'enabled' => true,
+    'ingest' => ['driver' => 'redis', 'redis' => ['connection' => null]],
+    'storage' => ['database' => ['connection' => null]],
+    'recorders' => [
+        'Laravel\Pulse\Recorders\Queues' => ['enabled' => true, 'sample_rate' => 1,
+            'ignore' => ['/^app\\\\jobs\\\\second$/i']],
+        'Laravel\Pulse\Recorders\SlowJobs' => ['enabled' => true, 'sample_rate' => 1,
+            'threshold' => ['#\\\\First$#' => 600000, '#\\\\F#' => 0, 'default' => 0],
+            'ignore' => ['#Third#']],
+    ],
+];
+"#;
+
+#[test]
+fn the_apps_per_job_thresholds_and_ignore_lists_apply() {
+    let s = Scene::new();
+    let Some(app) = common::laravel::App::new(&s) else {
+        return;
+    };
+    std::fs::write(app.dir.join("config/pulse.php"), PULSE_RULES_PHP).unwrap();
+    let config = s.config().recording("").write();
+    let jobs = Job::named(["First", "Second", "Third"]);
+    s.push_on("default", jobs.iter());
+    let flag = app.app_flag();
+    s.run(&config, &[flag.as_str(), "--max-jobs=3", "--sleep=0.05"]);
+    let entries = unserialized_or_raw(&s);
+    let of = |kind: &str| -> Vec<&String> {
+        entries
+            .iter()
+            .filter(|e| e.contains(&format!("\"{kind}\"")))
+            .collect()
+    };
+    // First: counted, under its own 10-minute threshold; Second: not
+    // counted (Queues' ignore), slow (the default 0); Third: counted,
+    // never slow (SlowJobs' ignore). Before: every job counted and slow.
+    assert_eq!(of("processing").len(), 2, "{entries:?}");
+    let slow = of("slow_job");
+    assert_eq!(slow.len(), 1, "{entries:?}");
+    assert!(slow[0].contains(r"App\Jobs\Second"), "{slow:?}");
+}
