@@ -108,7 +108,7 @@ class FinishBench:
                 per_finish = [(a - b) * 1e3 / n for a, b in zip(chained, plain)]
                 self.results["rows"].append({
                     "c": c, "build": label.strip() or "this build", "jobs": 2 * n,
-                    "reps": len(chained),
+                    "reps": len(plain),
                     "chained_jobs_per_s": median([2 * n / w for w in chained]),
                     "unchained_jobs_per_s": median([2 * n / w for w in plain]),
                     "ms_per_finish": median(per_finish),
