@@ -816,7 +816,11 @@ mod tests {
             .iter()
             .map(|(p, ms)| (p.source.as_str(), *ms))
             .collect();
-        assert_eq!(rules, [("#Import$#", 9), ("#Im#", 5)], "look-around left out");
+        assert_eq!(
+            rules,
+            [("#Import$#", 9), ("#Im#", 5)],
+            "look-around left out"
+        );
         assert_eq!(r.threshold_ms("DataImport"), 9);
         assert_eq!(r.threshold_ms("Imp"), 5);
         assert_eq!(r.queues_ignore.len(), 1);

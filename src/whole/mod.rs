@@ -233,6 +233,20 @@ impl Bookkeeping {
         }
     }
 
+    /// Whether `job`, run on `route`, has bookkeeping the worker writes
+    /// itself ([`Bookkeeping::before_run`], [`Bookkeeping::before_settle`]):
+    /// a lock or a batch its payload names, or a configured class. Checked
+    /// before their futures are made, so that a job with none (most jobs)
+    /// pays two byte scans of its payload, and no allocation nor copy of
+    /// a future that would do nothing.
+    pub fn has_work(&self, job: &ReservedJob, route: Option<&Route>) -> bool {
+        let Some(inner) = &self.inner else {
+            return false;
+        };
+        !done_by_laravel(route)
+            && Marks::read_with(&job.raw, inner.has_classes()) != Marks::default()
+    }
+
     /// Before `job` runs on `route`: releases the lock of a
     /// `ShouldBeUniqueUntilProcessing` class (first attempt, or an owner
     /// given: as 13.24+), and says whether its batch was cancelled

@@ -200,7 +200,9 @@ async fn call_handler(
         });
     }
     let mut invocation = invocation(job, route, services, Mode::Run);
-    invocation.batch_cancelled = Box::pin(services.bookkeeping.before_run(job, route)).await;
+    if services.bookkeeping.has_work(job, Some(route)) {
+        invocation.batch_cancelled = Box::pin(services.bookkeeping.before_run(job, route)).await;
+    }
     let call = route.handler.call(&invocation);
     // No await until the call is first polled (the runtime has one
     // thread), so the loop sees its handler taken when it wakes.

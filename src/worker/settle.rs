@@ -108,8 +108,11 @@ pub async fn settle(
 ) -> Settled {
     let queue = &services.queue;
     // Laravel's order: the bookkeeping before the delete or the failure
-    // reaches the queue, whatever the driver.
-    Box::pin(keep_books(job, route, verdict, services)).await;
+    // reaches the queue, whatever the driver. Its future is made (and
+    // boxed) only for a job that has some: most jobs have none.
+    if has_books(job, route, verdict, services) {
+        Box::pin(keep_books(job, route, verdict, services)).await;
+    }
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
             retry("delete", job, Some(slot), || {
@@ -165,6 +168,25 @@ pub async fn settle(
         Written::Done => landed,
         Written::Gone { after_failure } => Settled::Gone { after_failure },
         Written::LeftReserved => Settled::LeftReserved,
+    }
+}
+
+/// Whether [`keep_books`] has anything to do for `job` and `verdict`.
+fn has_books(
+    job: &ReservedJob,
+    route: Option<&Route>,
+    verdict: &Verdict,
+    services: &Services,
+) -> bool {
+    let failed = match verdict {
+        Verdict::Delete => false,
+        Verdict::Fail { .. } => true,
+        Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => return false,
+    };
+    match services.bookkeeping.books(job, route, &services.router) {
+        Books::Laravel => false,
+        Books::Finish(_) => failed,
+        Books::Worker | Books::NoBridge(_) => services.bookkeeping.has_work(job, route),
     }
 }
 
