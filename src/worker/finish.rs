@@ -7,7 +7,7 @@
 //! ([`crate::whole::marker`]).
 
 use super::Services;
-use super::process::invocation;
+use super::invocation::invocation;
 use crate::exception::{FINISH_FAILED, JobException};
 use crate::handler::{Mode, Reply, Route};
 use crate::queue::ReservedJob;

@@ -38,6 +38,7 @@ pub mod drain;
 pub mod events;
 pub mod fetch;
 pub mod finish;
+pub mod invocation;
 pub mod lease;
 pub mod options;
 pub mod outcome;

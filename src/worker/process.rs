@@ -16,14 +16,15 @@
 //! job is released with backoff at once (the attempt still counts).
 
 use super::starts::Ticket;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::invocation::invocation;
 use super::lease::Held;
 use super::verdict::Verdict;
 use super::{Services, backoff, lease};
 use crate::exception::{INVALID_PAYLOAD, JobException, NO_HANDLER};
 use crate::handler::breaker::Admit;
-use crate::handler::{Invocation, Mode, Reply, Route, Unmatched};
+use crate::handler::{Mode, Reply, Route, Unmatched};
 use crate::queue::now;
 use crate::queue::{Payload, ReservedJob};
 use crate::whole::Books;
@@ -235,33 +236,6 @@ async fn finish_run(
     {
         Books::Finish(finisher) => super::finish::finish(job, finisher, None, services).await,
         _ => Ok(()),
-    }
-}
-
-/// The call of `route`'s handler for `job`: the payload's `timeout` wins
-/// over the handler's, which wins over `--timeout` (0 = no limit), and the
-/// payload's `maxTries` over `--tries`, as in Laravel.
-pub fn invocation<'a>(
-    job: &'a ReservedJob,
-    route: &Route,
-    services: &'a Services,
-    mode: Mode<'a>,
-) -> Invocation<'a> {
-    let payload = job.payload.as_ref().ok();
-    let options = &services.options;
-    let timeout = payload
-        .and_then(Payload::timeout)
-        .or(route.timeout)
-        .unwrap_or(options.timeout);
-    Invocation {
-        job,
-        connection: &services.connection,
-        max_tries: payload
-            .and_then(Payload::max_tries)
-            .unwrap_or(options.tries),
-        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
-        mode,
-        batch_cancelled: None,
     }
 }
 

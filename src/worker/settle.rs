@@ -21,7 +21,7 @@ use chrono::Utc;
 
 use super::Services;
 use super::finish::finish;
-use super::process::invocation;
+use super::invocation::invocation;
 use super::slot::Slot;
 use super::starts::Ticket;
 use super::verdict::Verdict;
