@@ -18,6 +18,7 @@
 use super::starts::Ticket;
 use std::time::Instant;
 
+use super::finish::finish;
 use super::invocation::invocation;
 use super::lease::Held;
 use super::verdict::Verdict;
@@ -139,9 +140,12 @@ pub async fn decide(
     };
 
     match outcome {
-        Reply::Done | Reply::Delete => match Box::pin(finish_run(job, route, services)).await {
-            Ok(()) => Verdict::Delete,
-            Err(e) => Box::pin(after_exception(job, payload, limits, e, false, services)).await,
+        Reply::Done | Reply::Delete => match finisher_of(job, route, services) {
+            None => Verdict::Delete,
+            Some(finisher) => match Box::pin(finish(job, finisher, None, services)).await {
+                Ok(()) => Verdict::Delete,
+                Err(e) => Box::pin(after_exception(job, payload, limits, e, false, services)).await,
+            },
         },
         Reply::Release { delay } => Verdict::Release {
             delay,
@@ -219,23 +223,20 @@ async fn call_handler(
     Ok(outcome)
 }
 
-/// After a successful run of a job whose bookkeeping needs PHP (a chain,
-/// see [`crate::whole::Books::Finish`]): the bridge's finish, before the
-/// verdict. A finish that failed is the run's exception, as one thrown by
-/// `dispatchNextJobInChain` is in `CallQueuedHandler::call`: the job is
-/// released to run again (its finish with it) or failed, never deleted
-/// with its chain's next job lost.
-async fn finish_run(
-    job: &ReservedJob,
-    route: &Route,
-    services: &Services,
-) -> Result<(), JobException> {
+/// The bridge that finishes `job` after a successful run on `route`,
+/// when its bookkeeping needs PHP (a chain, see
+/// [`crate::whole::Books::Finish`]); `None` for most jobs, which then
+/// make no finish future. A finish that fails is the run's exception, as
+/// one thrown by `dispatchNextJobInChain` is in `CallQueuedHandler::call`:
+/// the job is released to run again (its finish with it) or failed, never
+/// deleted with its chain's next job lost.
+fn finisher_of<'s>(job: &ReservedJob, route: &Route, services: &'s Services) -> Option<&'s Route> {
     match services
         .bookkeeping
         .books(job, Some(route), &services.router)
     {
-        Books::Finish(finisher) => super::finish::finish(job, finisher, None, services).await,
-        _ => Ok(()),
+        Books::Finish(finisher) => Some(finisher),
+        _ => None,
     }
 }
 

@@ -51,10 +51,9 @@ fn config(s: &Scene, finisher: Option<Handler>) -> std::path::PathBuf {
 /// step the finish pushes while the daemon already stops for an empty
 /// queue runs on the next start (at most 5).
 fn drain(s: &Scene, config: &std::path::Path, tries: &str) {
-    let reserved = format!("{}:reserved", q("default"));
     for _ in 0..5 {
         s.run(config, &["--stop-when-empty", "--sleep=0", tries]);
-        if s.redis.llen(&q("default")) + s.redis.zcard(&reserved) == 0 {
+        if queued(s) == 0 {
             return;
         }
     }
@@ -198,40 +197,54 @@ fn no_bridge_fails_the_chain_loudly() {
     assert!(rows[0].exception.contains("[bookkeeping] finish_with"));
 }
 
+/// Runs the chain on a daemon killed during A's finish: the finisher
+/// hangs on the fifo `gate` (and the daemon is killed there) after the
+/// bridge answered (`after_bridge`), or before the bridge starts. Returns
+/// the config and the jobs then queued or reserved (`reserved`).
+fn killed_in_the_finish(s: &Scene, app: &App, after_bridge: bool) -> (std::path::PathBuf, i64) {
+    let hang = "if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/block\" ]; then\n\
+                  rm \"$DIR/block\"; touch \"$DIR/hung\"; cat \"$DIR/gate\" > /dev/null\n\
+                fi";
+    let php = format!("php '{}' '{}'", laravel::bridge().display(), app.app_flag());
+    let body = if after_bridge {
+        format!("{php}; rc=$?\n{hang}\nexit $rc")
+    } else {
+        format!("{hang}\nexec {php}")
+    };
+    let wrapper = s.script("finisher.sh", &body);
+    let config = finished_by(
+        s,
+        Handler::command(&wrapper).matching("LaravelWorker\\Finisher"),
+    );
+    std::fs::write(s.path("block"), "").unwrap();
+    make_gate(s);
+    let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
+    s.wait_for_file("hung");
+    d.signal(Signal::SIGKILL);
+    d.wait_exit();
+    open_gate(s);
+    (config, queued(s))
+}
+
+/// The queue's `:reserved` key.
+fn reserved() -> String {
+    format!("{}:reserved", q("default"))
+}
+
+/// The jobs queued or reserved.
+fn queued(s: &Scene) -> i64 {
+    s.redis.llen(&q("default")) + s.redis.zcard(&reserved())
+}
+
 #[test]
 fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
     let Some((s, app)) = chain(None) else { return };
-    // The finisher: the bridge, then, while `block` exists, it says it
-    // finished and hangs on the fifo `gate` (the daemon is killed there).
-    let bridge = laravel::bridge();
-    let wrapper = s.script(
-        "finisher.sh",
-        &format!(
-            "php '{}' '{}'; rc=$?\n\
-             if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/block\" ]; then\n\
-               rm \"$DIR/block\"; touch \"$DIR/finished\"; cat \"$DIR/gate\" > /dev/null\n\
-             fi\nexit $rc",
-            bridge.display(),
-            app.app_flag()
-        ),
-    );
-    let finisher = Handler::command(&wrapper).matching("LaravelWorker\\Finisher");
-    let config = finished_by(&s, finisher);
-    std::fs::write(s.path("block"), "").unwrap();
-    make_gate(&s);
-
-    let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
-    s.wait_for_file("finished");
-    d.signal(Signal::SIGKILL);
-    d.wait_exit();
-    open_gate(&s);
+    let (config, queued) = killed_in_the_finish(&s, &app, true);
     // B is queued (or reserved ahead by the killed daemon), once.
-    let reserved = format!("{}:reserved", q("default"));
-    let queued = s.redis.llen(&q("default")) + s.redis.zcard(&reserved);
     assert_eq!(queued, 2, "A and B, once: {:?}", ran(&s));
 
     // A is reclaimed and runs again; its finish is not done twice.
-    s.redis.make_due(&reserved);
+    s.redis.make_due(&reserved());
     drain(&s, &config, "--tries=3");
     // (B, queued, may run before the reclaimed A.)
     let mut runs = ran(&s);
@@ -250,42 +263,13 @@ fn a_crash_after_the_finish_does_not_dispatch_the_next_step_twice() {
 #[test]
 fn a_crash_before_the_bridge_finished_finishes_again_and_loses_no_step() {
     let Some((s, app)) = chain(None) else { return };
-    // The finisher: while `block` exists, it hangs on the fifo `gate`
-    // before the bridge starts (the daemon is killed there), then the
-    // bridge.
-    let wrapper = s.script(
-        "finisher.sh",
-        &format!(
-            "if [ \"$LARAVEL_WORKER_MODE\" = finish ] && [ -e \"$DIR/block\" ]; then\n\
-               rm \"$DIR/block\"; touch \"$DIR/started\"; cat \"$DIR/gate\" > /dev/null\n\
-             fi\nexec php '{}' '{}'",
-            laravel::bridge().display(),
-            app.app_flag()
-        ),
-    );
-    let config = finished_by(
-        &s,
-        Handler::command(&wrapper).matching("LaravelWorker\\Finisher"),
-    );
-    std::fs::write(s.path("block"), "").unwrap();
-    make_gate(&s);
-
-    let mut d = s.work(&config, &["--sleep=0", "--concurrency=1", "--tries=3"]);
-    s.wait_for_file("started");
-    d.signal(Signal::SIGKILL);
-    d.wait_exit();
-    open_gate(&s);
-    let reserved = format!("{}:reserved", q("default"));
-    assert_eq!(
-        s.redis.llen(&q("default")) + s.redis.zcard(&reserved),
-        1,
-        "only A: B was not pushed"
-    );
+    let (config, queued) = killed_in_the_finish(&s, &app, false);
+    assert_eq!(queued, 1, "only A: B was not pushed");
 
     // A is reclaimed, runs again, and this time its finish pushes B
     // (before, the marker claimed for the killed finish made A's rerun
     // skip it: B and C were lost).
-    s.redis.make_due(&reserved);
+    s.redis.make_due(&reserved());
     drain(&s, &config, "--tries=3");
     assert_eq!(ran(&s), ["c.a", "c.a", "c.b", "c.c"]);
     assert!(s.failed_rows().is_empty());
