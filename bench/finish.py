@@ -26,18 +26,13 @@ unchained row with a `--baseline` build from before the finish mode.
 """
 
 import os
-import statistics
 import subprocess
 import time
 
 from benchlib import PROCS, QUEUE, ROOT, keys, log, wait_all
+from database import median
 
 STEP = "App\\Jobs\\ChainStep"
-
-
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
 
 
 class FinishBench:
