@@ -920,13 +920,13 @@ fn pulse_from_answer(
             })
             .collect()
     });
-    layer.pulse.queues_ignore = patterns(&queues["ignore"]);
-    layer.pulse.slow_jobs_ignore = patterns(&slow["ignore"]);
+    layer.pulse.queues_ignore = ignore_list(&queues["ignore"]);
+    layer.pulse.slow_jobs_ignore = ignore_list(&slow["ignore"]);
     Ok(())
 }
 
 /// A recorder's `ignore` list as the app's answer gives it (strings).
-fn patterns(list: &Value) -> Option<Vec<String>> {
+fn ignore_list(list: &Value) -> Option<Vec<String>> {
     list.as_array().map(|l| {
         l.iter()
             .filter_map(|p| p.as_str().map(str::to_string))

@@ -33,8 +33,7 @@ impl PhpPattern {
     /// expression the `regex` crate cannot read (the text says why).
     pub fn parse(source: &str) -> Result<Self, String> {
         let text = source.trim_start();
-        let mut chars = text.char_indices();
-        let Some((_, open)) = chars.next() else {
+        let Some(open) = text.chars().next() else {
             return Err("empty pattern".into());
         };
         if open.is_alphanumeric() || open == '\\' {

@@ -237,8 +237,8 @@ impl Bookkeeping {
     /// itself ([`Bookkeeping::before_run`], [`Bookkeeping::before_settle`]):
     /// a lock or a batch its payload names, or a configured class. Checked
     /// before their futures are made, so that a job with none (most jobs)
-    /// pays two byte scans of its payload, and no allocation nor copy of
-    /// a future that would do nothing.
+    /// pays four byte scans of its payload ([`Marks::read_with`]), and no
+    /// allocation nor copy of a future that would do nothing.
     pub fn has_work(&self, job: &ReservedJob, route: Option<&Route>) -> bool {
         let Some(inner) = &self.inner else {
             return false;
