@@ -51,6 +51,9 @@ pub use queue::{Payload, command};
 // on every driver (tests/integration/seam_contract.rs).
 pub use app::open_queue;
 pub use queue::{Queue, contract};
+// Horizon's batch script and its fixed keys, for the test that sends it a
+// step late (tests/integration/horizon.rs).
+pub use horizon::script::{FIXED_KEYS as HORIZON_FIXED_KEYS, RECORDS as HORIZON_RECORDS};
 // The database queue driver, for its tests on real databases (tests/database_queue.rs).
 pub use queue::database::{
     AttemptsColumn, DatabaseQueue, DatabaseQueueError, DatabaseQueueSpec, DatabaseReservation,

@@ -122,7 +122,13 @@ end
 /// op knows the worker made it): the settle that lands first leaves what
 /// `R` then the settle leave (an `F` without the `recent_jobs` entry made
 /// the dashboard's recent list lose a failed job whenever the writer was
-/// slower than the job).
+/// slower than the job). Nor does an `R`, `L` or `M` older than the
+/// record's end (its time before `completed_at`): the writer sends a step
+/// it was given before the settle (a migration, say, whose batch waited
+/// out a dropped connection) after the delete's `S` or `F` made the
+/// record final, and that step belongs to an earlier reservation (a job
+/// whose `M` made it `pending` again after it completed stayed pending
+/// on the dashboard for ever).
 ///
 /// Hashes and keys are given as indexes into `KEYS`. Each op reads all its
 /// arguments before its first write, so one that fails leaves the next
@@ -166,6 +172,11 @@ local function settled(hash, payload)
   if status ~= 'completed' and status ~= 'failed' then return false end
   return redis.call('HGET', hash, 'payload') == payload
 end
+local function ended_after(hash, time)
+  local at = redis.call('HMGET', hash, 'status', 'completed_at')
+  if at[1] ~= 'completed' and at[1] ~= 'failed' then return false end
+  return tonumber(at[2] or '') ~= nil and tonumber(at[2]) > tonumber(time)
+end
 local function ours(hash)
   local at = redis.call('HMGET', hash, 'created_at', 'reserved_at')
   return at[1] ~= false and at[1] == at[2]
@@ -183,6 +194,7 @@ end
       tags[t] = {tag, key()}
     end
     if op == 'R' and settled(hash, payload) then return end
+    if ended_after(hash, time) then return end
     if redis.call('EXISTS', hash) == 0 then
       redis.call('HSET', hash, 'id', id, 'connection', conn, 'queue', queue, 'name', name,
         'created_at', time)

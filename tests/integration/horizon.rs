@@ -842,6 +842,60 @@ fn an_untagged_silenced_job_lands_in_silenced_jobs() {
     assert_eq!(status(&s, &quiet).as_deref(), Some("completed"));
 }
 
+/// A step the writer sends after the delete made the record final (its
+/// batch waited out a dropped connection, say) belongs to an earlier
+/// reservation when it is older than the end: a migration, a release or
+/// a reservation from before never makes a completed or failed job
+/// pending or reserved again. A reservation after the end (the same id
+/// pushed again) is a new run and is written.
+#[test]
+fn a_step_older_than_the_records_end_leaves_it_final() {
+    let s = Scene::new();
+    let config = horizon(s.config().recording(OUTCOMES)).write();
+    let [good, bad] = Job::named(["Good", "Bad"]);
+    s.push_on("default", [&good, &bad]);
+    s.run(&config, &["--stop-when-empty", "--tries=1"]);
+    // One `R`, `L` or `M` op of the batch script, as its doc lays it out:
+    // the hash's index in KEYS (after the fixed keys), id, queue, name,
+    // payload, time, pending expiry, score, no tags.
+    let send = |job: &Job, op: &str, at: f64| {
+        let mut keys: Vec<String> = laravel_worker::HORIZON_FIXED_KEYS
+            .iter()
+            .map(|k| format!("{P}{k}"))
+            .collect();
+        keys.push(format!("{P}{}", job.uuid()));
+        let (time, expiry, score) = (format!("{at:.4}"), (at as i64 + 3600), format!("-{at:.4}"));
+        let _: redis::Value = redis::cmd("EVAL")
+            .arg(laravel_worker::HORIZON_RECORDS)
+            .arg(keys.len())
+            .arg(&keys)
+            .arg("redis")
+            .arg(op)
+            .arg(keys.len())
+            .arg(job.uuid())
+            .arg("default")
+            .arg("App\\Jobs\\Old")
+            .arg(job.build())
+            .arg(time)
+            .arg(expiry)
+            .arg(score)
+            .arg(0)
+            .query(&mut s.redis.conn(0))
+            .unwrap();
+    };
+    for (job, want) in [(&good, "completed"), (&bad, "failed")] {
+        let before = hash(&s, &job.uuid());
+        assert_eq!(before["status"], want);
+        let ended: f64 = before["completed_at"].parse().unwrap();
+        for op in ["M", "L", "R"] {
+            send(job, op, ended - 1.0);
+            assert_eq!(hash(&s, &job.uuid()), before, "{op} of a {want} job");
+        }
+        send(job, "R", ended + 1.0);
+        assert_eq!(status(&s, job).as_deref(), Some("reserved"), "{want}");
+    }
+}
+
 /// Issue 30 item 5: after the connection to Redis drops (a restart, then a
 /// killed client), the records of the jobs Redis deleted are all written:
 /// a batch that did not reach Redis is sent again once it is back.
