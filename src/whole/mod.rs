@@ -77,8 +77,12 @@ pub fn done_by_laravel(route: Option<&Route>) -> bool {
 pub enum Books<'r> {
     /// Laravel's own code ran it (the PHP bridge): nothing to do here.
     Laravel,
-    /// The worker, natively (unique lock, batch counters), or nothing
-    /// when bookkeeping is off.
+    /// Nothing to keep: bookkeeping is off, or the payload names no lock
+    /// nor batch and no class is configured (most jobs).
+    Nothing,
+    /// The worker, natively: the unique lock or the batch its payload
+    /// names, or its configured class's lock
+    /// ([`Bookkeeping::before_run`], [`Bookkeeping::before_settle`]).
     Worker,
     /// The PHP bridge's finish mode, on this route: all of the job's
     /// bookkeeping after its run (unique lock, chain, batch and its
@@ -233,18 +237,21 @@ impl Bookkeeping {
         }
     }
 
-    /// Whether `job`, run on `route`, has bookkeeping the worker writes
-    /// itself ([`Bookkeeping::before_run`], [`Bookkeeping::before_settle`]):
-    /// a lock or a batch its payload names, or a configured class. Checked
-    /// before their futures are made, so that a job with none (most jobs)
-    /// pays four byte scans of its payload ([`Marks::read_with`]), and no
-    /// allocation nor copy of a future that would do nothing.
-    pub fn has_work(&self, job: &ReservedJob, route: Option<&Route>) -> bool {
-        let Some(inner) = &self.inner else {
-            return false;
-        };
-        !done_by_laravel(route)
-            && Marks::read_with(&job.raw, inner.has_classes()) != Marks::default()
+    /// Whether the worker writes bookkeeping of its own for `job`, whose
+    /// books are `books` ([`Bookkeeping::books`]): for [`Books::Worker`];
+    /// for [`Books::NoBridge`] (an encrypted command runs without PHP's
+    /// finish) when a lock or a batch shows in its payload or a class is
+    /// configured. Asked before the futures of
+    /// [`Bookkeeping::before_run`] and [`Bookkeeping::before_settle`] are
+    /// made: a job with none makes none.
+    pub fn has_work(&self, job: &ReservedJob, books: Books<'_>) -> bool {
+        match (books, &self.inner) {
+            (Books::Worker, _) => true,
+            (Books::NoBridge(_), Some(inner)) => {
+                Marks::read_with(&job.raw, inner.has_classes()) != Marks::default()
+            }
+            _ => false,
+        }
     }
 
     /// Before `job` runs on `route`: releases the lock of a
@@ -285,9 +292,11 @@ impl Bookkeeping {
     /// it ([`done_by_laravel`]); the bridge's finish mode (`router`'s
     /// [`Router::finisher`]) when its payload says it needs PHP
     /// ([`needs_php`]: a chain, an encrypted command, a batch's job);
-    /// otherwise the
-    /// worker. Off (`enabled = false`): the worker, which then writes
-    /// nothing.
+    /// otherwise the worker, when the payload names a lock or a batch or
+    /// a class is configured ([`Marks::read_with`]), else nothing. Off
+    /// (`enabled = false`): nothing. Decided once per job
+    /// (`crate::worker::assignment`): a plain job pays seven byte scans of
+    /// its payload here and none later.
     pub fn books<'r>(
         &self,
         job: &ReservedJob,
@@ -295,17 +304,21 @@ impl Bookkeeping {
         router: &'r Router,
     ) -> Books<'r> {
         let Some(inner) = &self.inner else {
-            return Books::Worker;
+            return Books::Nothing;
         };
         if done_by_laravel(route) {
             return Books::Laravel;
         }
-        let Some(needs) = needs_php(&job.raw) else {
-            return Books::Worker;
-        };
-        match router.finisher(inner.finish_with.as_deref()) {
-            Some(finisher) => Books::Finish(finisher),
-            None => Books::NoBridge(needs),
+        if let Some(needs) = needs_php(&job.raw) {
+            return match router.finisher(inner.finish_with.as_deref()) {
+                Some(finisher) => Books::Finish(finisher),
+                None => Books::NoBridge(needs),
+            };
+        }
+        if Marks::read_with(&job.raw, inner.has_classes()) == Marks::default() {
+            Books::Nothing
+        } else {
+            Books::Worker
         }
     }
 

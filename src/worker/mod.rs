@@ -29,6 +29,7 @@
 //!   bounded channel, drops counted), so it never slows the loop;
 //! - [`daemon`]: the loop that ties them together.
 
+pub mod assignment;
 pub mod backoff;
 pub mod balance;
 pub mod cache_signals;

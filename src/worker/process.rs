@@ -18,6 +18,7 @@
 use super::starts::Ticket;
 use std::time::Instant;
 
+use super::assignment::Assignment;
 use super::finish::finish;
 use super::invocation::invocation;
 use super::lease::Held;
@@ -95,12 +96,13 @@ fn runnable<'a>(job: &'a ReservedJob, services: &Services) -> Result<&'a Payload
     Ok(payload)
 }
 
-/// Runs `job` through its handler (`route`, the one its displayName and
-/// queue matched, if any) and decides its fate. `ticket` is dropped as
-/// the handler call begins, or with the verdict when there is none.
+/// Runs `job` through its handler (`assigned.route`, the one its
+/// displayName and queue matched, if any) and decides its fate. `ticket`
+/// is dropped as the handler call begins, or with the verdict when there
+/// is none.
 pub async fn decide(
     job: &ReservedJob,
-    route: Option<&Route>,
+    assigned: Assignment<'_>,
     services: &Services,
     ticket: Ticket,
 ) -> Verdict {
@@ -118,7 +120,7 @@ pub async fn decide(
         };
     }
 
-    let Some(route) = route else {
+    let Some(route) = assigned.route else {
         return match services.router.unmatched {
             Unmatched::Fail => Verdict::Fail {
                 exception: JobException::new(
@@ -134,18 +136,16 @@ pub async fn decide(
         };
     };
 
-    let outcome = match call_handler(job, route, services, ticket).await {
+    let outcome = match call_handler(job, route, assigned.books, services, ticket).await {
         Ok(outcome) => outcome,
         Err(verdict) => return verdict,
     };
 
     match outcome {
-        Reply::Done | Reply::Delete => match finisher_of(job, route, services) {
-            None => Verdict::Delete,
-            Some(finisher) => match Box::pin(finish(job, finisher, None, services)).await {
-                Ok(()) => Verdict::Delete,
-                Err(e) => Box::pin(after_exception(job, payload, limits, e, false, services)).await,
-            },
+        Reply::Done | Reply::Delete => match assigned.books {
+            Books::Finish(finisher) => finished(job, payload, limits, finisher, services).await,
+            // Most jobs: no finish future is made.
+            _ => Verdict::Delete,
         },
         Reply::Release { delay } => Verdict::Release {
             delay,
@@ -184,13 +184,12 @@ pub async fn decide(
 async fn call_handler(
     job: &ReservedJob,
     route: &Route,
+    books: Books<'_>,
     services: &Services,
     ticket: Ticket,
 ) -> Result<Reply, Verdict> {
     // A job that needs the PHP bridge where none is configured (a chain).
-    if let Books::NoBridge(needs) = services
-        .bookkeeping
-        .books(job, Some(route), &services.router)
+    if let Books::NoBridge(needs) = books
         && let Some(exception) = services.bookkeeping.refusal(job, needs)
     {
         return Err(Verdict::Fail {
@@ -205,7 +204,7 @@ async fn call_handler(
         });
     }
     let mut invocation = invocation(job, route, services, Mode::Run);
-    if services.bookkeeping.has_work(job, Some(route)) {
+    if services.bookkeeping.has_work(job, books) {
         invocation.batch_cancelled = Box::pin(services.bookkeeping.before_run(job, route)).await;
     }
     let call = route.handler.call(&invocation);
@@ -223,20 +222,23 @@ async fn call_handler(
     Ok(outcome)
 }
 
-/// The bridge that finishes `job` after a successful run on `route`,
-/// when its bookkeeping needs PHP (a chain, see
-/// [`crate::whole::Books::Finish`]); `None` for most jobs, which then
-/// make no finish future. A finish that fails is the run's exception, as
-/// one thrown by `dispatchNextJobInChain` is in `CallQueuedHandler::call`:
-/// the job is released to run again (its finish with it) or failed, never
-/// deleted with its chain's next job lost.
-fn finisher_of<'s>(job: &ReservedJob, route: &Route, services: &'s Services) -> Option<&'s Route> {
-    match services
-        .bookkeeping
-        .books(job, Some(route), &services.router)
-    {
-        Books::Finish(finisher) => Some(finisher),
-        _ => None,
+/// The verdict of a successful run of `job`, whose bookkeeping needs PHP
+/// (a chain, see [`crate::whole::Books::Finish`]): the bridge `finisher`
+/// finishes it before its delete. A finish that fails is the run's
+/// exception, as one thrown by `dispatchNextJobInChain` is in
+/// `CallQueuedHandler::call`: the job is released to run again (its
+/// finish with it) or failed, never deleted with its chain's next job
+/// lost.
+async fn finished(
+    job: &ReservedJob,
+    payload: &Payload,
+    limits: Limits,
+    finisher: &Route,
+    services: &Services,
+) -> Verdict {
+    match Box::pin(finish(job, finisher, None, services)).await {
+        Ok(()) => Verdict::Delete,
+        Err(e) => Box::pin(after_exception(job, payload, limits, e, false, services)).await,
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::Services;
+use super::assignment::Assignment;
 use super::finish::finish;
 use super::invocation::invocation;
 use super::slot::Slot;
@@ -99,7 +100,7 @@ enum Written {
 /// delete.
 pub async fn settle(
     job: &ReservedJob,
-    route: Option<&Route>,
+    assigned: Assignment<'_>,
     verdict: &Verdict,
     services: &Services,
     settled: Ticket,
@@ -107,11 +108,12 @@ pub async fn settle(
     reserved_at: std::time::SystemTime,
 ) -> Settled {
     let queue = &services.queue;
+    let route = assigned.route;
     // Laravel's order: the bookkeeping before the delete or the failure
     // reaches the queue, whatever the driver. Its future is made (and
     // boxed) only for a job that has some: most jobs have none.
-    if has_books(job, route, verdict, services) {
-        Box::pin(keep_books(job, route, verdict, services)).await;
+    if has_books(job, assigned.books, verdict, services) {
+        Box::pin(keep_books(job, assigned, verdict, services)).await;
     }
     let (done, landed, hook) = match verdict {
         Verdict::Delete => (
@@ -172,21 +174,16 @@ pub async fn settle(
 }
 
 /// Whether [`keep_books`] has anything to do for `job` and `verdict`.
-fn has_books(
-    job: &ReservedJob,
-    route: Option<&Route>,
-    verdict: &Verdict,
-    services: &Services,
-) -> bool {
+fn has_books(job: &ReservedJob, books: Books<'_>, verdict: &Verdict, services: &Services) -> bool {
     let failed = match verdict {
         Verdict::Delete => false,
         Verdict::Fail { .. } => true,
         Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => return false,
     };
-    match services.bookkeeping.books(job, route, &services.router) {
-        Books::Laravel => false,
+    match books {
+        Books::Laravel | Books::Nothing => false,
         Books::Finish(_) => failed,
-        Books::Worker | Books::NoBridge(_) => services.bookkeeping.has_work(job, route),
+        Books::Worker | Books::NoBridge(_) => services.bookkeeping.has_work(job, books),
     }
 }
 
@@ -197,7 +194,7 @@ fn has_books(
 /// [`super::process`]), else the worker's own writes.
 async fn keep_books(
     job: &ReservedJob,
-    route: Option<&Route>,
+    assigned: Assignment<'_>,
     verdict: &Verdict,
     services: &Services,
 ) {
@@ -206,8 +203,8 @@ async fn keep_books(
         Verdict::Fail { exception, .. } => (Ending::Failure, Some(exception.to_string())),
         Verdict::Release { .. } | Verdict::HandBack { .. } | Verdict::LeaseLost => return,
     };
-    match services.bookkeeping.books(job, route, &services.router) {
-        Books::Laravel => {}
+    match assigned.books {
+        Books::Laravel | Books::Nothing => {}
         // A successful run's finish came before its verdict (`process`).
         Books::Finish(_) if failure.is_none() => {}
         Books::Finish(finisher) => {
@@ -216,7 +213,12 @@ async fn keep_books(
             let _ = Box::pin(finish(job, finisher, failure.as_deref(), services)).await;
         }
         Books::Worker | Books::NoBridge(_) => {
-            Box::pin(services.bookkeeping.before_settle(job, route, ending)).await;
+            Box::pin(
+                services
+                    .bookkeeping
+                    .before_settle(job, assigned.route, ending),
+            )
+            .await;
         }
     }
 }

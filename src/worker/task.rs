@@ -2,12 +2,14 @@
 //! ([`process`](super::process)), settle ([`settle`](super::settle)),
 //! emit [`settled`](super::events::JobEvents::settled).
 //!
-//! The route is looked up once, here, and travels with the job to both
-//! the run and the failed hook.
+//! The route and the job's books are decided once, here
+//! ([`Assignment`]), and travel with the job to the run, the finish, the
+//! settle and the failed hook.
 
 use std::time::Instant;
 
 use super::Services;
+use super::assignment::Assignment;
 use super::events::JobEvents;
 use super::process::decide;
 use super::settle::settle;
@@ -35,9 +37,9 @@ pub async fn run_job(
     let [ticket, settled] = tickets;
     let started = Instant::now();
     let reserved_at = std::time::SystemTime::now();
-    let route = services.router.route(job.display_name(), &job.queue.name);
+    let assigned = Assignment::of(&job, services);
     let verdict = tokio::select! {
-        verdict = decide(&job, route, services, ticket) => verdict,
+        verdict = decide(&job, assigned, services, ticket) => verdict,
         () = drain_deadline(services) => Verdict::Release {
             delay: 0,
             exception: Some(JobException::new(
@@ -51,7 +53,7 @@ pub async fn run_job(
     }
     let outcome = settle(
         &job,
-        route,
+        assigned,
         &verdict,
         services,
         settled,
