@@ -35,13 +35,14 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::balance::{Balanced, changed_or_never};
+use super::balance::{Balanced, first_or_never};
 use super::cache_signals::CacheSignals;
 use super::drain::{Deadline, InFlight};
 use super::events::JobEvents;
 use super::fetch::{self, Fetched, IdleWait, fetch_limit, idle_wait};
 use super::progress::{Poll, Progress, StopInputs};
 use super::received;
+use super::should_run::should_run;
 use super::slot::{Settling, Slot};
 use super::stop::{self, StopReason};
 use super::{Services, task, unrecorded};
@@ -254,7 +255,11 @@ impl Daemon {
                     self.services.options.sleep
                 };
                 let room = self.balanced.as_ref().map(Balanced::room_changed);
-                self.pause_unless(sleep, changed_or_never(room)).await;
+                let ran_out = self
+                    .in_flight
+                    .ran_out(self.services.options.stop_when_empty);
+                self.pause_unless(sleep, first_or_never(room, ran_out))
+                    .await;
             }
             Reserved::Failed => {
                 drop(permits);
@@ -391,9 +396,16 @@ impl Daemon {
         // idle wait.
         let room_changed = self.balanced.as_mut().map(Balanced::watch_room);
         let (active, counts, skipped_busy) = self.pollable(count);
+        // `--stop-when-empty` while jobs run: the poll cannot tell.
+        let ran_out = self
+            .in_flight
+            .ran_out(self.services.options.stop_when_empty);
+        let running = ran_out.is_some();
         if active.is_empty() {
-            self.progress
-                .polled(poll_of(&Reserved::Nothing { waited: false }, skipped_busy));
+            self.progress.polled(poll_of(
+                &Reserved::Nothing { waited: false },
+                skipped_busy || running,
+            ));
             return Reserved::Nothing { waited: false };
         }
         // A SIGUSR2 or maintenance mode that comes during the idle wait
@@ -404,7 +416,7 @@ impl Daemon {
         let interrupted = async move {
             tokio::select! {
                 () = quit => {}
-                () = changed_or_never(room_changed) => {}
+                () = first_or_never(room_changed, ran_out) => {}
             }
         };
         let fetch = fetch::next_jobs(
@@ -422,7 +434,8 @@ impl Daemon {
             self.services.events.migrated(&migrated);
         }
         let reserved = self.reserved(fetched);
-        self.progress.polled(poll_of(&reserved, skipped_busy));
+        self.progress
+            .polled(poll_of(&reserved, skipped_busy || running));
         reserved
     }
 
@@ -571,29 +584,13 @@ impl Daemon {
     }
 }
 
-/// What a reservation attempt tells the stop conditions: a queue left out
-/// while its jobs ran (`skipped_busy`) means the queues are not known to
-/// be empty.
-fn poll_of(reserved: &Reserved, skipped_busy: bool) -> Poll {
+/// What a reservation attempt tells the stop conditions: with
+/// `inconclusive` (a queue left out while its jobs ran, or jobs running
+/// with `--stop-when-empty`) the queues are not known to be empty.
+fn poll_of(reserved: &Reserved, inconclusive: bool) -> Poll {
     match reserved {
         Reserved::Failed => Poll::Failed,
-        Reserved::Nothing { .. } if !skipped_busy => Poll::Empty,
+        Reserved::Nothing { .. } if !inconclusive => Poll::Empty,
         Reserved::Jobs(_) | Reserved::Nothing { .. } => Poll::Found,
-    }
-}
-
-/// `daemonShouldRun` (see [`Daemon::should_run`]): `control` says no
-/// SIGUSR2 pause, and `down_file` (the maintenance file, `None` with
-/// `--force`) does not exist.
-fn should_run(control: &watch::Receiver<Control>, down_file: Option<&std::path::Path>) -> bool {
-    if control.borrow().paused {
-        return false;
-    }
-    match down_file {
-        Some(file) if file.exists() => {
-            tracing::debug!("the application is down for maintenance");
-            false
-        }
-        _ => true,
     }
 }

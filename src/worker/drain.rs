@@ -91,6 +91,18 @@ impl InFlight {
         async move { starts.until_all_reached().await }
     }
 
+    /// With `--stop-when-empty` (`asked`) while jobs run: resolves once
+    /// every one of them (and any started meanwhile) has finished
+    /// settling; `None` otherwise. A poll made while jobs run does not show
+    /// the queues empty: a running job may still push one (a chain's next
+    /// job, a dispatch from its handler), which the next poll of Laravel's
+    /// one-job loop would find. So the loop's idle waits end as the last of
+    /// them settles, for the poll that can tell.
+    pub fn ran_out(&self, asked: bool) -> Option<impl Future<Output = ()> + use<>> {
+        let settling = self.settling.clone();
+        (asked && !self.is_empty()).then_some(async move { settling.until_all_reached().await })
+    }
+
     /// Waits for the jobs in flight within `deadline`, beating `pulse`.
     pub async fn drain(&mut self, deadline: &Deadline, pulse: &Pulse) {
         if !self.is_empty() {

@@ -47,6 +47,7 @@ pub mod process;
 pub mod progress;
 pub mod received;
 pub mod settle;
+pub mod should_run;
 pub mod slot;
 pub mod starts;
 pub mod stop;

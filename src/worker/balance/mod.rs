@@ -185,3 +185,15 @@ pub async fn changed_or_never(room: Option<impl Future<Output = ()>>) {
         None => std::future::pending().await,
     }
 }
+
+/// Resolves when `a` or `b` resolves, whichever is given; never with
+/// neither.
+pub async fn first_or_never(
+    a: Option<impl Future<Output = ()>>,
+    b: Option<impl Future<Output = ()>>,
+) {
+    tokio::select! {
+        () = changed_or_never(a) => {}
+        () = changed_or_never(b) => {}
+    }
+}
