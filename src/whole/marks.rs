@@ -13,7 +13,6 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use memchr::memmem::Finder;
 
 use serde::Deserialize;
@@ -21,81 +20,27 @@ use serde_json::value::RawValue;
 
 use crate::cache::php::unserialize_string;
 
-/// The signs of bookkeeping a payload's JSON text may show, each a
-/// pattern of [`SIGNS`], in its order.
-const SIGN_PATTERNS: [&[u8]; 7] = [
-    // `data.batchId` a string (12.51+), and the command's `batchId`
-    // property a string, as they stand in the payload's JSON text.
-    br#""batchId":""#,
-    br#"s:7:\"batchId\";s:"#,
-    b"laravel_unique_job_key",
-    br#"s:8:\"uniqueId\";"#,
-    // `"command":"O:` (a plain serialized command) is found where it
-    // stands, `"command"` alone elsewhere (leftmost-longest).
-    br#""command":"O:"#,
-    br#""command""#,
-    // A serialized `chained` array's start.
-    br#"s:7:\"chained\";a:"#,
-];
-
-/// One automaton for every sign, built once: a payload is read once for
-/// all of them (where seven searches read it seven times).
-static SIGNS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .match_kind(MatchKind::LeftmostLongest)
-        .build(SIGN_PATTERNS)
-        .ok()
-});
-
-/// A serialized `chained` array's start in a decoded command.
-static CHAINED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#"s:7:"chained";a:"#));
-
-/// What one read of a payload's text shows of its bookkeeping, before any
-/// parse ([`Signs::of`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Signs {
-    /// `data.batchId` or the command's `batchId` is a string.
-    pub batch: bool,
-    /// A unique lock's key (11.39+) or a command's `uniqueId` is named.
-    pub unique: bool,
-    /// `"command":"O:`: a plain serialized command.
-    pub command_object: bool,
-    /// `"command"` anywhere.
-    pub command: bool,
-    /// A `chained` array with a count above zero.
-    pub chain: bool,
+/// A searcher for `$bytes`, built once rather than at each search: every
+/// payload a non-PHP handler runs is searched for these, up to four
+/// times.
+macro_rules! needle {
+    ($name:ident, $bytes:expr) => {
+        static $name: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new($bytes));
+    };
 }
 
-impl Signs {
-    /// The signs of the payload `raw`, in one pass over its bytes.
-    pub fn of(raw: &[u8]) -> Signs {
-        let mut signs = Signs::default();
-        let Some(automaton) = SIGNS.as_ref() else {
-            // Never: the patterns are fixed. Every sign set makes every
-            // check parse the payload, which is slow but right.
-            return Signs {
-                batch: true,
-                unique: true,
-                command_object: false,
-                command: true,
-                chain: false,
-            };
-        };
-        for found in automaton.find_iter(raw) {
-            match found.pattern().as_usize() {
-                0 | 1 => signs.batch = true,
-                2 | 3 => signs.unique = true,
-                4 => {
-                    signs.command_object = true;
-                    signs.command = true;
-                }
-                5 => signs.command = true,
-                _ => signs.chain |= count_above_zero(&raw[found.end()..]),
-            }
-        }
-        signs
-    }
-}
+// `data.batchId` a string (12.51+), and the command's `batchId` property
+// a string, as they stand in the payload's JSON text.
+needle!(BATCH_IN_DATA, br#""batchId":""#);
+needle!(BATCH_IN_COMMAND, br#"s:7:\"batchId\";s:"#);
+needle!(UNIQUE_KEY, b"laravel_unique_job_key");
+needle!(UNIQUE_ID, br#"s:8:\"uniqueId\";"#);
+needle!(COMMAND, br#""command""#);
+needle!(COMMAND_OBJECT, br#""command":"O:"#);
+// A serialized `chained` array's start, in the JSON text and in the
+// decoded command.
+needle!(CHAINED_IN_JSON, br#"s:7:\"chained\";a:"#);
+needle!(CHAINED, br#"s:7:"chained";a:"#);
 
 /// The unique lock a job holds, as its payload's context names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,15 +119,15 @@ impl Marks {
     /// batch or lock (for a configured unique class whose lock key needs
     /// only its class).
     pub fn read_with(raw: &[u8], always: bool) -> Marks {
-        Self::read_signed(raw, Signs::of(raw), always)
-    }
-
-    /// [`Marks::read_with`] of a payload whose [`Signs`] were read.
-    pub fn read_signed(raw: &[u8], signs: Signs, always: bool) -> Marks {
         // Most jobs carry neither (12.x payloads always have a
         // `"batchId":null`): skip the parse unless a batch id is a string
         // (in `data` or in the command) or a lock is named.
-        if !signs.batch && !signs.unique && !always {
+        if !contains(raw, &BATCH_IN_DATA)
+            && !contains(raw, &BATCH_IN_COMMAND)
+            && !contains(raw, &UNIQUE_KEY)
+            && !contains(raw, &UNIQUE_ID)
+            && !always
+        {
             return Marks::default();
         }
         let Ok(fields) = serde_json::from_slice::<Fields<'_>>(raw) else {
@@ -288,56 +233,52 @@ pub enum NeedsPhp {
 /// encrypted command (`data.command` not starting with `O:`). `None` for
 /// a job pushed by name (no `data.command`) or a payload that is not
 /// JSON. Plain jobs are not parsed: `"command":"O:` without a chain mark
-/// answers at once. `signs`: `raw`'s [`Signs`], read once per job.
-pub fn needs_php(raw: &[u8], signs: Signs) -> Option<NeedsPhp> {
-    if signs.chain {
+/// answers at once.
+pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
+    let chain = has_chain(raw, &CHAINED_IN_JSON);
+    if chain {
         return Some(NeedsPhp::Chain);
     }
-    if signs.command_object || !signs.command {
-        return signs.batch.then_some(NeedsPhp::Batch);
+    if contains(raw, &COMMAND_OBJECT) || !contains(raw, &COMMAND) {
+        return in_batch(raw).then_some(NeedsPhp::Batch);
     }
     let fields = serde_json::from_slice::<Fields<'_>>(raw).ok()?;
     let data = serde_json::from_str::<Data<'_>>(fields.data?.get()).ok()?;
     let command = data.command?;
     if !command.starts_with("O:") {
         Some(NeedsPhp::Encrypted)
-    } else if CHAINED
-        .find_iter(command.as_bytes())
-        .any(|at| count_above_zero(&command.as_bytes()[at + CHAINED.needle().len()..]))
-    {
+    } else if has_chain(command.as_bytes(), &CHAINED) {
         Some(NeedsPhp::Chain)
     } else {
-        signs.batch.then_some(NeedsPhp::Batch)
+        in_batch(raw).then_some(NeedsPhp::Batch)
     }
 }
 
-/// Whether `rest` starts with a count above zero (the `N` of a serialized
-/// array's `a:N:{`).
-fn count_above_zero(rest: &[u8]) -> bool {
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    digits > 0 && rest[..digits].iter().any(|&b| b != b'0')
+/// Whether `raw` names a batch: `data.batchId` a string (12.51+), or the
+/// command's `batchId` property a string (`s:7:"batchId";s:`); 12.x's
+/// `"batchId":null` is not one.
+fn in_batch(raw: &[u8]) -> bool {
+    contains(raw, &BATCH_IN_DATA) || contains(raw, &BATCH_IN_COMMAND)
+}
+
+/// Whether `haystack` has `mark` (a serialized `chained` array's start)
+/// followed by a count above zero.
+fn has_chain(haystack: &[u8], mark: &Finder<'_>) -> bool {
+    let len = mark.needle().len();
+    mark.find_iter(haystack).any(|at| {
+        let count = &haystack[at + len..];
+        let digits = count.iter().take_while(|b| b.is_ascii_digit()).count();
+        digits > 0 && count[..digits].iter().any(|&b| b != b'0')
+    })
+}
+
+fn contains(haystack: &[u8], needle: &Finder<'_>) -> bool {
+    needle.find(haystack).is_some()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn one_read_finds_every_sign() {
-        let plain = br#"{"data":{"command":"O:5:\"App\\A\":0:{}","batchId":null}}"#;
-        let signs = Signs::of(plain);
-        assert!(signs.command && signs.command_object);
-        assert!(!signs.batch && !signs.unique && !signs.chain);
-        let spaced = br#"{"data":{"command": "O:5:x"}}"#;
-        let signs = Signs::of(spaced);
-        assert!(signs.command && !signs.command_object, "{signs:?}");
-        let all = br#"{"data":{"batchId":"b","command":"O:1:\"A\":1:{s:7:\"chained\";a:1:{}}"},"x":"laravel_unique_job_key"}"#;
-        let signs = Signs::of(all);
-        assert!(signs.batch && signs.unique && signs.chain && signs.command_object);
-        let empty_chain = br#"{"data":{"command":"O:1:\"A\":1:{s:7:\"chained\";a:0:{}}"}}"#;
-        assert!(!Signs::of(empty_chain).chain);
-        assert_eq!(Signs::of(b"not json"), Signs::default());
-    }
 
     #[test]
     fn reads_the_unique_lock_of_a_12_payload() {
@@ -385,44 +326,25 @@ mod tests {
     #[test]
     fn which_jobs_need_php() {
         let chain = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:2:{i:0;s:3:\"abc\";i:1;s:3:\"def\";}}"}}"#;
-        assert_eq!(needs_php(chain, Signs::of(chain)), Some(NeedsPhp::Chain));
+        assert_eq!(needs_php(chain), Some(NeedsPhp::Chain));
         let last = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:0:{}}"}}"#;
-        assert_eq!(
-            needs_php(last, Signs::of(last)),
-            None,
-            "the chain's last job"
-        );
+        assert_eq!(needs_php(last), None, "the chain's last job");
         let ten = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:10:{}}"}}"#;
-        assert_eq!(needs_php(ten, Signs::of(ten)), Some(NeedsPhp::Chain));
+        assert_eq!(needs_php(ten), Some(NeedsPhp::Chain));
         let encrypted = br#"{"data":{"commandName":"X","command":"eyJpdiI6Ij"}}"#;
-        assert_eq!(
-            needs_php(encrypted, Signs::of(encrypted)),
-            Some(NeedsPhp::Encrypted)
-        );
+        assert_eq!(needs_php(encrypted), Some(NeedsPhp::Encrypted));
         let spaced = br#"{"data": {"command": "O:1:\"X\":0:{}"}}"#;
-        assert_eq!(needs_php(spaced, Signs::of(spaced)), None);
+        assert_eq!(needs_php(spaced), None);
         let by_name = br#"{"job":"App\\Jobs\\X@handle","data":{"a":1}}"#;
-        assert_eq!(needs_php(by_name, Signs::of(by_name)), None);
-        assert_eq!(
-            needs_php(
-                b"not json \"command\":",
-                Signs::of(b"not json \"command\":")
-            ),
-            None
-        );
+        assert_eq!(needs_php(by_name), None);
+        assert_eq!(needs_php(b"not json \"command\":"), None);
         let batched = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"batchId\";s:3:\"b-1\";}"}}"#;
-        assert_eq!(
-            needs_php(batched, Signs::of(batched)),
-            Some(NeedsPhp::Batch)
-        );
+        assert_eq!(needs_php(batched), Some(NeedsPhp::Batch));
         let by_data = br#"{"data":{"batchId":"b-1","command":"O:1:\"X\":0:{}"}}"#;
-        assert_eq!(
-            needs_php(by_data, Signs::of(by_data)),
-            Some(NeedsPhp::Batch)
-        );
+        assert_eq!(needs_php(by_data), Some(NeedsPhp::Batch));
         let unbatched =
             br#"{"data":{"batchId":null,"command":"O:1:\"X\":1:{s:7:\"batchId\";N;}"}}"#;
-        assert_eq!(needs_php(unbatched, Signs::of(unbatched)), None);
+        assert_eq!(needs_php(unbatched), None);
     }
 
     #[test]

@@ -59,7 +59,7 @@ async fn bounded<T>(
             ))
         })
 }
-pub use marks::{Marks, NeedsPhp, Signs, UniqueLock, needs_php};
+pub use marks::{Marks, NeedsPhp, UniqueLock, needs_php};
 pub use unique::LockStore;
 
 /// Whether Laravel's own code did (or, for a failure, will do in the
@@ -295,8 +295,8 @@ impl Bookkeeping {
     /// otherwise the worker, when the payload names a lock or a batch or
     /// a class is configured ([`Marks::read_with`]), else nothing. Off
     /// (`enabled = false`): nothing. Decided once per job
-    /// (`crate::worker::assignment`): a plain job pays one read of its
-    /// payload's bytes here ([`Signs::of`]) and none later.
+    /// (`crate::worker::assignment`): a plain job pays seven byte scans of
+    /// its payload here and none later.
     pub fn books<'r>(
         &self,
         job: &ReservedJob,
@@ -309,14 +309,13 @@ impl Bookkeeping {
         if done_by_laravel(route) {
             return Books::Laravel;
         }
-        let signs = Signs::of(&job.raw);
-        if let Some(needs) = needs_php(&job.raw, signs) {
+        if let Some(needs) = needs_php(&job.raw) {
             return match router.finisher(inner.finish_with.as_deref()) {
                 Some(finisher) => Books::Finish(finisher),
                 None => Books::NoBridge(needs),
             };
         }
-        if Marks::read_signed(&job.raw, signs, inner.has_classes()) == Marks::default() {
+        if Marks::read_with(&job.raw, inner.has_classes()) == Marks::default() {
             Books::Nothing
         } else {
             Books::Worker
