@@ -11,7 +11,9 @@
 //! are written by them.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
+use memchr::memmem::Finder;
 use serde::Deserialize;
 
 use super::Trim;
@@ -38,16 +40,23 @@ pub struct Extra {
     pushed_at: Option<serde_json::Value>,
 }
 
+/// The searchers for Horizon's payload fields, built once: a job's
+/// payload is searched for them a few times per step, and a searcher
+/// built at each search (`memmem::find`) cost more than the search.
+static FIELDS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    [
+        Finder::new(b"\"tags\""),
+        Finder::new(b"\"silenced\""),
+        Finder::new(b"\"retry_of\""),
+        Finder::new(b"\"pushedAt\""),
+    ]
+});
+
 impl Extra {
     /// The fields of `payload`; a payload that names none of them (one
     /// pushed without Horizon) is not parsed again.
     pub fn of(payload: &[u8]) -> Self {
-        let named = |field: &[u8]| memchr::memmem::find(payload, field).is_some();
-        if !(named(b"\"tags\"")
-            || named(b"\"silenced\"")
-            || named(b"\"retry_of\"")
-            || named(b"\"pushedAt\""))
-        {
+        if !FIELDS.iter().any(|field| field.find(payload).is_some()) {
             return Extra::default();
         }
         serde_json::from_slice(payload).unwrap_or_default()
