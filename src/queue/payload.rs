@@ -33,8 +33,14 @@ pub const MAX_JSON_DEPTH: usize = 511;
 pub struct Payload {
     /// The payload bytes, shared with the job (for `data.command`).
     raw: Bytes,
-    /// Where the `data` value lies in `raw`.
-    data: Option<Range<usize>>,
+    /// Where the body of the `data.command` string lies in `raw` (between
+    /// its quotes, still JSON-escaped).
+    command: Option<Range<usize>>,
+    /// Whether `data.batchId` is a non-empty string (12.51+ writes the
+    /// batch's id there; `null` otherwise).
+    batch_in_data: bool,
+    /// Where the `illuminate:log:context` value lies in `raw` (11.x+).
+    context: Option<Range<usize>>,
     attempts: u64,
     uuid: Option<String>,
     id: Option<String>,
@@ -118,10 +124,17 @@ impl Payload {
             }
         };
         let base = raw.as_ptr() as usize;
-        let data = fields.data.map(|d| {
-            let start = d.get().as_ptr() as usize - base;
-            start..start + d.get().len()
-        });
+        let range_of = |text: &str| {
+            let start = text.as_ptr() as usize - base;
+            start..start + text.len()
+        };
+        let data = fields.data.unwrap_or_default();
+        let command = data
+            .command
+            .and_then(|c| c.get().strip_prefix('"')?.strip_suffix('"'))
+            .map(range_of);
+        let batch_in_data = matches!(&data.batch_id, Some(Scalar::Str(id)) if !id.is_empty());
+        let context = fields.context.map(|c| range_of(c.get()));
         let uint = |s: Option<Scalar<'_>>| s.as_ref().and_then(Scalar::as_u64);
         let payload = Payload {
             attempts,
@@ -146,7 +159,9 @@ impl Payload {
             timeout_at: fields.timeout_at.as_ref().and_then(Scalar::as_i64),
             backoff: fields.backoff.and_then(Backoff::into_list),
             delay: fields.delay.and_then(Backoff::into_list),
-            data,
+            command,
+            batch_in_data,
+            context,
             raw: Bytes::new(),
         };
         Ok(Payload { raw, ..payload })
@@ -278,18 +293,28 @@ impl Payload {
     /// The `data.command` string as it sits in the payload: the body of a
     /// JSON string, still escaped (read as it is; see [`command::Text`]).
     fn command_text(&self) -> Option<command::Text<'_>> {
-        #[derive(Deserialize)]
-        struct Data<'a> {
-            #[serde(borrow, default)]
-            command: Option<&'a RawValue>,
-        }
-        let range = self.data.clone()?;
-        let data = self.raw.get(range)?;
-        // `data` may be anything; only an object with a string `command`
-        // counts. Its other fields are skipped without recursion.
-        let command = serde_json::from_slice::<Data<'_>>(data).ok()?.command?;
-        let body = command.get().strip_prefix('"')?.strip_suffix('"')?;
-        Some(command::Text::JsonEscaped(body.as_bytes()))
+        self.command_body().map(command::Text::JsonEscaped)
+    }
+
+    /// The body of the `data.command` string, between its quotes and still
+    /// JSON-escaped (`O:12:\"App\\Jobs\\Foo\":0:{}`, or an encrypted
+    /// command's text), located by the parse: `None` when `data` is not an
+    /// object with a string `command` (a job pushed by name).
+    pub fn command_body(&self) -> Option<&[u8]> {
+        self.raw.get(self.command.clone()?)
+    }
+
+    /// Whether `data.batchId` is a non-empty string: the job's batch, as
+    /// Laravel 12.51+ names it beside the command.
+    pub fn batch_in_data(&self) -> bool {
+        self.batch_in_data
+    }
+
+    /// The `illuminate:log:context` value as JSON text (Laravel 11+'s
+    /// `Context`, which carries a unique job's lock since 11.39), located
+    /// by the parse.
+    pub fn context(&self) -> Option<&[u8]> {
+        self.raw.get(self.context.clone()?)
     }
 }
 
@@ -311,7 +336,8 @@ struct Fields<'a> {
     timeout_at: Option<Scalar<'a>>,
     backoff: Option<Backoff<'a>>,
     delay: Option<Backoff<'a>>,
-    data: Option<&'a RawValue>,
+    data: Option<DataFields<'a>>,
+    context: Option<&'a RawValue>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
@@ -340,6 +366,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                         "backoff" => fields.backoff = Some(map.next_value()?),
                         "delay" => fields.delay = Some(map.next_value()?),
                         "data" => fields.data = Some(map.next_value()?),
+                        "illuminate:log:context" => fields.context = Some(map.next_value()?),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -349,6 +376,63 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             }
         }
         deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+/// The two fields of `data` the worker reads, located in the same walk
+/// as the payload's own fields (the rest, the command's text included, is
+/// skipped once): `command` as it stands in the text, and `batchId`. A
+/// `data` that is not an object (PHP's empty array `[]`, say) has neither.
+#[derive(Default)]
+struct DataFields<'a> {
+    command: Option<&'a RawValue>,
+    batch_id: Option<Scalar<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for DataFields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DataVisitor;
+        impl<'de> Visitor<'de> for DataVisitor {
+            type Value = DataFields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataFields<'de>, A::Error> {
+                let mut data = DataFields::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "command" => data.command = Some(map.next_value()?),
+                        "batchId" => data.batch_id = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(data)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<DataFields<'de>, A::Error> {
+                ScalarVisitor.visit_seq(seq).map(|_| DataFields::default())
+            }
+            fn visit_unit<E>(self) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<DataFields<'de>, E> {
+                Ok(DataFields::default())
+            }
+        }
+        deserializer.deserialize_any(DataVisitor)
     }
 }
 
@@ -584,6 +668,28 @@ pub fn php_int(s: &str) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_the_batch_and_the_context_are_located_by_the_parse() {
+        let raw = br#"{"data":{"batchId":"b-1","command":"O:1:\"X\":0:{}"},"illuminate:log:context":{"hidden":[]},"attempts":1}"#;
+        let payload = Payload::parse(raw.to_vec()).unwrap();
+        assert_eq!(
+            payload.command_body(),
+            Some(br#"O:1:\"X\":0:{}"#.as_slice())
+        );
+        assert!(payload.batch_in_data());
+        assert_eq!(payload.context(), Some(br#"{"hidden":[]}"#.as_slice()));
+        for other in [
+            r#"{"data":[]}"#,
+            r#"{"data":{"command":1,"batchId":null}}"#,
+            "{}",
+        ] {
+            let payload = Payload::parse_stored(other.as_bytes().to_vec()).unwrap();
+            assert_eq!(payload.command_body(), None, "{other}");
+            assert!(!payload.batch_in_data(), "{other}");
+            assert_eq!(payload.context(), None, "{other}");
+        }
+    }
 
     const LARAVEL8: &str = r#"{"uuid":"7c9c3e2a-1b1e-4f0e-9a55-2b6f6f0b1a11","displayName":"App\\Jobs\\Foo","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":{"commandName":"App\\Jobs\\Foo","command":"O:12:\"App\\Jobs\\Foo\":0:{}"},"id":"abcdefghijabcdefghijabcdefghij12","attempts":0}"#;
 

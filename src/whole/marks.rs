@@ -19,28 +19,102 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::cache::php::unserialize_string;
+use crate::queue::Payload;
 
-/// A searcher for `$bytes`, built once rather than at each search: every
-/// payload a non-PHP handler runs is searched for these, up to four
-/// times.
+/// A searcher for `$bytes`, built once rather than at each search.
 macro_rules! needle {
     ($name:ident, $bytes:expr) => {
         static $name: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new($bytes));
     };
 }
 
-// `data.batchId` a string (12.51+), and the command's `batchId` property
-// a string, as they stand in the payload's JSON text.
-needle!(BATCH_IN_DATA, br#""batchId":""#);
-needle!(BATCH_IN_COMMAND, br#"s:7:\"batchId\";s:"#);
+// A serialized property of seven letters (`chained`, `batchId`), as it
+// stands in the command's JSON-escaped text: `s:7:\"`.
+needle!(PROPERTY_7, br#"s:7:\""#);
 needle!(UNIQUE_KEY, b"laravel_unique_job_key");
-needle!(UNIQUE_ID, br#"s:8:\"uniqueId\";"#);
-needle!(COMMAND, br#""command""#);
-needle!(COMMAND_OBJECT, br#""command":"O:"#);
-// A serialized `chained` array's start, in the JSON text and in the
-// decoded command.
-needle!(CHAINED_IN_JSON, br#"s:7:\"chained\";a:"#);
-needle!(CHAINED, br#"s:7:"chained";a:"#);
+
+/// What a payload shows of the bookkeeping around its job, read from the
+/// parts its parse located ([`Payload::command_body`],
+/// [`Payload::batch_in_data`], [`Payload::context`]): one search of the
+/// command for its seven-letter properties, one of the (short) context.
+/// Every job a non-PHP handler runs is asked this once
+/// (`crate::worker::assignment`), so a plain job pays only that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Signs {
+    /// `data.command` is a string (the job is a queued command, not one
+    /// pushed by name).
+    command: bool,
+    /// The command is encrypted (`ShouldBeEncrypted`): it does not start
+    /// with `O:`, so its properties cannot be read.
+    encrypted: bool,
+    /// A serialized `chained` array with a count above zero.
+    chain: bool,
+    /// A batch id: `data.batchId` (12.51+) or the command's `batchId`
+    /// property a string.
+    batch: bool,
+    /// The context names a unique lock (`laravel_unique_job_key`, 11.39+).
+    unique_key: bool,
+}
+
+impl Signs {
+    /// The signs of `payload`.
+    pub fn of(payload: &Payload) -> Signs {
+        let mut signs = Signs {
+            batch: payload.batch_in_data(),
+            unique_key: payload
+                .context()
+                .is_some_and(|c| UNIQUE_KEY.find(c).is_some()),
+            ..Signs::default()
+        };
+        let Some(command) = payload.command_body() else {
+            return signs;
+        };
+        signs.command = true;
+        if !command.starts_with(b"O:") {
+            signs.encrypted = true;
+            return signs;
+        }
+        let len = PROPERTY_7.needle().len();
+        for at in PROPERTY_7.find_iter(command) {
+            let rest = &command[at + len..];
+            if let Some(count) = rest.strip_prefix(br#"chained\";a:"#.as_slice()) {
+                signs.chain |= positive_count(count);
+            } else if rest.starts_with(br#"batchId\";s:"#) {
+                signs.batch = true;
+            }
+        }
+        signs
+    }
+
+    /// What of the job's bookkeeping only PHP can do: a non-empty
+    /// `chained` (a false sign costs one finish call, a missed one would
+    /// drop a chain), an encrypted command, or a batch. `None` for a job
+    /// pushed by name outside a batch, or a plain command.
+    pub fn needs_php(self) -> Option<NeedsPhp> {
+        if self.chain {
+            Some(NeedsPhp::Chain)
+        } else if self.encrypted {
+            Some(NeedsPhp::Encrypted)
+        } else if self.batch {
+            Some(NeedsPhp::Batch)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the payload names a batch or a unique lock: the marks the
+    /// worker can keep the books of itself ([`Marks::read_with`]).
+    pub fn marked(self) -> bool {
+        self.batch || self.unique_key
+    }
+}
+
+/// Whether `count`, the text after a serialized array's `a:`, starts with
+/// a number above zero.
+fn positive_count(count: &[u8]) -> bool {
+    let digits = count.iter().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && count[..digits].iter().any(|&b| b != b'0')
+}
 
 /// The unique lock a job holds, as its payload's context names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,25 +183,20 @@ impl Marks {
     /// with no sign of either (tests).
     #[cfg(test)]
     pub fn read(raw: &[u8]) -> Marks {
-        Self::read_with(raw, false)
+        let signs = Payload::parse_stored(raw.to_vec())
+            .map(|p| Signs::of(&p))
+            .unwrap_or_default();
+        Self::read_with(raw, signs, false)
     }
 
-    /// The marks of the payload `raw` (JSON). A payload that is not JSON,
-    /// or whose parts have other shapes, has none (PHP's `unserialize`
-    /// of a value that is not a string gives no lock either). With
-    /// `always`, the payload is parsed even when it shows no sign of a
-    /// batch or lock (for a configured unique class whose lock key needs
-    /// only its class).
-    pub fn read_with(raw: &[u8], always: bool) -> Marks {
-        // Most jobs carry neither (12.x payloads always have a
-        // `"batchId":null`): skip the parse unless a batch id is a string
-        // (in `data` or in the command) or a lock is named.
-        if !contains(raw, &BATCH_IN_DATA)
-            && !contains(raw, &BATCH_IN_COMMAND)
-            && !contains(raw, &UNIQUE_KEY)
-            && !contains(raw, &UNIQUE_ID)
-            && !always
-        {
+    /// The marks of the payload `raw` (JSON), whose [`Signs`] are `signs`.
+    /// A payload that is not JSON, or whose parts have other shapes, has
+    /// none (PHP's `unserialize` of a value that is not a string gives no
+    /// lock either). Most jobs carry neither a batch nor a lock and are
+    /// not parsed again; with `always` they are (for a configured unique
+    /// class, whose lock key needs only its class and `uniqueId`).
+    pub fn read_with(raw: &[u8], signs: Signs, always: bool) -> Marks {
+        if !signs.marked() && !always {
             return Marks::default();
         }
         let Ok(fields) = serde_json::from_slice::<Fields<'_>>(raw) else {
@@ -227,55 +296,6 @@ pub enum NeedsPhp {
     Batch,
 }
 
-/// What of `raw`'s bookkeeping only PHP can do: a non-empty `chained`
-/// (`s:7:"chained";a:N:{` with N > 0, anywhere in the command: a false
-/// sign costs one finish call, a missed one would drop a chain), or an
-/// encrypted command (`data.command` not starting with `O:`). `None` for
-/// a job pushed by name (no `data.command`) or a payload that is not
-/// JSON. Plain jobs are not parsed: `"command":"O:` without a chain mark
-/// answers at once.
-pub fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
-    let chain = has_chain(raw, &CHAINED_IN_JSON);
-    if chain {
-        return Some(NeedsPhp::Chain);
-    }
-    if contains(raw, &COMMAND_OBJECT) || !contains(raw, &COMMAND) {
-        return in_batch(raw).then_some(NeedsPhp::Batch);
-    }
-    let fields = serde_json::from_slice::<Fields<'_>>(raw).ok()?;
-    let data = serde_json::from_str::<Data<'_>>(fields.data?.get()).ok()?;
-    let command = data.command?;
-    if !command.starts_with("O:") {
-        Some(NeedsPhp::Encrypted)
-    } else if has_chain(command.as_bytes(), &CHAINED) {
-        Some(NeedsPhp::Chain)
-    } else {
-        in_batch(raw).then_some(NeedsPhp::Batch)
-    }
-}
-
-/// Whether `raw` names a batch: `data.batchId` a string (12.51+), or the
-/// command's `batchId` property a string (`s:7:"batchId";s:`); 12.x's
-/// `"batchId":null` is not one.
-fn in_batch(raw: &[u8]) -> bool {
-    contains(raw, &BATCH_IN_DATA) || contains(raw, &BATCH_IN_COMMAND)
-}
-
-/// Whether `haystack` has `mark` (a serialized `chained` array's start)
-/// followed by a count above zero.
-fn has_chain(haystack: &[u8], mark: &Finder<'_>) -> bool {
-    let len = mark.needle().len();
-    mark.find_iter(haystack).any(|at| {
-        let count = &haystack[at + len..];
-        let digits = count.iter().take_while(|b| b.is_ascii_digit()).count();
-        digits > 0 && count[..digits].iter().any(|&b| b != b'0')
-    })
-}
-
-fn contains(haystack: &[u8], needle: &Finder<'_>) -> bool {
-    needle.find(haystack).is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +343,13 @@ mod tests {
         assert_eq!(Marks::read(encrypted).batch_id, None);
     }
 
+    /// What the payload `raw` needs PHP for; `None` for one that cannot
+    /// be parsed.
+    fn needs_php(raw: &[u8]) -> Option<NeedsPhp> {
+        let payload = Payload::parse_stored(raw.to_vec()).ok()?;
+        Signs::of(&payload).needs_php()
+    }
+
     #[test]
     fn which_jobs_need_php() {
         let chain = br#"{"data":{"command":"O:1:\"X\":1:{s:7:\"chained\";a:2:{i:0;s:3:\"abc\";i:1;s:3:\"def\";}}"}}"#;
@@ -345,13 +372,41 @@ mod tests {
         let unbatched =
             br#"{"data":{"batchId":null,"command":"O:1:\"X\":1:{s:7:\"batchId\";N;}"}}"#;
         assert_eq!(needs_php(unbatched), None);
+        let empty_id = br#"{"data":{"batchId":"","command":"O:1:\"X\":0:{}"}}"#;
+        assert_eq!(needs_php(empty_id), None);
+        let by_name_in_batch = br#"{"job":"X@handle","data":{"batchId":"b-1"}}"#;
+        assert_eq!(needs_php(by_name_in_batch), Some(NeedsPhp::Batch));
+        // A seven-letter value (the queue's name) before the chain.
+        let queue_first = br#"{"data":{"command":"O:1:\"X\":2:{s:5:\"queue\";s:7:\"default\";s:7:\"chained\";a:1:{i:0;s:1:\"a\";}}"}}"#;
+        assert_eq!(needs_php(queue_first), Some(NeedsPhp::Chain));
+        // The last key wins, as PHP's json_decode keeps it.
+        let repeated = br#"{"data":{"command":"eyJpdiI6","command":"O:1:\"X\":0:{}"}}"#;
+        assert_eq!(needs_php(repeated), None);
+        // The lock's key in the context, not elsewhere.
+        let plain = Payload::parse_stored(
+            br#"{"data":{"command":"O:1:\"X\":0:{}","laravel_unique_job_key":1}}"#.to_vec(),
+        )
+        .unwrap();
+        assert!(!Signs::of(&plain).marked());
     }
 
     #[test]
     fn the_unique_id_property() {
+        // Read where a unique class is configured (`always`): the property
+        // alone is no sign.
         let text = br#"{"data":{"commandName":"App\\Jobs\\P","command":"O:10:\"App\\Jobs\\P\":1:{s:8:\"uniqueId\";s:2:\"k1\";}"}}"#;
-        assert_eq!(Marks::read(text).unique_id.as_deref(), Some("k1"));
+        assert_eq!(
+            Marks::read_with(text, Signs::default(), true)
+                .unique_id
+                .as_deref(),
+            Some("k1")
+        );
         let int = br#"{"data":{"command":"O:1:\"P\":1:{s:8:\"uniqueId\";i:42;}"}}"#;
-        assert_eq!(Marks::read(int).unique_id.as_deref(), Some("42"));
+        assert_eq!(
+            Marks::read_with(int, Signs::default(), true)
+                .unique_id
+                .as_deref(),
+            Some("42")
+        );
     }
 }

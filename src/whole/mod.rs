@@ -59,7 +59,7 @@ async fn bounded<T>(
             ))
         })
 }
-pub use marks::{Marks, NeedsPhp, UniqueLock, needs_php};
+pub use marks::{Marks, NeedsPhp, Signs, UniqueLock};
 pub use unique::LockStore;
 
 /// Whether Laravel's own code did (or, for a failure, will do in the
@@ -248,7 +248,7 @@ impl Bookkeeping {
         match (books, &self.inner) {
             (Books::Worker, _) => true,
             (Books::NoBridge(_), Some(inner)) => {
-                Marks::read_with(&job.raw, inner.has_classes()) != Marks::default()
+                marks_of(job, inner.has_classes()) != Marks::default()
             }
             _ => false,
         }
@@ -264,7 +264,7 @@ impl Bookkeeping {
         if done_by_laravel(Some(route)) {
             return None;
         }
-        let marks = Marks::read_with(&job.raw, inner.has_classes());
+        let marks = marks_of(job, inner.has_classes());
         if let Some(lock) = &inner.lock_of(&marks)
             && inner.until_processing(job, &marks)
             && (job.attempt() <= 1 || lock.owner.is_some())
@@ -291,12 +291,12 @@ impl Bookkeeping {
     /// it): the one place this is decided. Laravel, when the bridge ran
     /// it ([`done_by_laravel`]); the bridge's finish mode (`router`'s
     /// [`Router::finisher`]) when its payload says it needs PHP
-    /// ([`needs_php`]: a chain, an encrypted command, a batch's job);
+    /// ([`Signs::needs_php`]: a chain, an encrypted command, a batch's job);
     /// otherwise the worker, when the payload names a lock or a batch or
     /// a class is configured ([`Marks::read_with`]), else nothing. Off
     /// (`enabled = false`): nothing. Decided once per job
-    /// (`crate::worker::assignment`): a plain job pays seven byte scans of
-    /// its payload here and none later.
+    /// (`crate::worker::assignment`): a plain job pays one search of its
+    /// command's text here ([`Signs::of`]) and none later.
     pub fn books<'r>(
         &self,
         job: &ReservedJob,
@@ -309,13 +309,14 @@ impl Bookkeeping {
         if done_by_laravel(route) {
             return Books::Laravel;
         }
-        if let Some(needs) = needs_php(&job.raw) {
+        let signs = signs_of(job);
+        if let Some(needs) = signs.needs_php() {
             return match router.finisher(inner.finish_with.as_deref()) {
                 Some(finisher) => Books::Finish(finisher),
                 None => Books::NoBridge(needs),
             };
         }
-        if Marks::read_with(&job.raw, inner.has_classes()) == Marks::default() {
+        if Marks::read_with(&job.raw, signs, inner.has_classes()) == Marks::default() {
             Books::Nothing
         } else {
             Books::Worker
@@ -427,7 +428,7 @@ impl Bookkeeping {
         if done_by_laravel(route) {
             return;
         }
-        let marks = Marks::read_with(&job.raw, inner.has_classes());
+        let marks = marks_of(job, inner.has_classes());
         if let Some(lock) = &inner.lock_of(&marks)
             && !inner.until_processing(job, &marks)
         {
@@ -437,6 +438,17 @@ impl Bookkeeping {
             inner.record(job, id, uuid, ending).await;
         }
     }
+}
+
+/// The [`Signs`] of `job`'s payload; none for a payload that cannot be
+/// parsed (it is failed, not run).
+fn signs_of(job: &ReservedJob) -> Signs {
+    job.payload.as_ref().map(Signs::of).unwrap_or_default()
+}
+
+/// The [`Marks`] of `job`'s payload, read whole with `always`.
+fn marks_of(job: &ReservedJob, always: bool) -> Marks {
+    Marks::read_with(&job.raw, signs_of(job), always)
 }
 
 /// Whether `e` says a table does not exist (SQLite's `no such table`,

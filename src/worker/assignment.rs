@@ -15,8 +15,8 @@ pub struct Assignment<'s> {
     /// takes it.
     pub route: Option<&'s Route>,
     /// Who keeps its books ([`crate::whole::Bookkeeping::books`]): for most
-    /// jobs [`Books::Nothing`], decided with a few byte scans of the
-    /// payload.
+    /// jobs [`Books::Nothing`], decided with one search of the command's
+    /// text ([`crate::whole::Signs`]).
     pub books: Books<'s>,
 }
 
