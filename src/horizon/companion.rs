@@ -34,13 +34,14 @@ use crate::queue::ReservedJob;
 use crate::queue::companion::{Ending, SettleCompanion, Writes};
 use crate::worker::decoupled::JobFacts;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::Trim;
 use super::keys::Keys;
-use super::ops::{Extra, time_and_score};
+use super::ops::Extra;
 use super::records::{Record, Step, microtime};
 use super::script::Batch;
+use super::stamp::Stamp;
 
 /// Horizon's part of the deletes.
 pub struct Companion {
@@ -63,7 +64,7 @@ impl SettleCompanion for Companion {
         let now = microtime(std::time::SystemTime::now());
         let step = match ended {
             Ending::Completed { reserved_at } => {
-                let extra = Extra::of(&facts.reserved);
+                let extra = Extra::of_flagged(&facts.reserved, facts.horizon_fields);
                 if extra.plain() {
                     return Some(self.done(&id, &facts, &extra, microtime(reserved_at), now));
                 }
@@ -83,6 +84,7 @@ impl SettleCompanion for Companion {
             queue: facts.queue.name.clone(),
             payload: facts.reserved,
             at: now,
+            horizon_fields: facts.horizon_fields,
             step,
         };
         let mut batch = Batch::new(&self.keys, &self.connection);
@@ -108,20 +110,26 @@ impl Companion {
             self.keys.key("pending_jobs"),
             self.keys.key(list),
         ];
-        let (reserved_at, recent) = time_and_score(reserved);
-        let (time, score) = time_and_score(now);
-        let text = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let reserved = Stamp::of(reserved);
+        let done = Stamp::of(now);
+        let expiry = Stamp::whole(now as u64 + self.trim.completed * 60);
+        // The arguments share one buffer: one allocation, not ten.
+        let mut buffer = BytesMut::with_capacity(256);
+        let mut text = |s: &str| {
+            buffer.extend_from_slice(s.as_bytes());
+            buffer.split().freeze()
+        };
         let args = vec![
             Bytes::from_static(b"\0done"),
             text(id),
             text(&self.connection),
             text(&facts.queue.name),
             text(facts.display_name.as_deref().unwrap_or_default()),
-            text(&reserved_at),
-            text(&recent),
-            text(&time),
-            text(&score),
-            text(&(now as u64 + self.trim.completed * 60).to_string()),
+            text(reserved.time()),
+            text(reserved.score()),
+            text(done.time()),
+            text(done.score()),
+            text(expiry.time()),
         ];
         Writes { keys, args }
     }

@@ -20,28 +20,40 @@ use super::script::{Batch, MEASURED_JOBS, MEASURED_QUEUES};
 /// The runs of one batch, per metrics hash, in the order they came.
 #[derive(Default)]
 pub struct Runs {
-    hashes: Vec<(String, usize, Vec<String>)>,
+    /// Per hash: its name's prefix (`queue:`, `job:`) and the rest, its
+    /// measured set, its runs (milliseconds, two decimals).
+    hashes: Vec<(&'static str, String, usize, Vec<String>)>,
 }
 
 impl Runs {
     /// Counts one job of class `name` that ran `runtime_ms` on `queue`.
     pub fn add(&mut self, queue: &str, name: &str, runtime_ms: f64) {
-        let runtime = format!("{runtime_ms}");
-        for (hash, set) in [
-            (format!("queue:{queue}"), MEASURED_QUEUES),
-            (format!("job:{name}"), MEASURED_JOBS),
+        let runtime = super::stamp::two_places(runtime_ms);
+        for (prefix, rest, set) in [
+            ("queue:", queue, MEASURED_QUEUES),
+            ("job:", name, MEASURED_JOBS),
         ] {
-            match self.hashes.iter_mut().find(|(h, _, _)| *h == hash) {
-                Some((_, _, runs)) => runs.push(runtime.clone()),
-                None => self.hashes.push((hash, set, vec![runtime.clone()])),
+            let found = self
+                .hashes
+                .iter_mut()
+                .find(|(p, r, _, _)| *p == prefix && r == rest);
+            match found {
+                Some((_, _, _, runs)) => runs.push(runtime.clone()),
+                None => self
+                    .hashes
+                    .push((prefix, rest.to_string(), set, vec![runtime.clone()])),
             }
         }
     }
 
     /// Adds the updates to `batch`, one op per hash.
     pub fn write(self, batch: &mut Batch<'_>) {
-        for (hash, set, runs) in self.hashes {
-            batch.op("T").key(&hash).text(set).text(runs.len());
+        for (prefix, rest, set, runs) in self.hashes {
+            batch
+                .op("T")
+                .key(&format!("{prefix}{rest}"))
+                .text(set)
+                .text(runs.len());
             for run in runs {
                 batch.text(run);
             }

@@ -33,6 +33,7 @@ pub mod records;
 pub mod retried;
 pub mod script;
 pub mod snapshot;
+pub mod stamp;
 pub mod writer;
 
 use std::sync::Arc;

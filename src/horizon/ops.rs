@@ -20,6 +20,7 @@ use super::Trim;
 use super::metrics::Runs;
 use super::records::{Record, Step};
 use super::script::Batch;
+use super::stamp::Stamp;
 
 /// The payload fields Horizon's records need beyond those the worker
 /// parsed, read only from a payload that has one of them.
@@ -53,6 +54,22 @@ static FIELDS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
 });
 
 impl Extra {
+    /// The fields of `record`'s payload: none without a read when its
+    /// parse saw none ([`Record::horizon_fields`]).
+    pub fn of_record(record: &Record) -> Self {
+        Self::of_flagged(&record.payload, record.horizon_fields)
+    }
+
+    /// The fields of `payload`, read only when `flagged` (it may have
+    /// one: see [`Record::horizon_fields`]).
+    pub fn of_flagged(payload: &[u8], flagged: bool) -> Self {
+        if flagged {
+            Self::of(payload)
+        } else {
+            Extra::default()
+        }
+    }
+
     /// The fields of `payload`; a payload that names none of them (one
     /// pushed without Horizon) is not parsed again.
     pub fn of(payload: &[u8]) -> Self {
@@ -174,7 +191,7 @@ fn plan(records: &[Record], companion: bool) -> Vec<Write<'_>> {
                     matches!(&writes[at], Some(Write::One(_, extra)) if extra.pushed_at().is_none())
                 }
                 None => {
-                    let extra = Extra::of(&record.payload);
+                    let extra = Extra::of_record(record);
                     extra.plain() && extra.pushed_at().is_none()
                 }
             };
@@ -196,7 +213,7 @@ fn plan(records: &[Record], companion: bool) -> Vec<Write<'_>> {
             });
             continue;
         }
-        let extra = Extra::of(&record.payload);
+        let extra = Extra::of_record(record);
         if record.step == Step::Reserved && extra.plain() {
             open.insert(&record.id, writes.len());
         }
@@ -209,10 +226,10 @@ fn plan(records: &[Record], companion: bool) -> Vec<Write<'_>> {
 /// the delete that settles it ([`super::companion`]): `S` for a completion
 /// (no metrics: the writer counts the run), `F` for a failure.
 pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
-    let extra = Extra::of(&record.payload);
+    let extra = Extra::of_record(record);
     match record.step {
         Step::Completed { .. } => {
-            let (time, score) = time_and_score(record.at);
+            let stamp = Stamp::of(record.at);
             let id = &record.id;
             batch
                 .op("S")
@@ -223,8 +240,8 @@ pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
             let parent = extra.retry_of().map_or(0, |id| batch.key_index(&id));
             batch
                 .payload(&record.payload)
-                .text(&time)
-                .text(&score)
+                .text(stamp.time())
+                .text(stamp.score())
                 .text(until(record.at, trim.completed))
                 .text(u8::from(extra.silenced()))
                 .text(parent);
@@ -237,14 +254,6 @@ pub fn add_settled(batch: &mut Batch<'_>, record: &Record, trim: &Trim) {
         }
         _ => add(batch, &mut Runs::default(), record, &extra, trim),
     }
-}
-
-/// `microtime(true)` as Horizon writes it, and the score of a list
-/// entry at that time (newest first).
-pub fn time_and_score(at: f64) -> (String, String) {
-    let time = format!("{at:.4}");
-    let score = format!("-{time}");
-    (time, score)
 }
 
 /// Unix seconds `minutes` after `at`.
@@ -263,8 +272,8 @@ fn add_done(
     let Step::Completed { runtime_ms, .. } = completed.step else {
         return;
     };
-    let (reserved_at, recent_score) = time_and_score(reserved.at);
-    let (completed_at, completed_score) = time_and_score(completed.at);
+    let reserved_at = Stamp::of(reserved.at);
+    let completed_at = Stamp::of(completed.at);
     let id = &reserved.id;
     batch
         .op_of("D", 2)
@@ -274,11 +283,11 @@ fn add_done(
         .text(&reserved.name);
     batch
         .payload(&reserved.payload)
-        .text(&reserved_at)
-        .text(&recent_score);
+        .text(reserved_at.time())
+        .text(reserved_at.score());
     batch
-        .text(&completed_at)
-        .text(&completed_score)
+        .text(completed_at.time())
+        .text(completed_at.score())
         .text(until(completed.at, trim.completed))
         .text(u8::from(extra.silenced()))
         .text(extra.pushed_at().unwrap_or_default());
@@ -288,7 +297,8 @@ fn add_done(
 /// Adds `record`'s op to `batch` (and its run to `runs`).
 fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, trim: &Trim) {
     let tags = extra.tags();
-    let (time, score) = time_and_score(record.at);
+    let stamp = Stamp::of(record.at);
+    let (time, score) = (stamp.time(), stamp.score());
     let until = |minutes: u64| until(record.at, minutes);
     let parent = |batch: &mut Batch<'_>| extra.retry_of().map_or(0, |id| batch.key_index(&id));
     let id = &record.id;
@@ -307,9 +317,9 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .text(&record.name);
             batch
                 .payload(&record.payload)
-                .text(&time)
+                .text(time)
                 .text(until(trim.pending));
-            batch.text(&score).text(tags.len());
+            batch.text(score).text(tags.len());
             for tag in &tags {
                 batch.text(tag).key(tag);
             }
@@ -320,10 +330,10 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .op("C")
                 .key(id)
                 .text(id)
-                .text(&time)
+                .text(time)
                 .text(until(trim.completed));
             batch
-                .text(&score)
+                .text(score)
                 .text(u8::from(extra.silenced()))
                 .text(parent)
                 .text(extra.pushed_at().unwrap_or_default())
@@ -348,8 +358,8 @@ fn add(batch: &mut Batch<'_>, runs: &mut Runs, record: &Record, extra: &Extra, t
                 .text(id)
                 .text(&record.queue)
                 .text(&record.name);
-            batch.payload(&record.payload).text(exception).text(&time);
-            batch.text(until(trim.failed)).text(&score).text(parent);
+            batch.payload(&record.payload).text(exception).text(time);
+            batch.text(until(trim.failed)).text(score).text(parent);
             batch
                 .text(trim.failed * 60)
                 .text(extra.pushed_at().unwrap_or_default())
@@ -379,6 +389,7 @@ mod tests {
 
     fn record(id: &str, step: Step, payload: &str) -> Record {
         Record {
+            horizon_fields: true,
             id: id.into(),
             name: "App\\Jobs\\Noop".into(),
             queue: "default".into(),

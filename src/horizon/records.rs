@@ -37,6 +37,9 @@ pub struct Record {
     pub payload: Bytes,
     /// When it happened: `microtime(true)`.
     pub at: f64,
+    /// The payload may have a field of Horizon's (see
+    /// [`JobFacts::horizon_fields`]): false only when its parse saw none.
+    pub horizon_fields: bool,
     /// What happened.
     pub step: Step,
 }
@@ -94,6 +97,7 @@ pub fn from_event(event: &Stamped, out: &mut Vec<Record>) {
                         id: fields.uuid().map(str::to_string).or_else(|| fields.id()),
                         display_name: fields.display_name().map(str::to_string),
                         large: false,
+                        horizon_fields: true,
                     };
                     out.extend(record(&job, payload.clone(), at, Step::Migrated));
                 }
@@ -140,6 +144,7 @@ fn record(job: &JobFacts, payload: Bytes, at: f64, step: Step) -> Option<Record>
         queue: job.queue.name.clone(),
         payload,
         at,
+        horizon_fields: job.horizon_fields,
         step,
     })
 }
@@ -162,6 +167,7 @@ mod tests {
             id: Some("u1".into()),
             display_name: Some("App\\Jobs\\A".into()),
             large: false,
+            horizon_fields: true,
         };
         let event = Stamped {
             at: SystemTime::now(),

@@ -93,7 +93,7 @@ pub async fn reset(
         .arg(job.queue)
         .arg(job.name)
         .arg(job.payload)
-        .arg(format!("{at:.4}"))
+        .arg(super::stamp::Stamp::of(at).time())
         .arg(unix + pending_minutes * 60)
         .arg(unix)
         .invoke_async(conn)

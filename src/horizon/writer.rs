@@ -155,7 +155,7 @@ impl Writer {
                 super::records::Step::Failed { .. } => ("failed", self.settings.trim.failed),
                 _ => continue,
             };
-            let extra = super::ops::Extra::of(&last.payload);
+            let extra = super::ops::Extra::of_record(last);
             let job = super::late::Watched {
                 id: id.clone(),
                 status,

@@ -165,6 +165,7 @@ mod tests {
             id: Some("4f1b".into()),
             display_name: Some("App\\Jobs\\Send".into()),
             large: false,
+            horizon_fields: true,
         }
     }
 

@@ -41,6 +41,9 @@ pub struct Payload {
     batch_in_data: bool,
     /// Where the `illuminate:log:context` value lies in `raw` (11.x+).
     context: Option<Range<usize>>,
+    /// Whether it has a field Horizon's connector writes (`tags`,
+    /// `silenced`, `retry_of`, `pushedAt`).
+    horizon_fields: bool,
     attempts: u64,
     uuid: Option<String>,
     id: Option<String>,
@@ -162,6 +165,7 @@ impl Payload {
             command,
             batch_in_data,
             context,
+            horizon_fields: fields.horizon_fields,
             raw: Bytes::new(),
         };
         Ok(Payload { raw, ..payload })
@@ -316,6 +320,13 @@ impl Payload {
     pub fn context(&self) -> Option<&[u8]> {
         self.raw.get(self.context.clone()?)
     }
+
+    /// Whether the payload has one of the fields Horizon's connector adds
+    /// (`tags`, `silenced`, `retry_of`, `pushedAt`), seen by the parse: a
+    /// payload without any needs no second read for Horizon's records.
+    pub fn has_horizon_fields(&self) -> bool {
+        self.horizon_fields
+    }
 }
 
 /// The fields the worker reads, borrowed from the payload text where they
@@ -338,6 +349,7 @@ struct Fields<'a> {
     delay: Option<Backoff<'a>>,
     data: Option<DataFields<'a>>,
     context: Option<&'a RawValue>,
+    horizon_fields: bool,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
@@ -367,6 +379,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                         "delay" => fields.delay = Some(map.next_value()?),
                         "data" => fields.data = Some(map.next_value()?),
                         "illuminate:log:context" => fields.context = Some(map.next_value()?),
+                        "tags" | "silenced" | "retry_of" | "pushedAt" => {
+                            fields.horizon_fields = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -679,6 +695,11 @@ mod tests {
         );
         assert!(payload.batch_in_data());
         assert_eq!(payload.context(), Some(br#"{"hidden":[]}"#.as_slice()));
+        assert!(!payload.has_horizon_fields());
+        for field in ["tags", "silenced", "retry_of", "pushedAt"] {
+            let raw = format!(r#"{{"{field}":null,"attempts":0}}"#);
+            assert!(Payload::parse(raw).unwrap().has_horizon_fields(), "{field}");
+        }
         for other in [
             r#"{"data":[]}"#,
             r#"{"data":{"command":1,"batchId":null}}"#,

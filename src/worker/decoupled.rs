@@ -43,6 +43,10 @@ pub struct JobFacts {
     /// A large job, named by digest in `:reserved`: its delete carries no
     /// companion's writes ([`crate::queue::companion`]).
     pub large: bool,
+    /// Its payload may have a field of Horizon's (`tags`, `silenced`,
+    /// `retry_of`, `pushedAt`): false only when the payload's parse saw
+    /// none ([`crate::queue::Payload::has_horizon_fields`]).
+    pub horizon_fields: bool,
 }
 
 impl JobFacts {
@@ -55,6 +59,7 @@ impl JobFacts {
             id: payload.and_then(|p| p.uuid().map(str::to_string).or_else(|| p.id())),
             display_name: payload.and_then(|p| p.display_name().map(str::to_string)),
             large: matches!(&job.reservation, Reservation::Redis(held) if held.digest.is_some()),
+            horizon_fields: payload.is_none_or(|p| p.has_horizon_fields()),
         }
     }
 }
