@@ -394,6 +394,25 @@ def start_redis_server(path, directory, *extra):
     raise RuntimeError("redis-server did not start")
 
 
+def callgrind_total(directory, proc):
+    """The instructions callgrind counted in `proc` (a worker `Lab.worker`
+    started under valgrind, its output in `directory`), the whole process;
+    None for a process not run under callgrind. Instruction counts do not
+    move with the machine's load, so a before/after of a few per cent that
+    the time figures cannot settle shows here."""
+    if not proc.args or proc.args[0] != "valgrind":
+        return None
+    path = os.path.join(directory, f"callgrind-{proc.pid}.out")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("totals:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def keys(queue, prefix=PREFIX):
     """(ready, reserved, delayed, notify) keys of a Laravel queue."""
     base = f"{prefix}queues:{queue}"
@@ -512,6 +531,9 @@ class Lab:
         self.app = None
         self.payloads = None
         self.outputs = []
+        # With a concurrency N: workers started with --concurrency=N run
+        # under callgrind (see `callgrind_total`).
+        self.callgrind = None
 
     def build(self):
         """cargo build --release of this tree (target/release)."""
@@ -640,8 +662,11 @@ driver = "null"
         `outcomes()` unless `stdout` is given."""
         if stdout is None:
             stdout = self.out_file()
-        return PROCS.start([binary or self.bin, "--config", config, "work", *args],
-                           env=self.worker_env(), stdout=stdout, stderr=stderr)
+        argv = [binary or self.bin, "--config", config, "work", *args]
+        if self.callgrind is not None and f"--concurrency={self.callgrind}" in args:
+            argv = ["valgrind", "--tool=callgrind", "--quiet",
+                    f"--callgrind-out-file={self.dir}/callgrind-%p.out", *argv]
+        return PROCS.start(argv, env=self.worker_env(), stdout=stdout, stderr=stderr)
 
     def out_file(self):
         """A new output file in `dir`, counted by the next `outcomes()`."""

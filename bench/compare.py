@@ -90,7 +90,8 @@ import finish
 import cluster
 import database
 import pool_memory
-from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, LengthSampler, Redis, cpu_seconds,
+from benchlib import (PROCS, PUSH_LUA, QUEUE, ROOT, Lab, LengthSampler, Redis, callgrind_total,
+                      cpu_seconds,
                       keys, log, machine_counters, peak_rss_kib, preload, rand_id, run_guarded, start_redis_server,
                       string_job, wait_all)
 
@@ -173,6 +174,7 @@ class Bench(Lab):
     def __init__(self, args):
         super().__init__(args.binary)
         self.args = args
+        self.callgrind = args.callgrind
         self.size = dict(SIZES[args.size])
         if args.reps:
             self.size["reps"] = args.reps
@@ -235,10 +237,14 @@ class Bench(Lab):
         self.last_machine = (after[0] - machine[0], after[1] - machine[1])
         if self.args.commandstats:
             self.log_commandstats(n)
+        self.last_instructions = None
         for p in procs:
             if p.returncode not in (0, None):
                 log(f"warning: {p.args[:4]} exited with {p.returncode}")
             PROCS.stop(p)
+            counted = callgrind_total(self.dir, p)
+            if counted is not None:
+                self.last_instructions = (self.last_instructions or 0) + counted
         return steady_rate(samples, n), n / wall, peak, cpu
 
     def log_commandstats(self, n):
@@ -328,6 +334,7 @@ class Bench(Lab):
         rows = [(name, count, run) for key, name, count, run in rows
                 if (self.named(key) if key == "ahead" else self.wanted(key))]
         results = {name: [] for name, _, _ in rows}
+        instructions = {}
         for rep in range(self.size["reps"]):
             for name, count, run in rows:
                 self.flush()
@@ -349,6 +356,10 @@ class Bench(Lab):
                 switches = self.last_machine[1] / count
                 results[name].append((steady, wall, peak, load, cpu * 1e6 / count, redis_us,
                                       machine_us, switches))
+                if self.last_instructions is not None:
+                    instructions.setdefault(name, []).append(self.last_instructions)
+                    log(f"  callgrind: {self.last_instructions / 1e6:.1f} M instructions "
+                        f"({self.last_instructions / count:,.0f} per job)")
                 log(f"[rep {rep + 1}] {name}: {count} jobs, steady {fmt(steady)} jobs/s, "
                     f"wall {wall:.0f} jobs/s, peak RSS {peak / 1024:.1f} MiB, "
                     f"worker CPU {cpu * 1e6 / count:.0f} µs/job, "
@@ -366,6 +377,7 @@ class Bench(Lab):
                 "redis_us_per_job": median([r[5] for r in runs]),
                 "machine_us_per_job": median([r[6] for r in runs]),
                 "switches_per_job": median([r[7] for r in runs]),
+                **({"instructions": median(instructions[name])} if name in instructions else {}),
             })
         self.horizon_cost(results, bins)
         if self.wanted("process"):
@@ -809,6 +821,15 @@ class Bench(Lab):
                       f"{mib(r['peak_kib'])} | {usec(r.get('cpu_us_per_job'))} | "
                       f"{usec(r.get('redis_us_per_job'))} | {usec(r.get('machine_us_per_job'))} | "
                       f"{switches(r.get('switches_per_job'))} | {r['load']:.2f} |")
+        counted = [r for r in rows if "instructions" in r]
+        if counted:
+            print()
+            print(f"Instructions (callgrind, the whole worker process, rows at "
+                  f"--concurrency={self.args.callgrind}, median of the repetitions):")
+            print()
+            for r in counted:
+                print(f"- {r['row']}: {r['instructions'] / 1e6:.1f} M "
+                      f"({r['instructions'] / r['jobs']:,.0f} per job)")
         x = self.results["extra"]
         print()
         if "pickup" in x:
@@ -1057,6 +1078,11 @@ def main():
                                    "server and per master of a 3-master Redis Cluster)")
     ap.add_argument("--databases", default="sqlite,postgres,mariadb",
                     help="with --only database: which of sqlite, postgres, mariadb")
+    ap.add_argument("--callgrind", type=int, metavar="C",
+                    help="run the laravel-worker rows at --concurrency=C under valgrind's "
+                         "callgrind and give each one's instruction count (the whole "
+                         "process; steady on a loaded machine, unlike the time figures; "
+                         "the row's own times are then valgrind's)")
     ap.add_argument("--commandstats", action="store_true",
                     help="log Redis's INFO commandstats of each row, per job (where Redis's "
                          "CPU goes)")
