@@ -41,9 +41,6 @@ needle!(UNIQUE_KEY, b"laravel_unique_job_key");
 /// (`crate::worker::assignment`), so a plain job pays only that.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Signs {
-    /// `data.command` is a string (the job is a queued command, not one
-    /// pushed by name).
-    command: bool,
     /// The command is encrypted (`ShouldBeEncrypted`): it does not start
     /// with `O:`, so its properties cannot be read.
     encrypted: bool,
@@ -66,10 +63,10 @@ impl Signs {
                 .is_some_and(|c| UNIQUE_KEY.find(c).is_some()),
             ..Signs::default()
         };
+        // A job pushed by name has no command: only `data.batchId` tells.
         let Some(command) = payload.command_body() else {
             return signs;
         };
-        signs.command = true;
         if !command.starts_with(b"O:") {
             signs.encrypted = true;
             return signs;
